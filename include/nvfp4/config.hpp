@@ -1,0 +1,67 @@
+// nvfp4/config.hpp: version, the ISA the translation unit was compiled for, OpenMP detection.
+// Every other header includes this one first; nothing here depends on the rest of the library.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#define NVFP4_VERSION_MAJOR 0
+#define NVFP4_VERSION_MINOR 1
+#define NVFP4_VERSION_PATCH 0
+
+// SIMD is chosen at compile time from the compiler's target flags (as Eigen does). Defining
+// NVFP4_FORCE_SCALAR before including any header turns every fast path into the scalar one.
+#if !defined(NVFP4_FORCE_SCALAR) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define NVFP4_HAS_AVX512 1
+#else
+#define NVFP4_HAS_AVX512 0
+#endif
+
+#if !defined(NVFP4_FORCE_SCALAR) && defined(__AVX512VNNI__) && NVFP4_HAS_AVX512
+#define NVFP4_HAS_AVX512_VNNI 1
+#else
+#define NVFP4_HAS_AVX512_VNNI 0
+#endif
+
+#if !defined(NVFP4_FORCE_SCALAR) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define NVFP4_HAS_AVX2 1
+#else
+#define NVFP4_HAS_AVX2 0
+#endif
+
+#if defined(_OPENMP)
+#define NVFP4_HAS_OPENMP 1
+#else
+#define NVFP4_HAS_OPENMP 0
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define NVFP4_ALWAYS_INLINE inline __attribute__((always_inline))
+#define NVFP4_RESTRICT __restrict__
+#else
+#define NVFP4_ALWAYS_INLINE inline
+#define NVFP4_RESTRICT
+#endif
+
+namespace nvfp4 {
+
+/// Signed index type for shapes and strides (like Eigen::Index): negative sizes are caught, not
+/// wrapped around.
+using index_t = std::ptrdiff_t;
+
+/// The instruction set the fast paths of this translation unit use.
+enum class isa { scalar, avx2, avx512 };
+
+inline constexpr isa compiled_isa =
+    NVFP4_HAS_AVX512 ? isa::avx512 : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
+
+constexpr const char* isa_name(isa value) {
+  switch (value) {
+    case isa::avx512: return "avx512";
+    case isa::avx2: return "avx2";
+    default: return "scalar";
+  }
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,8 @@
+// nvfp4/nvfp4.hpp: the whole core library (standard library + OpenMP only). Eigen interop and
+// file I/O are opt-in: nvfp4/interop/eigen.hpp, nvfp4/io/*.hpp.
+#pragma once
+
+#include "nvfp4/config.hpp"
+#include "nvfp4/error.hpp"
+#include "nvfp4/formats.hpp"
+#include "nvfp4/scaling.hpp"

@@ -1,0 +1,48 @@
+// Tests for nvfp4/scaling/layout.hpp: the 128x4 swizzle against its formula and its inverse.
+#include "nvfp4/scaling/layout.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace nvfp4 {
+namespace {
+
+TEST(Swizzle128x4, FirstTileMatchesTheDocumentedInterleave) {
+  // Row r of the first 32 goes to 16-byte row r; rows 32..63 sit 4 bytes further along.
+  std::vector<std::uint8_t> compact(128 * 4);
+  std::iota(compact.begin(), compact.end(), 0);
+  const auto s = swizzle_128x4(compact, 128, 4);
+  ASSERT_EQ(s.bytes.size(), 512u);
+  EXPECT_EQ(s.bytes[0], compact[0]);                 // (0,0)
+  EXPECT_EQ(s.bytes[3], compact[3]);                 // (0,3)
+  EXPECT_EQ(s.bytes[4], compact[32 * 4]);            // (32,0)
+  EXPECT_EQ(s.bytes[12], compact[96 * 4]);           // (96,0)
+  EXPECT_EQ(s.bytes[16], compact[1 * 4]);            // (1,0)
+  EXPECT_EQ(s.bytes[16 * 31 + 15], compact[127 * 4 + 3]);  // (127,3)
+}
+
+TEST(Swizzle128x4, PadsWithZerosAndRoundTrips) {
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{1, 1}, {7, 3}, {129, 5}, {300, 20}, {0, 0}}) {
+    std::vector<std::uint8_t> compact(static_cast<std::size_t>(rows * cols));
+    for (std::size_t i = 0; i < compact.size(); ++i) compact[i] = static_cast<std::uint8_t>(1 + i % 250);
+    const auto s = swizzle_128x4(compact, rows, cols);
+    EXPECT_EQ(static_cast<index_t>(s.bytes.size()), s.padded_rows() * s.padded_cols());
+    const auto nonzero = std::count_if(s.bytes.begin(), s.bytes.end(), [](auto b) { return b != 0; });
+    EXPECT_EQ(nonzero, rows * cols) << rows << "x" << cols;
+    EXPECT_EQ(unswizzle_128x4(s), compact);
+  }
+}
+
+TEST(Swizzle128x4, RejectsAByteCountThatDoesNotMatchTheShape) {
+  std::vector<std::uint8_t> compact(10);
+  EXPECT_THROW(swizzle_128x4(compact, 3, 4), error);
+  try {
+    swizzle_128x4(compact, 3, 4);
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::shape_mismatch);
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4
