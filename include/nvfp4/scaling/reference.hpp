@@ -8,6 +8,8 @@
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/formats/stochastic_rounding.hpp"
+#include "nvfp4/random/philox.hpp"
 #include "nvfp4/scaling/block_format.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
@@ -67,8 +69,9 @@ float amax(matrix_view<const T> x) {
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
                                             const quantize_options& options = {}) {
-  detail::require(options.rounding == rounding_mode::nearest_even, errc::unsupported,
-                  "reference quantizer: stochastic rounding is provided by nvfp4/transforms");
+  const bool stochastic = options.rounding == rounding_mode::stochastic;
+  detail::require(!stochastic || Format::is_fp4, errc::unsupported,
+                  "stochastic rounding is defined for E2M1 elements only");
   quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);
   tensor_scale ts{1.0f, 1.0f};
   if constexpr (Format::has_tensor_scale) ts = nvfp4_tensor_scale(global_amax);
@@ -99,7 +102,15 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
       for (index_t r = r0; r < r1; ++r) {
         q.scales()[static_cast<std::size_t>(r * q.scale_cols() + block)] = scale;
         for (index_t c = c0; c < c1; ++c) {
-          const element_type e = element_type::from_float(to_float32(x(r, c)) * factor);
+          const float scaled = to_float32(x(r, c)) * factor;
+          element_type e;
+          if constexpr (Format::is_fp4) {
+            // The random stream is keyed by the element's row-major index in this matrix.
+            e = stochastic ? e2m1_from_float_stochastic(scaled, random_byte(options.seed, static_cast<std::uint64_t>(r * x.cols() + c)))
+                           : element_type::from_float(scaled);
+          } else {
+            e = element_type::from_float(scaled);
+          }
           auto& unit = q.data()[static_cast<std::size_t>(r * q.data_row_stride() + c / Format::elements_per_storage)];
           if constexpr (Format::is_fp4) {
             unit = (c & 1) ? e2m1x2(unit.low(), e) : e2m1x2(e, unit.high());
