@@ -1,0 +1,101 @@
+// Shared helpers of the golden tests: where the vectors are, the manifest, .npy loading, and the
+// per-kind "N passed, N failed" tally each golden program prints.
+//
+// The directory is $NVFP4_GOLDEN_DIR when set, else the copy shipped with the project (unpacked
+// into the build tree). Any directory in the same format (manifest.json + .npy files) works.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nvfp4/io/npy.hpp"
+
+namespace nvfp4::golden {
+
+inline std::filesystem::path directory() {
+  if (const char* env = std::getenv("NVFP4_GOLDEN_DIR"); env && *env) return env;
+  return NVFP4_DEFAULT_GOLDEN_DIR;
+}
+
+inline const nlohmann::json& manifest() {
+  static const nlohmann::json value = [] {
+    const auto path = directory() / "manifest.json";
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("golden: cannot open " + path.string());
+    return nlohmann::json::parse(in);
+  }();
+  return value;
+}
+
+/// Every case of the given kind, in manifest order.
+inline std::vector<nlohmann::json> cases_of(const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  for (const auto& c : manifest().at("cases"))
+    if (c.at("kind") == kind) out.push_back(c);
+  return out;
+}
+
+/// Loads the .npy a case field names.
+inline io::npy_array load(const nlohmann::json& test_case, const std::string& field) {
+  return io::read_npy(directory() / test_case.at(field).get<std::string>());
+}
+
+template <class T>
+std::vector<T> load_as(const nlohmann::json& test_case, const std::string& field) {
+  return load(test_case, field).as<T>();
+}
+
+/// A one-line description of a case for failure messages.
+inline std::string describe(const nlohmann::json& test_case) {
+  std::string out = test_case.at("kind").get<std::string>();
+  for (const char* key : {"mode", "dist", "format", "style"})
+    if (test_case.contains(key)) out += " " + test_case.at(key).get<std::string>();
+  if (test_case.contains("shape")) out += " " + test_case.at("shape").dump();
+  if (test_case.contains("m"))
+    out += " m=" + test_case.at("m").dump() + " n=" + test_case.at("n").dump() + " k=" + test_case.at("k").dump();
+  return out;
+}
+
+/// Counts cases per kind and prints "<kind>: N passed, N failed[, N skipped]" at exit.
+class tally {
+ public:
+  static tally& instance() {
+    static tally t;
+    return t;
+  }
+  void record(const std::string& kind, bool passed) { (passed ? counts_[kind].passed : counts_[kind].failed)++; }
+  void skip(const std::string& kind) { counts_[kind].skipped++; }
+  ~tally() {
+    for (const auto& [kind, c] : counts_) {
+      std::printf("%s: %d passed, %d failed", kind.c_str(), c.passed, c.failed);
+      if (c.skipped) std::printf(", %d skipped", c.skipped);
+      std::printf("\n");
+    }
+  }
+
+ private:
+  struct count {
+    int passed = 0, failed = 0, skipped = 0;
+  };
+  std::map<std::string, count> counts_;
+};
+
+/// Index of the first differing byte of two equal-length byte arrays, or -1.
+template <class A, class B>
+long first_difference(const A& a, const B& b) {
+  if (a.size() != b.size()) return 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<long>(i);
+  return -1;
+}
+
+}  // namespace nvfp4::golden
