@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nvfp4/scaling/reference.hpp"
+#include "nvfp4/scaling/stochastic_quantize.hpp"
 
 namespace nvfp4 {
 
@@ -22,6 +23,9 @@ template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
                                             const quantize_options& options = {}) {
   x.validate("quantize input");
+  if (options.rounding == rounding_mode::stochastic) {
+    return detail::quantize_stochastic_with_amax<Format>(x, global_amax, options);
+  }
   return reference::quantize_with_amax<Format>(x, global_amax, options);
 }
 
