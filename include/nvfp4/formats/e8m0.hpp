@@ -29,20 +29,15 @@ class e8m0 {
     return from_bits(static_cast<std::uint8_t>(clamped + bias));
   }
 
-  /// Nearest power of two, ties (significand exactly 1.5) away from the smaller one, as
-  /// ml_dtypes' `float8_e8m0fnu` cast does; NaN, negative and zero inputs give NaN, +Inf gives
-  /// NaN too (no Inf in the format), values past 2^127 saturate.
-  static constexpr e8m0 from_float(float x) {
-    if (!(x > 0.0f) || x == std::numeric_limits<float>::infinity()) return from_bits(nan_code);
-    const std::uint32_t bits = detail::float_bits(x);
-    const int biased = static_cast<int>(bits >> 23);
-    if (biased == 0) {
-      // Float subnormals (< 2^-126): 2^-127 is the smallest code; [1.5, 2) x 2^-127 rounds up.
-      return from_bits(bits >= 0x00600000u ? 1 : 0);
-    }
-    const bool round_up = (bits & 0x400000u) != 0;  // significand >= 1.5
-    const int code = biased + (round_up ? 1 : 0);  // the float's biased exponent is the code
-    return from_bits(static_cast<std::uint8_t>(code > 254 ? 254 : code));
+  /// Nearest power of two in the log domain as ml_dtypes' `float8_e8m0fnu` cast rounds: a
+  /// significand >= 1.5 (ties included) rounds up, float subnormals too (read with exponent
+  /// field 0). NaN, zero, negative and -Inf give NaN (the format has neither zero nor sign); +Inf
+  /// and values rounding past 2^127 give 2^127 (saturate) or NaN (propagate, ml_dtypes' cast).
+  static constexpr e8m0 from_float(float x, overflow_policy policy = overflow_policy::saturate) {
+    if (!(x > 0.0f)) return from_bits(nan_code);
+    const std::uint32_t code = (detail::float_bits(x) + 0x400000u) >> 23;
+    if (code >= nan_code) return from_bits(policy == overflow_policy::saturate ? nan_code - 1 : nan_code);
+    return from_bits(static_cast<std::uint8_t>(code));
   }
 
   constexpr std::uint8_t bits() const { return bits_; }

@@ -1,0 +1,76 @@
+// Golden test, kind `codec`: our E2M1/E4M3/E5M2/E8M0 encoders and decoders against ml_dtypes
+// and PyTorch, bit for bit, over every array of every codec case. Each array is one tallied check.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+
+#include "golden/golden_support.hpp"
+#include "nvfp4/formats.hpp"
+
+namespace nvfp4 {
+namespace {
+
+const std::string kKind = "codec";
+
+/// Encodes every input with `encode` and compares with the expected codes; records one check.
+template <class Encode>
+void check_encoder(const nlohmann::json& test_case, const std::string& input_field, const std::string& expected_field,
+                   Encode encode) {
+  if (!test_case.contains(expected_field)) return;
+  const auto input = golden::load_as<float>(test_case, input_field);
+  const auto expected = golden::load_as<std::uint8_t>(test_case, expected_field);
+  ASSERT_EQ(input.size(), expected.size()) << expected_field;
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    const std::uint8_t got = encode(input[i]);
+    if (got != expected[i] && mismatches++ < 5) {
+      ADD_FAILURE() << expected_field << ": input " << input[i] << " (0x" << std::hex << std::bit_cast<std::uint32_t>(input[i])
+                    << ") -> 0x" << int(got) << ", expected 0x" << int(expected[i]) << std::dec;
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << expected_field << " over " << input.size() << " inputs";
+  golden::tally::instance().record(kKind, mismatches == 0);
+}
+
+/// Decodes every code and compares float bits (any NaN matches any NaN).
+template <class Decode>
+void check_decoder(const nlohmann::json& test_case, const std::string& field, Decode decode) {
+  if (!test_case.contains(field)) return;
+  const auto expected = golden::load_as<float>(test_case, field);
+  std::size_t mismatches = 0;
+  for (std::size_t code = 0; code < expected.size(); ++code) {
+    const float got = decode(static_cast<std::uint8_t>(code));
+    const bool same = std::isnan(expected[code]) ? std::isnan(got)
+                                                 : std::bit_cast<std::uint32_t>(got) == std::bit_cast<std::uint32_t>(expected[code]);
+    if (!same) {
+      ++mismatches;
+      ADD_FAILURE() << field << ": code 0x" << std::hex << code << std::dec << " -> " << got << ", expected " << expected[code];
+    }
+  }
+  golden::tally::instance().record(kKind, mismatches == 0);
+}
+
+TEST(GoldenCodec, EveryCaseBitForBit) {
+  const auto cases = golden::cases_of(kKind);
+  ASSERT_FALSE(cases.empty()) << "no codec case in " << golden::directory();
+  for (const auto& c : cases) {
+    SCOPED_TRACE(golden::describe(c));
+    check_encoder(c, "e2m1_input", "e2m1_rn_satfinite", [](float x) { return e2m1::from_float(x).bits(); });
+    check_encoder(c, "input", "e4m3_rn_satfinite", [](float x) { return e4m3::from_float(x).bits(); });
+    check_encoder(c, "input", "e4m3_mldtypes",
+                  [](float x) { return e4m3::from_float(x, overflow_policy::propagate).bits(); });
+    check_encoder(c, "input", "e5m2_rn_satfinite", [](float x) { return e5m2::from_float(x).bits(); });
+    check_encoder(c, "input", "e5m2_mldtypes",
+                  [](float x) { return e5m2::from_float(x, overflow_policy::propagate).bits(); });
+    check_encoder(c, "e8m0_input", "e8m0_mldtypes", [](float x) { return e8m0::from_float(x, overflow_policy::propagate).bits(); });
+    check_encoder(c, "e4m3_torch_input", "e4m3_torch", [](float x) { return e4m3::from_float(x).bits(); });
+    check_decoder(c, "decode_e2m1", [](std::uint8_t b) { return e2m1::from_bits(b).to_float(); });
+    check_decoder(c, "decode_e4m3", [](std::uint8_t b) { return e4m3::from_bits(b).to_float(); });
+    check_decoder(c, "decode_e5m2", [](std::uint8_t b) { return e5m2::from_bits(b).to_float(); });
+    check_decoder(c, "decode_e8m0", [](std::uint8_t b) { return e8m0::from_bits(b).to_float(); });
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4
