@@ -81,7 +81,7 @@ class tally {
       for (const auto& c : manifest().at("cases")) {
         // A case is tallied under its kind, or "kind mode" for kinds whose cases have modes.
         std::string label = c.at("kind").get<std::string>();
-        if (c.contains("mode")) label += " " + c.at("mode").get<std::string>();
+        if (c.contains("mode")) label.append(" ").append(c.at("mode").get<std::string>());
         if (!counts_.count(label)) unhandled_[label]++;
       }
     } catch (const std::exception&) {
