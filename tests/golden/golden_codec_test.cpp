@@ -13,6 +13,14 @@ namespace {
 
 const std::string kKind = "codec";
 
+/// True where the peer is known to differ from the rule we implement (see the golden README and
+/// e8m0::from_float): ml_dtypes casts float subnormals in [2^-127, 1.5 x 2^-127) to 2^-126,
+/// although 2^-127 (code 0) is nearer. Only there is its code 1 accepted for our code 0.
+bool known_e8m0_subnormal_quirk(float x, std::uint8_t ours, std::uint8_t theirs) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  return bits >= 0x00400000u && bits < 0x00600000u && ours == 0 && theirs == 1;
+}
+
 /// Encodes every input with `encode` and compares with the expected codes; records one check.
 template <class Encode>
 void check_encoder(const nlohmann::json& test_case, const std::string& input_field, const std::string& expected_field,
@@ -24,7 +32,8 @@ void check_encoder(const nlohmann::json& test_case, const std::string& input_fie
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < input.size(); ++i) {
     const std::uint8_t got = encode(input[i]);
-    if (got != expected[i] && mismatches++ < 5) {
+    const bool tolerated = expected_field == "e8m0_mldtypes" && known_e8m0_subnormal_quirk(input[i], got, expected[i]);
+    if (got != expected[i] && !tolerated && mismatches++ < 5) {
       ADD_FAILURE() << expected_field << ": input " << input[i] << " (0x" << std::hex << std::bit_cast<std::uint32_t>(input[i])
                     << ") -> 0x" << int(got) << ", expected 0x" << int(expected[i]) << std::dec;
     }

@@ -29,13 +29,16 @@ class e8m0 {
     return from_bits(static_cast<std::uint8_t>(clamped + bias));
   }
 
-  /// Nearest power of two in the log domain as ml_dtypes' `float8_e8m0fnu` cast rounds: a
-  /// significand >= 1.5 (ties included) rounds up, float subnormals too (read with exponent
-  /// field 0). NaN, zero, negative and -Inf give NaN (the format has neither zero nor sign); +Inf
-  /// and values rounding past 2^127 give 2^127 (saturate) or NaN (propagate, ml_dtypes' cast).
+  /// The nearest power of two, ties (significand exactly 1.5) up, as ml_dtypes'
+  /// `float8_e8m0fnu` cast rounds. Below 2^-126 (float subnormals) the nearest code is taken too:
+  /// 2^-127 up to 1.5 x 2^-127, then 2^-126 (ml_dtypes differs there: it gives 2^-126 from 2^-127
+  /// on). NaN, zero, negative and -Inf give NaN (the format has neither zero nor sign); +Inf and
+  /// values rounding past 2^127 give 2^127 (saturate) or NaN (propagate, ml_dtypes' cast).
   static constexpr e8m0 from_float(float x, overflow_policy policy = overflow_policy::saturate) {
     if (!(x > 0.0f)) return from_bits(nan_code);
-    const std::uint32_t code = (detail::float_bits(x) + 0x400000u) >> 23;
+    const std::uint32_t bits = detail::float_bits(x);
+    if (bits < 0x00800000u) return from_bits(bits >= 0x00600000u ? 1 : 0);
+    const std::uint32_t code = (bits + 0x400000u) >> 23;  // adds half a binade: ties go up
     if (code >= nan_code) return from_bits(policy == overflow_policy::saturate ? nan_code - 1 : nan_code);
     return from_bits(static_cast<std::uint8_t>(code));
   }
