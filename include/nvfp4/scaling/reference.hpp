@@ -127,8 +127,9 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
 /// Quantizes x to Format (§2 / §7), the tensor amax taken over x itself.
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options& options = {}) {
-  const float global_amax = amax(x);  // also rejects NaN/Inf, before anything is written
-  return quantize_with_amax<Format>(x, global_amax, options);
+  // Qualified calls: nvfp4::amax / quantize_with_amax (the fast paths) are found by ADL too.
+  const float global_amax = reference::amax(x);  // also rejects NaN/Inf, before anything is written
+  return reference::quantize_with_amax<Format>(x, global_amax, options);
 }
 
 /// Dequantizes into out (same shape as q): x̂ = (element * block scale) * S_dec (§2 step 6; the
