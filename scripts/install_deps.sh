@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what building nvfp4's programs needs on Debian/Ubuntu (idempotent, quick when all is
+# there). The library itself is header-only and needs only a C++20 compiler.
+set -euo pipefail
+packages=(cmake g++ make libeigen3-dev libopenblas-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev)
+if [ "${1:-}" = "--with-fuzz" ]; then packages+=(clang libclang-rt-14-dev); fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+echo "installing: ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
