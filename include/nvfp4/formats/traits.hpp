@@ -77,7 +77,12 @@ constexpr std::uint8_t encode_minifloat(float x, overflow_policy policy) {
       policy == overflow_policy::saturate
           ? T.max_code
           : (T.has_inf ? (((1u << T.exponent_bits) - 1) << T.mantissa_bits) : T.nan_code);
-  if (abs_bits > 0x7F800000u) return static_cast<std::uint8_t>(sign | (T.has_nan ? T.nan_code : T.max_code));
+  if (abs_bits > 0x7F800000u) {
+    // NaN: the hardware's satfinite conversion writes the positive NaN code whatever the input's
+    // sign (checked on an H100 over every NaN pattern); ml_dtypes' cast keeps the sign.
+    if (!T.has_nan) return static_cast<std::uint8_t>(sign | T.max_code);
+    return static_cast<std::uint8_t>((policy == overflow_policy::saturate ? 0u : sign) | T.nan_code);
+  }
   if (abs_bits == 0x7F800000u) return static_cast<std::uint8_t>(sign | overflow_code);
 
   // |x| = significand * 2^(float_exponent - 150), with float subnormals read as exponent 1.
