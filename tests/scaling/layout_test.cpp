@@ -1,5 +1,6 @@
 // Tests for nvfp4/scaling/layout.hpp: the 128x4 swizzle against its formula and its inverse.
 #include "nvfp4/scaling/layout.hpp"
+#include "nvfp4/scaling/quantize.hpp"
 
 #include <gtest/gtest.h>
 
@@ -32,6 +33,20 @@ TEST(Swizzle128x4, PadsWithZerosAndRoundTrips) {
     EXPECT_EQ(nonzero, rows * cols) << rows << "x" << cols;
     EXPECT_EQ(unswizzle_128x4(s), compact);
   }
+}
+
+TEST(Swizzle128x4, OfAQuantizedTensorPlacesEachBlockScaleByTheFormula) {
+  std::vector<float> x(130 * 80);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+  const auto q = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), 130, 80));
+  const auto s = swizzle_128x4(q);
+  EXPECT_EQ(s.rows, 130);
+  EXPECT_EQ(s.cols, 5);
+  EXPECT_EQ(s.padded_rows(), 256);
+  EXPECT_EQ(s.padded_cols(), 8);
+  for (index_t r = 0; r < 130; ++r)
+    for (index_t c = 0; c < 5; ++c)
+      EXPECT_EQ(s.bytes[static_cast<std::size_t>(swizzled_offset_128x4(r, c, 5))], q.scale(r, c).bits());
 }
 
 TEST(Swizzle128x4, RejectsAByteCountThatDoesNotMatchTheShape) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nvfp4/error.hpp"
+#include "nvfp4/scaling/quantized_tensor.hpp"
 
 namespace nvfp4 {
 
@@ -54,6 +55,15 @@ inline std::vector<std::uint8_t> unswizzle_128x4(const swizzled_scales& swizzled
       compact[static_cast<std::size_t>(r * swizzled.cols + c)] =
           swizzled.bytes[static_cast<std::size_t>(swizzled_offset_128x4(r, c, swizzled.cols))];
   return compact;
+}
+
+/// The scales of a quantized tensor in the 128x4 swizzled layout, as a GPU GEMM reads them.
+template <block_scaled_format Format>
+swizzled_scales swizzle_128x4(const quantized_tensor<Format>& q) {
+  std::vector<std::uint8_t> compact;
+  compact.reserve(q.scales().size());
+  for (auto s : q.scales()) compact.push_back(s.bits());
+  return swizzle_128x4(compact, q.rows(), q.scale_cols());
 }
 
 }  // namespace nvfp4
