@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "nvfp4/scaling/fast_quantize.hpp"
 #include "nvfp4/scaling/reference.hpp"
 #include "nvfp4/scaling/stochastic_quantize.hpp"
 
@@ -13,7 +14,12 @@ namespace nvfp4 {
 /// max |x| over the tensor, exact. Throws non_finite_error naming the first NaN/Inf.
 template <quantizer_input T>
 float amax(matrix_view<const T> x) {
-  return reference::amax(x);
+  x.validate("amax input");
+  // One pass finds the amax and whether a NaN/Inf is there; only then is the input rescanned to
+  // say where the first one is.
+  const std::uint32_t bits = fast::abs_max_bits(x);
+  if (bits >= simd::float_inf_bits) detail::throw_first_non_finite(x, "input");
+  return detail::bits_float(bits);
 }
 
 /// Quantizes x (blocks along its rows) with the tensor scale taken from `global_amax`, which the
@@ -26,7 +32,7 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
   if (options.rounding == rounding_mode::stochastic) {
     return detail::quantize_stochastic_with_amax<Format>(x, global_amax, options);
   }
-  return reference::quantize_with_amax<Format>(x, global_amax, options);
+  return fast::quantize_with_amax<Format>(x, global_amax, options);
 }
 
 /// Quantizes x to Format: NVFP4 (§2) or MX (§7). Pass x.transposed() for the columnwise copy.
@@ -59,7 +65,11 @@ quantized_pair<Format> quantize_rowwise_and_columnwise(matrix_view<const T> x, q
 /// Dequantizes q into out (same shape): x̂ = (element * block scale) * S_dec.
 template <block_scaled_format Format>
 void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
-  reference::dequantize(q, out);
+  out.validate("dequantize output");
+  detail::require(out.rows() == q.rows() && out.cols() == q.cols(), errc::shape_mismatch,
+                  "dequantize: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
+                      ", tensor is " + std::to_string(q.rows()) + "x" + std::to_string(q.cols()));
+  fast::dequantize(q, out);
 }
 
 /// Dequantizes q into a new row-major [rows, cols] buffer.

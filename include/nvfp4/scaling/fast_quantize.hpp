@@ -1,0 +1,205 @@
+// nvfp4/scaling/fast_quantize.hpp: the fast paths behind nvfp4::amax / quantize_with_amax /
+// dequantize: OpenMP over 16-row panels, the ISA kernels of nvfp4/simd/dispatch.hpp inside.
+// Bit-identical to nvfp4::reference for every finite input and any thread count.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+// The kernels first: they include <immintrin.h> the way GCC 12 needs (simd/x86_intrinsics.hpp).
+#include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/simd/parallel.hpp"
+#include "nvfp4/scaling/reference.hpp"
+
+namespace nvfp4::fast {
+
+namespace detail {
+
+/// Rows per panel: the parallel unit, a 16x16 tile's height, and the height of the transposed
+/// copy made of a view whose rows are not contiguous.
+inline constexpr index_t panel_rows = 16;
+/// Columns per panel chunk: 16 rows of it (32 KiB of float) stay in L1/L2 between the block-amax
+/// pass and the encode pass. A multiple of every block width.
+inline constexpr index_t panel_cols = 512;
+/// Columns per work item of amax on contiguous rows, so a few long rows still split over threads.
+inline constexpr index_t amax_chunk_cols = index_t{1} << 14;
+
+template <class T>
+std::uint8_t* bytes_of(std::span<T> s) {
+  static_assert(sizeof(T) == 1 && std::is_trivially_copyable_v<T>);
+  return reinterpret_cast<std::uint8_t*>(s.data());
+}
+template <class T>
+const std::uint8_t* bytes_of(std::span<const T> s) {
+  static_assert(sizeof(T) == 1 && std::is_trivially_copyable_v<T>);
+  return reinterpret_cast<const std::uint8_t*>(s.data());
+}
+
+/// Copies rows [r0, r0+rows) x cols [c0, c0+cols) of x into buffer (row stride panel_cols) as
+/// float, or points straight into x when its rows are contiguous float. Returns the tile's
+/// first row and sets `stride` to its row stride.
+template <class T>
+const float* load_panel(matrix_view<const T> x, index_t r0, index_t rows, index_t c0, index_t cols, float* buffer,
+                        index_t& stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.rows_contiguous()) {
+      stride = x.row_stride();
+      return x.row(r0) + c0;
+    }
+    if (x.row_stride() == 1) {  // columns contiguous (a transposed or column-major view)
+      simd::kernels::transpose_panel(&x(r0, c0), x.col_stride(), rows, cols, buffer, panel_cols);
+      stride = panel_cols;
+      return buffer;
+    }
+  } else {
+    if (x.rows_contiguous()) {
+      for (index_t i = 0; i < rows; ++i) simd::kernels::widen(x.row(r0 + i) + c0, cols, buffer + i * panel_cols);
+      stride = panel_cols;
+      return buffer;
+    }
+  }
+  for (index_t c = 0; c < cols; ++c)
+    for (index_t i = 0; i < rows; ++i) buffer[i * panel_cols + c] = to_float32(x(r0 + i, c0 + c));
+  stride = panel_cols;
+  return buffer;
+}
+
+/// Block scales (codes and element factors) of `count` blocks from their amax bits.
+template <block_scaled_format Format>
+void block_scales(const std::uint32_t* amax_bits, index_t count, tensor_scale scale, mx_scale_rule rule,
+                  std::uint8_t* codes, float* factors) {
+  if constexpr (Format::has_tensor_scale) {
+    simd::kernels::nvfp4_block_scales(amax_bits, count, scale, codes, factors);
+  } else {
+    // One E8M0 scale per 32 elements: the shared scalar rule costs little here.
+    for (index_t b = 0; b < count; ++b) {
+      const e8m0 block_scale = mx_block_scale<typename Format::element_type>(nvfp4::detail::bits_float(amax_bits[b]), rule);
+      codes[b] = block_scale.bits();
+      factors[b] = mx_block_encode_factor(block_scale);
+    }
+  }
+}
+
+/// max |x| bits over a view (see simd::abs_bits_mask).
+template <quantizer_input T>
+std::uint32_t abs_max_bits(matrix_view<const T> x) {
+  if (x.empty()) return 0;
+  // A max does not care about order: a view with contiguous columns is scanned as its transpose.
+  if (!x.rows_contiguous() && x.row_stride() == 1) x = x.transposed();
+  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  if (x.rows_contiguous()) {
+    const index_t chunks = (x.cols() + amax_chunk_cols - 1) / amax_chunk_cols;
+    return simd::parallel_max(x.rows() * chunks, parallel, [&](index_t begin, index_t end) {
+      std::uint32_t result = 0;
+      for (index_t item = begin; item < end; ++item) {
+        const index_t c0 = item % chunks * amax_chunk_cols;
+        const index_t n = std::min(amax_chunk_cols, x.cols() - c0);
+        result = std::max(result, simd::kernels::abs_max_bits(x.row(item / chunks) + c0, n));
+      }
+      return result;
+    });
+  }
+  return simd::parallel_max(x.rows(), parallel, [&](index_t begin, index_t end) {
+    std::uint32_t result = 0;
+    for (index_t r = begin; r < end; ++r)
+      for (index_t c = 0; c < x.cols(); ++c)
+        result = std::max(result, nvfp4::detail::float_bits(to_float32(x(r, c))) & simd::abs_bits_mask);
+    return result;
+  });
+}
+
+}  // namespace detail
+
+/// max |x| as float bits; >= simd::float_inf_bits when x holds a NaN or an Inf. No checks.
+template <quantizer_input T>
+std::uint32_t abs_max_bits(matrix_view<const T> x) {
+  return detail::abs_max_bits(x);
+}
+
+/// Same contract and result as reference::quantize_with_amax with round-to-nearest-even.
+/// x must be finite (the public entry points check that first).
+template <block_scaled_format Format, quantizer_input T>
+quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
+                                            const quantize_options& options = {}) {
+  static_assert(detail::panel_rows % Format::block_rows == 0 && detail::panel_cols % Format::block_cols == 0);
+  constexpr int block_cols = Format::block_cols;
+  constexpr minifloat_traits element_traits = Format::element_type::traits;
+  quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);
+  tensor_scale scale{1.0f, 1.0f};
+  if constexpr (Format::has_tensor_scale) scale = nvfp4_tensor_scale(global_amax);
+  q.set_tensor_scale(global_amax, scale.encode, scale.decode);
+  if (x.empty()) return q;
+
+  std::uint8_t* const data = detail::bytes_of(q.data());
+  std::uint8_t* const scales = detail::bytes_of(q.scales());
+  const index_t data_stride = q.data_row_stride();
+  const index_t scale_stride = q.scale_cols();
+  const index_t panels = (x.rows() + detail::panel_rows - 1) / detail::panel_rows;
+  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+
+  simd::parallel_ranges(panels, parallel, [&](index_t first_panel, index_t last_panel) {
+    constexpr index_t blocks_per_chunk = detail::panel_cols / block_cols;
+    std::vector<float> buffer;
+    if (!std::is_same_v<T, float> || !x.rows_contiguous())
+      buffer.resize(static_cast<std::size_t>(detail::panel_rows * detail::panel_cols));
+    std::uint32_t amax_bits[blocks_per_chunk];
+    std::uint8_t codes[blocks_per_chunk];
+    float factors[blocks_per_chunk];
+
+    for (index_t panel = first_panel; panel < last_panel; ++panel) {
+      const index_t r0 = panel * detail::panel_rows;
+      const index_t rows = std::min(detail::panel_rows, x.rows() - r0);
+      for (index_t c0 = 0; c0 < x.cols(); c0 += detail::panel_cols) {
+        const index_t cols = std::min(detail::panel_cols, x.cols() - c0);
+        const index_t blocks = (cols + block_cols - 1) / block_cols;
+        index_t stride = 0;
+        const float* tile = detail::load_panel(x, r0, rows, c0, cols, buffer.data(), stride);
+        std::uint8_t* const row_data = data + r0 * data_stride + c0 / Format::elements_per_storage;
+        std::uint8_t* const row_scales = scales + r0 * scale_stride + c0 / block_cols;
+
+        for (index_t t0 = 0; t0 < rows; t0 += Format::block_rows) {
+          // One scale per block_rows x block_cols tile: the block amax runs over its rows.
+          const index_t tile_rows = std::min<index_t>(Format::block_rows, rows - t0);
+          std::fill_n(amax_bits, blocks, 0u);
+          for (index_t i = t0; i < t0 + tile_rows; ++i)
+            simd::kernels::template block_abs_max_bits<block_cols>(tile + i * stride, cols, amax_bits);
+          detail::block_scales<Format>(amax_bits, blocks, scale, options.mx_rule, codes, factors);
+          for (index_t i = t0; i < t0 + tile_rows; ++i) {
+            std::memcpy(row_scales + i * scale_stride, codes, static_cast<std::size_t>(blocks));
+            simd::kernels::template encode_scaled<element_traits, block_cols>(tile + i * stride, cols, factors,
+                                                                             row_data + i * data_stride);
+          }
+        }
+      }
+    }
+  });
+  return q;
+}
+
+/// Same result as reference::dequantize; out must already have q's shape.
+template <block_scaled_format Format>
+void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
+  constexpr int block_cols = Format::block_cols;
+  constexpr minifloat_traits element_traits = Format::element_type::traits;
+  if (q.rows() == 0 || q.cols() == 0) return;
+  const std::uint8_t* const data = detail::bytes_of(q.data());
+  const bool parallel = q.rows() * q.cols() >= simd::parallel_threshold_elements;
+  simd::parallel_ranges(q.rows(), parallel, [&](index_t first_row, index_t last_row) {
+    std::vector<float> scale_values(static_cast<std::size_t>(q.scale_cols()));
+    std::vector<float> buffer;
+    if (!out.rows_contiguous()) buffer.resize(static_cast<std::size_t>(q.cols()));
+    for (index_t r = first_row; r < last_row; ++r) {
+      for (index_t b = 0; b < q.scale_cols(); ++b) scale_values[static_cast<std::size_t>(b)] = q.scale(r, b).to_float();
+      float* const row = out.rows_contiguous() ? out.row(r) : buffer.data();
+      simd::kernels::template dequantize<element_traits, block_cols, Format::has_tensor_scale>(
+          data + r * q.data_row_stride(), q.cols(), scale_values.data(), q.decode_scale(), row);
+      if (!out.rows_contiguous())
+        for (index_t c = 0; c < q.cols(); ++c) out(r, c) = buffer[static_cast<std::size_t>(c)];
+    }
+  });
+}
+
+}  // namespace nvfp4::fast

@@ -1,0 +1,213 @@
+// nvfp4/simd/vector_kernels.hpp: the block-scaling kernels written once over an ISA's lane
+// operations (simd/avx512/ops.hpp, simd/avx2/ops.hpp). Same functions, same results, as
+// simd/scalar.hpp; tails shorter than a vector go through the scalar kernels.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+
+#include "nvfp4/config.hpp"
+#include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/formats/traits.hpp"
+#include "nvfp4/scaling/scale_rules.hpp"
+#include "nvfp4/simd/scalar.hpp"
+
+namespace nvfp4::simd {
+
+template <class Ops>
+struct vector_kernels {
+  static constexpr const char* name = Ops::name;
+  static constexpr int width = Ops::width;
+  using vf = typename Ops::vf;
+  using vi = typename Ops::vi;
+
+  /// Round-to-nearest-even encode of W floats (given as bits) to format T, bit-identical to
+  /// detail::encode_minifloat<T> for every input, NaN, Inf and subnormals included.
+  template <minifloat_traits T, overflow_policy Policy>
+  static NVFP4_ALWAYS_INLINE vi encode_bits(vi bits) {
+    constexpr int magnitude_bits = T.exponent_bits + T.mantissa_bits;
+    constexpr int shift = 23 - T.mantissa_bits;
+    constexpr int min_exponent = 1 - T.bias;
+    constexpr std::uint32_t min_normal_bits = detail::float_bits(detail::exp2i(min_exponent));
+    constexpr float subnormal_magic = detail::exp2i(min_exponent - T.mantissa_bits + 23);
+    constexpr std::uint32_t normal_offset = static_cast<std::uint32_t>(127 - T.bias) << T.mantissa_bits;
+    constexpr std::uint32_t overflow_code =
+        Policy == overflow_policy::saturate
+            ? T.max_code
+            : (T.has_inf ? (((1u << T.exponent_bits) - 1) << T.mantissa_bits) : T.nan_code);
+
+    const vi magnitude_in = Ops::bit_and(bits, Ops::set_int(abs_bits_mask));
+    // T's normal range: round the float's significand to T's mantissa width in place (add just
+    // under half a quantum, plus the kept LSB for ties to even); a carry bumps the exponent.
+    const vi kept_lsb = Ops::bit_and(Ops::template shift_right<shift>(magnitude_in), Ops::set_int(1));
+    const vi biased = Ops::add(Ops::add(magnitude_in, Ops::set_int((1u << (shift - 1)) - 1)), kept_lsb);
+    const vi normal = Ops::sub(Ops::template shift_right<shift>(biased), Ops::set_int(normal_offset));
+    // Below T's smallest normal the quantum is fixed, 2^(emin - m). Adding 2^(emin - m + 23)
+    // makes that quantum the float's last place, so the FPU's own RNE rounds; what is left above
+    // the magic constant's bits is the code.
+    const vi subnormal = Ops::sub(Ops::as_int(Ops::add(Ops::as_float(magnitude_in), Ops::set(subnormal_magic))),
+                                  Ops::set_int(detail::float_bits(subnormal_magic)));
+    vi magnitude = Ops::select(Ops::greater(Ops::set_int(min_normal_bits), magnitude_in), subnormal, normal);
+    if constexpr (overflow_code == T.max_code) {
+      magnitude = Ops::min(magnitude, Ops::set_int(T.max_code));
+    } else {
+      magnitude = Ops::select(Ops::greater(magnitude, Ops::set_int(T.max_code)), Ops::set_int(overflow_code), magnitude);
+    }
+    const vi sign = T.has_sign ? Ops::template shift_left<magnitude_bits>(Ops::template shift_right<31>(bits))
+                               : Ops::set_int(0);
+    vi code = Ops::bit_or(sign, magnitude);
+    if constexpr (T.has_nan) {
+      // The satfinite conversion writes the positive NaN code; the propagating one keeps the sign.
+      const vi nan = Policy == overflow_policy::saturate ? Ops::set_int(T.nan_code)
+                                                         : Ops::bit_or(sign, Ops::set_int(T.nan_code));
+      code = Ops::select(Ops::greater(magnitude_in, Ops::set_int(float_inf_bits)), nan, code);
+    }
+    return code;
+  }
+
+  static std::uint32_t abs_max_bits(const float* x, index_t n) {
+    const vi mask = Ops::set_int(abs_bits_mask);
+    vi m0 = Ops::set_int(0), m1 = m0, m2 = m0, m3 = m0;
+    index_t i = 0;
+    for (; i + 4 * width <= n; i += 4 * width) {
+      m0 = Ops::max(m0, Ops::bit_and(Ops::as_int(Ops::load(x + i)), mask));
+      m1 = Ops::max(m1, Ops::bit_and(Ops::as_int(Ops::load(x + i + width)), mask));
+      m2 = Ops::max(m2, Ops::bit_and(Ops::as_int(Ops::load(x + i + 2 * width)), mask));
+      m3 = Ops::max(m3, Ops::bit_and(Ops::as_int(Ops::load(x + i + 3 * width)), mask));
+    }
+    for (; i + width <= n; i += width) m0 = Ops::max(m0, Ops::bit_and(Ops::as_int(Ops::load(x + i)), mask));
+    const std::uint32_t head = Ops::reduce_max(Ops::max(Ops::max(m0, m1), Ops::max(m2, m3)));
+    return std::max(head, scalar_kernels::abs_max_bits(x + i, n - i));
+  }
+
+  static std::uint32_t abs_max_bits(const bf16* x, index_t n) {
+    const vi mask = Ops::set_int(abs_bits_mask);
+    vi m0 = Ops::set_int(0), m1 = m0;
+    index_t i = 0;
+    for (; i + 2 * width <= n; i += 2 * width) {
+      m0 = Ops::max(m0, Ops::bit_and(Ops::load_bf16_bits(x + i), mask));
+      m1 = Ops::max(m1, Ops::bit_and(Ops::load_bf16_bits(x + i + width), mask));
+    }
+    for (; i + width <= n; i += width) m0 = Ops::max(m0, Ops::bit_and(Ops::load_bf16_bits(x + i), mask));
+    return std::max(Ops::reduce_max(Ops::max(m0, m1)), scalar_kernels::abs_max_bits(x + i, n - i));
+  }
+
+  static void widen(const bf16* x, index_t n, float* out) {
+    index_t i = 0;
+    for (; i + width <= n; i += width) Ops::store(out + i, Ops::as_float(Ops::load_bf16_bits(x + i)));
+    scalar_kernels::widen(x + i, n - i, out + i);
+  }
+
+  static void transpose_panel(const float* src, index_t src_stride, index_t rows, index_t cols, float* dst,
+                              index_t dst_stride) {
+    if constexpr (requires { Ops::transpose_16x16(src, src_stride, dst, dst_stride); }) {
+      if (rows == 16) {
+        index_t c = 0;
+        for (; c + 16 <= cols; c += 16) Ops::transpose_16x16(src + c * src_stride, src_stride, dst + c, dst_stride);
+        scalar_kernels::transpose_panel(src + c * src_stride, src_stride, rows, cols - c, dst + c, dst_stride);
+        return;
+      }
+    }
+    scalar_kernels::transpose_panel(src, src_stride, rows, cols, dst, dst_stride);
+  }
+
+  template <int Block>
+  static void block_abs_max_bits(const float* x, index_t n, std::uint32_t* inout) {
+    static_assert(Block % width == 0);
+    const vi mask = Ops::set_int(abs_bits_mask);
+    index_t i = 0;
+    index_t block = 0;
+    for (; i + Block <= n; i += Block, ++block) {
+      vi m = Ops::bit_and(Ops::as_int(Ops::load(x + i)), mask);
+      for (int k = width; k < Block; k += width) m = Ops::max(m, Ops::bit_and(Ops::as_int(Ops::load(x + i + k)), mask));
+      inout[block] = std::max(inout[block], Ops::reduce_max(m));
+    }
+    scalar_kernels::block_abs_max_bits<Block>(x + i, n - i, inout + block);
+  }
+
+  static void nvfp4_block_scales(const std::uint32_t* block_amax_bits, index_t count, tensor_scale scale,
+                                 std::uint8_t* codes, float* factors) {
+    // The same fp32 operations as nvfp4_block_scale / nvfp4_block_encode_factor, lane-wise.
+    const vf multiplier = Ops::set(scale.encode * one_sixth);
+    const vf decode = Ops::set(scale.decode);
+    const vf flt_max = Ops::set(FLT_MAX);
+    index_t b = 0;
+    for (; b + width <= count; b += width) {
+      const vf amax = Ops::as_float(Ops::load_bits(block_amax_bits + b));
+      const vf d = Ops::min(Ops::mul(amax, multiplier), flt_max);
+      const vi code = encode_bits<ue4m3_traits, overflow_policy::saturate>(Ops::as_int(d));
+      Ops::store_bytes(codes + b, code);
+      // Exact UE4M3 decode of a finite code: normal (e + 120) << 23 | m << 20, subnormal m * 2^-9.
+      const vi exponent = Ops::template shift_right<3>(code);
+      const vi mantissa = Ops::bit_and(code, Ops::set_int(7));
+      const vi normal = Ops::bit_or(Ops::template shift_left<23>(Ops::add(exponent, Ops::set_int(120))),
+                                    Ops::template shift_left<20>(mantissa));
+      const vi subnormal = Ops::as_int(Ops::mul(Ops::to_float(mantissa), Ops::set(detail::exp2i(-9))));
+      const vf value = Ops::as_float(Ops::select(Ops::greater(Ops::set_int(8), code), subnormal, normal));
+      const vf factor = Ops::div(Ops::set(1.0f), Ops::mul(value, decode));
+      Ops::store(factors + b, Ops::min(factor, flt_max));
+    }
+    scalar_kernels::nvfp4_block_scales(block_amax_bits + b, count - b, scale, codes + b, factors + b);
+  }
+
+  template <minifloat_traits T, int Block>
+  static void encode_scaled(const float* x, index_t n, const float* factors, std::uint8_t* out) {
+    static_assert(Block % width == 0);
+    constexpr bool packed = T.exponent_bits + T.mantissa_bits + 1 == 4;
+    index_t i = 0;
+    for (; i + Block <= n; i += Block) {
+      const vf factor = Ops::set(factors[i / Block]);
+      for (int k = 0; k < Block; k += width) {
+        const vi code = encode_bits<T, overflow_policy::saturate>(Ops::as_int(Ops::mul(Ops::load(x + i + k), factor)));
+        if constexpr (packed) {
+          Ops::store_nibbles(out + (i + k) / 2, code);
+        } else {
+          Ops::store_bytes(out + i + k, code);
+        }
+      }
+    }
+    scalar_kernels::encode_scaled<T, Block>(x + i, n - i, factors + i / Block, out + (packed ? i / 2 : i));
+  }
+
+  template <minifloat_traits T, overflow_policy Policy>
+  static void encode(const float* x, index_t n, std::uint8_t* out) {
+    index_t i = 0;
+    for (; i + width <= n; i += width) Ops::store_bytes(out + i, encode_bits<T, Policy>(Ops::as_int(Ops::load(x + i))));
+    scalar_kernels::encode<T, Policy>(x + i, n - i, out + i);
+  }
+
+  template <minifloat_traits T>
+  static void decode(const std::uint8_t* codes, index_t n, float* out) {
+    constexpr bool packed = T.exponent_bits + T.mantissa_bits + 1 == 4;
+    static constexpr detail::decode_table<T, packed ? 16 : 256> table{};
+    index_t i = 0;
+    for (; i + width <= n; i += width) {
+      const vi code = Ops::load_bytes(codes + i);
+      Ops::store(out + i, packed ? Ops::lookup16(code, table.values) : Ops::gather(code, table.values));
+    }
+    scalar_kernels::decode<T>(codes + i, n - i, out + i);
+  }
+
+  template <minifloat_traits T, int Block, bool TensorScale>
+  static void dequantize(const std::uint8_t* elements, index_t n, const float* scale_values, float decode_scale,
+                         float* out) {
+    static_assert(Block % width == 0);
+    constexpr bool packed = T.exponent_bits + T.mantissa_bits + 1 == 4;
+    static constexpr detail::decode_table<T, packed ? 16 : 256> table{};
+    const vf decode = Ops::set(decode_scale);
+    index_t i = 0;
+    for (; i + Block <= n; i += Block) {
+      const vf scale = Ops::set(scale_values[i / Block]);
+      for (int k = 0; k < Block; k += width) {
+        const vf element = packed ? Ops::lookup16(Ops::load_nibbles(elements + (i + k) / 2), table.values)
+                                  : Ops::gather(Ops::load_bytes(elements + i + k), table.values);
+        const vf block_value = Ops::mul(element, scale);
+        Ops::store(out + i + k, TensorScale ? Ops::mul(block_value, decode) : block_value);
+      }
+    }
+    scalar_kernels::dequantize<T, Block, TensorScale>(elements + (packed ? i / 2 : i), n - i,
+                                                      scale_values + i / Block, decode_scale, out + i);
+  }
+};
+
+}  // namespace nvfp4::simd
