@@ -1,0 +1,132 @@
+// Tests of nvfp4/scaling/stochastic_quantize.hpp: the SR fast path against the scalar reference,
+// bit for bit, for every FP4 format, input type, shape and layout; thread-count independence;
+// the statistical property TE tests (the mean of 50 SR draws beats RN); bad input.
+// NVFP4_TEST_ALL_ISAS
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "nvfp4/scaling/quantize.hpp"
+
+#if NVFP4_HAS_OPENMP
+#include <omp.h>
+#endif
+
+namespace nvfp4 {
+namespace {
+
+template <class Format>
+std::vector<std::uint8_t> bytes_of(const quantized_tensor<Format>& q) {
+  std::vector<std::uint8_t> out;
+  for (auto u : q.data()) out.push_back(u.bits());
+  for (auto s : q.scales()) out.push_back(s.bits());
+  return out;
+}
+
+template <class T>
+std::vector<T> random_matrix(index_t rows, index_t cols, unsigned seed, double spread) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> normal;
+  std::vector<T> out;
+  for (index_t i = 0; i < rows * cols; ++i) {
+    const float v = static_cast<float>(normal(gen) * std::exp(spread * normal(gen)));
+    if constexpr (std::is_same_v<T, float>) out.push_back(v);
+    else out.push_back(bf16::from_float(v));
+  }
+  return out;
+}
+
+template <class Format, class T>
+struct case_types {
+  using format = Format;
+  using input = T;
+};
+template <class P>
+class StochasticQuantize : public ::testing::Test {};
+using all_cases = ::testing::Types<case_types<nvfp4_1x16, float>, case_types<nvfp4_1x16, bf16>, case_types<nvfp4_16x16, float>,
+                                   case_types<nvfp4_16x16, bf16>, case_types<mxfp4, float>, case_types<mxfp4, bf16>>;
+TYPED_TEST_SUITE(StochasticQuantize, all_cases);
+
+TYPED_TEST(StochasticQuantize, FastPathEqualsReference) {
+  using Format = typename TypeParam::format;
+  using T = typename TypeParam::input;
+  const std::pair<index_t, index_t> shapes[] = {{1, 16}, {16, 16}, {3, 7}, {17, 33}, {64, 96}, {40, 250}, {0, 5}};
+  for (const auto& [rows, cols] : shapes)
+    for (double spread : {0.0, 2.0}) {
+      const auto values = random_matrix<T>(rows, cols, static_cast<unsigned>(rows * 1000 + cols), spread);
+      const auto x = matrix_view<const T>::row_major(values.data(), rows, cols);
+      for (const auto view : {x, x.transposed()}) {
+        const quantize_options options{.rounding = rounding_mode::stochastic, .seed = 1234};
+        const float global_amax = reference::amax(view);
+        const auto fast = quantize_with_amax<Format>(view, global_amax, options);
+        const auto slow = reference::quantize_with_amax<Format>(view, global_amax, options);
+        EXPECT_EQ(bytes_of(fast), bytes_of(slow)) << rows << "x" << cols << " spread " << spread;
+        EXPECT_EQ(fast.amax(), slow.amax());
+      }
+    }
+}
+
+TYPED_TEST(StochasticQuantize, IndependentOfThreadCountAndRepeatable) {
+  using Format = typename TypeParam::format;
+  using T = typename TypeParam::input;
+  const auto values = random_matrix<T>(96, 160, 5, 1.0);
+  const auto x = matrix_view<const T>::row_major(values.data(), 96, 160);
+  const quantize_options options{.rounding = rounding_mode::stochastic, .seed = 99};
+  std::vector<std::vector<std::uint8_t>> results;
+  for (int threads : {1, 2, 1, 2}) {
+#if NVFP4_HAS_OPENMP
+    omp_set_num_threads(threads);
+#endif
+    results.push_back(bytes_of(quantize<Format>(x, options)));
+  }
+  for (const auto& r : results) EXPECT_EQ(r, results[0]);
+  // A different seed gives a different draw.
+  EXPECT_NE(bytes_of(quantize<Format>(x, {.rounding = rounding_mode::stochastic, .seed = 100})), results[0]);
+}
+
+// TE's own criterion for its SR kernels: averaging 50 independently seeded SR quantizations gives
+// a smaller error than one round-to-nearest quantization.
+TYPED_TEST(StochasticQuantize, MeanOfFiftyDrawsBeatsRoundToNearest) {
+  using Format = typename TypeParam::format;
+  using T = typename TypeParam::input;
+  const index_t rows = 32, cols = 128;
+  const auto values = random_matrix<T>(rows, cols, 11, 0.5);
+  const auto x = matrix_view<const T>::row_major(values.data(), rows, cols);
+  std::vector<double> mean(static_cast<std::size_t>(rows * cols), 0.0);
+  for (std::uint64_t seed = 0; seed < 50; ++seed) {
+    const auto d = dequantize(quantize<Format>(x, {.rounding = rounding_mode::stochastic, .seed = seed}));
+    for (std::size_t i = 0; i < d.size(); ++i) mean[i] += d[i] / 50.0;
+  }
+  const auto rn = dequantize(quantize<Format>(x));
+  double sr_error = 0, rn_error = 0;
+  for (std::size_t i = 0; i < mean.size(); ++i) {
+    const double v = to_float32(values[i]);
+    sr_error += (mean[i] - v) * (mean[i] - v);
+    rn_error += (rn[i] - v) * (rn[i] - v);
+  }
+  EXPECT_LT(sr_error, rn_error);
+}
+
+TEST(StochasticQuantizeBadInput, RejectsEightBitElementsAndNonFinite) {
+  std::vector<float> values(32, 1.0f);
+  const auto x = matrix_view<const float>::row_major(values.data(), 2, 16);
+  try {
+    (void)quantize<mxfp8>(x, {.rounding = rounding_mode::stochastic});
+    ADD_FAILURE() << "no throw";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::unsupported);
+  }
+  values[17] = NAN;
+  try {
+    (void)quantize<nvfp4_1x16>(x, {.rounding = rounding_mode::stochastic});
+    ADD_FAILURE() << "no throw";
+  } catch (const non_finite_error& e) {
+    EXPECT_EQ(e.row(), 1);
+    EXPECT_EQ(e.col(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4
