@@ -157,8 +157,12 @@ TYPED_TEST(CodecExhaustive, FastEqualsScalarEqualsOracleForEveryFloat) {
   if (any_bad) {
     float x;
     std::memcpy(&x, &first_bad, 4);
-    std::uint8_t fast_code, expected_code;
-    simd::encode<traits, policy>(&x, 1, &fast_code);
+    // A full buffer, so the value goes through the vector body and not the scalar tail.
+    std::vector<float> copies(64, x);
+    std::vector<std::uint8_t> fast_codes(64);
+    simd::encode<traits, policy>(copies.data(), 64, fast_codes.data());
+    const std::uint8_t fast_code = fast_codes[0];
+    std::uint8_t expected_code;
     oracle_encode(oracle, policy == overflow_policy::saturate, first_bad, 1, &expected_code);
     ADD_FAILURE() << "first mismatch at bits 0x" << std::hex << first_bad << " (" << x << "): fast 0x"
                   << int(fast_code) << ", scalar 0x" << int(minifloat<traits>::from_float(x, policy).bits())
