@@ -94,7 +94,9 @@ std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transfor
 #pragma omp for schedule(static) nowait
 #endif
     for (index_t task = 0; task < full_panels * blocks_per_row; ++task) {
-      const index_t r0 = task / blocks_per_row * lanes, c0 = task % blocks_per_row * n;
+      // Consecutive tasks walk along the rows of the source's memory (a transposed view's
+      // columns), so each loaded cache line is used whole.
+      const index_t r0 = task % full_panels * lanes, c0 = task / full_panels * n;
       const T* source;
       std::ptrdiff_t i_stride;
       if (x.row_stride() == 1) {  // the 8 blocks' elements i sit side by side (a transposed view)

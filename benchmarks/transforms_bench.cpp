@@ -1,0 +1,90 @@
+// Benchmarks of the transforms layer on 4096x4096 bf16, 1 and 2 threads, elements/s: RHT alone,
+// RHT + quantize of the columnwise copy, SR quantize, beside the plain 1x16 RN quantize (rowwise
+// and columnwise) as baselines in the same binary.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/transforms/hadamard.hpp"
+
+#if NVFP4_HAS_OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+constexpr nvfp4::index_t kSize = 4096;
+
+const std::vector<nvfp4::bf16>& input() {
+  static const std::vector<nvfp4::bf16> values = [] {
+    std::mt19937 gen(1);
+    std::normal_distribution<float> normal;
+    std::vector<nvfp4::bf16> v(static_cast<std::size_t>(kSize * kSize));
+    for (auto& e : v) e = nvfp4::bf16::from_float(normal(gen));
+    return v;
+  }();
+  return values;
+}
+nvfp4::matrix_view<const nvfp4::bf16> view() { return nvfp4::matrix_view<const nvfp4::bf16>::row_major(input().data(), kSize, kSize); }
+
+void set_threads(benchmark::State& state) {
+#if NVFP4_HAS_OPENMP
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+#endif
+}
+void finish(benchmark::State& state) { state.SetItemsProcessed(state.iterations() * kSize * kSize); }
+
+void BM_quantize_rn_rowwise(benchmark::State& state) {  // baseline: plain 1x16 quantize
+  set_threads(state);
+  for (auto _ : state) benchmark::DoNotOptimize(nvfp4::quantize<nvfp4::nvfp4_1x16>(view()));
+  finish(state);
+}
+void BM_quantize_rn_columnwise(benchmark::State& state) {  // baseline: the columnwise copy without RHT
+  set_threads(state);
+  for (auto _ : state) benchmark::DoNotOptimize(nvfp4::quantize<nvfp4::nvfp4_1x16>(view().transposed()));
+  finish(state);
+}
+void BM_rht_columnwise(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) benchmark::DoNotOptimize(nvfp4::rht_columnwise(view()));
+  finish(state);
+}
+void BM_rht_quantize_columnwise(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) benchmark::DoNotOptimize(nvfp4::quantize_columnwise_rht(view()));
+  finish(state);
+}
+void BM_quantize_sr_rowwise(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(nvfp4::quantize<nvfp4::nvfp4_1x16>(view(), {.rounding = nvfp4::rounding_mode::stochastic, .seed = 3}));
+  finish(state);
+}
+void BM_quantize_sr_reference_rowwise(benchmark::State& state) {  // the scalar reference, for scale
+  for (auto _ : state)
+    benchmark::DoNotOptimize(nvfp4::reference::quantize<nvfp4::nvfp4_1x16>(view(), {.rounding = nvfp4::rounding_mode::stochastic, .seed = 3}));
+  finish(state);
+}
+void BM_random_bytes(benchmark::State& state) {
+  set_threads(state);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(kSize * kSize));
+  for (auto _ : state) {
+    nvfp4::fill_random_bytes(3, 0, bytes.size(), bytes.data());
+    benchmark::DoNotOptimize(bytes.data());
+  }
+  finish(state);
+}
+
+BENCHMARK(BM_quantize_rn_rowwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_quantize_rn_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_rht_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_rht_quantize_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_quantize_sr_rowwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_random_bytes)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_quantize_sr_reference_rowwise)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();
