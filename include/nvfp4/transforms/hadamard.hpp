@@ -71,7 +71,7 @@ std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transfor
   // The double sums are exact when n * max|x| <= 2^53 * (smallest input ulp), and that ulp is
   // above |x| * 2^-precision (8 bits for bf16, 24 for float).
   constexpr int input_precision = std::is_same_v<T, float> ? 24 : 8;
-  const double guard_ratio = std::ldexp(1.0, 53 - std::countr_zero(static_cast<unsigned>(n)) - input_precision);
+  [[maybe_unused]] const double guard_ratio = std::ldexp(1.0, 53 - std::countr_zero(static_cast<unsigned>(n)) - input_precision);
   [[maybe_unused]] const double scale = t.exact_scale() ? std::ldexp(1.0, -t.half_log2_size()) : t.scale();
 
 #if NVFP4_HAS_OPENMP
