@@ -3,15 +3,18 @@
 // Used by the tools and tests; the core library does not need it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "nvfp4/error.hpp"
+#include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/io/file_bytes.hpp"
 
 namespace nvfp4::io {
 
@@ -67,6 +70,8 @@ struct npy_array {
     detail::require(sizeof(T) == npy_dtype_size(dtype), errc::dtype_mismatch,
                     "npy: element size " + std::to_string(sizeof(T)) + " asked of a " +
                         std::string(npy_descr(dtype)) + " array");
+    detail::require(bytes.size() == static_cast<std::size_t>(element_count()) * sizeof(T), errc::shape_mismatch,
+                    "npy: " + std::to_string(bytes.size()) + " bytes do not fit the array's shape");
     std::vector<T> out(static_cast<std::size_t>(element_count()));
     if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
     return out;
@@ -176,16 +181,24 @@ inline npy_array parse_npy(const std::uint8_t* image, std::size_t size, const st
   return out;
 }
 
-/// Reads an .npy file.
+/// Reads an .npy file. Throws io_error when it cannot be read, malformed_file / dtype_mismatch /
+/// unsupported as parse_npy does.
 inline npy_array read_npy(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(errc::io_error, "cannot open " + path.string());
-  std::vector<std::uint8_t> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<std::uint8_t> image = read_file_bytes(path);
   return parse_npy(image.data(), image.size(), path.string());
 }
 
-/// Serializes an array as an .npy (version 1.0 when the header fits, else 2.0) image.
+/// Serializes an array as an .npy (version 1.0 when the header fits, else 2.0) image. Throws
+/// shape_mismatch when the byte count does not match the shape and dtype.
 inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
+  std::uint64_t count = 1;
+  for (auto d : array.shape) {
+    detail::require(d >= 0, errc::invalid_argument, "serialize_npy: negative dimension");
+    count *= static_cast<std::uint64_t>(d);
+  }
+  detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
+                  "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) +
+                      " elements of " + std::string(npy_descr(array.dtype)));
   std::string shape = "(";
   for (std::size_t i = 0; i < array.shape.size(); ++i) shape += std::to_string(array.shape[i]) + (array.shape.size() == 1 || i + 1 < array.shape.size() ? "," : "");
   if (array.shape.size() > 1 && shape.back() == ',') shape.pop_back();
@@ -208,6 +221,125 @@ inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
   image.insert(image.end(), header.begin(), header.end());
   image.insert(image.end(), array.bytes.begin(), array.bytes.end());
   return image;
+}
+
+/// Writes an .npy file atomically (temporary file + rename; see file_bytes.hpp): either the whole
+/// file appears or `path` is left as it was. Throws io_error or shape_mismatch.
+inline void write_npy(const std::filesystem::path& path, const npy_array& array) {
+  const std::vector<std::uint8_t> image = serialize_npy(array);
+  write_file_atomically(path, image);
+}
+
+/// IEEE binary16 bits -> float (exact: every half is a float).
+constexpr float half_to_float(std::uint16_t half) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
+  const std::uint32_t exponent = (half >> 10) & 0x1Fu;
+  std::uint32_t mantissa = half & 0x3FFu;
+  if (exponent == 0x1F) return nvfp4::detail::bits_float(sign | 0x7F800000u | (mantissa << 13));  // Inf / NaN
+  if (exponent != 0) return nvfp4::detail::bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return nvfp4::detail::bits_float(sign);
+  // Subnormal half: mantissa * 2^-24, normalised into a float.
+  int shift = 0;
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    ++shift;
+  }
+  return nvfp4::detail::bits_float(sign | ((113u - static_cast<std::uint32_t>(shift)) << 23) | ((mantissa & 0x3FFu) << 13));
+}
+
+/// The array with its bytes in C (row-major) order; a C-order array is returned unchanged.
+inline npy_array to_c_order(const npy_array& array) {
+  if (!array.fortran_order || array.shape.size() < 2) {
+    npy_array out = array;
+    out.fortran_order = false;
+    return out;
+  }
+  const std::size_t element = npy_dtype_size(array.dtype);
+  const std::size_t count = static_cast<std::size_t>(array.element_count());
+  detail::require(array.bytes.size() == count * element, errc::shape_mismatch,
+                  "npy: byte count does not fit the array's shape");
+  npy_array out = array;
+  out.fortran_order = false;
+  // Walk the Fortran-order source linearly, keeping the multi-index (first index fastest) and
+  // the matching C-order offset (last index fastest) up to date.
+  const std::size_t rank = array.shape.size();
+  std::vector<std::size_t> c_stride(rank, 1);
+  for (std::size_t d = rank - 1; d-- > 0;) c_stride[d] = c_stride[d + 1] * static_cast<std::size_t>(array.shape[d + 1]);
+  std::vector<std::int64_t> index(rank, 0);
+  std::size_t c_offset = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(out.bytes.data() + c_offset * element, array.bytes.data() + i * element, element);
+    for (std::size_t d = 0; d < rank; ++d) {
+      if (++index[d] < array.shape[d]) {
+        c_offset += c_stride[d];
+        break;
+      }
+      c_offset -= static_cast<std::size_t>(index[d] - 1) * c_stride[d];
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+/// How an array is seen as a matrix: a 2-D array as it is, a 1-D array (or a scalar) as one row,
+/// an N-D array with its leading dimensions flattened into rows (the last one is the columns).
+struct npy_matrix_shape {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+
+inline npy_matrix_shape matrix_shape_of(const npy_array& array) {
+  if (array.shape.empty()) return {1, 1};
+  npy_matrix_shape shape{1, array.shape.back()};
+  for (std::size_t d = 0; d + 1 < array.shape.size(); ++d) shape.rows *= array.shape[d];
+  return shape;
+}
+
+/// The elements as float32 in C order: float32 as is, float16 and bfloat16 exactly, float64
+/// rounded to nearest. Throws dtype_mismatch for any other dtype.
+inline std::vector<float> to_float32(const npy_array& source) {
+  const npy_array array = to_c_order(source);
+  const std::size_t count = static_cast<std::size_t>(array.element_count());
+  detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
+                  "npy: byte count does not fit the array's shape");
+  std::vector<float> out(count);
+  const std::uint8_t* bytes = array.bytes.data();
+  switch (array.dtype) {
+    case npy_dtype::float32:
+      if (count) std::memcpy(out.data(), bytes, count * 4);
+      break;
+    case npy_dtype::float16:
+    case npy_dtype::bfloat16:
+      for (std::size_t i = 0; i < count; ++i) {
+        const auto bits = static_cast<std::uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+        out[i] = array.dtype == npy_dtype::float16 ? half_to_float(bits) : bf16::from_bits(bits).to_float();
+      }
+      break;
+    case npy_dtype::float64:
+      for (std::size_t i = 0; i < count; ++i) {
+        double v;
+        std::memcpy(&v, bytes + 8 * i, 8);
+        out[i] = static_cast<float>(v);
+      }
+      break;
+    default:
+      throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(array.dtype)) +
+                                            " array is not floating point (float32, float16, bfloat16 or float64 expected)");
+  }
+  return out;
+}
+
+/// A float32 C-order array of the given shape holding `values` (their count must match).
+inline npy_array make_float32_array(std::span<const float> values, std::vector<std::int64_t> shape) {
+  npy_array out;
+  out.dtype = npy_dtype::float32;
+  out.shape = std::move(shape);
+  detail::require(static_cast<std::size_t>(out.element_count()) == values.size(), errc::shape_mismatch,
+                  "make_float32_array: " + std::to_string(values.size()) + " values for a shape of " +
+                      std::to_string(out.element_count()) + " elements");
+  out.bytes.resize(values.size() * 4);
+  if (!values.empty()) std::memcpy(out.bytes.data(), values.data(), out.bytes.size());
+  return out;
 }
 
 }  // namespace nvfp4::io

@@ -1,0 +1,324 @@
+// nvfp4/io/safetensors.hpp: safetensors files (8-byte little-endian header length, a JSON header
+// naming each tensor's dtype, shape and byte range, then the data buffer), read with every field
+// validated and written atomically. The header is parsed by nlohmann-json, never by hand.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nvfp4/error.hpp"
+#include "nvfp4/io/file_bytes.hpp"
+
+namespace nvfp4::io {
+
+/// Element types of a safetensors tensor (the header's "dtype" names).
+enum class safetensors_dtype { boolean, u8, i8, u16, i16, f16, bf16, u32, i32, f32, u64, i64, f64, f8_e4m3, f8_e5m2, f8_e8m0 };
+
+struct safetensors_dtype_info {
+  safetensors_dtype dtype;
+  std::string_view name;
+  std::size_t size;
+};
+
+inline constexpr safetensors_dtype_info safetensors_dtypes[] = {
+    {safetensors_dtype::boolean, "BOOL", 1}, {safetensors_dtype::u8, "U8", 1},
+    {safetensors_dtype::i8, "I8", 1},        {safetensors_dtype::u16, "U16", 2},
+    {safetensors_dtype::i16, "I16", 2},      {safetensors_dtype::f16, "F16", 2},
+    {safetensors_dtype::bf16, "BF16", 2},    {safetensors_dtype::u32, "U32", 4},
+    {safetensors_dtype::i32, "I32", 4},      {safetensors_dtype::f32, "F32", 4},
+    {safetensors_dtype::u64, "U64", 8},      {safetensors_dtype::i64, "I64", 8},
+    {safetensors_dtype::f64, "F64", 8},      {safetensors_dtype::f8_e4m3, "F8_E4M3", 1},
+    {safetensors_dtype::f8_e5m2, "F8_E5M2", 1}, {safetensors_dtype::f8_e8m0, "F8_E8M0", 1},
+};
+
+/// The header name of a dtype ("F32", "F8_E4M3", ...).
+constexpr std::string_view safetensors_dtype_name(safetensors_dtype t) {
+  for (const auto& info : safetensors_dtypes)
+    if (info.dtype == t) return info.name;
+  return "?";
+}
+
+/// Bytes per element.
+constexpr std::size_t safetensors_dtype_size(safetensors_dtype t) {
+  for (const auto& info : safetensors_dtypes)
+    if (info.dtype == t) return info.size;
+  return 0;
+}
+
+/// The dtype a header name stands for, or nothing for an unknown name.
+constexpr std::optional<safetensors_dtype> parse_safetensors_dtype(std::string_view name) {
+  for (const auto& info : safetensors_dtypes)
+    if (info.name == name) return info.dtype;
+  return std::nullopt;
+}
+
+/// One tensor: its name, dtype, shape and raw little-endian bytes (row-major).
+struct safetensors_tensor {
+  std::string name;
+  safetensors_dtype dtype = safetensors_dtype::f32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> bytes;
+
+  std::int64_t element_count() const {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+};
+
+/// A whole file: tensors in data-buffer order and the string-to-string "__metadata__".
+struct safetensors_file {
+  std::vector<safetensors_tensor> tensors;
+  std::map<std::string, std::string> metadata;
+
+  /// The tensor named `name`, or nullptr.
+  const safetensors_tensor* find(std::string_view name) const {
+    for (const auto& t : tensors)
+      if (t.name == name) return &t;
+    return nullptr;
+  }
+  /// The tensor named `name`; throws invalid_argument naming the tensors there are otherwise.
+  const safetensors_tensor& at(std::string_view name) const {
+    if (const auto* t = find(name)) return *t;
+    std::string known;
+    for (const auto& t : tensors) known += (known.empty() ? "" : ", ") + t.name;
+    throw error(errc::invalid_argument, "safetensors: no tensor named '" + std::string(name) + "' (the file has: " +
+                                            (known.empty() ? std::string("none") : known) + ")");
+  }
+  /// Appends a tensor after checking its name is new and its byte count matches shape x dtype.
+  void add(safetensors_tensor tensor);
+};
+
+/// Largest header accepted (the reference implementation's limit is also 100 MB).
+inline constexpr std::uint64_t safetensors_max_header_bytes = 100'000'000;
+
+namespace detail_safetensors {
+
+/// shape -> element count * element size, or nothing when a dimension is negative or the product
+/// overflows 2^62.
+inline std::optional<std::uint64_t> byte_size(std::span<const std::int64_t> shape, std::size_t element_size) {
+  std::uint64_t n = element_size;
+  for (auto d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > (std::uint64_t{1} << 62) / static_cast<std::uint64_t>(d)) return std::nullopt;
+    n *= static_cast<std::uint64_t>(d);
+  }
+  return n;
+}
+
+inline std::string shape_text(std::span<const std::int64_t> shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+inline std::uint64_t read_u64_le(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+struct header_entry {
+  std::string name;
+  safetensors_dtype dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin;
+  std::uint64_t end;
+};
+
+/// Validates the parsed JSON header against the buffer size; returns the entries sorted by offset.
+inline std::vector<header_entry> check_header(const nlohmann::json& header, std::uint64_t buffer_size,
+                                              std::map<std::string, std::string>& metadata, const std::string& file) {
+  auto fail = [&](const std::string& what) -> void { throw error(errc::malformed_file, file + ": " + what); };
+  if (!header.is_object()) fail("the safetensors header is not a JSON object");
+  std::vector<header_entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) fail("__metadata__ is not an object");
+      for (const auto& [meta_key, meta_value] : value.items()) {
+        if (!meta_value.is_string()) fail("__metadata__ value of '" + meta_key + "' is not a string");
+        metadata[meta_key] = meta_value.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "tensor '" + key + "'";
+    if (!value.is_object()) fail(where + " is not described by an object");
+    const auto dtype_it = value.find("dtype");
+    const auto shape_it = value.find("shape");
+    const auto offsets_it = value.find("data_offsets");
+    if (dtype_it == value.end() || !dtype_it->is_string()) fail(where + " has no string 'dtype'");
+    if (shape_it == value.end() || !shape_it->is_array()) fail(where + " has no 'shape' array");
+    if (offsets_it == value.end() || !offsets_it->is_array() || offsets_it->size() != 2)
+      fail(where + " has no 'data_offsets' pair");
+    header_entry entry;
+    entry.name = key;
+    const auto dtype_name = dtype_it->get<std::string>();
+    const auto dtype = parse_safetensors_dtype(dtype_name);
+    if (!dtype) throw error(errc::unsupported, file + ": " + where + " has dtype '" + dtype_name + "', which is not supported");
+    entry.dtype = *dtype;
+    for (const auto& d : *shape_it) {
+      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > (std::uint64_t{1} << 62))
+        fail(where + " has a shape entry that is not a non-negative integer");
+      entry.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
+    }
+    for (const auto& o : *offsets_it)
+      if (!o.is_number_unsigned()) fail(where + " has a data offset that is not a non-negative integer");
+    entry.begin = (*offsets_it)[0].get<std::uint64_t>();
+    entry.end = (*offsets_it)[1].get<std::uint64_t>();
+    if (entry.begin > entry.end) fail(where + " has data_offsets [" + std::to_string(entry.begin) + ", " +
+                                      std::to_string(entry.end) + "] that run backwards");
+    if (entry.end > buffer_size)
+      fail(where + " ends at byte " + std::to_string(entry.end) + " of a " + std::to_string(buffer_size) +
+           "-byte data buffer (truncated file?)");
+    const auto expected = byte_size(entry.shape, safetensors_dtype_size(entry.dtype));
+    if (!expected) fail(where + " has a shape " + shape_text(entry.shape) + " too large to address");
+    if (*expected != entry.end - entry.begin)
+      fail(where + ": shape " + shape_text(entry.shape) + " of " + dtype_name + " needs " + std::to_string(*expected) +
+           " bytes, data_offsets span " + std::to_string(entry.end - entry.begin));
+    entries.push_back(std::move(entry));
+  }
+  std::sort(entries.begin(), entries.end(), [](const header_entry& a, const header_entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  // The tensors must tile the buffer exactly: no overlap, no gap, nothing left over.
+  std::uint64_t covered = 0;
+  for (const auto& e : entries) {
+    if (e.begin < covered) fail("tensor '" + e.name + "' overlaps the tensor before it in the data buffer");
+    if (e.begin > covered) fail("bytes " + std::to_string(covered) + ".." + std::to_string(e.begin) +
+                                " of the data buffer belong to no tensor");
+    covered = e.end;
+  }
+  if (covered != buffer_size)
+    fail("the data buffer has " + std::to_string(buffer_size - covered) + " trailing bytes that belong to no tensor");
+  return entries;
+}
+
+}  // namespace detail_safetensors
+
+inline void safetensors_file::add(safetensors_tensor tensor) {
+  detail::require(!tensor.name.empty() && tensor.name != "__metadata__", errc::invalid_argument,
+                  "safetensors: '" + tensor.name + "' is not a usable tensor name");
+  detail::require(find(tensor.name) == nullptr, errc::invalid_argument,
+                  "safetensors: a tensor named '" + tensor.name + "' is already in the file");
+  const auto expected = detail_safetensors::byte_size(tensor.shape, safetensors_dtype_size(tensor.dtype));
+  detail::require(expected.has_value() && *expected == tensor.bytes.size(), errc::shape_mismatch,
+                  "safetensors: tensor '" + tensor.name + "' has " + std::to_string(tensor.bytes.size()) +
+                      " bytes for shape " + detail_safetensors::shape_text(tensor.shape) + " of " +
+                      std::string(safetensors_dtype_name(tensor.dtype)));
+  tensors.push_back(std::move(tensor));
+}
+
+/// Parses a safetensors image held in memory. `name` is used in error messages. Throws
+/// malformed_file for a short file, a header length past the file or above
+/// safetensors_max_header_bytes, invalid JSON, a duplicate tensor name, missing or mistyped
+/// fields, a shape whose byte size differs from its data_offsets span, offsets outside the
+/// buffer, overlapping tensors or bytes no tensor covers; unsupported for an unknown dtype.
+inline safetensors_file parse_safetensors(const std::uint8_t* image, std::size_t size, const std::string& name = "<memory>") {
+  if (size < 8) throw error(errc::malformed_file, name + ": " + std::to_string(size) + " bytes is too short for a safetensors file");
+  const std::uint64_t header_size = detail_safetensors::read_u64_le(image);
+  if (header_size > safetensors_max_header_bytes)
+    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
+                                          " bytes exceeds the limit of " + std::to_string(safetensors_max_header_bytes));
+  if (header_size > size - 8)
+    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
+                                          " bytes runs past the end of the " + std::to_string(size) + "-byte file");
+  const auto* header_begin = reinterpret_cast<const char*>(image + 8);
+  const auto* header_end = header_begin + header_size;
+  // nlohmann keeps the last of duplicate keys silently; a callback sees every top-level key.
+  std::set<std::string> seen;
+  std::string duplicate;
+  const auto watch_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && duplicate.empty()) {
+      const auto key = parsed.get<std::string>();
+      if (!seen.insert(key).second) duplicate = key;
+    }
+    return true;
+  };
+  nlohmann::json header = nlohmann::json::parse(header_begin, header_end, watch_keys, /*allow_exceptions=*/false);
+  if (header.is_discarded())
+    throw error(errc::malformed_file, name + ": the safetensors header is not valid JSON");
+  if (!duplicate.empty())
+    throw error(errc::malformed_file, name + ": the safetensors header names tensor '" + duplicate + "' twice");
+  safetensors_file file;
+  const std::uint64_t buffer_size = size - 8 - header_size;
+  const auto entries = detail_safetensors::check_header(header, buffer_size, file.metadata, name);
+  const std::uint8_t* buffer = image + 8 + header_size;
+  file.tensors.reserve(entries.size());
+  for (const auto& e : entries) {
+    safetensors_tensor t;
+    t.name = e.name;
+    t.dtype = e.dtype;
+    t.shape = e.shape;
+    t.bytes.assign(buffer + e.begin, buffer + e.end);
+    file.tensors.push_back(std::move(t));
+  }
+  return file;
+}
+
+/// Reads a safetensors file; throws io_error when it cannot be read, else as parse_safetensors.
+inline safetensors_file read_safetensors(const std::filesystem::path& path) {
+  const std::vector<std::uint8_t> image = read_file_bytes(path);
+  return parse_safetensors(image.data(), image.size(), path.string());
+}
+
+/// The header JSON and its 8-byte length prefix for `file`, tensors laid out in their order.
+/// The header is padded with spaces to a multiple of 8 bytes so the buffer starts aligned.
+inline std::vector<std::uint8_t> serialize_safetensors_header(const safetensors_file& file) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::uint64_t offset = 0;
+  for (const auto& t : file.tensors) {
+    const auto expected = detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype));
+    detail::require(expected.has_value() && *expected == t.bytes.size(), errc::shape_mismatch,
+                    "safetensors: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
+                        " bytes for shape " + detail_safetensors::shape_text(t.shape));
+    detail::require(!header.contains(t.name), errc::invalid_argument,
+                    "safetensors: tensor name '" + t.name + "' is used twice");
+    header[t.name] = {{"dtype", std::string(safetensors_dtype_name(t.dtype))},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception&) {
+    throw error(errc::invalid_argument, "safetensors: a tensor name or metadata string is not valid UTF-8");
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::vector<std::uint8_t> out(8 + text.size());
+  const std::uint64_t length = text.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(length >> (8 * i));
+  std::copy(text.begin(), text.end(), out.begin() + 8);
+  return out;
+}
+
+/// The whole file as bytes.
+inline std::vector<std::uint8_t> serialize_safetensors(const safetensors_file& file) {
+  std::vector<std::uint8_t> out = serialize_safetensors_header(file);
+  for (const auto& t : file.tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
+  return out;
+}
+
+/// Writes a safetensors file atomically (temporary file + rename): either the whole file appears
+/// or `path` is left as it was. Throws shape_mismatch / invalid_argument for an inconsistent
+/// tensor (before anything is written), io_error when writing fails.
+inline void write_safetensors(const std::filesystem::path& path, const safetensors_file& file) {
+  const std::vector<std::uint8_t> header = serialize_safetensors_header(file);
+  std::vector<std::span<const std::uint8_t>> parts;
+  parts.emplace_back(header);
+  for (const auto& t : file.tensors) parts.emplace_back(t.bytes);
+  write_file_atomically(path, std::span<const std::span<const std::uint8_t>>(parts));
+}
+
+}  // namespace nvfp4::io
