@@ -1,0 +1,201 @@
+// Tests for nvfp4/io/quantized_checkpoint.hpp: the ModelOpt tensor layout (names, dtypes, shapes
+// written out by hand from the format), bit-exact store/load for every format, a hand-made
+// ModelOpt file without our metadata dequantized by hand, and inconsistent files.
+#include "nvfp4/io/quantized_checkpoint.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace nvfp4::io {
+namespace {
+
+std::vector<float> outlier_matrix(index_t rows, index_t cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for (auto& v : x) v = normal(rng);
+  x[3] = 40.0f;
+  x[x.size() / 2] = -25.0f;
+  return x;
+}
+
+template <class Format>
+class CheckpointRoundTrip : public ::testing::Test {};
+using all_formats = ::testing::Types<nvfp4_1x16, nvfp4_16x16, mxfp4, mxfp8>;
+TYPED_TEST_SUITE(CheckpointRoundTrip, all_formats);
+
+TYPED_TEST(CheckpointRoundTrip, StoreSerializeParseLoadIsBitExact) {
+  using Format = TypeParam;
+  for (const bool swizzle : {false, true}) {
+    const index_t rows = 40, cols = 96;
+    const auto x = outlier_matrix(rows, cols, 7);
+    const auto q = quantize<Format>(matrix_view<const float>::row_major(x.data(), rows, cols));
+    safetensors_file file;
+    store_options options;
+    options.swizzle = swizzle;
+    add_quantized_tensor(file, "layer.0.w", q, options);
+    const auto image = serialize_safetensors(file);
+    const safetensors_file back = parse_safetensors(image.data(), image.size());
+
+    // The layout, from the ModelOpt convention.
+    const auto& weight = back.at("layer.0.w.weight");
+    const auto& scale = back.at("layer.0.w.weight_scale");
+    const index_t block = Format::has_tensor_scale ? 16 : 32;
+    EXPECT_EQ(weight.dtype, Format::is_fp4 ? safetensors_dtype::u8 : safetensors_dtype::f8_e4m3);
+    EXPECT_EQ(weight.shape, (std::vector<std::int64_t>{rows, Format::is_fp4 ? cols / 2 : cols}));
+    EXPECT_EQ(scale.dtype, Format::has_tensor_scale ? safetensors_dtype::f8_e4m3 : safetensors_dtype::u8);
+    if (swizzle) EXPECT_EQ(scale.shape, (std::vector<std::int64_t>{128, block == 16 ? 8 : 4}));  // 6 or 3 scale columns, padded to 4
+    else EXPECT_EQ(scale.shape, (std::vector<std::int64_t>{rows, cols / block}));
+    if constexpr (Format::has_tensor_scale) {
+      const auto& scale_2 = back.at("layer.0.w.weight_scale_2");
+      EXPECT_EQ(scale_2.dtype, safetensors_dtype::f32);
+      EXPECT_TRUE(scale_2.shape.empty());
+      float s2;
+      std::memcpy(&s2, scale_2.bytes.data(), 4);
+      const float amax = 40.0f;  // the planted outlier
+      EXPECT_NEAR(s2, amax / 2688.0f, 1e-6f * amax / 2688.0f);
+    } else {
+      EXPECT_EQ(back.find("layer.0.w.weight_scale_2"), nullptr);
+    }
+    EXPECT_EQ(back.metadata.at("format"), "pt");
+
+    const auto loaded = load_quantized_tensor<Format>(back, "layer.0.w");
+    ASSERT_EQ(loaded.rows(), rows);
+    ASSERT_EQ(loaded.cols(), cols);
+    for (std::size_t i = 0; i < q.data().size(); ++i) ASSERT_EQ(loaded.data()[i].bits(), q.data()[i].bits()) << i;
+    for (std::size_t i = 0; i < q.scales().size(); ++i) ASSERT_EQ(loaded.scales()[i].bits(), q.scales()[i].bits()) << i;
+    EXPECT_EQ(loaded.decode_scale(), q.decode_scale());
+    EXPECT_EQ(loaded.amax(), q.amax());
+    const restored_tensor restored = dequantize_tensor(back, "layer.0.w");
+    EXPECT_EQ(restored.shape, (std::vector<std::int64_t>{rows, cols}));
+    EXPECT_EQ(restored.values, dequantize(q));
+
+    const auto info = describe_quantized_tensor(back, "layer.0.w");
+    EXPECT_TRUE(info.has_metadata);
+    EXPECT_EQ(info.swizzled, swizzle);
+    EXPECT_EQ(quantized_tensor_names(back), std::vector<std::string>{"layer.0.w"});
+  }
+}
+
+TEST(Checkpoint, OddColumnsAndNdShape) {
+  const index_t rows = 6, cols = 21;
+  const auto x = outlier_matrix(rows, cols, 3);
+  const auto q = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), rows, cols));
+  safetensors_file file;
+  store_options options;
+  options.source_shape = {2, 3, 21};
+  add_quantized_tensor(file, "w", q, options);
+  EXPECT_EQ(file.at("w.weight").shape, (std::vector<std::int64_t>{6, 11}));
+  EXPECT_EQ(file.at("w.weight_scale").shape, (std::vector<std::int64_t>{6, 2}));
+  const auto restored = dequantize_tensor(file, "w");
+  EXPECT_EQ(restored.shape, (std::vector<std::int64_t>{2, 3, 21}));
+  EXPECT_EQ(restored.values, dequantize(q));
+}
+
+TEST(Checkpoint, HandMadeModelOptFileWithoutMetadata) {
+  // One row of 16 NVFP4 elements: codes 0..15 (nibble pairs 0x10, 0x32, ...), block scale
+  // E4M3 0x40 = 2.0, tensor decode scale 0.25. x = e2m1(code) * 2 * 0.25.
+  safetensors_file file;
+  std::vector<std::uint8_t> packed;
+  for (int i = 0; i < 8; ++i) packed.push_back(static_cast<std::uint8_t>((2 * i) | ((2 * i + 1) << 4)));
+  file.add({"m.weight", safetensors_dtype::u8, {1, 8}, packed});
+  file.add({"m.weight_scale", safetensors_dtype::f8_e4m3, {1, 1}, {0x40}});
+  std::vector<std::uint8_t> quarter(4);
+  const float decode = 0.25f;
+  std::memcpy(quarter.data(), &decode, 4);
+  file.add({"m.weight_scale_2", safetensors_dtype::f32, {}, quarter});
+  const float e2m1_values[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  const auto restored = dequantize_tensor(file, "m");
+  ASSERT_EQ(restored.values.size(), 16u);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(restored.values[static_cast<std::size_t>(i)], e2m1_values[i] * 0.5f) << i;
+  const auto info = describe_quantized_tensor(file, "m");
+  EXPECT_FALSE(info.has_metadata);
+  EXPECT_EQ(info.format, stored_format::nvfp4_1x16);
+  EXPECT_EQ(info.amax, 0.25f * 2688.0f);
+
+  // MXFP8 by hand: E4M3 0x38 = 1.0, 0xC0 = -2.0; E8M0 scale 128 = 2^1.
+  safetensors_file mx;
+  std::vector<std::uint8_t> elements(32, 0);
+  elements[0] = 0x38;
+  elements[31] = 0xC0;
+  mx.add({"e.weight", safetensors_dtype::f8_e4m3, {1, 32}, elements});
+  mx.add({"e.weight_scale", safetensors_dtype::u8, {1, 1}, {128}});
+  const auto mx_restored = dequantize_tensor(mx, "e");
+  EXPECT_EQ(mx_restored.values[0], 2.0f);
+  EXPECT_EQ(mx_restored.values[31], -4.0f);
+  EXPECT_EQ(mx_restored.values[5], 0.0f);
+}
+
+errc code_of(const safetensors_file& file, const std::string& name) {
+  try {
+    dequantize_tensor(file, name);
+  } catch (const error& e) {
+    return e.code();
+  }
+  return errc{};
+}
+
+TEST(Checkpoint, InconsistentFilesAreReported) {
+  const index_t rows = 16, cols = 32;
+  const auto x = outlier_matrix(rows, cols, 5);
+  const auto q = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), rows, cols));
+  safetensors_file good;
+  add_quantized_tensor(good, "w", q);
+  EXPECT_EQ(code_of(good, "w"), errc{});
+  EXPECT_EQ(code_of(good, "v"), errc::invalid_argument);
+
+  auto without = [&](const std::string& name) {
+    safetensors_file f = good;
+    std::erase_if(f.tensors, [&](const safetensors_tensor& t) { return t.name == name; });
+    return f;
+  };
+  EXPECT_EQ(code_of(without("w.weight_scale_2"), "w"), errc::malformed_file);
+  EXPECT_EQ(code_of(without("w.weight"), "w"), errc::malformed_file);  // metadata without data
+
+  auto changed = [&](auto&& edit) {
+    safetensors_file f = good;
+    edit(f);
+    return f;
+  };
+  auto tensor = [](safetensors_file& f, const std::string& name) -> safetensors_tensor& {
+    for (auto& t : f.tensors)
+      if (t.name == name) return t;
+    throw std::logic_error("missing");
+  };
+  EXPECT_EQ(code_of(changed([&](auto& f) { tensor(f, "w.weight").dtype = safetensors_dtype::i8; }), "w"), errc::dtype_mismatch);
+  EXPECT_EQ(code_of(changed([&](auto& f) { tensor(f, "w.weight_scale").dtype = safetensors_dtype::u8; }), "w"), errc::dtype_mismatch);
+  EXPECT_EQ(code_of(changed([&](auto& f) { tensor(f, "w.weight").shape = {32, 8}; }), "w"), errc::shape_mismatch);
+  EXPECT_EQ(code_of(changed([&](auto& f) { tensor(f, "w.weight_scale").shape = {1, 32}; }), "w"), errc::shape_mismatch);
+  EXPECT_EQ(code_of(changed([&](auto& f) { tensor(f, "w.weight").shape = {256}; }), "w"), errc::shape_mismatch);
+  EXPECT_EQ(code_of(changed([&](auto& f) { tensor(f, "w.weight_scale_2").dtype = safetensors_dtype::i32; }), "w"), errc::dtype_mismatch);
+  EXPECT_EQ(code_of(changed([](auto& f) { f.metadata["nvfp4.w"] = "{not json"; }), "w"), errc::malformed_file);
+  EXPECT_EQ(code_of(changed([](auto& f) { f.metadata["nvfp4.w"] = R"({"format":"nvfp4"})"; }), "w"), errc::malformed_file);
+  EXPECT_EQ(code_of(changed([](auto& f) {
+              f.metadata["nvfp4.w"] = R"({"format":"nvfp5","block":[1,16],"rows":16,"cols":32,"shape":[16,32],"scale_layout":"compact","amax":1})";
+            }),
+                    "w"),
+            errc::unsupported);
+  EXPECT_EQ(code_of(changed([](auto& f) {
+              f.metadata["nvfp4.w"] = R"({"format":"nvfp4","block":[1,16],"rows":16,"cols":32,"shape":[4,32],"scale_layout":"compact","amax":1})";
+            }),
+                    "w"),
+            errc::malformed_file);
+  EXPECT_EQ(code_of(changed([](auto& f) {
+              f.metadata["nvfp4.w"] = R"({"format":"nvfp4","block":[1,16],"rows":16,"cols":32,"shape":[16,32],"scale_layout":"zigzag","amax":1})";
+            }),
+                    "w"),
+            errc::malformed_file);
+  // Asking for the wrong format.
+  EXPECT_THROW(load_quantized_tensor<mxfp4>(good, "w"), error);
+  // Adding the same name twice leaves the file as it was.
+  safetensors_file twice = good;
+  EXPECT_THROW(add_quantized_tensor(twice, "w", q), error);
+  EXPECT_EQ(twice.tensors.size(), good.tensors.size());
+}
+
+}  // namespace
+}  // namespace nvfp4::io
