@@ -1,0 +1,103 @@
+// tools/nvfp4.cpp: the `nvfp4` command-line tool. Dispatches to one subcommand, maps errors to
+// exit statuses (docs/cli.md): 0 ok, 1 unexpected failure, 2 usage error, 10 + errc otherwise.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "cli_support.hpp"
+#include "convert_commands.hpp"
+#include "gemm_command.hpp"
+#include "report_commands.hpp"
+
+namespace {
+
+constexpr const char* main_help = R"(usage: nvfp4 COMMAND [ARGS] [--help]
+
+NVIDIA's 4-bit block-scaled formats (NVFP4, MXFP4, MXFP8) on the CPU, bit-exact with the GPU stack.
+
+commands:
+  quantize IN.npy OUT.safetensors    quantize an array into ModelOpt's NVFP4 checkpoint layout
+  dequantize IN.safetensors OUT.npy  restore a quantized tensor as float32
+  inspect FILE                       tensors, dtypes, shapes, formats and statistics of a file
+  stats REFERENCE APPROX             error metrics (MSE, SQNR, max error, cosine) between two arrays
+  gemm A B [OUT.npy]                 NVFP4 GEMM D = A * B^T, bit-exact model vs fp32
+  help [COMMAND]                     this text, or a command's help
+
+exit status: 0 success, 2 usage error, 10 + error kind for a failed check (11 invalid argument,
+12 shape mismatch, 13 NaN/Inf input, 16 wrong dtype, 17 I/O error, 18 malformed file,
+19 unsupported), 1 anything else. See docs/cli.md.
+)";
+
+using command_function = int (*)(int, char**);
+
+struct command {
+  const char* name;
+  command_function run;
+  const char* help;
+};
+
+constexpr command commands[] = {
+    {"quantize", nvfp4::cli::run_quantize, nvfp4::cli::quantize_help},
+    {"dequantize", nvfp4::cli::run_dequantize, nvfp4::cli::dequantize_help},
+    {"inspect", nvfp4::cli::run_inspect, nvfp4::cli::inspect_help},
+    {"stats", nvfp4::cli::run_stats, nvfp4::cli::stats_help},
+    {"gemm", nvfp4::cli::run_gemm, nvfp4::cli::gemm_help},
+};
+
+const command* find_command(const std::string& name) {
+  for (const auto& c : commands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+int dispatch(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(main_help, stderr);
+    return nvfp4::cli::exit_usage;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h") {
+    std::fputs(main_help, stdout);
+    return nvfp4::cli::exit_ok;
+  }
+  if (name == "--version") {
+    std::printf("nvfp4 %d.%d.%d\n", NVFP4_VERSION_MAJOR, NVFP4_VERSION_MINOR, NVFP4_VERSION_PATCH);
+    return nvfp4::cli::exit_ok;
+  }
+  if (name == "help") {
+    if (argc < 3) {
+      std::fputs(main_help, stdout);
+      return nvfp4::cli::exit_ok;
+    }
+    const command* c = find_command(argv[2]);
+    if (!c) throw nvfp4::cli::usage_error(std::string("unknown command '") + argv[2] + "'");
+    std::fputs(c->help, stdout);
+    return nvfp4::cli::exit_ok;
+  }
+  const command* c = find_command(name);
+  if (!c) throw nvfp4::cli::usage_error("unknown command '" + name + "' (try nvfp4 --help)");
+  return c->run(argc, argv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const nvfp4::cli::usage_error& e) {
+    std::fprintf(stderr, "nvfp4: %s\n", e.what());
+    if (argc >= 2 && find_command(argv[1])) std::fprintf(stderr, "try: nvfp4 %s --help\n", argv[1]);
+    return nvfp4::cli::exit_usage;
+  } catch (const nvfp4::error& e) {
+    std::fprintf(stderr, "%s [%s]\n", e.what(), nvfp4::errc_name(e.code()));
+    return nvfp4::cli::exit_code_for(e.code());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "nvfp4: out of memory\n");
+    return nvfp4::cli::exit_failure;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nvfp4: %s\n", e.what());
+    return nvfp4::cli::exit_failure;
+  }
+}
