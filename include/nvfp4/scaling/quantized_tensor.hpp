@@ -45,6 +45,26 @@ class quantized_tensor {
     scales_.assign(static_cast<std::size_t>(rows * scale_cols()), scale_type::from_bits(0));
   }
 
+  /// A tensor from raw bytes laid out as data() and scales() are (e.g. read from a checkpoint or
+  /// made by a GPU kernel): data_bytes is [rows, data_row_stride()], scale_bytes [rows,
+  /// scale_cols()]. The tensor scale pair is set from `amax` by the format's rule when given.
+  /// Throws nvfp4::error(shape_mismatch) when a byte count does not fit the shape.
+  static quantized_tensor from_bytes(index_t rows, index_t cols, std::span<const std::uint8_t> data_bytes,
+                                     std::span<const std::uint8_t> scale_bytes,
+                                     quantized_axis axis = quantized_axis::rowwise) {
+    quantized_tensor q(rows, cols, axis);
+    detail::require(data_bytes.size() == q.data_.size(), errc::shape_mismatch,
+                    "quantized_tensor::from_bytes: " + std::to_string(data_bytes.size()) + " data bytes for a " +
+                        std::to_string(rows) + "x" + std::to_string(cols) + " tensor, expected " +
+                        std::to_string(q.data_.size()));
+    detail::require(scale_bytes.size() == q.scales_.size(), errc::shape_mismatch,
+                    "quantized_tensor::from_bytes: " + std::to_string(scale_bytes.size()) + " scale bytes, expected " +
+                        std::to_string(q.scales_.size()));
+    for (std::size_t i = 0; i < data_bytes.size(); ++i) q.data_[i] = storage_type::from_bits(data_bytes[i]);
+    for (std::size_t i = 0; i < scale_bytes.size(); ++i) q.scales_[i] = scale_type::from_bits(scale_bytes[i]);
+    return q;
+  }
+
   index_t rows() const { return rows_; }
   index_t cols() const { return cols_; }
   quantized_axis axis() const { return axis_; }

@@ -1,0 +1,103 @@
+// nvfp4/gemm/gemm.hpp: the public block-scaled FP4 GEMM. block_scaled_mma is what the tensor core
+// computes (D = C + A·Bᵀ in the scaled domain); gemm adds TransformerEngine's epilogue (alpha from
+// the two tensor amaxes, optional beta·C, fp32 or bf16 output). Both run the fast path of this
+// build, bit-identical to nvfp4::reference::block_scaled_mma for any thread count.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/gemm/fast_gemm.hpp"
+#include "nvfp4/gemm/operands.hpp"
+#include "nvfp4/gemm/reference.hpp"
+
+namespace nvfp4 {
+
+namespace detail {
+inline std::string shape_text(index_t rows, index_t cols) { return std::to_string(rows) + "x" + std::to_string(cols); }
+
+template <class T>
+void check_output(matrix_view<T> out, index_t rows, index_t cols, const char* what) {
+  out.validate(what);
+  require(out.rows() == rows && out.cols() == cols, errc::shape_mismatch,
+          std::string("gemm: ") + what + " is " + shape_text(out.rows(), out.cols()) + ", expected " +
+              shape_text(rows, cols));
+}
+}  // namespace detail
+
+/// D = C + A·Bᵀ exactly as a Blackwell tensor core computes it (mode exact, §6) or with plain
+/// fp32 accumulation (mode relaxed). A is [M, K], B is [N, K], both blocked along K; K is
+/// zero-padded to a multiple of 64. `c` is the initial accumulator ([M, N]) or an empty view for
+/// zero; it may alias `d`. No tensor scale is applied (see gemm()).
+template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
+  requires fp4_gemm_pair<FormatA, FormatB>
+void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
+                      matrix_view<const float> c, matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
+  detail::check_gemm_operands(a, b);
+  detail::check_output(d, a.rows(), b.rows(), "D");
+  if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
+  fast::block_scaled_mma(a, b, c, d, mode);
+}
+
+/// TransformerEngine's alpha for NVFP4 operands: amax_A * amax_B * (1 / (6*6*448*448)) in fp32
+/// (§6.9), the product of both tensors' decode scales up to rounding; 1 for MXFP4.
+template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
+float gemm_alpha(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b) {
+  if constexpr (FormatA::has_tensor_scale) {
+    constexpr float inverse_range = 1.0f / (6.0f * 6.0f * 448.0f * 448.0f);
+    return a.amax() * b.amax() * inverse_range;
+  } else {
+    return 1.0f;
+  }
+}
+
+/// Options of gemm().
+struct gemm_options {
+  gemm_mode mode = gemm_mode::exact;
+  /// Multiply the MMA result by gemm_alpha(a, b). Off: the scaled-domain result.
+  bool apply_alpha = true;
+  /// Weight of the epilogue's C (used only when a C is given).
+  float beta = 1.0f;
+};
+
+/// out = alpha * (A·Bᵀ) + beta * C, the GEMM of TE's NVFP4 recipe: the MMA chain from a zero
+/// accumulator, then per element `alpha * d`, then `fma(beta, c, that)` when C is given, then
+/// rounding to Out (float, or bf16 with round-to-nearest-even).
+template <fp4_gemm_format FormatA, fp4_gemm_format FormatB, class Out>
+  requires fp4_gemm_pair<FormatA, FormatB> && (std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
+void gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<Out> out,
+          const gemm_options& options = {}, matrix_view<const float> c = {}) {
+  detail::check_gemm_operands(a, b);
+  detail::check_output(out, a.rows(), b.rows(), "output");
+  const bool has_c = !c.empty() || c.data() != nullptr;
+  if (has_c) detail::check_output(c, a.rows(), b.rows(), "C");
+  std::vector<float> d(static_cast<std::size_t>(a.rows() * b.rows()));
+  const auto d_view = matrix_view<float>::row_major(d.data(), a.rows(), b.rows());
+  fast::block_scaled_mma(a, b, matrix_view<const float>{}, d_view, options.mode);
+  const float alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j) {
+      float value = alpha * d_view(i, j);
+      if (has_c) value = std::fma(options.beta, c(i, j), value);
+      if constexpr (std::is_same_v<Out, float>) {
+        out(i, j) = value;
+      } else {
+        out(i, j) = bf16::from_float(value);
+      }
+    }
+}
+
+/// gemm() into a new row-major [M, N] float buffer.
+template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
+  requires fp4_gemm_pair<FormatA, FormatB>
+std::vector<float> gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
+                        const gemm_options& options = {}) {
+  std::vector<float> out(static_cast<std::size_t>(a.rows() * b.rows()));
+  gemm(a, b, matrix_view<float>::row_major(out.data(), a.rows(), b.rows()), options);
+  return out;
+}
+
+}  // namespace nvfp4

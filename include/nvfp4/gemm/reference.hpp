@@ -1,0 +1,60 @@
+// nvfp4/gemm/reference.hpp: the reference block-scaled FP4 GEMM, one output and one K step at a
+// time through mma::step (exact) or the plain fp32 accumulation of the relaxed mode.
+#pragma once
+
+#include <cmath>
+
+#include "nvfp4/gemm/mma_model.hpp"
+#include "nvfp4/gemm/operands.hpp"
+#include "nvfp4/scaling/matrix_view.hpp"
+
+namespace nvfp4::reference {
+
+namespace detail_gemm {
+/// The 64 doubled E2M1 values and 4 group scales of row r, step s (zeros past K).
+template <class Format>
+void load_step(const quantized_tensor<Format>& q, index_t r, index_t s, int* values, mma::scale_parts* scales) {
+  for (int k = 0; k < mma::step_k; ++k) {
+    const index_t col = s * mma::step_k + k;
+    values[k] = col < q.cols() ? mma::e2m1_doubled(q.element(r, col).bits()) : 0;
+  }
+  for (int g = 0; g < mma::groups_per_step; ++g) {
+    const index_t block = (s * mma::step_k + g * mma::group_k) / Format::block_cols;
+    scales[g] = block < q.scale_cols() ? mma::decompose(q.scale(r, block)) : mma::scale_parts{};
+  }
+}
+}  // namespace detail_gemm
+
+/// D = C + A·Bᵀ in the scaled domain (no tensor scales, no epilogue), K stepped by 64 in order and
+/// zero-padded to a multiple of 64 (§6 step 8). `c` may be empty (zero accumulator) or [M, N].
+template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
+  requires fp4_gemm_pair<FormatA, FormatB>
+void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
+                      matrix_view<const float> c, matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
+  nvfp4::detail::check_gemm_operands(a, b);
+  const index_t steps = (a.cols() + mma::step_k - 1) / mma::step_k;
+  int a_values[mma::step_k], b_values[mma::step_k];
+  mma::scale_parts a_scales[mma::groups_per_step], b_scales[mma::groups_per_step];
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j) {
+      float accumulator = c.empty() ? 0.0f : c(i, j);
+      for (index_t s = 0; s < steps; ++s) {
+        detail_gemm::load_step(a, i, s, a_values, a_scales);
+        detail_gemm::load_step(b, j, s, b_values, b_scales);
+        if (mode == gemm_mode::exact) {
+          accumulator = mma::step(a_values, b_values, a_scales, b_scales, accumulator);
+        } else {
+          for (int g = 0; g < mma::groups_per_step; ++g) {
+            int doubled_sum = 0;
+            for (int k = g * mma::group_k; k < (g + 1) * mma::group_k; ++k) doubled_sum += a_values[k] * b_values[k];
+            const float group_sum = static_cast<float>(doubled_sum) * 0.25f;  // exact
+            const float scale = mma::scale_value(a_scales[g]) * mma::scale_value(b_scales[g]);
+            accumulator = std::fma(group_sum, scale, accumulator);
+          }
+        }
+      }
+      d(i, j) = accumulator;
+    }
+}
+
+}  // namespace nvfp4::reference
