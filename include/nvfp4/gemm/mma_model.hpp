@@ -89,7 +89,8 @@ inline float round_toward_zero(std::int64_t sum, int lsb_exponent) {
 /// One step: c + Σ_g P_g · s_a,g · s_b,g for 64 elements, exactly as the tensor core does it.
 /// a2 and b2 hold twice the E2M1 values (e2m1_doubled) of the 64 elements; scale_a[g] and
 /// scale_b[g] are the decomposed scales of group g (for MXFP4, groups 0-1 and 2-3 share one).
-inline float step(const int* a2, const int* b2, const scale_parts* scale_a, const scale_parts* scale_b, float c) {
+template <class Value>
+float step(const Value* a2, const Value* b2, const scale_parts* scale_a, const scale_parts* scale_b, float c) {
   constexpr std::uint32_t canonical_nan = 0x7FFFFFFFu;  // §6 step 7
   for (int g = 0; g < groups_per_step; ++g)
     if (scale_a[g].is_nan || scale_b[g].is_nan) return std::bit_cast<float>(canonical_nan);
@@ -105,7 +106,7 @@ inline float step(const int* a2, const int* b2, const scale_parts* scale_a, cons
     std::int64_t sum = 0;
     bool any_product = false;
     for (int k = g * group_k; k < (g + 1) * group_k; ++k) {
-      const int product = a2[k] * b2[k];
+      const int product = static_cast<int>(a2[k]) * static_cast<int>(b2[k]);
       sum += product;
       any_product = any_product || product != 0;
     }
@@ -135,6 +136,19 @@ inline float step(const int* a2, const int* b2, const scale_parts* scale_a, cons
     sum += shift_toward_zero(term_mantissa[g], term_exponent[g] - 8 - unit_exponent);
   // Step 6.
   return round_toward_zero(sum, unit_exponent);
+}
+
+/// One step of the relaxed mode: for each group in order, acc = fma(P_g, s_a,g * s_b,g, acc) in
+/// fp32 (P_g is exact; the scale product is exact for UE4M3, may overflow for extreme E8M0).
+template <class Value>
+float relaxed_step(const Value* a2, const Value* b2, const scale_parts* scale_a, const scale_parts* scale_b, float acc) {
+  for (int g = 0; g < groups_per_step; ++g) {
+    int doubled_sum = 0;
+    for (int k = g * group_k; k < (g + 1) * group_k; ++k) doubled_sum += static_cast<int>(a2[k]) * static_cast<int>(b2[k]);
+    const float group_sum = static_cast<float>(doubled_sum) * 0.25f;  // exact
+    acc = std::fma(group_sum, scale_value(scale_a[g]) * scale_value(scale_b[g]), acc);
+  }
+  return acc;
 }
 
 }  // namespace nvfp4::mma

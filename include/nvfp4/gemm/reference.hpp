@@ -2,8 +2,6 @@
 // time through mma::step (exact) or the plain fp32 accumulation of the relaxed mode.
 #pragma once
 
-#include <cmath>
-
 #include "nvfp4/gemm/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
@@ -41,17 +39,9 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
       for (index_t s = 0; s < steps; ++s) {
         detail_gemm::load_step(a, i, s, a_values, a_scales);
         detail_gemm::load_step(b, j, s, b_values, b_scales);
-        if (mode == gemm_mode::exact) {
-          accumulator = mma::step(a_values, b_values, a_scales, b_scales, accumulator);
-        } else {
-          for (int g = 0; g < mma::groups_per_step; ++g) {
-            int doubled_sum = 0;
-            for (int k = g * mma::group_k; k < (g + 1) * mma::group_k; ++k) doubled_sum += a_values[k] * b_values[k];
-            const float group_sum = static_cast<float>(doubled_sum) * 0.25f;  // exact
-            const float scale = mma::scale_value(a_scales[g]) * mma::scale_value(b_scales[g]);
-            accumulator = std::fma(group_sum, scale, accumulator);
-          }
-        }
+        accumulator = mode == gemm_mode::exact
+                          ? mma::step(a_values, b_values, a_scales, b_scales, accumulator)
+                          : mma::relaxed_step(a_values, b_values, a_scales, b_scales, accumulator);
       }
       d(i, j) = accumulator;
     }
