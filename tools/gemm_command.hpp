@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli_support.hpp"
+#include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/interop/eigen.hpp"
 #include "nvfp4/metrics/error_metrics.hpp"
 
@@ -22,7 +23,10 @@ elements along K, computes D = A * B^T [M, N], and prints its error against the 
 the unquantized inputs and the time taken. OUT.npy receives D as float32.
 
 options:
-  --mode M            dequant (default): dequantize both operands, fp32 product (Eigen)
+  --mode M            exact (default): the Blackwell tensor core's block-scaled MMA, bit for bit
+                      (NUMERICS.md section 6), then TE's alpha epilogue
+                      relaxed: the same block terms accumulated with plain fp32 FMAs
+                      dequant: dequantize both operands, fp32 product with Eigen (baseline)
   --b-kn              B is given as [K, N] (it is quantized along K all the same)
   --json              print one JSON object instead of text
   --quiet             print nothing on success
@@ -32,9 +36,16 @@ options:
 namespace detail {
 
 /// The quantized product D = A * B^T by the chosen mode.
-inline eigen::matrix_f32 quantized_product(const nvfp4_tensor& a, const nvfp4_tensor& b, const std::string& /*mode*/) {
-  const eigen::matrix_f32 a_hat = eigen::dequantize(a), b_hat = eigen::dequantize(b);
-  return a_hat * b_hat.transpose();
+inline eigen::matrix_f32 quantized_product(const nvfp4_tensor& a, const nvfp4_tensor& b, const std::string& mode) {
+  if (mode == "dequant") {
+    const eigen::matrix_f32 a_hat = eigen::dequantize(a), b_hat = eigen::dequantize(b);
+    return a_hat * b_hat.transpose();
+  }
+  eigen::matrix_f32 d(a.rows(), b.rows());
+  gemm_options options;
+  options.mode = mode == "exact" ? gemm_mode::exact : gemm_mode::relaxed;
+  gemm(a, b, matrix_view<float>::row_major(d.data(), a.rows(), b.rows()), options);
+  return d;
 }
 
 }  // namespace detail
@@ -46,7 +57,7 @@ inline int run_gemm(int argc, char** argv) {
     return exit_ok;
   }
   args.expect_positional(2, 3);
-  const std::string mode = args.choice("--mode", "dequant", {"dequant"});
+  const std::string mode = args.choice("--mode", "exact", {"exact", "relaxed", "dequant"});
   const float_array a = load_float_array(args.positional()[0]);
   const float_array b = load_float_array(args.positional()[1]);
   if (a.shape.size() != 2 || b.shape.size() != 2)

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
 #include "nvfp4/io/safetensors.hpp"
@@ -393,7 +394,25 @@ TEST_F(Cli, GemmReportsErrorAndWritesTheProduct) {
   const auto a = outlier_matrix(m, k, 8), b = outlier_matrix(n, k, 9);
   io::write_npy(path("a.npy"), io::make_float32_array(a, {m, k}));
   io::write_npy(path("b.npy"), io::make_float32_array(b, {n, k}));
-  const auto r = run("gemm --json " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy"));
+  // Modes exact and relaxed are the library's gemm() bit for bit.
+  const auto qa = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(a.data(), m, k));
+  const auto qb = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(b.data(), n, k));
+  for (const auto mode : {gemm_mode::exact, gemm_mode::relaxed}) {
+    const std::string name = mode == gemm_mode::exact ? "exact" : "relaxed";
+    ASSERT_EQ(run("gemm --quiet --mode " + name + " " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy")).status, 0) << name;
+    gemm_options options;
+    options.mode = mode;
+    EXPECT_EQ(io::to_float32(io::read_npy(path("d.npy"))), gemm(qa, qb, options)) << name;
+  }
+  // --b-kn: B given as [K, N] is quantized along K all the same.
+  std::vector<float> b_kn(b.size());
+  for (index_t r = 0; r < n; ++r)
+    for (index_t c = 0; c < k; ++c) b_kn[static_cast<std::size_t>(c * n + r)] = b[static_cast<std::size_t>(r * k + c)];
+  io::write_npy(path("b_kn.npy"), io::make_float32_array(b_kn, {k, n}));
+  ASSERT_EQ(run("gemm --quiet --b-kn " + q("a.npy") + " " + q("b_kn.npy") + " " + q("d_kn.npy")).status, 0);
+  EXPECT_EQ(io::to_float32(io::read_npy(path("d_kn.npy"))), gemm(qa, qb));
+
+  const auto r = run("gemm --json --mode dequant " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy"));
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["m"], m);
