@@ -10,6 +10,7 @@
 
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e8m0.hpp"
+#include "nvfp4/formats/traits.hpp"
 
 namespace nvfp4::mma {
 
@@ -49,9 +50,9 @@ constexpr scale_parts decompose(e8m0 scale) {
 
 /// The scale's value as a float (NaN for a NaN scale; E8M0 beyond the float range gives Inf or 0
 /// only through the product the caller forms, as the value itself is in range).
-inline float scale_value(const scale_parts& s) {
+constexpr float scale_value(const scale_parts& s) {
   if (s.is_nan) return std::numeric_limits<float>::quiet_NaN();
-  return std::ldexp(static_cast<float>(s.m_eighths) * 0.125f, s.exponent);
+  return static_cast<float>(s.m_eighths) * detail::exp2i(s.exponent - 3);  // exact: e - 3 >= -130
 }
 
 /// Twice the value of an E2M1 code: an integer in [-12, 12], so products are exact integers.
@@ -59,6 +60,20 @@ constexpr int e2m1_doubled(std::uint8_t code) {
   constexpr int magnitude[8] = {0, 1, 2, 3, 4, 6, 8, 12};
   return (code & 8) ? -magnitude[code & 7] : magnitude[code & 7];
 }
+
+/// e2m1_doubled of both nibbles of a packed byte, as the two bytes (low element first) of a
+/// 16-bit word: 256 entries, so a row unpacks one byte per lookup.
+struct doubled_pair_table {
+  std::uint16_t pairs[256];
+  constexpr doubled_pair_table() : pairs{} {
+    for (int byte = 0; byte < 256; ++byte) {
+      const auto low = static_cast<std::uint8_t>(e2m1_doubled(static_cast<std::uint8_t>(byte & 0xF)));
+      const auto high = static_cast<std::uint8_t>(e2m1_doubled(static_cast<std::uint8_t>(byte >> 4)));
+      pairs[byte] = static_cast<std::uint16_t>(low | (high << 8));
+    }
+  }
+};
+inline constexpr doubled_pair_table doubled_pairs{};
 
 /// v * 2^shift, truncated toward zero (sign-magnitude), for |v| < 2^52.
 constexpr std::int64_t shift_toward_zero(std::int64_t v, int shift) {

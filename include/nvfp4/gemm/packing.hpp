@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "nvfp4/gemm/mma_model.hpp"
@@ -15,7 +16,7 @@ namespace nvfp4::gemm_detail {
 struct group_scale {
   mma::scale_parts parts;
   double m_eighths = 0;           ///< m in eighths (0..15; 8 for E8M0)
-  double effective_exponent = 0;  ///< e, or -1e9 for a zero scale (so e_a + e_b < -139)
+  double effective_exponent = 0;  ///< e, or -1e9 for a zero scale (e_a + e_b < -1e8 marks it)
   float value = 0;                ///< the scale as a float (relaxed mode)
 };
 
@@ -50,11 +51,12 @@ unpacked_operand unpack(const quantized_tensor<Format>& q, index_t padded_rows) 
   const auto data = q.data();
 #pragma omp parallel for schedule(static) if (q.rows() * q.cols() > (1 << 16))
   for (index_t r = 0; r < q.rows(); ++r) {
+    // A row of odd length ends in a zero nibble, which unpacks to a zero in the padding.
     std::int8_t* values = u.values.data() + r * u.steps * mma::step_k;
     const auto* bytes = data.data() + r * q.data_row_stride();
-    for (index_t c = 0; c < q.cols(); ++c) {
-      const std::uint8_t byte = bytes[c / 2].bits();
-      values[c] = static_cast<std::int8_t>(mma::e2m1_doubled((c & 1) ? byte >> 4 : byte & 0xF));
+    for (index_t byte = 0; byte < q.data_row_stride(); ++byte) {
+      const std::uint16_t pair = mma::doubled_pairs.pairs[bytes[byte].bits()];
+      std::memcpy(values + 2 * byte, &pair, 2);  // little-endian: the low element first
     }
     group_scale* scales = u.scales.data() + r * u.steps * mma::groups_per_step;
     for (index_t g = 0; g < u.steps * mma::groups_per_step; ++g) {

@@ -84,8 +84,11 @@ inline __m256 fused_step_8(__m256 c, const __m256i* p4, const __mmask8* all_zero
   max_exponent = _mm512_mask_blend_pd(c_is_zero, max_exponent, zero_exponent);
   __m512d group_exponent[4];
   for (int g = 0; g < 4; ++g) {
-    __m512d e = _mm512_max_pd(_mm512_add_pd(_mm512_set1_pd(a_e[g]), _mm512_loadu_pd(b_e + g * tile_n)), zero_exponent);
-    e = _mm512_mask_blend_pd(all_zero[g], e, zero_exponent);
+    // E_g = e_a + e_b, which E8M0 scales take far below -139; a zero scale (exponent -1e9)
+    // or an all-zero group gets -139.
+    __m512d e = _mm512_add_pd(_mm512_set1_pd(a_e[g]), _mm512_loadu_pd(b_e + g * tile_n));
+    const __mmask8 zero_scale = _mm512_cmp_pd_mask(e, _mm512_set1_pd(-1e8), _CMP_LT_OQ);
+    e = _mm512_mask_blend_pd(static_cast<__mmask8>(all_zero[g] | zero_scale), e, zero_exponent);
     group_exponent[g] = e;
     max_exponent = _mm512_max_pd(max_exponent, e);
   }
