@@ -1,0 +1,227 @@
+// Tests for nvfp4/gemm/gemm.hpp: the fast path equals the reference bit for bit on random operands
+// over every corner of §6 (exact and relaxed modes, 1 and 2 threads), the epilogue, bad input.
+// NVFP4_TEST_ALL_ISAS
+#include "nvfp4/gemm/gemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "nvfp4/scaling/quantize.hpp"
+
+#if NVFP4_HAS_OPENMP
+#include <omp.h>
+#endif
+
+namespace nvfp4 {
+namespace {
+
+enum class style { normal, wide_scales, cancel, zero_groups, nan_scales, extremes };
+
+struct operand_bytes {
+  std::vector<std::uint8_t> data, scales;
+};
+
+/// Random operand bytes for a [rows, k] tensor of Format in the given style.
+template <class Format>
+operand_bytes random_operand(index_t rows, index_t k, style s, std::mt19937& rng) {
+  constexpr bool nvfp4 = std::is_same_v<typename Format::scale_type, ue4m3>;
+  const index_t stride = (k + 1) / 2, scale_cols = (k + Format::block_cols - 1) / Format::block_cols;
+  operand_bytes out{std::vector<std::uint8_t>(static_cast<std::size_t>(rows * stride)),
+                    std::vector<std::uint8_t>(static_cast<std::size_t>(rows * scale_cols))};
+  std::uniform_int_distribution<int> code(0, 15), byte(0, 255), coin(0, 99);
+  for (index_t r = 0; r < rows; ++r) {
+    std::vector<int> codes(static_cast<std::size_t>(k));
+    for (auto& c : codes) c = code(rng);
+    if (s == style::cancel) {  // second half of each 16 = first half negated, paired elsewhere
+      for (index_t g = 0; g + 16 <= k; g += 16)
+        for (int e = 0; e < 8; ++e) codes[static_cast<std::size_t>(g + 8 + e)] = codes[static_cast<std::size_t>(g + e)] ^ 8;
+    }
+    if (s == style::zero_groups)
+      for (index_t g = 0; g < k; g += 16)
+        if (coin(rng) < 40)
+          for (index_t e = g; e < std::min(k, g + 16); ++e) codes[static_cast<std::size_t>(e)] = coin(rng) < 50 ? 0 : 8;
+    for (index_t c = 0; c < k; ++c)
+      out.data[static_cast<std::size_t>(r * stride + c / 2)] |= static_cast<std::uint8_t>(codes[static_cast<std::size_t>(c)] << ((c & 1) * 4));
+    for (index_t b = 0; b < scale_cols; ++b) {
+      int value;
+      if (nvfp4) {
+        value = (s == style::wide_scales || s == style::extremes) ? byte(rng) & 0x7F : 0x28 + code(rng) * 2;
+        if (value == 0x7F) value = 0x7E;
+        if (s == style::nan_scales && coin(rng) < 3) value = coin(rng) < 50 ? 0x7F : 0xFF;
+        if (s == style::zero_groups && coin(rng) < 10) value = 0;
+      } else {
+        value = s == style::wide_scales ? byte(rng) % 255 : (s == style::extremes ? 230 + byte(rng) % 25 : 120 + code(rng));
+        if (s == style::nan_scales && coin(rng) < 3) value = 0xFF;
+        if (s == style::extremes && coin(rng) < 20) value = byte(rng) % 20;
+      }
+      out.scales[static_cast<std::size_t>(r * scale_cols + b)] = static_cast<std::uint8_t>(value);
+    }
+  }
+  return out;
+}
+
+std::vector<float> random_accumulator(index_t count, style s, std::mt19937& rng) {
+  std::vector<float> c(static_cast<std::size_t>(count));
+  std::uniform_int_distribution<std::uint32_t> bits;
+  std::normal_distribution<float> normal(0.0f, 100.0f);
+  std::uniform_int_distribution<int> coin(0, 99);
+  for (auto& v : c) {
+    const int pick = coin(rng);
+    if (pick < 30) v = 0.0f;
+    else if (pick < 60) v = normal(rng);
+    else if (pick < 70) v = std::bit_cast<float>(bits(rng) & 0x807FFFFFu);  // subnormals
+    else if (pick < 80) v = (pick & 1 ? 1 : -1) * FLT_MAX * std::ldexp(1.0f, -(pick % 5));
+    else if (pick < 97 || s != style::extremes) v = std::ldexp(normal(rng), (pick % 40) - 20);
+    else v = pick == 97 ? std::numeric_limits<float>::infinity() : (pick == 98 ? -std::numeric_limits<float>::infinity()
+                                                                               : std::numeric_limits<float>::quiet_NaN());
+  }
+  return c;
+}
+
+/// Runs the reference and the fast path (1 and 2 threads) on one random problem; returns the
+/// number of outputs compared.
+template <class Format>
+index_t check_problem(index_t m, index_t n, index_t k, style s, gemm_mode mode, unsigned seed) {
+  std::mt19937 rng(seed);
+  const auto a_bytes = random_operand<Format>(m, k, s, rng);
+  const auto b_bytes = random_operand<Format>(n, k, s, rng);
+  const auto a = quantized_tensor<Format>::from_bytes(m, k, a_bytes.data, a_bytes.scales);
+  const auto b = quantized_tensor<Format>::from_bytes(n, k, b_bytes.data, b_bytes.scales);
+  const auto c = random_accumulator(m * n, s, rng);
+  const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
+  std::vector<float> expected(c.size()), got(c.size());
+  reference::block_scaled_mma(a, b, c_view, matrix_view<float>::row_major(expected.data(), m, n), mode);
+  for (int threads : {1, 2}) {
+#if NVFP4_HAS_OPENMP
+    omp_set_num_threads(threads);
+#endif
+    block_scaled_mma(a, b, c_view, matrix_view<float>::row_major(got.data(), m, n), mode);
+    index_t mismatches = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(expected[i]) && mismatches++ < 3)
+        ADD_FAILURE() << "D[" << i / static_cast<std::size_t>(n) << "][" << i % static_cast<std::size_t>(n) << "] fast "
+                      << std::hexfloat << got[i] << " reference " << expected[i] << std::defaultfloat << " (" << m << "x"
+                      << n << "x" << k << ", style " << static_cast<int>(s) << ", " << threads << " threads)";
+    EXPECT_EQ(mismatches, 0);
+  }
+#if NVFP4_HAS_OPENMP
+  omp_set_num_threads(2);
+#endif
+  return m * n;
+}
+
+template <class Format>
+class FastGemmEqualsReference : public ::testing::Test {};
+using GemmFormats = ::testing::Types<nvfp4_1x16, mxfp4>;
+TYPED_TEST_SUITE(FastGemmEqualsReference, GemmFormats);
+
+TYPED_TEST(FastGemmEqualsReference, OnRandomOperandsOfEveryStyle) {
+  const std::tuple<index_t, index_t, index_t> shapes[] = {{1, 1, 1},   {1, 1, 64},  {3, 17, 70},   {5, 33, 130},
+                                                          {33, 47, 200}, {16, 8, 256}, {64, 48, 512}, {97, 101, 96}};
+  index_t outputs = 0;
+  unsigned seed = 1;
+  for (auto mode : {gemm_mode::exact, gemm_mode::relaxed})
+    for (auto s : {style::normal, style::wide_scales, style::cancel, style::zero_groups, style::nan_scales, style::extremes})
+      for (auto [m, n, k] : shapes) outputs += check_problem<TypeParam>(m, n, k, s, mode, seed++);
+  EXPECT_GT(outputs, 100000);
+}
+
+TYPED_TEST(FastGemmEqualsReference, OnALargeProblem) {
+  // 2^20 outputs of 4 steps each in the exact mode.
+  EXPECT_EQ(check_problem<TypeParam>(1024, 1024, 256, style::wide_scales, gemm_mode::exact, 99), 1 << 20);
+}
+
+TEST(Gemm, RealDataIsCloseToTheFloatProductAndRelaxedDriftsLittle) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  const index_t m = 64, n = 48, k = 256;
+  std::vector<float> x(static_cast<std::size_t>(m * k)), w(static_cast<std::size_t>(n * k));
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : w) v = normal(rng);
+  const auto a = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), m, k));
+  const auto b = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(w.data(), n, k));
+  const auto exact = gemm(a, b);
+  const auto relaxed = gemm(a, b, {.mode = gemm_mode::relaxed});
+  const auto xa = dequantize(a), wb = dequantize(b);
+  double error = 0, signal = 0, drift = 0;
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (index_t kk = 0; kk < k; ++kk) dot += double(xa[static_cast<std::size_t>(i * k + kk)]) * wb[static_cast<std::size_t>(j * k + kk)];
+      const float e = exact[static_cast<std::size_t>(i * n + j)];
+      error = std::max(error, std::fabs(e - dot));
+      signal = std::max(signal, std::fabs(dot));
+      drift = std::max(drift, std::fabs(double(e) - relaxed[static_cast<std::size_t>(i * n + j)]));
+    }
+  // The exact MMA loses only truncated bits (2^-35 relative per term) and the RZ steps, and alpha
+  // differs from S_dec_a * S_dec_b by a few ulps: far below 1e-4 of the largest output.
+  EXPECT_LT(error, 1e-4 * signal);
+  EXPECT_LT(drift, 1e-4 * signal);
+}
+
+TEST(Gemm, EpilogueAppliesAlphaThenBetaCAndRoundsToBf16) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal;
+  const index_t m = 8, n = 24, k = 96;
+  std::vector<float> x(static_cast<std::size_t>(m * k)), w(static_cast<std::size_t>(n * k)), c(static_cast<std::size_t>(m * n));
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : w) v = normal(rng);
+  for (auto& v : c) v = normal(rng);
+  const auto a = quantize<nvfp4_16x16>(matrix_view<const float>::row_major(x.data(), m, k));
+  const auto b = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(w.data(), n, k));
+  std::vector<float> d(c.size()), out(c.size());
+  block_scaled_mma(a, b, {}, matrix_view<float>::row_major(d.data(), m, n));
+  const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
+  gemm(a, b, matrix_view<float>::row_major(out.data(), m, n), {.beta = 0.5f}, c_view);
+  std::vector<bf16> out_bf16(c.size());
+  gemm(a, b, matrix_view<bf16>::row_major(out_bf16.data(), m, n), {.beta = 0.5f}, c_view);
+  const float alpha = gemm_alpha(a, b);
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    EXPECT_EQ(out[i], std::fma(0.5f, c[i], alpha * d[i]));
+    EXPECT_EQ(out_bf16[i], bf16::from_float(out[i]));
+  }
+  const auto unscaled = gemm(a, b, {.apply_alpha = false});
+  EXPECT_TRUE(std::equal(unscaled.begin(), unscaled.end(), d.begin()));
+}
+
+TEST(GemmErrors, KMismatchWrongAxisAndOutputShapes) {
+  std::vector<float> x(32 * 64, 1.0f), w(16 * 64, 1.0f);
+  const auto a = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), 32, 64));
+  const auto b = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(w.data(), 16, 64));
+  const auto expect_code = [](auto&& call, errc code) {
+    try {
+      call();
+      ADD_FAILURE() << "no error";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+    }
+  };
+  std::vector<float> d(32 * 16, -7.0f);
+  const auto d_view = matrix_view<float>::row_major(d.data(), 32, 16);
+  // B given as the columnwise copy ([K, N] instead of [N, K]): K does not match.
+  const auto b_columnwise = quantize_rowwise_and_columnwise<nvfp4_1x16>(matrix_view<const float>::row_major(w.data(), 16, 64)).columnwise;
+  expect_code([&] { block_scaled_mma(a, b_columnwise, {}, d_view); }, errc::shape_mismatch);
+  std::vector<float> x48(32 * 48, 1.0f);
+  const auto a48 = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x48.data(), 32, 48));
+  expect_code([&] { (void)gemm(a48, b); }, errc::shape_mismatch);
+  expect_code([&] { block_scaled_mma(a, b, {}, matrix_view<float>::row_major(d.data(), 16, 32)); }, errc::shape_mismatch);
+  expect_code([&] { block_scaled_mma(a, b, matrix_view<const float>::row_major(d.data(), 32, 8), d_view); },
+              errc::shape_mismatch);
+  expect_code([&] { block_scaled_mma(a, b, {}, matrix_view<float>(nullptr, 32, 16, 16, 1)); }, errc::null_pointer);
+  for (float v : d) EXPECT_EQ(v, -7.0f) << "an output was written before the checks";
+}
+
+// Mixing NVFP4 with MXFP4, or passing MXFP8 (8-bit elements), does not compile.
+template <class A, class B>
+concept multipliable = requires(const quantized_tensor<A>& a, const quantized_tensor<B>& b) { gemm(a, b); };
+static_assert(multipliable<nvfp4_1x16, nvfp4_1x16> && multipliable<nvfp4_16x16, nvfp4_1x16> && multipliable<mxfp4, mxfp4>);
+static_assert(!multipliable<nvfp4_1x16, mxfp4> && !multipliable<mxfp4, nvfp4_16x16>);
+static_assert(!multipliable<mxfp8, mxfp8> && !multipliable<mxfp8, mxfp4>);
+
+}  // namespace
+}  // namespace nvfp4
