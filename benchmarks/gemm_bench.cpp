@@ -1,0 +1,133 @@
+// Benchmarks of the block-scaled FP4 GEMM: exact (Blackwell-bit-exact) and relaxed modes, the
+// dequantize-then-Eigen path, and fp32 SGEMM by Eigen and OpenBLAS on the same shape, in the same
+// run. Counters: FLOP/s = 2·M·N·K / time (effective, as for a dense GEMM).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/interop/eigen_gemm.hpp"
+#include "nvfp4/scaling/quantize.hpp"
+
+#if NVFP4_HAS_OPENMP
+#include <omp.h>
+#endif
+#ifdef NVFP4_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace {
+
+using namespace nvfp4;
+
+struct problem {
+  index_t m, n, k;
+  eigen::matrix_f32 x, w;  // [m, k], [n, k]
+  nvfp4_tensor a, b;
+};
+
+const problem& get_problem(index_t m, index_t n, index_t k) {
+  static std::vector<std::unique_ptr<problem>> cache;
+  for (const auto& p : cache)
+    if (p->m == m && p->n == n && p->k == k) return *p;
+  auto p = std::make_unique<problem>();
+  p->m = m, p->n = n, p->k = k;
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal;
+  p->x.resize(m, k);
+  p->w.resize(n, k);
+  for (index_t i = 0; i < p->x.size(); ++i) p->x.data()[i] = normal(rng);
+  for (index_t i = 0; i < p->w.size(); ++i) p->w.data()[i] = normal(rng);
+  p->a = eigen::quantize<nvfp4_1x16>(p->x);
+  p->b = eigen::quantize<nvfp4_1x16>(p->w);
+  cache.push_back(std::move(p));
+  return *cache.back();
+}
+
+void set_threads(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(3));
+#if NVFP4_HAS_OPENMP
+  omp_set_num_threads(threads);
+#endif
+  Eigen::setNbThreads(threads);
+#ifdef NVFP4_HAVE_CBLAS
+  openblas_set_num_threads(threads);
+#endif
+}
+
+void report(benchmark::State& state, const problem& p) {
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
+template <gemm_mode Mode>
+void BM_nvfp4_gemm(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  std::vector<float> d(static_cast<std::size_t>(p.m * p.n));
+  for (auto _ : state) {
+    block_scaled_mma(p.a, p.b, {}, matrix_view<float>::row_major(d.data(), p.m, p.n), Mode);
+    benchmark::DoNotOptimize(d.data());
+  }
+  report(state, p);
+}
+
+void BM_dequantize_then_eigen(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  for (auto _ : state) {
+    auto out = eigen::dequantize_then_gemm(p.a, p.b);
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, p);
+}
+
+void BM_eigen_sgemm(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  eigen::matrix_f32 out(p.m, p.n);
+  for (auto _ : state) {
+    out.noalias() = p.x * p.w.transpose();
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, p);
+}
+
+#ifdef NVFP4_HAVE_CBLAS
+void BM_openblas_sgemm(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  std::vector<float> out(static_cast<std::size_t>(p.m * p.n));
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(p.m), static_cast<int>(p.n),
+                static_cast<int>(p.k), 1.0f, p.x.data(), static_cast<int>(p.k), p.w.data(), static_cast<int>(p.k), 0.0f,
+                out.data(), static_cast<int>(p.n));
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, p);
+}
+#endif
+
+// {M, N, K, threads}: square 2048 and 4096, and a decode-like skinny M = 16.
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    b->Args({2048, 2048, 2048, threads});
+    b->Args({4096, 4096, 4096, threads});
+    b->Args({16, 4096, 4096, threads});
+  }
+  b->ArgNames({"M", "N", "K", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+}
+
+BENCHMARK(BM_nvfp4_gemm<gemm_mode::exact>)->Name("nvfp4_gemm_exact")->Apply(shapes);
+BENCHMARK(BM_nvfp4_gemm<gemm_mode::relaxed>)->Name("nvfp4_gemm_relaxed")->Apply(shapes);
+BENCHMARK(BM_dequantize_then_eigen)->Name("dequantize_then_eigen")->Apply(shapes);
+BENCHMARK(BM_eigen_sgemm)->Name("eigen_sgemm_fp32")->Apply(shapes);
+#ifdef NVFP4_HAVE_CBLAS
+BENCHMARK(BM_openblas_sgemm)->Name("openblas_sgemm_fp32")->Apply(shapes);
+#endif
+
+}  // namespace
+
+BENCHMARK_MAIN();
