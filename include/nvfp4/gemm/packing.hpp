@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct group_scale {
   double m_eighths = 0;           ///< m in eighths (0..15; 8 for E8M0)
   double effective_exponent = 0;  ///< e, or -1e9 for a zero scale (e_a + e_b < -1e8 marks it)
   float value = 0;                ///< the scale as a float (relaxed mode)
+  double weight = 0;              ///< m * 2^(e - 4): weight_a * weight_b * 4 P_g is the group term
 };
 
 /// Rows of an operand: values[row][step*64 + k] and scales[row][step*4 + g].
@@ -37,6 +39,7 @@ inline group_scale make_group_scale(const mma::scale_parts& parts) {
   s.m_eighths = parts.m_eighths;
   s.effective_exponent = parts.m_eighths == 0 ? -1e9 : parts.exponent;
   s.value = mma::scale_value(parts);
+  s.weight = parts.is_nan ? 0.0 : std::ldexp(static_cast<double>(parts.m_eighths), parts.exponent - 4);
   return s;
 }
 

@@ -39,6 +39,7 @@ struct packed_b_tile {
   std::vector<double> m_eighths;            // [steps][4][16]
   std::vector<double> exponents;            // [steps][4][16], -1e9 for zero scales
   std::vector<float> values;                // [steps][4][16]
+  std::vector<double> weights;              // [steps][4][16]
   std::vector<std::uint16_t> nan_lanes;     // [steps]: lanes with a NaN scale in that step
 };
 
@@ -50,6 +51,7 @@ inline packed_b_tile pack_b_tile(const unpacked_operand& b, index_t j0) {
   t.m_eighths.resize(static_cast<std::size_t>(steps * 4 * tile_n));
   t.exponents.resize(t.m_eighths.size());
   t.values.resize(t.m_eighths.size());
+  t.weights.resize(t.m_eighths.size());
   t.nan_lanes.assign(static_cast<std::size_t>(steps), 0);
   for (index_t s = 0; s < steps; ++s)
     for (int lane = 0; lane < tile_n; ++lane) {
@@ -67,10 +69,56 @@ inline packed_b_tile pack_b_tile(const unpacked_operand& b, index_t j0) {
         t.m_eighths[at] = scales[g].m_eighths;
         t.exponents[at] = scales[g].effective_exponent;
         t.values[at] = scales[g].value;
+        t.weights[at] = scales[g].weight;
         if (scales[g].parts.is_nan) t.nan_lanes[static_cast<std::size_t>(s)] |= static_cast<std::uint16_t>(1u << lane);
       }
     }
   return t;
+}
+
+/// Rounds an exact double sum toward zero to fp32 as §6 step 6 does: |S| >= 2^128 is ±Inf (the
+/// conversion alone would give FLT_MAX), an exact zero is +0.
+inline __m256 round_toward_zero_8(__m512d exact) {
+  __m256 result = _mm512_cvt_roundpd_ps(exact, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask8 overflow = _mm512_cmp_pd_mask(_mm512_abs_pd(exact), _mm512_set1_pd(0x1p128), _CMP_GE_OQ);
+  const __m256 signed_inf = _mm256_or_ps(_mm256_set1_ps(__builtin_inff()), _mm256_and_ps(result, _mm256_set1_ps(-0.0f)));
+  result = _mm256_mask_blend_ps(overflow, result, signed_inf);
+  const __mmask8 is_zero = _mm512_cmp_pd_mask(exact, _mm512_setzero_pd(), _CMP_EQ_OQ);
+  return _mm256_mask_blend_ps(is_zero, result, _mm256_setzero_ps());
+}
+
+/// The fused step's common case, for 8 lanes: when every non-zero term's lowest bit and c's lie
+/// at or above 2^(E_max - 35), truncation removes nothing and the five terms add up exactly in
+/// double (all are multiples of that unit, and the sum is below 2^49 units), so S is a plain fma
+/// chain. Returns the lanes where that holds (the others need fused_step_8). E_max here counts
+/// every group with a non-zero scale, also those whose products are all zero, which can only
+/// make the test stricter: where it passes, both units give the same exact sum.
+inline __mmask8 exact_fast_step_8(__m256 c, const __m256i* p4, const double* a_w, const double* a_e, const double* b_w,
+                                  const double* b_e, __m256* out) {
+  const __m512d c_d = _mm512_cvtps_pd(c);
+  const __mmask8 c_is_zero = _mm512_cmp_pd_mask(c_d, _mm512_setzero_pd(), _CMP_EQ_OQ);
+  const __m512d c_exponent = _mm512_max_pd(_mm512_getexp_pd(c_d), _mm512_set1_pd(-126.0));
+  __m512d max_exponent = _mm512_mask_blend_pd(c_is_zero, c_exponent, _mm512_set1_pd(mma::zero_exponent));
+  __m512d min_term_exponent = _mm512_set1_pd(1e9);
+  __m512d sum = c_d;
+  for (int g = 0; g < 4; ++g) {
+    const __m512d e = _mm512_add_pd(_mm512_set1_pd(a_e[g]), _mm512_loadu_pd(b_e + g * tile_n));
+    max_exponent = _mm512_max_pd(max_exponent, e);  // zero scales sit near -1e9: no effect
+    const __mmask8 nonzero = _mm256_cmpneq_epi32_mask(p4[g], _mm256_setzero_si256());
+    min_term_exponent = _mm512_mask_min_pd(min_term_exponent, nonzero, min_term_exponent, e);
+    const __m512d weight = _mm512_mul_pd(_mm512_set1_pd(a_w[g]), _mm512_loadu_pd(b_w + g * tile_n));
+    sum = _mm512_fmadd_pd(_mm512_cvtepi32_pd(p4[g]), weight, sum);
+  }
+  // A group term is a multiple of 2^(E_g - 8) (4 P_g times m_a m_b in 64ths), c of
+  // 2^(E_c - 23): both are whole units of 2^(E_max - 35) when E_max - E_g <= 27 and
+  // E_max - E_c <= 12.
+  const __mmask8 terms_ok = _mm512_cmp_pd_mask(_mm512_sub_pd(max_exponent, min_term_exponent),
+                                               _mm512_set1_pd(mma::fraction_bits - 8), _CMP_LE_OQ);
+  const __mmask8 c_ok = static_cast<__mmask8>(
+      c_is_zero | _mm512_cmp_pd_mask(_mm512_sub_pd(max_exponent, c_exponent), _mm512_set1_pd(mma::fraction_bits - 23),
+                                     _CMP_LE_OQ));
+  *out = round_toward_zero_8(sum);
+  return static_cast<__mmask8>(terms_ok & c_ok);
 }
 
 /// The fused §6 step for 8 lanes (outputs) of one row: c is the accumulator, p4[g] the exact
@@ -102,16 +150,9 @@ inline __m256 fused_step_8(__m256 c, const __m256i* p4, const __mmask8* all_zero
     const __m512d shift = _mm512_add_pd(_mm512_sub_pd(group_exponent[g], _mm512_set1_pd(8.0)), unit_shift);
     sum = _mm512_add_pd(sum, _mm512_roundscale_pd(_mm512_scalef_pd(term, shift), truncate));
   }
-  const __m512d exact = _mm512_scalef_pd(sum, _mm512_sub_pd(max_exponent, _mm512_set1_pd(mma::fraction_bits)));
-  __m256 result = _mm512_cvt_roundpd_ps(exact, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  // |S| >= 2^128 is Inf (RZ alone would give FLT_MAX); an exact zero is +0.
-  const __m512d abs_exact = _mm512_abs_pd(exact);
-  const __mmask8 overflow = _mm512_cmp_pd_mask(abs_exact, _mm512_set1_pd(0x1p128), _CMP_GE_OQ);
-  const __m256 inf = _mm256_set1_ps(__builtin_inff());
-  const __m256 signed_inf = _mm256_or_ps(inf, _mm256_and_ps(result, _mm256_set1_ps(-0.0f)));
-  result = _mm256_mask_blend_ps(overflow, result, signed_inf);
-  const __mmask8 is_zero = _mm512_cmp_pd_mask(sum, _mm512_setzero_pd(), _CMP_EQ_OQ);
-  return _mm256_mask_blend_ps(is_zero, result, _mm256_setzero_ps());
+  // The sum is a whole number of units; the result is a multiple of 2^(E_max - 35), and only
+  // an exact 0 sum can give a zero.
+  return round_toward_zero_8(_mm512_scalef_pd(sum, _mm512_sub_pd(max_exponent, _mm512_set1_pd(mma::fraction_bits))));
 }
 
 /// Computes rows [i0, i0 + rows) x columns [j0, j0 + n_valid) of D over all steps.
@@ -161,40 +202,48 @@ void tile_kernel(const unpacked_operand& a, const std::int32_t* a_sums, const pa
         }
         continue;
       }
-      // Groups whose sum is zero: zero products (alignment exponent -139) or a cancellation
-      // (the scale exponents count)? Only then are the magnitudes multiplied to tell.
-      __mmask16 all_zero[4];
-      for (int g = 0; g < 4; ++g) {
-        all_zero[g] = _mm512_cmpeq_epi32_mask(p4[g], _mm512_setzero_si512());
-        if (all_zero[g]) {
-          __m512i count = _mm512_setzero_si512();
-          for (int q = 0; q < 4; ++q) {
-            std::int32_t word;
-            std::memcpy(&word, a.row_values(i0 + r) + s * 64 + g * 16 + q * 4, 4);
-            const __m512i a_abs = _mm512_abs_epi8(_mm512_set1_epi32(word));
-            count = _mm512_dpbusd_epi32(count, _mm512_loadu_si512(bt.magnitudes.data() + (s * 16 + g * 4 + q) * 64), a_abs);
-          }
-          all_zero[g] &= _mm512_cmpeq_epi32_mask(count, _mm512_setzero_si512());
-        }
-      }
-      double a_m[4], a_e[4];
+      double a_m[4], a_e[4], a_w[4];
       bool a_nan = false;
       for (int g = 0; g < 4; ++g) {
         a_m[g] = a_scales[g].m_eighths;
         a_e[g] = a_scales[g].effective_exponent;
+        a_w[g] = a_scales[g].weight;
         a_nan = a_nan || a_scales[g].parts.is_nan;
       }
-      __m256i p4_half[4];
-      __mmask8 zero_half[4];
+      const double* b_w = bt.weights.data() + s * 4 * tile_n;
+      __m256i p4_half[2][4];
+      for (int g = 0; g < 4; ++g) {
+        p4_half[0][g] = _mm512_castsi512_si256(p4[g]);
+        p4_half[1][g] = _mm512_extracti64x4_epi64(p4[g], 1);
+      }
+      const __m256 c_half[2] = {_mm512_castps512_ps256(acc[r]),
+                                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1))};
       __m256 halves[2];
-      for (int h = 0; h < 2; ++h) {
+      __mmask8 fast_ok[2];
+      for (int h = 0; h < 2; ++h)
+        fast_ok[h] = exact_fast_step_8(c_half[h], p4_half[h], a_w, a_e, b_w + 8 * h, b_e + 8 * h, &halves[h]);
+      if ((fast_ok[0] & fast_ok[1]) != 0xFF) {
+        // Some lane truncates: run the full step, which needs to tell groups whose products are
+        // all zero (alignment exponent -139) from cancelling ones (their scales' exponent).
+        __mmask16 all_zero[4];
         for (int g = 0; g < 4; ++g) {
-          p4_half[g] = h ? _mm512_extracti64x4_epi64(p4[g], 1) : _mm512_castsi512_si256(p4[g]);
-          zero_half[g] = static_cast<__mmask8>(all_zero[g] >> (8 * h));
+          all_zero[g] = _mm512_cmpeq_epi32_mask(p4[g], _mm512_setzero_si512());
+          if (all_zero[g]) {
+            __m512i count = _mm512_setzero_si512();
+            for (int q = 0; q < 4; ++q) {
+              std::int32_t word;
+              std::memcpy(&word, a.row_values(i0 + r) + s * 64 + g * 16 + q * 4, 4);
+              const __m512i a_abs = _mm512_abs_epi8(_mm512_set1_epi32(word));
+              count = _mm512_dpbusd_epi32(count, _mm512_loadu_si512(bt.magnitudes.data() + (s * 16 + g * 4 + q) * 64), a_abs);
+            }
+            all_zero[g] &= _mm512_cmpeq_epi32_mask(count, _mm512_setzero_si512());
+          }
         }
-        const __m256 c_half = h ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1))
-                                : _mm512_castps512_ps256(acc[r]);
-        halves[h] = fused_step_8(c_half, p4_half, zero_half, a_m, a_e, b_m + 8 * h, b_e + 8 * h);
+        for (int h = 0; h < 2; ++h) {
+          __mmask8 zero_half[4];
+          for (int g = 0; g < 4; ++g) zero_half[g] = static_cast<__mmask8>(all_zero[g] >> (8 * h));
+          halves[h] = fused_step_8(c_half[h], p4_half[h], zero_half, a_m, a_e, b_m + 8 * h, b_e + 8 * h);
+        }
       }
       __m512 result = _mm512_insertf32x8(_mm512_castps256_ps512(halves[0]), halves[1], 1);
       // §6 step 7: NaN scales or a NaN c give the canonical NaN; an infinite c passes through.
