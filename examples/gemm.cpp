@@ -1,9 +1,10 @@
 // examples/gemm.cpp: NVFP4 GEMM D = A·Bᵀ three ways (the tensor core's exact MMA, relaxed fp32
 // accumulation, dequantize + Eigen fp32) against the fp32 Eigen product of the unquantized
 // inputs: error, how often the cheaper modes differ from the exact one, and speed.
-// GCC 12 reports false -Wmaybe-uninitialized positives inside Eigen's AVX-512 GEMM packing.
+// GCC 12 reports false (maybe-)uninitialized positives inside Eigen's AVX-512 GEMM packing.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
 

@@ -3,7 +3,12 @@
 // unquantized inputs, with timings.
 #pragma once
 
+// GCC 12 reports false (maybe-)uninitialized positives inside Eigen's AVX-512 GEMM packing.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <Eigen/Core>
+#pragma GCC diagnostic pop
 
 #include <chrono>
 #include <cstdio>
