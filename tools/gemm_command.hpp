@@ -17,6 +17,7 @@
 #include "cli_support.hpp"
 #include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/interop/eigen.hpp"
+#include "nvfp4/interop/eigen_gemm.hpp"
 #include "nvfp4/metrics/error_metrics.hpp"
 
 namespace nvfp4::cli {
@@ -42,10 +43,7 @@ namespace detail {
 
 /// The quantized product D = A * B^T by the chosen mode.
 inline eigen::matrix_f32 quantized_product(const nvfp4_tensor& a, const nvfp4_tensor& b, const std::string& mode) {
-  if (mode == "dequant") {
-    const eigen::matrix_f32 a_hat = eigen::dequantize(a), b_hat = eigen::dequantize(b);
-    return a_hat * b_hat.transpose();
-  }
+  if (mode == "dequant") return eigen::dequantize_then_gemm(a, b);
   eigen::matrix_f32 d(a.rows(), b.rows());
   gemm_options options;
   options.mode = mode == "exact" ? gemm_mode::exact : gemm_mode::relaxed;
