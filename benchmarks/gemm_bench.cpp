@@ -3,6 +3,7 @@
 // run. Counters: FLOP/s = 2·M·N·K / time (effective, as for a dense GEMM).
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
@@ -110,9 +111,24 @@ void BM_openblas_sgemm(benchmark::State& state) {
 }
 #endif
 
+/// Thread counts to run: 1 and 2, or the comma-separated list in $NVFP4_BENCH_THREADS (e.g.
+/// "1,2,4,8,16" to measure scaling on a bigger machine).
+std::vector<int> thread_counts() {
+  std::vector<int> counts;
+  if (const char* env = std::getenv("NVFP4_BENCH_THREADS")) {
+    for (const char* p = env; *p;) {
+      counts.push_back(std::atoi(p));
+      while (*p && *p != ',') ++p;
+      if (*p) ++p;
+    }
+  }
+  if (counts.empty()) counts = {1, 2};
+  return counts;
+}
+
 // {M, N, K, threads}: square 2048 and 4096, and a decode-like skinny M = 16.
 void shapes(benchmark::internal::Benchmark* b) {
-  for (int threads : {1, 2}) {
+  for (int threads : thread_counts()) {
     b->Args({2048, 2048, 2048, threads});
     b->Args({4096, 4096, 4096, threads});
     b->Args({16, 4096, 4096, threads});
