@@ -11,47 +11,14 @@
 namespace nvfp4 {
 namespace {
 
-/// Packed data bytes of a quantized tensor.
-template <class Format>
-std::vector<std::uint8_t> data_bytes(const quantized_tensor<Format>& q) {
-  std::vector<std::uint8_t> out;
-  for (auto unit : q.data()) out.push_back(unit.bits());
-  return out;
-}
-template <class Format>
-std::vector<std::uint8_t> scale_bytes(const quantized_tensor<Format>& q) {
-  std::vector<std::uint8_t> out;
-  for (auto s : q.scales()) out.push_back(s.bits());
-  return out;
-}
-
-/// Index of the first E2M1 code that differs, or -1. The one tolerated difference is the peer
-/// quirk the golden README documents: TE's reference encodes an input of exactly -0.0 as +0
-/// (0x0), where we keep the sign (0x8) as the hardware's cvt does; both decode to zero.
-template <class Format>
-long first_code_difference(const quantized_tensor<Format>& q, const std::vector<std::uint8_t>& expected,
-                           matrix_view<const float> source) {
-  const auto got = data_bytes(q);
-  if (got.size() != expected.size()) return 0;
-  for (index_t r = 0; r < q.rows(); ++r)
-    for (index_t c = 0; c < q.cols(); ++c) {
-      const auto i = static_cast<std::size_t>(r * q.data_row_stride() + c / 2);
-      const int shift = (c & 1) ? 4 : 0;
-      const int ours = (got[i] >> shift) & 0xF, theirs = (expected[i] >> shift) & 0xF;
-      const bool negative_zero_input = std::bit_cast<std::uint32_t>(source(r, c)) == 0x80000000u;
-      if (ours != theirs && !(negative_zero_input && ours == 0x8 && theirs == 0x0)) return static_cast<long>(i);
-    }
-  return -1;
-}
-
 /// Compares one quantized copy with the peer's arrays; returns true when all match.
 template <class Format>
 bool matches(const quantized_tensor<Format>& q, const nlohmann::json& c, const char* data_field, const char* scale_field,
              float expected_amax, matrix_view<const float> source) {
   const auto expected_data = golden::load_as<std::uint8_t>(c, data_field);
   const auto expected_scales = golden::load_as<std::uint8_t>(c, scale_field);
-  const long data_diff = first_code_difference(q, expected_data, source);
-  const long scale_diff = golden::first_difference(scale_bytes(q), expected_scales);
+  const long data_diff = golden::first_code_difference(q, expected_data, source);
+  const long scale_diff = golden::first_difference(golden::scale_bytes(q), expected_scales);
   EXPECT_EQ(data_diff, -1) << data_field << ": first differing byte";
   EXPECT_EQ(scale_diff, -1) << scale_field << ": first differing byte";
   EXPECT_EQ(q.amax(), expected_amax) << data_field;
@@ -74,7 +41,7 @@ bool check_case(const nlohmann::json& c) {
   ok = matches(pair.columnwise, c, "data_t", "scale_t_e4m3", c.at("amax_col").get<float>(), source.transposed()) && ok;
 
   const auto from_fp32 = quantize<Format>(source);
-  EXPECT_EQ(data_bytes(from_fp32), data_bytes(pair.rowwise)) << "fp32 and bf16 inputs disagree";
+  EXPECT_EQ(golden::data_bytes(from_fp32), golden::data_bytes(pair.rowwise)) << "fp32 and bf16 inputs disagree";
   return ok;
 }
 

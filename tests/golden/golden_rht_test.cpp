@@ -15,33 +15,6 @@
 namespace nvfp4 {
 namespace {
 
-std::vector<std::uint8_t> packed_bytes(const nvfp4_tensor& q) {
-  std::vector<std::uint8_t> out;
-  for (auto unit : q.data()) out.push_back(unit.bits());
-  return out;
-}
-std::vector<std::uint8_t> scale_bytes_of(const nvfp4_tensor& q) {
-  std::vector<std::uint8_t> out;
-  for (auto s : q.scales()) out.push_back(s.bits());
-  return out;
-}
-
-/// Index of the first differing E2M1 code's byte, or -1. An exact -0.0 input may be 0x8 here and
-/// 0x0 in the peer's (its documented quirk); both decode to zero.
-long first_code_difference(const nvfp4_tensor& q, const std::vector<std::uint8_t>& expected, matrix_view<const float> source) {
-  const auto got = packed_bytes(q);
-  if (got.size() != expected.size()) return 0;
-  for (index_t r = 0; r < q.rows(); ++r)
-    for (index_t c = 0; c < q.cols(); ++c) {
-      const auto i = static_cast<std::size_t>(r * q.data_row_stride() + c / 2);
-      const int shift = (c & 1) ? 4 : 0;
-      const int ours = (got[i] >> shift) & 0xF, theirs = (expected[i] >> shift) & 0xF;
-      const bool negative_zero = std::bit_cast<std::uint32_t>(source(r, c)) == 0x80000000u;
-      if (ours != theirs && !(negative_zero && ours == 0x8 && theirs == 0x0)) return static_cast<long>(i);
-    }
-  return -1;
-}
-
 /// Distance in bf16 ulps between two finite bf16 values (±0 are the same value).
 int ulp_distance(bf16 a, bf16 b) {
   auto ordered = [](bf16 v) {
@@ -53,8 +26,8 @@ int ulp_distance(bf16 a, bf16 b) {
 
 bool check_quantized(const nvfp4_tensor& q, const nlohmann::json& c, const char* data_field, const char* scale_field,
                      float expected_amax, matrix_view<const float> source) {
-  const long data_diff = first_code_difference(q, golden::load_as<std::uint8_t>(c, data_field), source);
-  const long scale_diff = golden::first_difference(scale_bytes_of(q), golden::load_as<std::uint8_t>(c, scale_field));
+  const long data_diff = golden::first_code_difference(q, golden::load_as<std::uint8_t>(c, data_field), source);
+  const long scale_diff = golden::first_difference(golden::scale_bytes(q), golden::load_as<std::uint8_t>(c, scale_field));
   EXPECT_EQ(data_diff, -1) << data_field << ": first differing byte";
   EXPECT_EQ(scale_diff, -1) << scale_field << ": first differing byte";
   EXPECT_EQ(q.amax(), expected_amax) << data_field;
@@ -104,8 +77,8 @@ TEST(GoldenRht, Mode1dRht) {
     ok = check_quantized(columnwise, c, "data_t", "scale_t_e4m3", c.at("amax_col").get<float>(), peer_float) && ok;
     if (case_differing == 0) {  // then our fused path must give the same bytes
       const auto fused = quantize_columnwise_rht(x_view);
-      EXPECT_EQ(packed_bytes(fused), packed_bytes(columnwise));
-      EXPECT_EQ(scale_bytes_of(fused), scale_bytes_of(columnwise));
+      EXPECT_EQ(golden::data_bytes(fused), golden::data_bytes(columnwise));
+      EXPECT_EQ(golden::scale_bytes(fused), golden::scale_bytes(columnwise));
       EXPECT_EQ(fused.amax(), columnwise.amax());
     }
 

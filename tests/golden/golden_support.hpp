@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "nvfp4/io/npy.hpp"
+#include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/scaling/quantized_tensor.hpp"
 
 namespace nvfp4::golden {
 
@@ -108,6 +111,40 @@ long first_difference(const A& a, const B& b) {
   if (a.size() != b.size()) return 0;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (a[i] != b[i]) return static_cast<long>(i);
+  return -1;
+}
+
+/// The packed data bytes and the scale bytes of a quantized tensor.
+template <class Format>
+std::vector<std::uint8_t> data_bytes(const quantized_tensor<Format>& q) {
+  std::vector<std::uint8_t> out;
+  for (auto unit : q.data()) out.push_back(unit.bits());
+  return out;
+}
+template <class Format>
+std::vector<std::uint8_t> scale_bytes(const quantized_tensor<Format>& q) {
+  std::vector<std::uint8_t> out;
+  for (auto s : q.scales()) out.push_back(s.bits());
+  return out;
+}
+
+/// Index of the byte of the first E2M1 code that differs from the peer's, or -1. The one
+/// tolerated difference is the peer quirk the golden README documents: TE's reference encodes an
+/// input of exactly -0.0 as +0 (0x0), where we keep the sign (0x8) as the hardware's cvt does;
+/// both decode to zero. `source` is the matrix that was quantized (same shape as q).
+template <class Format>
+long first_code_difference(const quantized_tensor<Format>& q, const std::vector<std::uint8_t>& expected,
+                           matrix_view<const float> source) {
+  const auto got = data_bytes(q);
+  if (got.size() != expected.size()) return 0;
+  for (index_t r = 0; r < q.rows(); ++r)
+    for (index_t c = 0; c < q.cols(); ++c) {
+      const auto i = static_cast<std::size_t>(r * q.data_row_stride() + c / 2);
+      const int shift = (c & 1) ? 4 : 0;
+      const int ours = (got[i] >> shift) & 0xF, theirs = (expected[i] >> shift) & 0xF;
+      const bool negative_zero_input = std::bit_cast<std::uint32_t>(source(r, c)) == 0x80000000u;
+      if (ours != theirs && !(negative_zero_input && ours == 0x8 && theirs == 0x0)) return static_cast<long>(i);
+    }
   return -1;
 }
 
