@@ -21,8 +21,8 @@ namespace detail {
 /// Rows per panel: the parallel unit, a 16x16 tile's height, and the height of the transposed
 /// copy made of a view whose rows are not contiguous.
 inline constexpr index_t panel_rows = 16;
-/// Columns per panel chunk: 16 rows of it (32 KiB of float) stay in L1/L2 between the block-amax
-/// pass and the encode pass. A multiple of every block width.
+/// Columns per chunk of a copied panel: 16 rows of it (32 KiB of float) stay in L1/L2 between the
+/// block-amax pass and the encode pass. A multiple of every block width.
 inline constexpr index_t panel_cols = 512;
 /// Columns per work item of amax on contiguous rows, so a few long rows still split over threads.
 inline constexpr index_t amax_chunk_cols = index_t{1} << 14;
@@ -140,20 +140,23 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
   const index_t panels = (x.rows() + detail::panel_rows - 1) / detail::panel_rows;
   const bool parallel = x.size() >= simd::parallel_threshold_elements;
 
+  // Contiguous float rows are read in place, a whole row at a time (one sequential stream for
+  // the hardware prefetcher); other inputs are copied panel by panel into a small buffer.
+  const bool in_place = std::is_same_v<T, float> && x.rows_contiguous();
+  const index_t chunk_cols = in_place ? x.cols() : detail::panel_cols;
+  const index_t blocks_per_chunk = (chunk_cols + block_cols - 1) / block_cols;
+
   simd::parallel_ranges(panels, parallel, [&](index_t first_panel, index_t last_panel) {
-    constexpr index_t blocks_per_chunk = detail::panel_cols / block_cols;
-    std::vector<float> buffer;
-    if (!std::is_same_v<T, float> || !x.rows_contiguous())
-      buffer.resize(static_cast<std::size_t>(detail::panel_rows * detail::panel_cols));
-    std::uint32_t amax_bits[blocks_per_chunk];
-    std::uint8_t codes[blocks_per_chunk];
-    float factors[blocks_per_chunk];
+    std::vector<float> buffer(in_place ? 0 : static_cast<std::size_t>(detail::panel_rows * detail::panel_cols));
+    std::vector<std::uint32_t> amax_bits(static_cast<std::size_t>(blocks_per_chunk));
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(blocks_per_chunk));
+    std::vector<float> factors(static_cast<std::size_t>(blocks_per_chunk));
 
     for (index_t panel = first_panel; panel < last_panel; ++panel) {
       const index_t r0 = panel * detail::panel_rows;
       const index_t rows = std::min(detail::panel_rows, x.rows() - r0);
-      for (index_t c0 = 0; c0 < x.cols(); c0 += detail::panel_cols) {
-        const index_t cols = std::min(detail::panel_cols, x.cols() - c0);
+      for (index_t c0 = 0; c0 < x.cols(); c0 += chunk_cols) {
+        const index_t cols = std::min(chunk_cols, x.cols() - c0);
         const index_t blocks = (cols + block_cols - 1) / block_cols;
         index_t stride = 0;
         const float* tile = detail::load_panel(x, r0, rows, c0, cols, buffer.data(), stride);
@@ -163,13 +166,13 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
         for (index_t t0 = 0; t0 < rows; t0 += Format::block_rows) {
           // One scale per block_rows x block_cols tile: the block amax runs over its rows.
           const index_t tile_rows = std::min<index_t>(Format::block_rows, rows - t0);
-          std::fill_n(amax_bits, blocks, 0u);
+          std::fill_n(amax_bits.data(), blocks, 0u);
           for (index_t i = t0; i < t0 + tile_rows; ++i)
-            simd::kernels::template block_abs_max_bits<block_cols>(tile + i * stride, cols, amax_bits);
-          detail::block_scales<Format>(amax_bits, blocks, scale, options.mx_rule, codes, factors);
+            simd::kernels::template block_abs_max_bits<block_cols>(tile + i * stride, cols, amax_bits.data());
+          detail::block_scales<Format>(amax_bits.data(), blocks, scale, options.mx_rule, codes.data(), factors.data());
           for (index_t i = t0; i < t0 + tile_rows; ++i) {
-            std::memcpy(row_scales + i * scale_stride, codes, static_cast<std::size_t>(blocks));
-            simd::kernels::template encode_scaled<element_traits, block_cols>(tile + i * stride, cols, factors,
+            std::memcpy(row_scales + i * scale_stride, codes.data(), static_cast<std::size_t>(blocks));
+            simd::kernels::template encode_scaled<element_traits, block_cols>(tile + i * stride, cols, factors.data(),
                                                                              row_data + i * data_stride);
           }
         }

@@ -1,0 +1,166 @@
+// Benchmarks of the block-scaling layer's fast paths (nvfp4/scaling/quantize.hpp) on a 4096x4096
+// fp32 matrix, with 1 and 2 OpenMP threads, beside memory baselines (memcpy and a read-only pass
+// over the same bytes) and the scalar reference, all in this one binary.
+#include <benchmark/benchmark.h>
+
+#include <bit>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "nvfp4/scaling/quantize.hpp"
+
+#if NVFP4_HAS_OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+using namespace nvfp4;
+
+constexpr index_t kRows = 4096;
+constexpr index_t kCols = 4096;
+constexpr double kElements = static_cast<double>(kRows * kCols);
+
+const std::vector<float>& source() {
+  static const std::vector<float> values = [] {
+    std::vector<float> v(static_cast<std::size_t>(kRows * kCols));
+    std::mt19937 rng(42);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (auto& x : v) x = normal(rng);
+    return v;
+  }();
+  return values;
+}
+
+matrix_view<const float> source_view() { return matrix_view<const float>::row_major(source().data(), kRows, kCols); }
+
+void set_threads(const benchmark::State& state) {
+#if NVFP4_HAS_OPENMP
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+#endif
+}
+
+/// Elements/s plus the bytes the operation reads and writes per element (its memory traffic).
+void report(benchmark::State& state, double bytes_per_element) {
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kElements));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kElements * bytes_per_element));
+  state.counters["threads"] = static_cast<double>(state.range(0));
+}
+
+// ---- baselines ------------------------------------------------------------------------------
+
+/// memcpy of the fp32 matrix (4 B read + 4 B written per element), split like the kernels.
+void BM_memcpy_fp32(benchmark::State& state) {
+  set_threads(state);
+  std::vector<float> out(source().size());
+  for (auto _ : state) {
+    simd::parallel_ranges(kRows, true, [&](index_t r0, index_t r1) {
+      std::memcpy(out.data() + r0 * kCols, source().data() + r0 * kCols, static_cast<std::size_t>((r1 - r0) * kCols) * 4);
+    });
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 8.0);
+}
+
+/// One read-only pass over the fp32 matrix (an XOR of the bits, which the compiler vectorizes):
+/// the floor for amax, 4 B per element.
+void BM_read_fp32(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) {
+    const std::uint32_t bits = simd::parallel_max(kRows, true, [&](index_t r0, index_t r1) {
+      std::uint32_t folded = 0;
+      const float* p = source().data();
+      for (index_t i = r0 * kCols; i < r1 * kCols; ++i) folded ^= std::bit_cast<std::uint32_t>(p[i]);
+      return folded;
+    });
+    benchmark::DoNotOptimize(bits);
+  }
+  report(state, 4.0);
+}
+
+// ---- the library ----------------------------------------------------------------------------
+
+void BM_amax(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) benchmark::DoNotOptimize(amax(source_view()));
+  report(state, 4.0);
+}
+
+/// quantize() = amax pass + quantize pass: 8 B read, 0.5 B data + 1/16 B scale written.
+template <class Format>
+void BM_quantize(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) {
+    auto q = quantize<Format>(source_view());
+    benchmark::DoNotOptimize(q.data().data());
+  }
+  const double written = Format::is_fp4 ? 0.5 : 1.0;
+  report(state, 8.0 + written + 1.0 / (Format::block_cols * Format::block_rows));
+}
+
+/// The columnwise copy: the 1x16 quantization of xᵀ (a view with non-contiguous rows).
+void BM_quantize_nvfp4_1x16_columnwise(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) {
+    auto q = quantize<nvfp4_1x16>(source_view().transposed());
+    benchmark::DoNotOptimize(q.data().data());
+  }
+  report(state, 8.0 + 0.5 + 1.0 / 16);
+}
+
+/// quantize_with_amax alone (the amax known, as for a columnwise copy sharing the rowwise amax).
+void BM_quantize_with_amax_nvfp4_1x16(benchmark::State& state) {
+  set_threads(state);
+  const float global_amax = amax(source_view());
+  for (auto _ : state) {
+    auto q = quantize_with_amax<nvfp4_1x16>(source_view(), global_amax);
+    benchmark::DoNotOptimize(q.data().data());
+  }
+  report(state, 4.0 + 0.5 + 1.0 / 16);
+}
+
+/// Dequantize NVFP4 1x16 into an fp32 matrix: 0.5 + 1/16 B read, 4 B written.
+template <class Format>
+void BM_dequantize(benchmark::State& state) {
+  set_threads(state);
+  const auto q = quantize<Format>(source_view());
+  std::vector<float> out(source().size());
+  for (auto _ : state) {
+    dequantize(q, matrix_view<float>::row_major(out.data(), kRows, kCols));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, (Format::is_fp4 ? 0.5 : 1.0) + 4.0);
+}
+
+/// The scalar reference, for the speed-up (one thread: it has no parallel path).
+void BM_reference_quantize_nvfp4_1x16(benchmark::State& state) {
+  for (auto _ : state) {
+    auto q = reference::quantize<nvfp4_1x16>(source_view());
+    benchmark::DoNotOptimize(q.data().data());
+  }
+  report(state, 8.0 + 0.5 + 1.0 / 16);
+}
+
+void thread_args(benchmark::internal::Benchmark* b) {
+  b->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_memcpy_fp32)->Apply(thread_args);
+BENCHMARK(BM_read_fp32)->Apply(thread_args);
+BENCHMARK(BM_amax)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize, nvfp4_1x16)->Apply(thread_args);
+BENCHMARK(BM_quantize_with_amax_nvfp4_1x16)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize, nvfp4_16x16)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize, mxfp4)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize, mxfp8)->Apply(thread_args);
+BENCHMARK(BM_quantize_nvfp4_1x16_columnwise)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_dequantize, nvfp4_1x16)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_dequantize, mxfp8)->Apply(thread_args);
+BENCHMARK(BM_reference_quantize_nvfp4_1x16)->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
