@@ -76,7 +76,10 @@ struct doubled_pair_table {
 inline constexpr doubled_pair_table doubled_pairs{};
 
 /// v * 2^shift, truncated toward zero (sign-magnitude), for |v| < 2^52.
+/// A zero (e.g. c = 0, whose lsb exponent is arbitrary) stays zero whatever the shift; a non-zero
+/// term is never shifted left by more than 27 bits.
 constexpr std::int64_t shift_toward_zero(std::int64_t v, int shift) {
+  if (v == 0) return 0;
   if (shift >= 0) return v << shift;
   if (shift <= -63) return 0;
   return v < 0 ? -((-v) >> -shift) : (v >> -shift);
