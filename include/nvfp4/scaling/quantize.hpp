@@ -65,10 +65,7 @@ quantized_pair<Format> quantize_rowwise_and_columnwise(matrix_view<const T> x, q
 /// Dequantizes q into out (same shape): x̂ = (element * block scale) * S_dec.
 template <block_scaled_format Format>
 void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
-  out.validate("dequantize output");
-  detail::require(out.rows() == q.rows() && out.cols() == q.cols(), errc::shape_mismatch,
-                  "dequantize: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
-                      ", tensor is " + std::to_string(q.rows()) + "x" + std::to_string(q.cols()));
+  detail::check_dequantize_output(q, out);
   fast::dequantize(q, out);
 }
 

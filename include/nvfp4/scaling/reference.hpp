@@ -46,6 +46,14 @@ void throw_first_non_finite(matrix_view<const T> x, const char* what) {
       if (!std::isfinite(v)) throw non_finite_error(what, r, c, v);
     }
 }
+/// Throws unless out is a usable view of q's shape.
+template <block_scaled_format Format>
+void check_dequantize_output(const quantized_tensor<Format>& q, matrix_view<float> out) {
+  out.validate("dequantize output");
+  require(out.rows() == q.rows() && out.cols() == q.cols(), errc::shape_mismatch,
+          "dequantize: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", tensor is " +
+              std::to_string(q.rows()) + "x" + std::to_string(q.cols()));
+}
 }  // namespace detail
 
 namespace reference {
@@ -136,10 +144,7 @@ quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options
 /// first product is exact, so one rounding happens).
 template <block_scaled_format Format>
 void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
-  out.validate("dequantize output");
-  detail::require(out.rows() == q.rows() && out.cols() == q.cols(), errc::shape_mismatch,
-                  "dequantize: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
-                      ", tensor is " + std::to_string(q.rows()) + "x" + std::to_string(q.cols()));
+  detail::check_dequantize_output(q, out);
   for (index_t r = 0; r < q.rows(); ++r)
     for (index_t c = 0; c < q.cols(); ++c) {
       const float block_value = q.element(r, c).to_float() * q.scale(r, c / Format::block_cols).to_float();
