@@ -52,7 +52,7 @@ TYPED_TEST_SUITE(StochasticQuantize, all_cases);
 TYPED_TEST(StochasticQuantize, FastPathEqualsReference) {
   using Format = typename TypeParam::format;
   using T = typename TypeParam::input;
-  const std::pair<index_t, index_t> shapes[] = {{1, 16}, {16, 16}, {3, 7}, {17, 33}, {64, 96}, {40, 250}, {0, 5}};
+  const std::pair<index_t, index_t> shapes[] = {{1, 16}, {16, 16}, {3, 7}, {17, 33}, {64, 96}, {40, 250}, {0, 5}, {5, 1100}, {33, 530}};
   for (const auto& [rows, cols] : shapes)
     for (double spread : {0.0, 2.0}) {
       const auto values = random_matrix<T>(rows, cols, static_cast<unsigned>(rows * 1000 + cols), spread);

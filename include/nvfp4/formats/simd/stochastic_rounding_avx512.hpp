@@ -5,9 +5,9 @@
 #include "nvfp4/config.hpp"
 
 #if NVFP4_HAS_AVX512
-#include <immintrin.h>
-
 #include <cstdint>
+
+#include "nvfp4/simd/x86_intrinsics.hpp"
 
 namespace nvfp4::simd::avx512 {
 
@@ -26,8 +26,12 @@ NVFP4_ALWAYS_INLINE __m512i e2m1_stochastic_codes(__m512 x, __m128i random16) {
   const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(random16)), _mm512_set1_ps(1.0f / 256.0f));
   const __m512 t = _mm512_fmadd_ps(u, e2m1_step(magnitude), magnitude);
   const __m512 step = e2m1_step(t);
-  // t / step is exact (step is a power of two), so dividing and multiplying agree bit for bit.
-  const __m512 floored = _mm512_roundscale_ps(_mm512_div_ps(t, step), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  // t / step == t * (1 / step) exactly: 1 / step is 2 (t < 2: doubling never rounds), 1, or 1/2
+  // (t >= 4: halving a normal never rounds), so the product replaces the slow divide.
+  __m512 inverse_step = _mm512_set1_ps(2.0f);
+  inverse_step = _mm512_mask_mov_ps(inverse_step, _mm512_cmp_ps_mask(t, _mm512_set1_ps(2.0f), _CMP_GE_OQ), _mm512_set1_ps(1.0f));
+  inverse_step = _mm512_mask_mov_ps(inverse_step, _mm512_cmp_ps_mask(t, _mm512_set1_ps(4.0f), _CMP_GE_OQ), _mm512_set1_ps(0.5f));
+  const __m512 floored = _mm512_roundscale_ps(_mm512_mul_ps(t, inverse_step), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
   const __m512 q = _mm512_min_ps(_mm512_mul_ps(floored, step), _mm512_set1_ps(6.0f));
   // q is a grid point; 2 q is one of 0 1 2 3 4 6 8 12, which indexes the code table.
   const __m512i twice = _mm512_cvttps_epi32(_mm512_add_ps(q, q));
