@@ -132,6 +132,173 @@ TYPED_TEST(HadamardTyped, FastPathEqualsReference) {
       }
 }
 
+/// A bf16-representable value with the given sign, binary exponent and random 8-bit significand.
+float random_bf16_value(std::mt19937& gen, int exponent) {
+  const float significand = 1.0f + static_cast<float>(gen() % 128) / 128.0f;
+  const float v = std::ldexp(significand, exponent) * ((gen() & 1) ? -1.0f : 1.0f);
+  return bf16::from_float(v).to_float();
+}
+
+/// The 16 elements of a block of pattern `pattern` (see GuardEdges).
+std::vector<float> edge_block(int pattern, std::mt19937& gen) {
+  std::vector<float> block(16, 0.0f);
+  const int position = static_cast<int>(gen() % 16);
+  auto span_block = [&](int top, int span) {  // one element at 2^top, one at 2^(top - span), the rest between
+    for (int i = 0; i < 16; ++i) block[i] = random_bf16_value(gen, top - static_cast<int>(gen() % static_cast<unsigned>(span + 1)));
+    block[position] = random_bf16_value(gen, top);
+    block[(position + 5) % 16] = random_bf16_value(gen, top - span);
+  };
+  switch (pattern) {
+    case 0: break;                                                     // all +0
+    case 1: std::fill(block.begin(), block.end(), -0.0f); break;      // all -0
+    case 2:                                                            // signed zeros and one value
+      for (int i = 0; i < 16; ++i) block[i] = (gen() & 1) ? -0.0f : 0.0f;
+      block[position] = random_bf16_value(gen, 3);
+      break;
+    case 3: span_block(2, 11); break;  // the float32 kernel's guard: spans 11 to 14 binades
+    case 4: span_block(5, 12); break;
+    case 5: span_block(-7, 13); break;
+    case 6: span_block(0, 14); break;
+    case 7: span_block(20, 40); break;  // the float64 fallback's guard: spans 40 to 43
+    case 8: span_block(20, 41); break;
+    case 9: span_block(20, 42); break;
+    case 10: span_block(20, 43); break;
+    case 11:  // bf16 subnormals (multiples of 2^-133) and tiny normals: outputs round to 0 or -0
+      for (int i = 0; i < 16; ++i) block[i] = std::ldexp(static_cast<float>(gen() % 128), -133) * ((gen() & 1) ? -1.0f : 1.0f);
+      block[position] = random_bf16_value(gen, -126);
+      break;
+    case 12: span_block(123, 2); break;  // partial sums up to 2^128: the float32 overflow guard's edge
+    case 13: span_block(124, 1); break;
+    case 14:  // bf16's largest finite values: outputs overflow to Inf
+      for (int i = 0; i < 16; ++i) block[i] = bf16::from_bits(0x7F7F).to_float();
+      block[position] = -block[position];
+      break;
+    default:
+      for (int i = 0; i < 16; ++i) block[i] = random_bf16_value(gen, static_cast<int>(gen() % 5) - 3);
+  }
+  return block;
+}
+
+// Blocks built on each side of the fast paths' limits (see edge_block), in the columnwise layout
+// the float32 kernel takes (16 rows of the view per register, 32 columns per step; odd tile
+// counts, rows past the last panel of 16), both directions, two sign vectors, 1 and 2 threads.
+TYPED_TEST(HadamardTyped, FastPathEqualsReferenceOnGuardEdges) {
+  using T = TypeParam;
+  constexpr int patterns = 16;
+  for (const auto& [m, n] : {std::pair<index_t, index_t>{64, 40}, {48, 16}, {80, 35}, {16, 5}}) {
+    std::mt19937 gen(static_cast<unsigned>(m * 100 + n));
+    std::vector<T> values(static_cast<std::size_t>(m * n));
+    for (index_t c = 0; c < n; ++c)
+      for (index_t b = 0; b < m / 16; ++b) {
+        const auto block = edge_block(static_cast<int>((c + 7 * b) % patterns), gen);
+        for (int i = 0; i < 16; ++i) {
+          const float v = block[static_cast<std::size_t>(i)];
+          if constexpr (std::is_same_v<T, float>) values[static_cast<std::size_t>((16 * b + i) * n + c)] = v;
+          else values[static_cast<std::size_t>((16 * b + i) * n + c)] = bf16::from_float(v);
+        }
+      }
+    const auto source = matrix_view<const T>::row_major(values.data(), m, n);
+    const auto x = source.transposed();  // the columnwise copy: blocks along the source's rows
+    for (const auto& t : {hadamard_transform::te_default(), hadamard_transform::random(16, 99)})
+      for (auto direction : {hadamard_direction::forward, hadamard_direction::inverse}) {
+        std::vector<bf16> expected(static_cast<std::size_t>(x.size())), got(expected.size());
+        reference::hadamard_rows(x, t, matrix_view<bf16>::row_major(expected.data(), x.rows(), x.cols()), direction);
+        for (int threads : {1, 2}) {
+#if NVFP4_HAS_OPENMP
+          omp_set_num_threads(threads);
+#endif
+          std::fill(got.begin(), got.end(), bf16::from_bits(0x1234));
+          hadamard_rows(x, t, matrix_view<bf16>::row_major(got.data(), x.rows(), x.cols()), direction);
+          for (std::size_t k = 0; k < got.size(); ++k)
+            ASSERT_EQ(got[k].bits(), expected[k].bits()) << m << "x" << n << " element " << k / static_cast<std::size_t>(m) << ","
+                                                         << k % static_cast<std::size_t>(m) << " threads " << threads;
+          if (direction == hadamard_direction::inverse) continue;
+          // The quantized columnwise copy (for bf16, the fused path): as the reference quantizer
+          // makes it from the reference transform, or the same overflow error.
+          bool overflows = false;
+          for (bf16 v : expected) overflows = overflows || (v.bits() & 0x7FFF) >= 0x7F80;
+          if (overflows) {
+            EXPECT_THROW((void)quantize_columnwise_rht(source, t), error);
+            continue;
+          }
+          const auto expected_view = matrix_view<const bf16>::row_major(expected.data(), x.rows(), x.cols());
+          const auto expected_q = reference::quantize_with_amax<nvfp4_1x16>(expected_view, reference::amax(expected_view));
+          const auto got_q = quantize_columnwise_rht(source, t);
+          ASSERT_EQ(got_q.amax(), expected_q.amax());
+          for (std::size_t k = 0; k < got_q.data().size(); ++k) ASSERT_EQ(got_q.data()[k].bits(), expected_q.data()[k].bits()) << k;
+          for (std::size_t k = 0; k < got_q.scales().size(); ++k) ASSERT_EQ(got_q.scales()[k].bits(), expected_q.scales()[k].bits()) << k;
+        }
+      }
+  }
+}
+
+// Blocks made so that the float32 FWHT would go wrong, had its guard let them through (output 0 =
+// (Σ s_i x_i) / 4 worked by hand). Column 0: span 13 binades; s_i x_i = 2^-13 (1 + 2^-7), -2^-13,
+// thirteen times 1.4375 and 1.375; the exact sum 20.0625 + 2^-20 is just above the bf16 tie
+// 20.0625, so y_0 rounds up to 5.03125; in float32 the 2^-20 is lost (a tie to even at the last
+// stage) and y_0 would round to even, 5.0. Column 1: 16 terms of (255/128) 2^124 (exponent field
+// 251): y_0 = (255/128) 2^126 is finite, but the float32 partial sums overflow. Column 2: the same
+// at 2^123 (field 250, the largest the float32 kernel takes): y_0 = (255/128) 2^125. Other columns 0.
+TEST(Hadamard, Float32KernelHandsOffWhatItCannotDoExactly) {
+  const auto t = hadamard_transform::te_default();
+  const index_t m = 16, n = 16;  // 16 columns: one register of the float32 kernel
+  std::vector<bf16> values(static_cast<std::size_t>(m * n), bf16::from_float(0.0f));
+  auto set = [&](index_t i, index_t c, float a) {  // x_i = s_i a_i
+    values[static_cast<std::size_t>(i * n + c)] = bf16::from_float(static_cast<float>(t.sign(static_cast<int>(i))) * a);
+  };
+  set(0, 0, std::ldexp(1.0f + 1.0f / 128, -13));
+  set(1, 0, -std::ldexp(1.0f, -13));
+  for (index_t i = 2; i < 15; ++i) set(i, 0, 1.4375f);
+  set(15, 0, 1.375f);
+  for (index_t i = 0; i < 16; ++i) {
+    set(i, 1, std::ldexp(255.0f / 128, 124));
+    set(i, 2, std::ldexp(255.0f / 128, 123));
+  }
+  const auto x = matrix_view<const bf16>::row_major(values.data(), m, n);
+  for (int threads : {1, 2}) {
+#if NVFP4_HAS_OPENMP
+    omp_set_num_threads(threads);
+#endif
+    const auto transformed = rht_columnwise(x);
+    EXPECT_EQ(transformed.values[0 * m].to_float(), 5.03125f);
+    EXPECT_EQ(transformed.values[1 * m].to_float(), std::ldexp(255.0f / 128, 126));
+    EXPECT_EQ(transformed.values[2 * m].to_float(), std::ldexp(255.0f / 128, 125));
+    std::vector<bf16> expected(values.size());
+    reference::hadamard_rows(x.transposed(), t, matrix_view<bf16>::row_major(expected.data(), n, m));
+    EXPECT_EQ(transformed.values, expected);
+  }
+}
+
+// The whole columnwise pipeline against the reference pipeline (reference transform, its amax,
+// reference quantizer): values, scales and amax bit for bit, 1 and 2 threads.
+TYPED_TEST(HadamardTyped, QuantizeColumnwiseRhtEqualsReferencePipeline) {
+  using T = TypeParam;
+  for (const auto& [m, n] : {std::pair<index_t, index_t>{96, 80}, {32, 33}, {144, 17}}) {
+    const auto values = make_input<T>(m, n, static_cast<unsigned>(m + n), 3.0);
+    const auto x = matrix_view<const T>::row_major(values.data(), m, n);
+    std::vector<bf16> transformed(static_cast<std::size_t>(m * n));
+    const auto transformed_view = matrix_view<bf16>::row_major(transformed.data(), n, m);
+    reference::hadamard_rows(x.transposed(), hadamard_transform::te_default(), transformed_view);
+    const float expected_amax = reference::amax(matrix_view<const bf16>(transformed_view));
+    quantize_options options;
+    options.axis = quantized_axis::columnwise;
+    const auto expected = reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const bf16>(transformed_view), expected_amax, options);
+    for (int threads : {1, 2}) {
+#if NVFP4_HAS_OPENMP
+      omp_set_num_threads(threads);
+#endif
+      const auto got_transform = rht_columnwise(x);
+      EXPECT_EQ(got_transform.values, transformed);
+      EXPECT_EQ(got_transform.amax, expected_amax);
+      const auto got = quantize_columnwise_rht(x);
+      ASSERT_EQ(got.amax(), expected.amax());
+      ASSERT_EQ(got.data().size(), expected.data().size());
+      for (std::size_t k = 0; k < got.data().size(); ++k) ASSERT_EQ(got.data()[k].bits(), expected.data()[k].bits()) << k;
+      for (std::size_t k = 0; k < got.scales().size(); ++k) ASSERT_EQ(got.scales()[k].bits(), expected.scales()[k].bits()) << k;
+    }
+  }
+}
+
 TYPED_TEST(HadamardTyped, InverseRecoversInputToBf16Rounding) {
   using T = TypeParam;
   for (int n : sizes) {

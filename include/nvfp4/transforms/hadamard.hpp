@@ -1,5 +1,6 @@
 // nvfp4/transforms/hadamard.hpp: the public random Hadamard transform (NUMERICS.md §4): the fast
-// path (FWHT on 8 blocks per AVX-512 register, OpenMP over panels), bit-identical to
+// paths (16-point bf16 blocks of a columnwise copy: float32 FWHT on 16 blocks per register; other
+// cases: float64 FWHT on 8 blocks per register; OpenMP over panels), bit-identical to
 // reference::hadamard_rows for every input and thread count, and the columnwise-copy helpers.
 #pragma once
 
@@ -11,6 +12,8 @@
 
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/transforms/hadamard_reference.hpp"
+#include "nvfp4/transforms/simd/hadamard16_avx512.hpp"
+#include "nvfp4/transforms/simd/hadamard16_quantize_avx512.hpp"
 #include "nvfp4/transforms/simd/hadamard_avx512.hpp"
 
 #if NVFP4_HAS_OPENMP
@@ -56,10 +59,128 @@ bool hadamard_block_exact(matrix_view<const T> x, index_t r, index_t c0, const h
   return true;
 }
 
-/// The fast transform of x's rows into out; returns max |out| as bf16 bits (0x7F80 on overflow)
-/// and sets `non_finite` when x holds NaN/Inf (out is then partly garbage). No checks here.
+/// One 16-point block (row r, columns c0 .. c0 + 16) the float32 kernel could not do exactly: by a
+/// float64 FWHT when its exponent span allows (all partial sums are then multiples of the smallest
+/// input's last place below 2^53 of it: max|x| <= 2^(53 - 4 - 8) min|x| for bf16), else by the
+/// exact reference. Returns false, writing nothing, when the block holds NaN/Inf.
 template <class T>
-std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transform& t, hadamard_direction direction,
+bool hadamard16_block_fallback(matrix_view<const T> x, index_t r, index_t c0, const hadamard_transform& t,
+                               hadamard_direction direction, std::uint16_t* out_bits, index_t out_stride) {
+  constexpr int input_precision = std::is_same_v<T, float> ? 24 : 8;
+  double v[16];
+  double largest = 0.0, smallest = INFINITY;
+  for (int i = 0; i < 16; ++i) {
+    const float value = to_float32(x(r, c0 + i));
+    if (!std::isfinite(value)) return false;
+    const double magnitude = std::fabs(static_cast<double>(value));
+    largest = std::max(largest, magnitude);
+    if (magnitude != 0.0) smallest = std::min(smallest, magnitude);
+    v[i] = direction == hadamard_direction::forward ? value * static_cast<double>(t.sign(i)) : value;
+  }
+  if (!(largest <= smallest * std::ldexp(1.0, 53 - 4 - input_precision)))
+    return hadamard_block_exact(x, r, c0, t, direction, out_bits, out_stride);
+  for (int span = 1; span < 16; span *= 2)
+    for (int k = 0; k < 16; ++k)
+      if ((k & span) == 0) {
+        const double a = v[k], b = v[k + span];
+        v[k] = a + b;
+        v[k + span] = a - b;
+      }
+  for (int j = 0; j < 16; ++j) {
+    const double sum = direction == hadamard_direction::inverse ? v[j] * t.sign(j) : v[j];
+    out_bits[j * out_stride] = bf16_bits_from_double_rne(sum * 0.25 + 0.0);  // + 0.0: an exact zero is +0
+  }
+  return true;
+}
+
+#if NVFP4_HAS_AVX512
+/// A tile of hadamard16_transform_tile with the lanes its guard rejected redone by
+/// hadamard16_block_fallback, so every lane is exact. Lanes holding NaN/Inf set `non_finite` and
+/// come out as zeros.
+inline simd::avx512::hadamard16_tile hadamard16_exact_tile(matrix_view<const bf16> x, index_t r0, index_t c0,
+                                                           const hadamard_transform& t, hadamard_direction direction,
+                                                           unsigned negate_input, unsigned negate_output, bool& non_finite) {
+  auto tile = simd::avx512::hadamard16_transform_tile(&x(r0, c0), x.col_stride(), negate_input, negate_output);
+  if (tile.exact != 0xFFFF) {
+    alignas(64) std::uint16_t pairs[8][32];  // pairs[k][2 l + h]: output 2 k + h of lane l
+    for (int k = 0; k < 8; ++k) _mm512_store_si512(pairs[k], tile.rounded_pairs[k]);
+    for (unsigned redo = static_cast<std::uint16_t>(~tile.exact); redo != 0; redo &= redo - 1) {
+      const int lane = std::countr_zero(redo);
+      std::uint16_t bits[16] = {};
+      if (!hadamard16_block_fallback(x, r0 + lane, c0, t, direction, bits, 1)) {
+        non_finite = true;
+        std::fill_n(bits, 16, std::uint16_t{0});
+      }
+      for (int j = 0; j < 16; ++j) pairs[j / 2][2 * lane + j % 2] = bits[j];
+    }
+    for (int k = 0; k < 8; ++k) tile.rounded_pairs[k] = _mm512_load_si512(pairs[k]);
+  }
+  return tile;
+}
+
+/// Walks rows [0, 16 * (rows / 16)) of the bf16 view x, whose rows are contiguous in memory (x =
+/// source.transposed() of a row-major source), transforming 16 rows (one per lane) by 32 columns
+/// (two tiles; one at an odd end) per step and calling step(r0, c0, tiles, two) on each, OpenMP
+/// over square groups of steps. Returns max |output| bits; sets `non_finite` on NaN/Inf.
+template <class Step>
+std::uint16_t hadamard16_columnwise_walk(matrix_view<const bf16> x, const hadamard_transform& t, hadamard_direction direction,
+                                         bool& non_finite, Step&& step) {
+  const index_t panels = x.rows() / 16, tiles = x.cols() / 16, tile_pairs = (tiles + 1) / 2;
+  unsigned negative_signs = 0;
+  for (int i = 0; i < 16; ++i) negative_signs |= (t.sign(i) < 0 ? 1u : 0u) << i;
+  const unsigned negate_input = direction == hadamard_direction::forward ? negative_signs : 0u;
+  const unsigned negate_output = direction == hadamard_direction::inverse ? negative_signs : 0u;
+  std::uint32_t largest = 0;
+  bool bad = false;
+#if NVFP4_HAS_OPENMP
+#pragma omp parallel reduction(max : largest) reduction(|| : bad)
+#endif
+  {
+    __m512i running = _mm512_setzero_si512();
+    // Each step reads 32 source rows (x's rows in memory) 32 bytes further along: whole rows are
+    // walked, each loaded line used whole, threads own bands of 32 memory rows.
+#if NVFP4_HAS_OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+    for (index_t pair = 0; pair < tile_pairs; ++pair)
+      for (index_t panel = 0; panel < panels; ++panel) {
+        const index_t r0 = panel * 16, c0 = pair * 32;
+        const bool two = c0 + 16 < x.cols();
+        simd::avx512::hadamard16_tile tile[2];
+        tile[0] = hadamard16_exact_tile(x, r0, c0, t, direction, negate_input, negate_output, bad);
+        running = simd::avx512::hadamard16_abs_max(running, tile[0]);
+        if (two) {
+          tile[1] = hadamard16_exact_tile(x, r0, c0 + 16, t, direction, negate_input, negate_output, bad);
+          running = simd::avx512::hadamard16_abs_max(running, tile[1]);
+        }
+        step(r0, c0, tile, two);
+      }
+    largest = std::max(largest, static_cast<std::uint32_t>(
+                                    _mm512_reduce_max_epu32(simd::avx512::hadamard16_lane_abs_max_float_bits(running)) >> 16));
+  }
+  non_finite = bad;
+  return static_cast<std::uint16_t>(largest);
+}
+
+/// The columnwise fast path of the transform alone: hadamard16_columnwise_walk's rows into out
+/// (col_stride 1), one 64-byte row piece per lane and step.
+inline std::uint16_t hadamard16_columnwise_fast(matrix_view<const bf16> x, const hadamard_transform& t,
+                                                hadamard_direction direction, matrix_view<bf16> out, bool& non_finite) {
+  static_assert(sizeof(bf16) == sizeof(std::uint16_t));
+  auto* const out_bits = reinterpret_cast<std::uint16_t*>(out.data());
+  return hadamard16_columnwise_walk(x, t, direction, non_finite,
+                                    [&](index_t r0, index_t c0, const simd::avx512::hadamard16_tile* tile, bool two) {
+                                      simd::avx512::hadamard16_store_rows(tile[0], two ? &tile[1] : nullptr,
+                                                                          out_bits + r0 * out.row_stride() + c0, out.row_stride());
+                                    });
+}
+#endif
+
+/// The general fast path (any size, float or bf16, any layout): float64 FWHT on 8 blocks per
+/// register, exact reference for rows past the last panel of 8 and for guard failures. Same
+/// contract as hadamard_rows_fast.
+template <class T>
+std::uint16_t hadamard_rows_fast_generic(matrix_view<const T> x, const hadamard_transform& t, hadamard_direction direction,
                                  matrix_view<bf16> out, bool& non_finite) {
   const int n = t.size();
   const index_t rows = x.rows(), blocks_per_row = x.cols() / n;
@@ -139,6 +260,41 @@ std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transfor
   return largest;
 }
 
+/// The fast transform of x's rows into out; returns max |out| as bf16 bits (0x7F80 on overflow)
+/// and sets `non_finite` when x holds NaN/Inf (out is then partly garbage). No checks here.
+template <class T>
+std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transform& t, hadamard_direction direction,
+                                 matrix_view<bf16> out, bool& non_finite) {
+#if NVFP4_HAS_AVX512
+  // bf16 blocks of 16 along rows that are columns in memory (the columnwise copy): float32 FWHT
+  // on 16 blocks per register for the rows in full panels of 16, the general path for the rest.
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (t.size() == 16 && x.row_stride() == 1 && x.col_stride() != 1 && out.col_stride() == 1 && x.rows() >= 16) {
+      const index_t done = x.rows() / 16 * 16;
+      std::uint16_t largest = hadamard16_columnwise_fast(x, t, direction, out, non_finite);
+      if (done < x.rows()) {
+        bool tail_non_finite = false;
+        const matrix_view<const T> x_rest(&x(done, 0), x.rows() - done, x.cols(), x.row_stride(), x.col_stride());
+        const matrix_view<bf16> out_rest(&out(done, 0), out.rows() - done, out.cols(), out.row_stride(), out.col_stride());
+        largest = std::max(largest, hadamard_rows_fast_generic(x_rest, t, direction, out_rest, tail_non_finite));
+        non_finite = non_finite || tail_non_finite;
+      }
+      return largest;
+    }
+  }
+#endif
+  return hadamard_rows_fast_generic(x, t, direction, out, non_finite);
+}
+
+/// Throws unless x (source [M, N]) can have its columnwise copy transformed by t.
+template <class T>
+void check_rht_columnwise(matrix_view<const T> x, const hadamard_transform& t) {
+  x.validate("rht input");
+  detail::require(x.rows() % t.size() == 0, errc::shape_mismatch,
+                  "rht_columnwise: the token dimension M = " + std::to_string(x.rows()) +
+                      " is not a multiple of the transform size " + std::to_string(t.size()));
+}
+
 }  // namespace detail
 
 /// Applies t to every block of n consecutive elements of each row of x (out(r, c) in bf16),
@@ -174,10 +330,7 @@ columnwise_rht rht_columnwise(matrix_view<const T> x, const hadamard_transform& 
   columnwise_rht result;
   result.rows = source.rows();
   result.cols = source.cols();
-  source.validate("rht input");
-  detail::require(source.cols() % t.size() == 0, errc::shape_mismatch,
-                  "rht_columnwise: the token dimension M = " + std::to_string(source.cols()) +
-                      " is not a multiple of the transform size " + std::to_string(t.size()));
+  detail::check_rht_columnwise(x, t);
   result.values.resize(static_cast<std::size_t>(result.rows * result.cols));
   bool non_finite = false;
   const auto out = matrix_view<bf16>::row_major(result.values.data(), result.rows, result.cols);
@@ -188,11 +341,78 @@ columnwise_rht rht_columnwise(matrix_view<const T> x, const hadamard_transform& 
   return result;
 }
 
+namespace detail {
+
+#if NVFP4_HAS_AVX512
+/// quantize_columnwise_rht for NVFP4 1x16, bf16 input with at least 16 columns, round to nearest
+/// even, t of size 16: no bf16 intermediate. Pass 1 transforms for the amax only; pass 2
+/// transforms again and quantizes each tile in registers (its lanes are the copy's blocks).
+/// Source columns past the last full 16 go through the general transform and fast quantizer.
+inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, const hadamard_transform& t) {
+  check_rht_columnwise(x, t);
+  const matrix_view<const bf16> source = x.transposed();  // [N, M], blocks along M
+  const index_t rows = source.rows(), cols = source.cols(), done = rows / 16 * 16;
+  bool non_finite = false;
+  std::uint16_t largest = hadamard16_columnwise_walk(source, t, hadamard_direction::forward, non_finite,
+                                                     [](index_t, index_t, const simd::avx512::hadamard16_tile*, bool) {});
+  std::vector<bf16> tail(static_cast<std::size_t>((rows - done) * cols));
+  const auto tail_view = matrix_view<bf16>::row_major(tail.data(), rows - done, cols);
+  if (done < rows) {
+    bool tail_non_finite = false;
+    const matrix_view<const bf16> rest(&source(done, 0), rows - done, cols, source.row_stride(), source.col_stride());
+    largest = std::max(largest, hadamard_rows_fast_generic(rest, t, hadamard_direction::forward, tail_view, tail_non_finite));
+    non_finite = non_finite || tail_non_finite;
+  }
+  if (non_finite) detail::throw_first_non_finite(x, "rht input");
+  detail::require(largest < 0x7F80u, errc::non_finite_input, "rht_columnwise: the transform overflows bf16");
+  const float amax = bf16::from_bits(largest).to_float();
+
+  nvfp4_tensor q(rows, cols, quantized_axis::columnwise);
+  const tensor_scale scale = nvfp4_tensor_scale(amax);
+  q.set_tensor_scale(amax, scale.encode, scale.decode);
+  std::uint8_t* const data = fast::detail::bytes_of(q.data());
+  std::uint8_t* const scales = fast::detail::bytes_of(q.scales());
+  const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
+  bool unused = false;
+  hadamard16_columnwise_walk(source, t, hadamard_direction::forward, unused,
+                             [&](index_t r0, index_t c0, const simd::avx512::hadamard16_tile* tile, bool two) {
+                               __m512i packed[2][2];
+                               std::uint8_t codes[2][16];
+                               simd::avx512::hadamard16_quantize_tile(tile[0], scale, packed[0], codes[0]);
+                               if (two) simd::avx512::hadamard16_quantize_tile(tile[1], scale, packed[1], codes[1]);
+                               simd::avx512::hadamard16_store_packed_rows(packed[0], two ? packed[1] : nullptr,
+                                                                          data + r0 * data_stride + c0 / 2, data_stride);
+                               for (int lane = 0; lane < 16; ++lane) {
+                                 std::uint8_t* row_scales = scales + (r0 + lane) * scale_stride + c0 / 16;
+                                 row_scales[0] = codes[0][lane];
+                                 if (two) row_scales[1] = codes[1][lane];
+                               }
+                             });
+  if (done < rows) {
+    const auto tail_q = fast::quantize_with_amax<nvfp4_1x16>(matrix_view<const bf16>(tail_view), amax);
+    const std::uint8_t* tail_data = fast::detail::bytes_of(tail_q.data());
+    const std::uint8_t* tail_scales = fast::detail::bytes_of(tail_q.scales());
+    std::copy_n(tail_data, (rows - done) * data_stride, data + done * data_stride);
+    std::copy_n(tail_scales, (rows - done) * scale_stride, scales + done * scale_stride);
+  }
+  return q;
+}
+#endif
+
+}  // namespace detail
+
 /// The columnwise copy of x with RHT, as TransformerEngine's NVFP4 recipe makes it for the Wgrad
 /// GEMM: RHT(xᵀ) in bf16, quantized with blocks along M and the tensor scale from its own amax.
+/// Same result as rht_columnwise then quantize_with_amax (for NVFP4 1x16 from bf16 with round to
+/// nearest, computed without the bf16 intermediate).
 template <block_scaled_format Format = nvfp4_1x16, quantizer_input T>
 quantized_tensor<Format> quantize_columnwise_rht(matrix_view<const T> x, const hadamard_transform& t = hadamard_transform::te_default(),
                                                  quantize_options options = {}) {
+#if NVFP4_HAS_AVX512
+  if constexpr (std::is_same_v<Format, nvfp4_1x16> && std::is_same_v<T, bf16>) {
+    if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= 16) return detail::quantize_columnwise_rht_fused(x, t);
+  }
+#endif
   const columnwise_rht transformed = rht_columnwise(x, t);
   options.axis = quantized_axis::columnwise;
   return quantize_with_amax<Format>(transformed.view(), transformed.amax, options);

@@ -102,7 +102,8 @@ inline __mmask8 hadamard_panel8(const T* source, std::ptrdiff_t i_stride, const 
 #pragma GCC unroll 16
   for (int j = 0; j < N; ++j) {
     __m512d y = params.inverse ? _mm512_mul_pd(v[j], _mm512_set1_pd(params.signs[j])) : v[j];
-    y = _mm512_mul_pd(y, scale);
+    // + 0.0: an exact zero sum is +0 in the reference, where the butterflies can leave -0.
+    y = _mm512_add_pd(_mm512_mul_pd(y, scale), _mm512_setzero_pd());
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out_bits + 8 * j), bf16_bits_from_double_rne(y));
   }
   non_finite = bad;
