@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "nvfp4/gemm/packing.hpp"
@@ -39,46 +40,92 @@ inline void portable_mma(const gemm_detail::unpacked_operand& a, const gemm_deta
 }
 
 #if NVFP4_HAS_AVX512_VNNI
-inline void avx512_mma(const gemm_detail::unpacked_operand& a, const gemm_detail::unpacked_operand& b, index_t m,
-                       index_t n, matrix_view<const float> c, matrix_view<float> d, gemm_mode mode) {
-  namespace k = gemm_detail::avx512;
-  const index_t steps = a.steps;
-  // Σ a2 per (row, step, group): undoes the +12 offset that makes B's bytes unsigned.
-  std::vector<std::int32_t> a_sums(static_cast<std::size_t>(m * steps * 4));
-  for (index_t i = 0; i < m; ++i)
-    for (index_t g = 0; g < steps * 4; ++g) {
-      std::int32_t sum = 0;
-      for (int e = 0; e < 16; ++e) sum += a.row_values(i)[g * 16 + e];
-      a_sums[static_cast<std::size_t>(i * steps * 4 + g)] = sum;
-    }
-  const index_t tiles = (n + k::tile_n - 1) / k::tile_n;
-  std::vector<k::packed_b_tile> packed(static_cast<std::size_t>(tiles));
-#pragma omp parallel for schedule(static) if (tiles > 1 && n * steps > 4096)
-  for (index_t t = 0; t < tiles; ++t) packed[static_cast<std::size_t>(t)] = k::pack_b_tile(b, t * k::tile_n);
+/// Register blocks of the kernels: R rows of A by C tiles of 16 columns of B.
+inline constexpr int block_rows = 4, block_tiles = 2;
+/// A work item: `rows_per_item` rows of A against a panel of `panel_tiles` tiles of B, packed
+/// once per item, walked `steps_per_chunk` K steps at a time so that the chunk of the panel and
+/// of A's rows both stay in L2 while every row block and tile pair of the item goes over them.
+/// Each output still sees its K steps in order, so the result is that of one uninterrupted pass.
+inline constexpr index_t rows_per_item = 128, steps_per_chunk = 16;
+inline constexpr int panel_tiles = 8;
 
-  // Work items: a block of rows against a group of tiles whose B stays in L2 (~512 KiB).
-  const index_t tile_bytes = steps * 16 * 64 * 2 + steps * 4 * k::tile_n * 20;
-  const index_t tiles_per_group = std::max<index_t>(1, std::min<index_t>(tiles, (index_t{512} << 10) / tile_bytes));
-  const index_t tile_groups = (tiles + tiles_per_group - 1) / tiles_per_group;
-  const index_t row_blocks = (m + k::max_tile_rows - 1) / k::max_tile_rows;
-  const bool exact = mode == gemm_mode::exact;
-#pragma omp parallel for schedule(dynamic, 1) collapse(2) if (row_blocks * tiles > 1 && m * n * steps > 16384)
-  for (index_t group = 0; group < tile_groups; ++group)
-    for (index_t rb = 0; rb < row_blocks; ++rb) {
-      const index_t i0 = rb * k::max_tile_rows;
-      const index_t rows = std::min<index_t>(k::max_tile_rows, m - i0);
-      for (index_t t = group * tiles_per_group; t < std::min(tiles, (group + 1) * tiles_per_group); ++t) {
-        const index_t j0 = t * k::tile_n;
-        const index_t n_valid = std::min<index_t>(k::tile_n, n - j0);
-        const auto& bt = packed[static_cast<std::size_t>(t)];
-        switch (rows) {
-          case 4: k::tile_kernel<4>(a, a_sums.data(), bt, i0, j0, n_valid, c, d, exact); break;
-          case 3: k::tile_kernel<3>(a, a_sums.data(), bt, i0, j0, n_valid, c, d, exact); break;
-          case 2: k::tile_kernel<2>(a, a_sums.data(), bt, i0, j0, n_valid, c, d, exact); break;
-          default: k::tile_kernel<1>(a, a_sums.data(), bt, i0, j0, n_valid, c, d, exact); break;
-        }
+template <class Block>
+void for_block_shape(int rows, int tiles, Block&& block) {
+  auto with_tiles = [&]<int R>(std::integral_constant<int, R>) {
+    if (tiles == 2) block(std::integral_constant<int, R>{}, std::integral_constant<int, 2>{});
+    else block(std::integral_constant<int, R>{}, std::integral_constant<int, 1>{});
+  };
+  switch (rows) {
+    case 4: with_tiles(std::integral_constant<int, 4>{}); break;
+    case 3: with_tiles(std::integral_constant<int, 3>{}); break;
+    case 2: with_tiles(std::integral_constant<int, 2>{}); break;
+    default: with_tiles(std::integral_constant<int, 1>{}); break;
+  }
+}
+
+template <class FormatA, class FormatB>
+void avx512_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
+                matrix_view<float> d, gemm_mode mode) {
+  namespace k = gemm_detail::avx512;
+  using scale_type = typename FormatA::scale_type;
+  const index_t m = a.rows(), n = b.rows();
+  const auto rows = k::make_broadcast_rows(a);
+  const index_t steps = rows.steps;
+  // The relaxed kernel's cheaper form needs every scale product in [2^-124, 2^128).
+  float b_min, b_max;
+  k::scale_exponent_range(b, b_min, b_max);
+  const bool prescaled = std::is_same_v<scale_type, ue4m3> || !(rows.exponent_min <= rows.exponent_max && b_min <= b_max) ||
+                         (rows.exponent_min + b_min >= -124 && rows.exponent_max + b_max <= 127);
+  const index_t tiles = (n + k::lanes - 1) / k::lanes;
+  const index_t panels = (tiles + panel_tiles - 1) / panel_tiles;
+  const index_t items_per_panel = (m + rows_per_item - 1) / rows_per_item;
+  const index_t items = panels * items_per_panel;
+  constexpr index_t panel_cols = panel_tiles * k::lanes;
+#pragma omp parallel if (items > 1 && m * n * steps > 16384)
+  {
+    std::vector<k::tile_step> panel(static_cast<std::size_t>(panel_tiles * steps));
+    std::vector<float> staged(static_cast<std::size_t>(rows_per_item * panel_cols));
+    index_t packed_panel = -1;
+#pragma omp for schedule(dynamic, 1)
+    for (index_t item = 0; item < items; ++item) {
+      const index_t p = item / items_per_panel, i_begin = (item % items_per_panel) * rows_per_item;
+      const index_t i_count = std::min(rows_per_item, m - i_begin);
+      const int tiles_here = static_cast<int>(std::min<index_t>(panel_tiles, tiles - p * panel_tiles));
+      const index_t j0 = p * panel_cols, cols = std::min<index_t>(tiles_here * k::lanes, n - j0);
+      if (packed_panel != p) {
+        for (int t = 0; t < tiles_here; ++t) k::pack_tile(b, j0 + t * k::lanes, panel.data() + t * steps);
+        packed_panel = p;
       }
+      for (index_t i = 0; i < i_count; ++i)
+        for (index_t j = 0; j < panel_cols; ++j)
+          staged[static_cast<std::size_t>(i * panel_cols + j)] = (j < cols && !c.empty()) ? c(i_begin + i, j0 + j) : 0.0f;
+      for (index_t s0 = 0; s0 < steps; s0 += steps_per_chunk) {
+        const index_t chunk = std::min(steps_per_chunk, steps - s0);
+        for (int t0 = 0; t0 < tiles_here; t0 += block_tiles)
+          for (index_t i0 = 0; i0 < i_count; i0 += block_rows) {
+            const int block_r = static_cast<int>(std::min<index_t>(block_rows, i_count - i0));
+            const int block_c = std::min(block_tiles, tiles_here - t0);
+            for_block_shape(block_r, block_c, [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
+              const k::row_step* row_steps[R];
+              const k::tile_step* tile_steps[C];
+              for (int r = 0; r < R; ++r) row_steps[r] = rows.row(i_begin + i0 + r) + s0;
+              for (int t = 0; t < C; ++t) tile_steps[t] = panel.data() + (t0 + t) * steps + s0;
+              float* out = staged.data() + i0 * panel_cols + t0 * k::lanes;
+              __m512 acc[R][C];
+              for (int r = 0; r < R; ++r)
+                for (int t = 0; t < C; ++t) acc[r][t] = _mm512_loadu_ps(out + r * panel_cols + t * k::lanes);
+              if (mode == gemm_mode::exact) k::exact_block<scale_type, R, C>(row_steps, tile_steps, chunk, acc);
+              else if (prescaled) k::relaxed_block<R, C, true>(row_steps, tile_steps, chunk, acc);
+              else k::relaxed_block<R, C, false>(row_steps, tile_steps, chunk, acc);
+              for (int r = 0; r < R; ++r)
+                for (int t = 0; t < C; ++t) _mm512_storeu_ps(out + r * panel_cols + t * k::lanes, acc[r][t]);
+            });
+          }
+      }
+      for (index_t i = 0; i < i_count; ++i)
+        for (index_t j = 0; j < cols; ++j) d(i_begin + i, j0 + j) = staged[static_cast<std::size_t>(i * panel_cols + j)];
     }
+  }
 }
 #endif
 
@@ -92,9 +139,7 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
   const index_t m = a.rows(), n = b.rows();
   if (m == 0 || n == 0) return;
 #if NVFP4_HAS_AVX512_VNNI
-  const auto a_unpacked = gemm_detail::unpack(a, m);
-  const auto b_unpacked = gemm_detail::unpack(b, (n + 15) / 16 * 16);
-  detail_gemm::avx512_mma(a_unpacked, b_unpacked, m, n, c, d, mode);
+  detail_gemm::avx512_mma(a, b, c, d, mode);
 #else
   const auto a_unpacked = gemm_detail::unpack(a, m);
   const auto b_unpacked = gemm_detail::unpack(b, n);
