@@ -29,8 +29,8 @@ inline void portable_mma(const gemm_detail::unpacked_operand& a, const gemm_deta
         const std::int8_t* a_values = a.row_values(i) + s * mma::step_k;
         const std::int8_t* b_values = b.row_values(j) + s * mma::step_k;
         for (int g = 0; g < mma::groups_per_step; ++g) {
-          a_scales[g] = a.row_scales(i)[s * mma::groups_per_step + g].parts;
-          b_scales[g] = b.row_scales(j)[s * mma::groups_per_step + g].parts;
+          a_scales[g] = a.row_scales(i)[s * mma::groups_per_step + g];
+          b_scales[g] = b.row_scales(j)[s * mma::groups_per_step + g];
         }
         accumulator = mode == gemm_mode::exact ? mma::step(a_values, b_values, a_scales, b_scales, accumulator)
                                                : mma::relaxed_step(a_values, b_values, a_scales, b_scales, accumulator);
