@@ -78,6 +78,7 @@ void gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b
   const auto d_view = matrix_view<float>::row_major(d.data(), a.rows(), b.rows());
   fast::block_scaled_mma(a, b, matrix_view<const float>{}, d_view, options.mode);
   const float alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
+#pragma omp parallel for schedule(static) if (a.rows() * b.rows() > (1 << 16))
   for (index_t i = 0; i < a.rows(); ++i)
     for (index_t j = 0; j < b.rows(); ++j) {
       float value = alpha * d_view(i, j);
