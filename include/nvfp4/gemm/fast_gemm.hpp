@@ -11,7 +11,9 @@
 
 #include "nvfp4/gemm/packing.hpp"
 #include "nvfp4/gemm/reference.hpp"
+#include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/gemm/simd/mma_avx512.hpp"
+#include "nvfp4/gemm/simd/mma_operands_avx512.hpp"
 
 namespace nvfp4::fast {
 
@@ -39,51 +41,46 @@ inline void portable_mma(const gemm_detail::unpacked_operand& a, const gemm_deta
     }
 }
 
-#if NVFP4_HAS_AVX512_VNNI
-/// Register blocks of the kernels: R rows of A by C tiles of 16 columns of B.
-inline constexpr int block_rows = 4, block_tiles = 2;
 /// A work item: `rows_per_item` rows of A against a panel of `panel_tiles` tiles of B, packed
 /// once per item, walked `steps_per_chunk` K steps at a time so that the chunk of the panel and
-/// of A's rows both stay in L2 while every row block and tile pair of the item goes over them.
-/// Each output still sees its K steps in order, so the result is that of one uninterrupted pass.
+/// of A's rows both stay in L2 while every register block of the item goes over them. Each
+/// output still sees its K steps in order, and OpenMP only decides which thread computes an item,
+/// so the result is that of one uninterrupted pass for any thread count.
 inline constexpr index_t rows_per_item = 128, steps_per_chunk = 16;
 inline constexpr int panel_tiles = 8;
 
-template <class Block>
+/// Calls block(R, C) as compile-time constants, for 1 <= rows <= MaxRows and 1 <= tiles <= 2.
+template <int MaxRows, class Block>
 void for_block_shape(int rows, int tiles, Block&& block) {
-  auto with_tiles = [&]<int R>(std::integral_constant<int, R>) {
-    if (tiles == 2) block(std::integral_constant<int, R>{}, std::integral_constant<int, 2>{});
-    else block(std::integral_constant<int, R>{}, std::integral_constant<int, 1>{});
-  };
-  switch (rows) {
-    case 4: with_tiles(std::integral_constant<int, 4>{}); break;
-    case 3: with_tiles(std::integral_constant<int, 3>{}); break;
-    case 2: with_tiles(std::integral_constant<int, 2>{}); break;
-    default: with_tiles(std::integral_constant<int, 1>{}); break;
+  if constexpr (MaxRows >= 1) {
+    if (rows < MaxRows) return for_block_shape<MaxRows - 1>(rows, tiles, block);
+    if (tiles >= 2) block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, 2>{});
+    else block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, 1>{});
   }
 }
 
-template <class FormatA, class FormatB>
-void avx512_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
+/// The vector path: `Isa` is the kernel namespace's tag (its block shape, kernels and packers).
+template <class Isa, class FormatA, class FormatB>
+void vector_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
                 matrix_view<float> d, gemm_mode mode) {
-  namespace k = gemm_detail::avx512;
   using scale_type = typename FormatA::scale_type;
+  using gemm_detail::tile_lanes;
   const index_t m = a.rows(), n = b.rows();
-  const auto rows = k::make_broadcast_rows(a);
+  const auto rows = Isa::make_broadcast_rows(a);
   const index_t steps = rows.steps;
-  // The relaxed kernel's cheaper form needs every scale product in [2^-124, 2^128).
+  // The relaxed kernels' cheaper form needs every scale product in [2^-124, 2^128).
   float b_min, b_max;
-  k::scale_exponent_range(b, b_min, b_max);
+  gemm_detail::scale_exponent_range(b, b_min, b_max);
   const bool prescaled = std::is_same_v<scale_type, ue4m3> || !(rows.exponent_min <= rows.exponent_max && b_min <= b_max) ||
                          (rows.exponent_min + b_min >= -124 && rows.exponent_max + b_max <= 127);
-  const index_t tiles = (n + k::lanes - 1) / k::lanes;
+  const index_t tiles = (n + tile_lanes - 1) / tile_lanes;
   const index_t panels = (tiles + panel_tiles - 1) / panel_tiles;
   const index_t items_per_panel = (m + rows_per_item - 1) / rows_per_item;
   const index_t items = panels * items_per_panel;
-  constexpr index_t panel_cols = panel_tiles * k::lanes;
+  constexpr index_t panel_cols = panel_tiles * tile_lanes;
 #pragma omp parallel if (items > 1 && m * n * steps > 16384)
   {
-    std::vector<k::tile_step> panel(static_cast<std::size_t>(panel_tiles * steps));
+    std::vector<gemm_detail::tile_step> panel(static_cast<std::size_t>(panel_tiles * steps));
     std::vector<float> staged(static_cast<std::size_t>(rows_per_item * panel_cols));
     index_t packed_panel = -1;
 #pragma omp for schedule(dynamic, 1)
@@ -91,9 +88,9 @@ void avx512_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
       const index_t p = item / items_per_panel, i_begin = (item % items_per_panel) * rows_per_item;
       const index_t i_count = std::min(rows_per_item, m - i_begin);
       const int tiles_here = static_cast<int>(std::min<index_t>(panel_tiles, tiles - p * panel_tiles));
-      const index_t j0 = p * panel_cols, cols = std::min<index_t>(tiles_here * k::lanes, n - j0);
+      const index_t j0 = p * panel_cols, cols = std::min<index_t>(tiles_here * tile_lanes, n - j0);
       if (packed_panel != p) {
-        for (int t = 0; t < tiles_here; ++t) k::pack_tile(b, j0 + t * k::lanes, panel.data() + t * steps);
+        for (int t = 0; t < tiles_here; ++t) Isa::pack_tile(b, j0 + t * tile_lanes, panel.data() + t * steps);
         packed_panel = p;
       }
       for (index_t i = 0; i < i_count; ++i)
@@ -101,24 +98,19 @@ void avx512_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
           staged[static_cast<std::size_t>(i * panel_cols + j)] = (j < cols && !c.empty()) ? c(i_begin + i, j0 + j) : 0.0f;
       for (index_t s0 = 0; s0 < steps; s0 += steps_per_chunk) {
         const index_t chunk = std::min(steps_per_chunk, steps - s0);
-        for (int t0 = 0; t0 < tiles_here; t0 += block_tiles)
-          for (index_t i0 = 0; i0 < i_count; i0 += block_rows) {
-            const int block_r = static_cast<int>(std::min<index_t>(block_rows, i_count - i0));
-            const int block_c = std::min(block_tiles, tiles_here - t0);
-            for_block_shape(block_r, block_c, [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
-              const k::row_step* row_steps[R];
-              const k::tile_step* tile_steps[C];
+        for (int t0 = 0; t0 < tiles_here; t0 += Isa::block_tiles)
+          for (index_t i0 = 0; i0 < i_count; i0 += Isa::block_rows) {
+            const int block_r = static_cast<int>(std::min<index_t>(Isa::block_rows, i_count - i0));
+            const int block_c = std::min(Isa::block_tiles, tiles_here - t0);
+            for_block_shape<Isa::block_rows>(block_r, block_c, [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
+              const gemm_detail::row_step* row_steps[R];
+              const gemm_detail::tile_step* tile_steps[C];
               for (int r = 0; r < R; ++r) row_steps[r] = rows.row(i_begin + i0 + r) + s0;
               for (int t = 0; t < C; ++t) tile_steps[t] = panel.data() + (t0 + t) * steps + s0;
-              float* out = staged.data() + i0 * panel_cols + t0 * k::lanes;
-              __m512 acc[R][C];
-              for (int r = 0; r < R; ++r)
-                for (int t = 0; t < C; ++t) acc[r][t] = _mm512_loadu_ps(out + r * panel_cols + t * k::lanes);
-              if (mode == gemm_mode::exact) k::exact_block<scale_type, R, C>(row_steps, tile_steps, chunk, acc);
-              else if (prescaled) k::relaxed_block<R, C, true>(row_steps, tile_steps, chunk, acc);
-              else k::relaxed_block<R, C, false>(row_steps, tile_steps, chunk, acc);
-              for (int r = 0; r < R; ++r)
-                for (int t = 0; t < C; ++t) _mm512_storeu_ps(out + r * panel_cols + t * k::lanes, acc[r][t]);
+              float* out = staged.data() + i0 * panel_cols + t0 * tile_lanes;
+              if (mode == gemm_mode::exact) Isa::template exact_block<scale_type, R, C>(row_steps, tile_steps, chunk, out, panel_cols);
+              else if (prescaled) Isa::template relaxed_block<R, C, true>(row_steps, tile_steps, chunk, out, panel_cols);
+              else Isa::template relaxed_block<R, C, false>(row_steps, tile_steps, chunk, out, panel_cols);
             });
           }
       }
@@ -127,6 +119,21 @@ void avx512_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
     }
   }
 }
+
+#if NVFP4_HAS_AVX512_VNNI
+struct avx512_isa {
+  static constexpr int block_rows = gemm_detail::avx512::block_rows, block_tiles = gemm_detail::avx512::block_tiles;
+  template <class Format>
+  static auto make_broadcast_rows(const quantized_tensor<Format>& q) { return gemm_detail::avx512::make_broadcast_rows(q); }
+  template <class Format>
+  static void pack_tile(const quantized_tensor<Format>& q, index_t j0, gemm_detail::tile_step* out) {
+    gemm_detail::avx512::pack_tile(q, j0, out);
+  }
+  template <class ScaleType, int R, int C, class... Args>
+  static void exact_block(Args... args) { gemm_detail::avx512::exact_block<ScaleType, R, C>(args...); }
+  template <int R, int C, bool Prescaled, class... Args>
+  static void relaxed_block(Args... args) { gemm_detail::avx512::relaxed_block<R, C, Prescaled>(args...); }
+};
 #endif
 
 }  // namespace detail_gemm
@@ -139,7 +146,7 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
   const index_t m = a.rows(), n = b.rows();
   if (m == 0 || n == 0) return;
 #if NVFP4_HAS_AVX512_VNNI
-  detail_gemm::avx512_mma(a, b, c, d, mode);
+  detail_gemm::vector_mma<detail_gemm::avx512_isa>(a, b, c, d, mode);
 #else
   const auto a_unpacked = gemm_detail::unpack(a, m);
   const auto b_unpacked = gemm_detail::unpack(b, n);

@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "nvfp4/gemm/mma_model.hpp"
-#include "nvfp4/gemm/simd/mma_operands_avx512.hpp"
+#include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
 // GCC 12 flags its own AVX-512 intrinsics as reading uninitialized values (GCC bug 105593).
@@ -31,6 +31,22 @@ inline __m512i broadcast_quad(const std::int8_t* at) {
   std::int32_t word;
   std::memcpy(&word, at, 4);
   return _mm512_set1_epi32(word);
+}
+
+/// Register blocks: R rows of A by C tiles of 16 columns of B (8 accumulators and 8 group sums
+/// of the 32 registers).
+inline constexpr int block_rows = 4, block_tiles = 2;
+
+/// Accumulators of an R x C block from/to rows of `out` (out_stride floats apart).
+template <int R, int C>
+inline void load_block(const float* out, index_t out_stride, __m512 (&acc)[R][C]) {
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_loadu_ps(out + r * out_stride + c * tile_lanes);
+}
+template <int R, int C>
+inline void store_block(const __m512 (&acc)[R][C], float* out, index_t out_stride) {
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + r * out_stride + c * tile_lanes, acc[r][c]);
 }
 
 /// The exact group sums 4·P_g (Σ a2·b2) of group g for R rows against C tiles.
@@ -50,7 +66,9 @@ inline void group_sums(const row_step* const (&ra)[R], const tile_step* const (&
 /// fp32 scale product scaled by 1/4, when every s_a·s_b lies in [2^-124, 2^128) (always for
 /// UE4M3; the driver checks E8M0's range).
 template <int R, int C, bool Prescaled>
-void relaxed_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, __m512 (&acc)[R][C]) {
+void relaxed_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
+  __m512 acc[R][C];
+  load_block(out, out_stride, acc);
   for (index_t s = 0; s < steps; ++s) {
     const row_step* ra[R];
     const tile_step* tb[C];
@@ -74,38 +92,18 @@ void relaxed_block(const row_step* const* rows, const tile_step* const* tiles, i
       }
     }
   }
+  store_block(acc, out, out_stride);
 }
 
-/// The scale-only conditions of the exact fast path for one row against a whole tile: no NaN
-/// scale; every pair of non-zero group terms within max_term_span binades; no term so small that a
-/// subnormal accumulator's alignment (exponent -126) would cut it; and sums that cannot reach
-/// 2^128 (terms below 2^(E+12), accumulator below 2^126).
-inline bool scales_allow_fast_step(const row_step& ra, const tile_step& tb) {
-  return (ra.has_nan | tb.has_nan) == 0 && (ra.exponent_max - ra.exponent_min) + tb.span <= max_term_span &&
-         ra.exponent_min + tb.exponent_min_low >= -126 - max_term_span &&
-         ra.exponent_min + tb.exponent_min_high <= 125 - max_term_span && ra.exponent_max + tb.exponent_max_high <= 113;
-}
-
-/// The scalar §6 step for the lanes in `redo` (the reference's own code, so exact by definition).
+/// The lanes of `redo` through the scalar §6 step.
 template <class ScaleType>
 [[gnu::noinline, gnu::cold]] __m512 exact_fallback(__m512 fast, __mmask16 redo, const row_step& ra, const tile_step& tb,
                                                    __m512 accumulator) {
-  alignas(64) float result[lanes], c[lanes];
+  alignas(64) float result[tile_lanes], c[tile_lanes];
   _mm512_store_ps(result, fast);
   _mm512_store_ps(c, accumulator);
-  mma::scale_parts scale_a[4], scale_b[4];
-  for (int g = 0; g < 4; ++g)
-    scale_a[g] = (ra.zero_scale_mask >> g) & 1 ? mma::scale_parts{} : mma::decompose(ScaleType::from_bits(ra.codes[g]));
-  std::int8_t b2[mma::step_k];
-  for (int l = 0; l < lanes; ++l) {
-    if (!((redo >> l) & 1)) continue;
-    for (int g = 0; g < 4; ++g) {
-      for (int q = 0; q < 4; ++q)
-        for (int e = 0; e < 4; ++e) b2[g * 16 + q * 4 + e] = static_cast<std::int8_t>(tb.bytes[g * 4 + q][l * 4 + e] - element_offset);
-      scale_b[g] = (tb.zero_scale_lanes[g] >> l) & 1 ? mma::scale_parts{} : mma::decompose(ScaleType::from_bits(tb.codes[g][l]));
-    }
-    result[l] = mma::step(ra.values, b2, scale_a, scale_b, c[l]);
-  }
+  for (int l = 0; l < tile_lanes; ++l)
+    if ((redo >> l) & 1) result[l] = exact_step_of_lane<ScaleType>(ra, tb, l, c[l]);
   return _mm512_load_ps(result);
 }
 
@@ -118,7 +116,9 @@ template <class ScaleType>
 /// vector test below the accumulator per lane. Exponents of groups whose products happen to be
 /// all zero still count here, which can only make the test stricter.
 template <class ScaleType, int R, int C>
-void exact_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, __m512 (&acc)[R][C]) {
+void exact_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
+  __m512 acc[R][C];
+  load_block(out, out_stride, acc);
   constexpr int truncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
   for (index_t s = 0; s < steps; ++s) {
     const row_step* ra[R];
@@ -161,6 +161,7 @@ void exact_block(const row_step* const* rows, const tile_step* const* tiles, ind
         acc[r][c] = ok == 0xFFFF ? fast : exact_fallback<ScaleType>(fast, static_cast<__mmask16>(~ok), *ra[r], *tb[c], acc[r][c]);
       }
   }
+  store_block(acc, out, out_stride);
 }
 
 }  // namespace nvfp4::gemm_detail::avx512
