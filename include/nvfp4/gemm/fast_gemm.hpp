@@ -1,7 +1,8 @@
-// nvfp4/gemm/fast_gemm.hpp: the fast block-scaled MMA driver: unpack the operands once, then
-// OpenMP over output tiles (each output is computed start to end by one thread, so results do not
-// depend on the thread count), with the AVX-512 VNNI kernel where the build has it and the
-// portable scalar step otherwise. Inputs are checked by gemm.hpp; nothing here throws.
+// nvfp4/gemm/fast_gemm.hpp: the fast block-scaled MMA, the one dispatch point of the GEMM kernels:
+// the AVX-512 VNNI kernels where the build has them, else the AVX2 ones, else the portable scalar
+// step. The vector driver unpacks A once, packs B per panel, and runs OpenMP over work items; each
+// output is computed start to end by one thread, so results do not depend on the thread count.
+// Inputs are checked by gemm.hpp; nothing here throws.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "nvfp4/gemm/packing.hpp"
 #include "nvfp4/gemm/reference.hpp"
 #include "nvfp4/gemm/mma_layout.hpp"
+#include "nvfp4/gemm/simd/mma_avx2.hpp"
 #include "nvfp4/gemm/simd/mma_avx512.hpp"
 #include "nvfp4/gemm/simd/mma_operands_avx512.hpp"
 
@@ -49,13 +51,15 @@ inline void portable_mma(const gemm_detail::unpacked_operand& a, const gemm_deta
 inline constexpr index_t rows_per_item = 128, steps_per_chunk = 16;
 inline constexpr int panel_tiles = 8;
 
-/// Calls block(R, C) as compile-time constants, for 1 <= rows <= MaxRows and 1 <= tiles <= 2.
-template <int MaxRows, class Block>
+/// Calls block(R, C) with R = rows and C = tiles as compile-time constants (1 <= rows <=
+/// MaxRows, 1 <= tiles <= MaxTiles <= 2).
+template <int MaxRows, int MaxTiles, class Block>
 void for_block_shape(int rows, int tiles, Block&& block) {
   if constexpr (MaxRows >= 1) {
-    if (rows < MaxRows) return for_block_shape<MaxRows - 1>(rows, tiles, block);
-    if (tiles >= 2) block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, 2>{});
-    else block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, 1>{});
+    if (rows < MaxRows) return for_block_shape<MaxRows - 1, MaxTiles>(rows, tiles, block);
+    if constexpr (MaxTiles >= 2)
+      if (tiles >= 2) return block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, 2>{});
+    block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, 1>{});
   }
 }
 
@@ -102,7 +106,7 @@ void vector_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
           for (index_t i0 = 0; i0 < i_count; i0 += Isa::block_rows) {
             const int block_r = static_cast<int>(std::min<index_t>(Isa::block_rows, i_count - i0));
             const int block_c = std::min(Isa::block_tiles, tiles_here - t0);
-            for_block_shape<Isa::block_rows>(block_r, block_c, [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
+            for_block_shape<Isa::block_rows, Isa::block_tiles>(block_r, block_c, [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
               const gemm_detail::row_step* row_steps[R];
               const gemm_detail::tile_step* tile_steps[C];
               for (int r = 0; r < R; ++r) row_steps[r] = rows.row(i_begin + i0 + r) + s0;
@@ -134,6 +138,20 @@ struct avx512_isa {
   template <int R, int C, bool Prescaled, class... Args>
   static void relaxed_block(Args... args) { gemm_detail::avx512::relaxed_block<R, C, Prescaled>(args...); }
 };
+#elif NVFP4_HAS_AVX2
+struct avx2_isa {
+  static constexpr int block_rows = gemm_detail::avx2::block_rows, block_tiles = gemm_detail::avx2::block_tiles;
+  template <class Format>
+  static auto make_broadcast_rows(const quantized_tensor<Format>& q) { return gemm_detail::make_broadcast_rows(q); }
+  template <class Format>
+  static void pack_tile(const quantized_tensor<Format>& q, index_t j0, gemm_detail::tile_step* out) {
+    gemm_detail::pack_tile(q, j0, out);
+  }
+  template <class ScaleType, int R, int C, class... Args>
+  static void exact_block(Args... args) { gemm_detail::avx2::exact_block<ScaleType, R, C>(args...); }
+  template <int R, int C, bool Prescaled, class... Args>
+  static void relaxed_block(Args... args) { gemm_detail::avx2::relaxed_block<R, C, Prescaled>(args...); }
+};
 #endif
 
 }  // namespace detail_gemm
@@ -147,6 +165,8 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
   if (m == 0 || n == 0) return;
 #if NVFP4_HAS_AVX512_VNNI
   detail_gemm::vector_mma<detail_gemm::avx512_isa>(a, b, c, d, mode);
+#elif NVFP4_HAS_AVX2
+  detail_gemm::vector_mma<detail_gemm::avx2_isa>(a, b, c, d, mode);
 #else
   const auto a_unpacked = gemm_detail::unpack(a, m);
   const auto b_unpacked = gemm_detail::unpack(b, n);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -166,10 +167,31 @@ void set_tile_step_scales(const quantized_tensor<Format>& q, index_t j0, index_t
   ts.exponent_max_high = max_high;
 }
 
-/// Element k of row r as a doubled E2M1 value, 0 past the row's end.
-template <class Format>
-int doubled_element(const quantized_tensor<Format>& q, index_t r, index_t k) {
-  return k < q.cols() ? mma::e2m1_doubled(q.element(r, k).bits()) : 0;
+/// Both nibbles of a packed byte as doubled E2M1 values plus `Offset`, low element first, one
+/// 16-bit word per byte.
+template <int Offset>
+struct offset_pair_table {
+  std::uint16_t pairs[256];
+  constexpr offset_pair_table() : pairs{} {
+    for (int byte = 0; byte < 256; ++byte) {
+      const auto low = static_cast<std::uint8_t>(mma::e2m1_doubled(static_cast<std::uint8_t>(byte & 0xF)) + Offset);
+      const auto high = static_cast<std::uint8_t>(mma::e2m1_doubled(static_cast<std::uint8_t>(byte >> 4)) + Offset);
+      pairs[byte] = static_cast<std::uint16_t>(low | (high << 8));
+    }
+  }
+};
+template <int Offset>
+inline constexpr offset_pair_table<Offset> offset_pairs{};
+
+/// The doubled E2M1 values (plus Offset) of step s of row r: 64 bytes, zero codes past K.
+template <int Offset, class Format>
+void doubled_step(const quantized_tensor<Format>& q, index_t r, index_t s, std::uint8_t (&out)[mma::step_k]) {
+  const auto* row = reinterpret_cast<const std::uint8_t*>(q.data().data()) + r * q.data_row_stride();
+  for (index_t byte = 0; byte < mma::step_k / 2; ++byte) {
+    const index_t at = s * (mma::step_k / 2) + byte;
+    const std::uint16_t pair = offset_pairs<Offset>.pairs[at < q.data_row_stride() ? row[at] : 0];
+    std::memcpy(out + 2 * byte, &pair, 2);  // little-endian: the low element first
+  }
 }
 
 /// Plain construction of the broadcast operand.
@@ -179,23 +201,29 @@ broadcast_rows make_broadcast_rows(const quantized_tensor<Format>& q) {
   out.rows = q.rows();
   out.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
   out.data.resize(static_cast<std::size_t>(out.rows * out.steps));
+  float global_min = out.exponent_min, global_max = out.exponent_max;
+#pragma omp parallel for schedule(static) reduction(min : global_min) reduction(max : global_max) \
+    if (out.rows * out.steps > 4096)
   for (index_t r = 0; r < out.rows; ++r)
     for (index_t s = 0; s < out.steps; ++s) {
       row_step& rs = out.data[static_cast<std::size_t>(r * out.steps + s)];
+      std::uint8_t values[mma::step_k];
+      doubled_step<0>(q, r, s, values);
       for (int g = 0; g < 4; ++g) {
         int sum = 0;
         for (int e = 0; e < 16; ++e) {
-          const int v = doubled_element(q, r, s * mma::step_k + g * 16 + e);
-          rs.values[g * 16 + e] = static_cast<std::int8_t>(v);
-          sum += v;
+          rs.values[g * 16 + e] = static_cast<std::int8_t>(values[g * 16 + e]);
+          sum += rs.values[g * 16 + e];
         }
         rs.correction[g] = -element_offset * sum;
       }
       float e_min, e_max;
       set_row_step_scales(q, r, s, rs, e_min, e_max);
-      out.exponent_min = std::min(out.exponent_min, e_min);
-      out.exponent_max = std::max(out.exponent_max, e_max);
+      global_min = std::min(global_min, e_min);
+      global_max = std::max(global_max, e_max);
     }
+  out.exponent_min = global_min;
+  out.exponent_max = global_max;
   return out;
 }
 
@@ -206,10 +234,12 @@ void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_step* out) {
   const index_t steps = (q.cols() + mma::step_k - 1) / mma::step_k;
   const index_t valid = std::min<index_t>(tile_lanes, q.rows() - j0);
   for (index_t s = 0; s < steps; ++s) {
-    for (int l = 0; l < tile_lanes; ++l)
-      for (int k = 0; k < mma::step_k; ++k)
-        out[s].bytes[k / 4][l * 4 + k % 4] =
-            static_cast<std::uint8_t>((l < valid ? doubled_element(q, j0 + l, s * mma::step_k + k) : 0) + element_offset);
+    for (int l = 0; l < tile_lanes; ++l) {
+      std::uint8_t values[mma::step_k];
+      if (l < valid) doubled_step<element_offset>(q, j0 + l, s, values);
+      else std::memset(values, element_offset, sizeof values);
+      for (int quad = 0; quad < 16; ++quad) std::memcpy(out[s].bytes[quad] + l * 4, values + quad * 4, 4);
+    }
     set_tile_step_scales(q, j0, valid, s, out[s]);
   }
 }
