@@ -194,9 +194,10 @@ void doubled_step(const quantized_tensor<Format>& q, index_t r, index_t s, std::
   }
 }
 
-/// Plain construction of the broadcast operand.
-template <class Format>
-broadcast_rows make_broadcast_rows(const quantized_tensor<Format>& q) {
+/// The broadcast operand, built step by step: fill_values(q, r, s, step) writes the step's
+/// `values` and `correction`; the scales are filled here.
+template <class Format, class FillValues>
+broadcast_rows build_broadcast_rows(const quantized_tensor<Format>& q, FillValues&& fill_values) {
   broadcast_rows out;
   out.rows = q.rows();
   out.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
@@ -207,16 +208,7 @@ broadcast_rows make_broadcast_rows(const quantized_tensor<Format>& q) {
   for (index_t r = 0; r < out.rows; ++r)
     for (index_t s = 0; s < out.steps; ++s) {
       row_step& rs = out.data[static_cast<std::size_t>(r * out.steps + s)];
-      std::uint8_t values[mma::step_k];
-      doubled_step<0>(q, r, s, values);
-      for (int g = 0; g < 4; ++g) {
-        int sum = 0;
-        for (int e = 0; e < 16; ++e) {
-          rs.values[g * 16 + e] = static_cast<std::int8_t>(values[g * 16 + e]);
-          sum += rs.values[g * 16 + e];
-        }
-        rs.correction[g] = -element_offset * sum;
-      }
+      fill_values(q, r, s, rs);
       float e_min, e_max;
       set_row_step_scales(q, r, s, rs, e_min, e_max);
       global_min = std::min(global_min, e_min);
@@ -225,6 +217,23 @@ broadcast_rows make_broadcast_rows(const quantized_tensor<Format>& q) {
   out.exponent_min = global_min;
   out.exponent_max = global_max;
   return out;
+}
+
+/// Plain construction of the broadcast operand.
+template <class Format>
+broadcast_rows make_broadcast_rows(const quantized_tensor<Format>& q) {
+  return build_broadcast_rows(q, [](const quantized_tensor<Format>& source, index_t r, index_t s, row_step& rs) {
+    std::uint8_t values[mma::step_k];
+    doubled_step<0>(source, r, s, values);
+    for (int g = 0; g < 4; ++g) {
+      int sum = 0;
+      for (int e = 0; e < 16; ++e) {
+        rs.values[g * 16 + e] = static_cast<std::int8_t>(values[g * 16 + e]);
+        sum += rs.values[g * 16 + e];
+      }
+      rs.correction[g] = -element_offset * sum;
+    }
+  });
 }
 
 /// Plain construction of one tile: rows [j0, j0 + 16) of q (rows past the end are zero with no

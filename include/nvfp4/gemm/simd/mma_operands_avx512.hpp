@@ -33,37 +33,19 @@ inline __m512i doubled_value_table(int offset) {
 
 template <class Format>
 broadcast_rows make_broadcast_rows(const quantized_tensor<Format>& q) {
-  broadcast_rows out;
-  out.rows = q.rows();
-  out.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
-  out.data.resize(static_cast<std::size_t>(out.rows * out.steps));
-  const index_t stride = q.data_row_stride();
-  const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());
-  float global_min = out.exponent_min, global_max = out.exponent_max;
-#pragma omp parallel for schedule(static) reduction(min : global_min) reduction(max : global_max) \
-    if (out.rows * out.steps > 4096)
-  for (index_t r = 0; r < out.rows; ++r) {
-    const __m512i values_table = doubled_value_table(0);
-    for (index_t s = 0; s < out.steps; ++s) {
-      row_step& rs = out.data[static_cast<std::size_t>(r * out.steps + s)];
-      const __m512i values = decode_step(data + r * stride + s * 32, std::min<index_t>(32, stride - s * 32), values_table);
-      _mm512_store_si512(rs.values, values);
-      // Group sums: quads by vpdpbusd against ones, then each 128-bit lane's 4 dwords added.
-      __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), values);
-      sums = _mm512_add_epi32(sums, _mm512_shuffle_epi32(sums, _MM_PERM_CDAB));
-      sums = _mm512_add_epi32(sums, _mm512_shuffle_epi32(sums, _MM_PERM_BADC));
-      const __m128i group_sums = _mm512_castsi512_si128(
-          _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), sums));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(rs.correction), _mm_mullo_epi32(group_sums, _mm_set1_epi32(-element_offset)));
-      float e_min, e_max;
-      set_row_step_scales(q, r, s, rs, e_min, e_max);
-      global_min = std::min(global_min, e_min);
-      global_max = std::max(global_max, e_max);
-    }
-  }
-  out.exponent_min = global_min;
-  out.exponent_max = global_max;
-  return out;
+  return build_broadcast_rows(q, [](const quantized_tensor<Format>& source, index_t r, index_t s, row_step& rs) {
+    const index_t stride = source.data_row_stride();
+    const auto* data = reinterpret_cast<const std::uint8_t*>(source.data().data());
+    const __m512i values = decode_step(data + r * stride + s * 32, std::min<index_t>(32, stride - s * 32), doubled_value_table(0));
+    _mm512_store_si512(rs.values, values);
+    // Group sums: quads by vpdpbusd against ones, then each 128-bit lane's 4 dwords added.
+    __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), values);
+    sums = _mm512_add_epi32(sums, _mm512_shuffle_epi32(sums, _MM_PERM_CDAB));
+    sums = _mm512_add_epi32(sums, _mm512_shuffle_epi32(sums, _MM_PERM_BADC));
+    const __m128i group_sums = _mm512_castsi512_si128(
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), sums));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(rs.correction), _mm_mullo_epi32(group_sums, _mm_set1_epi32(-element_offset)));
+  });
 }
 
 /// Transposes 16 rows of 16 dwords in place: row[k] dword j <- row[j] dword k.
