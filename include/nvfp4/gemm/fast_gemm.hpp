@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/gemm/packing.hpp"
 #include "nvfp4/gemm/reference.hpp"
-#include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/gemm/simd/mma_avx2.hpp"
 #include "nvfp4/gemm/simd/mma_avx512.hpp"
 #include "nvfp4/gemm/simd/mma_operands_avx512.hpp"
