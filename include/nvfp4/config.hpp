@@ -39,9 +39,30 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define NVFP4_ALWAYS_INLINE inline __attribute__((always_inline))
 #define NVFP4_RESTRICT __restrict__
+#define NVFP4_ASSUME(condition) \
+  do {                          \
+    if (!(condition)) __builtin_unreachable(); \
+  } while (false)
 #else
 #define NVFP4_ALWAYS_INLINE inline
 #define NVFP4_RESTRICT
+#define NVFP4_ASSUME(condition) ((void)0)
+#endif
+
+// Brackets code that calls x86 intrinsics. GCC 12's AVX-512 intrinsics self-initialize their
+// "undefined" operands, which its own -W(maybe-)uninitialized checks then flag wherever they are
+// inlined (GCC bug 105593, fixed in 13). GCC looks the diagnostic state up along a warning's whole
+// inlining chain, so silencing it over our kernels' lines is enough, whoever included
+// <immintrin.h> first; the user's code keeps its warnings.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NVFP4_BEGIN_INTRINSIC_CODE                            \
+  _Pragma("GCC diagnostic push")                              \
+  _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") \
+  _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#define NVFP4_END_INTRINSIC_CODE _Pragma("GCC diagnostic pop")
+#else
+#define NVFP4_BEGIN_INTRINSIC_CODE
+#define NVFP4_END_INTRINSIC_CODE
 #endif
 
 namespace nvfp4 {

@@ -2,9 +2,14 @@
 // Eigen::bfloat16, row- or column-major, any strides) goes in; Eigen matrices come out.
 #pragma once
 
-#include <Eigen/Core>
-
 #include <type_traits>
+
+#include "nvfp4/config.hpp"
+
+// Eigen 3.4's AVX-512 packet code inlines the same GCC 12 intrinsics (see config.hpp).
+NVFP4_BEGIN_INTRINSIC_CODE
+#include <Eigen/Core>
+NVFP4_END_INTRINSIC_CODE
 
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/scaling/quantize.hpp"

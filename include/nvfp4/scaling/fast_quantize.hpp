@@ -9,10 +9,9 @@
 #include <type_traits>
 #include <vector>
 
-// The kernels first: they include <immintrin.h> the way GCC 12 needs (simd/x86_intrinsics.hpp).
+#include "nvfp4/scaling/reference.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
-#include "nvfp4/scaling/reference.hpp"
 
 namespace nvfp4::fast {
 

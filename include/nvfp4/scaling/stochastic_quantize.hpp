@@ -9,11 +9,10 @@
 #include <type_traits>
 #include <vector>
 
-// The RN fast path first: it includes <immintrin.h> the way GCC 12 needs.
-#include "nvfp4/scaling/fast_quantize.hpp"
 #include "nvfp4/formats/simd/stochastic_rounding_avx512.hpp"
 #include "nvfp4/formats/stochastic_rounding.hpp"
 #include "nvfp4/random/random_bytes.hpp"
+#include "nvfp4/scaling/fast_quantize.hpp"
 #include "nvfp4/scaling/reference.hpp"
 
 namespace nvfp4::detail {
@@ -25,13 +24,7 @@ template <int BlockCols>
 void encode_stochastic_scaled(const float* x, index_t n, const float* factors, const std::uint8_t* random, std::uint8_t* out) {
   index_t c = 0;
 #if NVFP4_HAS_AVX512
-  if constexpr (BlockCols % 16 == 0) {
-    for (; c + 16 <= n; c += 16) {
-      const __m512 scaled = _mm512_mul_ps(_mm512_loadu_ps(x + c), _mm512_set1_ps(factors[c / BlockCols]));
-      const __m128i random16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(random + c));
-      simd::avx512::store_packed_codes(simd::avx512::e2m1_stochastic_codes(scaled, random16), out + c / 2);
-    }
-  }
+  if constexpr (BlockCols % 16 == 0) c = simd::avx512::encode_e2m1_stochastic_scaled<BlockCols>(x, n, factors, random, out);
 #endif
   for (; c < n; ++c) {
     const std::uint8_t code = e2m1_from_float_stochastic(x[c] * factors[c / BlockCols], random[c]).bits();

@@ -3,9 +3,6 @@
 #pragma once
 
 #include "nvfp4/config.hpp"
-#if NVFP4_HAS_AVX512 || NVFP4_HAS_AVX2
-#include "nvfp4/simd/x86_intrinsics.hpp"  // first, see there
-#endif
 #include "nvfp4/simd/scalar.hpp"
 
 #if NVFP4_HAS_AVX512

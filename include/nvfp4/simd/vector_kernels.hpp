@@ -147,6 +147,9 @@ struct vector_kernels {
       const vf factor = Ops::div(Ops::set(1.0f), Ops::mul(value, decode));
       Ops::store(factors + b, Ops::min(factor, flt_max));
     }
+    // Fewer than `width` blocks are left; saying so keeps GCC 12 from vectorizing the scalar tail
+    // for long counts and then warning that such stores overflow a short buffer.
+    NVFP4_ASSUME(count - b < width);
     scalar_kernels::nvfp4_block_scales(block_amax_bits + b, count - b, scale, codes + b, factors + b);
   }
 

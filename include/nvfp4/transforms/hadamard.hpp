@@ -94,6 +94,7 @@ bool hadamard16_block_fallback(matrix_view<const T> x, index_t r, index_t c0, co
 }
 
 #if NVFP4_HAS_AVX512
+NVFP4_BEGIN_INTRINSIC_CODE
 /// A tile of hadamard16_transform_tile with the lanes its guard rejected redone by
 /// hadamard16_block_fallback, so every lane is exact. Lanes holding NaN/Inf set `non_finite` and
 /// come out as zeros.
@@ -174,11 +175,13 @@ inline std::uint16_t hadamard16_columnwise_fast(matrix_view<const bf16> x, const
                                                                           out_bits + r0 * out.row_stride() + c0, out.row_stride());
                                     });
 }
+NVFP4_END_INTRINSIC_CODE
 #endif
 
 /// The general fast path (any size, float or bf16, any layout): float64 FWHT on 8 blocks per
 /// register, exact reference for rows past the last panel of 8 and for guard failures. Same
 /// contract as hadamard_rows_fast.
+NVFP4_BEGIN_INTRINSIC_CODE
 template <class T>
 std::uint16_t hadamard_rows_fast_generic(matrix_view<const T> x, const hadamard_transform& t, hadamard_direction direction,
                                  matrix_view<bf16> out, bool& non_finite) {
@@ -259,6 +262,7 @@ std::uint16_t hadamard_rows_fast_generic(matrix_view<const T> x, const hadamard_
   non_finite = bad;
   return largest;
 }
+NVFP4_END_INTRINSIC_CODE
 
 /// The fast transform of x's rows into out; returns max |out| as bf16 bits (0x7F80 on overflow)
 /// and sets `non_finite` when x holds NaN/Inf (out is then partly garbage). No checks here.

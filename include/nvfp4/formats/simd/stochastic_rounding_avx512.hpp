@@ -5,10 +5,12 @@
 #include "nvfp4/config.hpp"
 
 #if NVFP4_HAS_AVX512
+#include <cstddef>
 #include <cstdint>
 
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::simd::avx512 {
 
 /// Spacing of the E2M1 grid at each magnitude: 2 from 4 up, 1 from 2 up, else 0.5.
@@ -47,10 +49,26 @@ NVFP4_ALWAYS_INLINE void store_packed_codes(__m512i codes, std::uint8_t* out) {
   _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm512_cvtepi64_epi8(pairs));
 }
 
+/// Stochastically rounds x[c] * factors[c / BlockCols] to E2M1 with random[c] and packs the
+/// codes two per byte into out, for c below n rounded down to 16; returns that count.
+template <int BlockCols>
+std::ptrdiff_t encode_e2m1_stochastic_scaled(const float* x, std::ptrdiff_t n, const float* factors,
+                                             const std::uint8_t* random, std::uint8_t* out) {
+  static_assert(BlockCols % 16 == 0, "16 lanes must share one block's factor");
+  std::ptrdiff_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const __m512 scaled = _mm512_mul_ps(_mm512_loadu_ps(x + c), _mm512_set1_ps(factors[c / BlockCols]));
+    const __m128i random16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(random + c));
+    store_packed_codes(e2m1_stochastic_codes(scaled, random16), out + c / 2);
+  }
+  return c;
+}
+
 /// max |x_i| of 16 floats (exact; the order of a max never matters).
 NVFP4_ALWAYS_INLINE float abs_max16(const float* values) {
   return _mm512_reduce_max_ps(_mm512_abs_ps(_mm512_loadu_ps(values)));
 }
 
 }  // namespace nvfp4::simd::avx512
+NVFP4_END_INTRINSIC_CODE
 #endif

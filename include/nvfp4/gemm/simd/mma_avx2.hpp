@@ -17,6 +17,7 @@
 #include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::gemm_detail::avx2 {
 
 /// Register blocks: R rows of A by one tile (two 8-lane halves); 16 registers leave no room for more.
@@ -146,5 +147,6 @@ void exact_block(const row_step* const* rows, const tile_step* const* tiles, ind
 }
 
 }  // namespace nvfp4::gemm_detail::avx2
+NVFP4_END_INTRINSIC_CODE
 
 #endif  // NVFP4_HAS_AVX2

@@ -17,13 +17,7 @@
 #include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
-// GCC 12 flags its own AVX-512 intrinsics as reading uninitialized values (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::gemm_detail::avx512 {
 
 /// 4 doubled values of a row at `at`, as the broadcast word of vpdpbusd.
@@ -165,9 +159,6 @@ void exact_block(const row_step* const* rows, const tile_step* const* tiles, ind
 }
 
 }  // namespace nvfp4::gemm_detail::avx512
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+NVFP4_END_INTRINSIC_CODE
 
 #endif  // NVFP4_HAS_AVX512_VNNI

@@ -13,6 +13,7 @@
 #include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::gemm_detail::avx512 {
 
 /// Decodes up to 32 packed E2M1 bytes (64 elements, the low nibble first) through a 16-entry
@@ -93,5 +94,6 @@ void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_step* out) {
 }
 
 }  // namespace nvfp4::gemm_detail::avx512
+NVFP4_END_INTRINSIC_CODE
 
 #endif  // NVFP4_HAS_AVX512_VNNI

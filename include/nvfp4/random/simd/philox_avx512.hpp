@@ -5,18 +5,12 @@
 #include "nvfp4/config.hpp"
 
 #if NVFP4_HAS_AVX512
-#include <immintrin.h>
 
 #include <cstdint>
 
-// GCC 12 reports the self-initialised placeholder inside _mm512_undefined_epi32 (used by the
-// shift and multiply intrinsics) as maybe-uninitialized once these loops are inlined: a false
-// positive (GCC PR 105593), silenced for this file only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "nvfp4/simd/x86_intrinsics.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::simd::avx512 {
 
 /// High and low 32 bits of the 32x32 -> 64 products a[i] * m, for all 16 lanes.
@@ -73,8 +67,6 @@ inline void philox16_blocks(std::uint64_t first_block, std::uint32_t key0, std::
 }
 
 }  // namespace nvfp4::simd::avx512
+NVFP4_END_INTRINSIC_CODE
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #endif

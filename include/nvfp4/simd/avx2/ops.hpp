@@ -9,6 +9,7 @@
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::simd::avx2 {
 
 struct ops {
@@ -101,3 +102,4 @@ struct ops {
 };
 
 }  // namespace nvfp4::simd::avx2
+NVFP4_END_INTRINSIC_CODE

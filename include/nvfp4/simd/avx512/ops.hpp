@@ -8,6 +8,7 @@
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::simd::avx512 {
 
 struct ops {
@@ -119,3 +120,4 @@ struct ops {
 };
 
 }  // namespace nvfp4::simd::avx512
+NVFP4_END_INTRINSIC_CODE

@@ -12,6 +12,7 @@
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::simd::avx512 {
 
 /// The largest exponent span (in binades, between the biased exponent fields of the largest and
@@ -154,4 +155,5 @@ NVFP4_ALWAYS_INLINE void hadamard16_store_rows(const hadamard16_tile& first, con
 }
 
 }  // namespace nvfp4::simd::avx512
+NVFP4_END_INTRINSIC_CODE
 #endif

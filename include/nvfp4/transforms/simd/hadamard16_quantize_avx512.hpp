@@ -12,8 +12,10 @@
 
 #include "nvfp4/scaling/block_format.hpp"
 #include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/simd/x86_intrinsics.hpp"
 #include "nvfp4/transforms/simd/hadamard16_avx512.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::simd::avx512 {
 
 /// The E2M1 codes of one tile packed two per byte along each lane: byte k of lane l holds
@@ -71,4 +73,5 @@ NVFP4_ALWAYS_INLINE void hadamard16_store_packed_rows(const __m512i first[2], co
 }
 
 }  // namespace nvfp4::simd::avx512
+NVFP4_END_INTRINSIC_CODE
 #endif

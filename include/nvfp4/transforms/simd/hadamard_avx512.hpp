@@ -6,13 +6,14 @@
 #include "nvfp4/config.hpp"
 
 #if NVFP4_HAS_AVX512
-#include <immintrin.h>
 
 #include <cstdint>
 #include <type_traits>
 
 #include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/simd/x86_intrinsics.hpp"
 
+NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::simd::avx512 {
 
 /// Eight consecutive inputs widened to double (exact).
@@ -112,4 +113,5 @@ inline __mmask8 hadamard_panel8(const T* source, std::ptrdiff_t i_stride, const 
 }
 
 }  // namespace nvfp4::simd::avx512
+NVFP4_END_INTRINSIC_CODE
 #endif
