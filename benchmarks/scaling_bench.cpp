@@ -1,6 +1,7 @@
-// Benchmarks of the block-scaling layer's fast paths (nvfp4/scaling/quantize.hpp) on a 4096x4096
-// fp32 matrix, with 1 and 2 OpenMP threads, beside memory baselines (memcpy and a read-only pass
-// over the same bytes) and the scalar reference, all in this one binary.
+// Benchmarks of the block-scaling layer's fast paths (nvfp4/scaling/quantize.hpp) and the bulk
+// format codecs (nvfp4/simd/dispatch.hpp) on a 4096x4096 fp32 matrix, with 1 and 2 OpenMP
+// threads, beside memory baselines (memcpy and a read-only pass over the same bytes) and the
+// scalar references, all in this one binary.
 #include <benchmark/benchmark.h>
 
 #include <bit>
@@ -8,7 +9,11 @@
 #include <random>
 #include <vector>
 
+#include "nvfp4/formats/e2m1.hpp"
+#include "nvfp4/formats/e4m3.hpp"
+#include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/simd/dispatch.hpp"
 
 #if NVFP4_HAS_OPENMP
 #include <omp.h>
@@ -135,6 +140,51 @@ void BM_dequantize(benchmark::State& state) {
   report(state, (Format::is_fp4 ? 0.5 : 1.0) + 4.0);
 }
 
+/// Bulk codec encode to one code per byte (RNE, saturating): 4 B read, 1 B written per element.
+template <minifloat_traits T>
+void BM_encode(benchmark::State& state) {
+  set_threads(state);
+  std::vector<std::uint8_t> codes(source().size());
+  for (auto _ : state) {
+    simd::parallel_ranges(kRows, true, [&](index_t r0, index_t r1) {
+      simd::encode<T>(source().data() + r0 * kCols, (r1 - r0) * kCols, codes.data() + r0 * kCols);
+    });
+    benchmark::DoNotOptimize(codes.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 5.0);
+}
+
+/// Bulk codec decode of one code per byte: 1 B read, 4 B written per element.
+template <minifloat_traits T>
+void BM_decode(benchmark::State& state) {
+  set_threads(state);
+  std::vector<std::uint8_t> codes(source().size());
+  simd::encode<T>(source().data(), kRows * kCols, codes.data());
+  std::vector<float> out(source().size());
+  for (auto _ : state) {
+    simd::parallel_ranges(kRows, true, [&](index_t r0, index_t r1) {
+      simd::decode<T>(codes.data() + r0 * kCols, (r1 - r0) * kCols, out.data() + r0 * kCols);
+    });
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 5.0);
+}
+
+/// The scalar codec (minifloat<T>::from_float per element), for the speed-up of BM_encode.
+template <minifloat_traits T>
+void BM_reference_encode(benchmark::State& state) {
+  std::vector<std::uint8_t> codes(source().size());
+  for (auto _ : state) {
+    const float* x = source().data();
+    for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = minifloat<T>::from_float(x[i]).bits();
+    benchmark::DoNotOptimize(codes.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 5.0);
+}
+
 /// The scalar reference, for the speed-up (one thread: it has no parallel path).
 void BM_reference_quantize_nvfp4_1x16(benchmark::State& state) {
   for (auto _ : state) {
@@ -159,6 +209,14 @@ BENCHMARK_TEMPLATE(BM_quantize, mxfp8)->Apply(thread_args);
 BENCHMARK(BM_quantize_nvfp4_1x16_columnwise)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_dequantize, nvfp4_1x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_dequantize, mxfp8)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_encode, e2m1_traits)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_encode, e4m3_traits)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_encode, e5m2_traits)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_decode, e2m1_traits)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_decode, e4m3_traits)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_decode, e5m2_traits)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_reference_encode, e2m1_traits)->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_reference_encode, e4m3_traits)->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_reference_quantize_nvfp4_1x16)->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -51,6 +51,17 @@ void BM_rht_columnwise(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(nvfp4::rht_columnwise(view()));
   finish(state);
 }
+void BM_rht_columnwise_into(benchmark::State& state) {  // the same transform into a buffer the caller keeps
+  set_threads(state);
+  std::vector<nvfp4::bf16> out(static_cast<std::size_t>(kSize * kSize));
+  const auto out_view = nvfp4::matrix_view<nvfp4::bf16>::row_major(out.data(), kSize, kSize);
+  for (auto _ : state) {
+    nvfp4::hadamard_rows(view().transposed(), nvfp4::hadamard_transform::te_default(), out_view);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  finish(state);
+}
 void BM_rht_quantize_columnwise(benchmark::State& state) {
   set_threads(state);
   for (auto _ : state) benchmark::DoNotOptimize(nvfp4::quantize_columnwise_rht(view()));
@@ -80,6 +91,7 @@ void BM_random_bytes(benchmark::State& state) {
 BENCHMARK(BM_quantize_rn_rowwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_quantize_rn_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rht_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_rht_columnwise_into)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rht_quantize_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_quantize_sr_rowwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_random_bytes)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -326,6 +326,57 @@ TYPED_TEST(HadamardTyped, InverseRecoversInputToBf16Rounding) {
   }
 }
 
+// The fused quantizer's amax pass redoes a lane its float32 guard rejects only when the lane's
+// bound sum |x| / 4 could reach the running max. Blocks of ±1 (outputs at most 4) around: a
+// rejected block holding the tensor's max (2^10 with 2^-10 beside it: must be redone), rejected
+// blocks far below the max (may be skipped), each placed in every block position in turn so that
+// either thread may meet it first or last; and NaN or Inf in an otherwise tiny rejected block,
+// which no bound may skip.
+TEST(Hadamard, FusedAmaxPassRedoesTheLanesThatCanHoldTheMax) {
+  const index_t m = 64, n = 48;  // the columnwise copy is [48, 64]: 3 panels of 16 lanes, 4 blocks per lane
+  std::mt19937 gen(5);
+  std::vector<bf16> background(static_cast<std::size_t>(m * n));
+  for (auto& v : background) v = bf16::from_float((gen() & 1) ? 1.0f : -1.0f);
+  auto set_block = [&](std::vector<bf16>& values, index_t block_row, index_t column, float large, float tiny) {
+    for (index_t i = 0; i < 16; ++i) values[static_cast<std::size_t>((16 * block_row + i) * n + column)] = bf16::from_float(0.5f);
+    values[static_cast<std::size_t>((16 * block_row + 3) * n + column)] = bf16::from_float(large);
+    values[static_cast<std::size_t>((16 * block_row + 11) * n + column)] = bf16::from_float(tiny);
+  };
+  for (index_t position = 0; position < (m / 16) * n; position += 7) {
+    const index_t block_row = position % (m / 16), column = position / (m / 16);
+    std::vector<bf16> values = background;
+    set_block(values, block_row, column, std::ldexp(1.0f, 10), std::ldexp(1.0f, -10));  // the max
+    set_block(values, (block_row + 1) % (m / 16), (column + 5) % n, 0.75f, std::ldexp(1.0f, -20));  // far below it
+    set_block(values, (block_row + 2) % (m / 16), (column + 17) % n, 3.0f, std::ldexp(1.0f, -14));
+    const auto x = matrix_view<const bf16>::row_major(values.data(), m, n);
+    std::vector<bf16> transformed(values.size());
+    const auto transformed_view = matrix_view<bf16>::row_major(transformed.data(), n, m);
+    reference::hadamard_rows(x.transposed(), hadamard_transform::te_default(), transformed_view);
+    const auto expected = reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const bf16>(transformed_view),
+                                                                    reference::amax(matrix_view<const bf16>(transformed_view)));
+    ASSERT_GE(expected.amax(), 250.0f);  // the big block's outputs are the max
+    for (int threads : {1, 2}) {
+#if NVFP4_HAS_OPENMP
+      omp_set_num_threads(threads);
+#endif
+      const auto got = quantize_columnwise_rht(x);
+      ASSERT_EQ(got.amax(), expected.amax()) << position << " threads " << threads;
+      for (std::size_t k = 0; k < got.data().size(); ++k) ASSERT_EQ(got.data()[k].bits(), expected.data()[k].bits()) << k;
+      for (std::size_t k = 0; k < got.scales().size(); ++k) ASSERT_EQ(got.scales()[k].bits(), expected.scales()[k].bits()) << k;
+      for (float bad : {NAN, INFINITY}) {
+        std::vector<bf16> with_bad = values;
+        set_block(with_bad, (block_row + 3) % (m / 16), (column + 29) % n, bad, std::ldexp(1.0f, -30));
+        try {
+          (void)quantize_columnwise_rht(matrix_view<const bf16>::row_major(with_bad.data(), m, n));
+          ADD_FAILURE() << "no error for " << bad << " at " << position;
+        } catch (const error& e) {
+          EXPECT_EQ(e.code(), errc::non_finite_input);
+        }
+      }
+    }
+  }
+}
+
 /// SQNR (dB) of q's dequantized values against `values`.
 template <class Quantized>
 double quantized_sqnr_db(matrix_view<const float> values, const Quantized& q) {

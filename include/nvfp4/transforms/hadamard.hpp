@@ -95,27 +95,32 @@ bool hadamard16_block_fallback(matrix_view<const T> x, index_t r, index_t c0, co
 
 #if NVFP4_HAS_AVX512
 NVFP4_BEGIN_INTRINSIC_CODE
-/// A tile of hadamard16_transform_tile with the lanes its guard rejected redone by
-/// hadamard16_block_fallback, so every lane is exact. Lanes holding NaN/Inf set `non_finite` and
-/// come out as zeros.
-inline simd::avx512::hadamard16_tile hadamard16_exact_tile(matrix_view<const bf16> x, index_t r0, index_t c0,
-                                                           const hadamard_transform& t, hadamard_direction direction,
-                                                           unsigned negate_input, unsigned negate_output, bool& non_finite) {
-  auto tile = simd::avx512::hadamard16_transform_tile(&x(r0, c0), x.col_stride(), negate_input, negate_output);
-  if (tile.exact != 0xFFFF) {
-    alignas(64) std::uint16_t pairs[8][32];  // pairs[k][2 l + h]: output 2 k + h of lane l
-    for (int k = 0; k < 8; ++k) _mm512_store_si512(pairs[k], tile.rounded_pairs[k]);
-    for (unsigned redo = static_cast<std::uint16_t>(~tile.exact); redo != 0; redo &= redo - 1) {
-      const int lane = std::countr_zero(redo);
-      std::uint16_t bits[16] = {};
-      if (!hadamard16_block_fallback(x, r0 + lane, c0, t, direction, bits, 1)) {
-        non_finite = true;
-        std::fill_n(bits, 16, std::uint16_t{0});
-      }
-      for (int j = 0; j < 16; ++j) pairs[j / 2][2 * lane + j % 2] = bits[j];
+/// Redoes the lanes of `tile` its guard rejected with hadamard16_block_fallback. Lanes holding
+/// NaN/Inf set `non_finite` and come out as zeros. Rare: kept out of line.
+[[gnu::noinline, gnu::cold]] inline void hadamard16_redo_lanes(simd::avx512::hadamard16_tile& tile, matrix_view<const bf16> x, index_t r0,
+                                                            index_t c0, const hadamard_transform& t, hadamard_direction direction,
+                                                            bool& non_finite) {
+  alignas(64) std::uint16_t pairs[8][32];  // pairs[k][2 l + h]: output 2 k + h of lane l
+  for (int k = 0; k < 8; ++k) _mm512_store_si512(pairs[k], tile.rounded_pairs[k]);
+  for (unsigned redo = static_cast<std::uint16_t>(~tile.exact); redo != 0; redo &= redo - 1) {
+    const int lane = std::countr_zero(redo);
+    std::uint16_t bits[16] = {};
+    if (!hadamard16_block_fallback(x, r0 + lane, c0, t, direction, bits, 1)) {
+      non_finite = true;
+      std::fill_n(bits, 16, std::uint16_t{0});
     }
-    for (int k = 0; k < 8; ++k) tile.rounded_pairs[k] = _mm512_load_si512(pairs[k]);
+    for (int j = 0; j < 16; ++j) pairs[j / 2][2 * lane + j % 2] = bits[j];
   }
+  for (int k = 0; k < 8; ++k) tile.rounded_pairs[k] = _mm512_load_si512(pairs[k]);
+}
+
+/// A tile of hadamard16_transform_tile with the lanes its guard rejected redone, so every lane is
+/// exact. Lanes holding NaN/Inf set `non_finite` and come out as zeros.
+NVFP4_ALWAYS_INLINE simd::avx512::hadamard16_tile hadamard16_exact_tile(matrix_view<const bf16> x, index_t r0, index_t c0,
+                                                                        const hadamard_transform& t, hadamard_direction direction,
+                                                                        unsigned negate_input, unsigned negate_output, bool& non_finite) {
+  auto tile = simd::avx512::hadamard16_transform_tile(&x(r0, c0), x.col_stride(), negate_input, negate_output);
+  if (tile.exact != 0xFFFF) [[unlikely]] hadamard16_redo_lanes(tile, x, r0, c0, t, direction, non_finite);
   return tile;
 }
 
@@ -161,6 +166,54 @@ std::uint16_t hadamard16_columnwise_walk(matrix_view<const bf16> x, const hadama
   }
   non_finite = bad;
   return static_cast<std::uint16_t>(largest);
+}
+
+/// max |output| bf16 bits of the forward transform of x's rows [0, 16 * (rows / 16)) (x's rows
+/// contiguous in memory, as for hadamard16_columnwise_walk), without the outputs: the amax pass of
+/// the fused quantizer. Lanes the float32 guard rejects are redone exactly only when their bound
+/// sum |x| / 4 could reach the running max; skipping the others never changes the max, whatever
+/// the threads. Sets `non_finite` on NaN/Inf.
+inline std::uint16_t hadamard16_columnwise_abs_max(matrix_view<const bf16> x, const hadamard_transform& t, bool& non_finite) {
+  const index_t panels = x.rows() / 16, tiles = x.cols() / 16;
+  unsigned negate_input = 0;
+  for (int i = 0; i < 16; ++i) negate_input |= (t.sign(i) < 0 ? 1u : 0u) << i;
+  std::uint32_t largest = 0;  // float bits, before rounding to bf16
+  bool bad = false;
+#if NVFP4_HAS_OPENMP
+#pragma omp parallel reduction(max : largest) reduction(|| : bad)
+#endif
+  {
+    __m512i running = _mm512_setzero_si512();
+    // The order of hadamard16_columnwise_walk: memory rows walked whole, 32 at a time.
+#if NVFP4_HAS_OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+    for (index_t pair = 0; pair < (tiles + 1) / 2; ++pair)
+      for (index_t panel = 0; panel < panels; ++panel)
+        for (index_t c0 = pair * 32; c0 < std::min(pair * 32 + 32, x.cols()); c0 += 16) {
+          const index_t r0 = panel * 16;
+          const bf16* source = &x(r0, c0);
+          __m512i tile_max;
+          const __mmask16 exact = simd::avx512::hadamard16_lane_abs_max(source, x.col_stride(), negate_input, tile_max);
+          running = _mm512_mask_max_epu32(running, exact, running, tile_max);
+          if (exact == 0xFFFF) continue;
+          const __m512 running_value = _mm512_set1_ps(std::bit_cast<float>(std::max(_mm512_reduce_max_epu32(running), largest)));
+          const __mmask16 possible = static_cast<__mmask16>(
+              ~exact & ~_mm512_cmp_ps_mask(simd::avx512::hadamard16_lane_output_bound(source, x.col_stride()), running_value, _CMP_LT_OQ));
+          for (unsigned redo = possible; redo != 0; redo &= redo - 1) {
+            std::uint16_t bits[16];
+            if (!hadamard16_block_fallback(x, r0 + std::countr_zero(redo), c0, t, hadamard_direction::forward, bits, 1)) {
+              bad = true;
+              continue;
+            }
+            for (std::uint16_t b : bits) largest = std::max(largest, static_cast<std::uint32_t>(b & 0x7FFF) << 16);
+          }
+        }
+    largest = std::max(largest, _mm512_reduce_max_epu32(running));
+  }
+  non_finite = bad;
+  // Rounding the float max to bf16 rounds the largest output (the fallback's are bf16 already).
+  return static_cast<std::uint16_t>(_mm512_cvtsi512_si32(simd::avx512::round_float_bits_to_bf16_high(_mm512_set1_epi32(static_cast<int>(largest)))) >> 16);
 }
 
 /// The columnwise fast path of the transform alone: hadamard16_columnwise_walk's rows into out
@@ -357,8 +410,7 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
   const matrix_view<const bf16> source = x.transposed();  // [N, M], blocks along M
   const index_t rows = source.rows(), cols = source.cols(), done = rows / 16 * 16;
   bool non_finite = false;
-  std::uint16_t largest = hadamard16_columnwise_walk(source, t, hadamard_direction::forward, non_finite,
-                                                     [](index_t, index_t, const simd::avx512::hadamard16_tile*, bool) {});
+  std::uint16_t largest = hadamard16_columnwise_abs_max(source, t, non_finite);
   std::vector<bf16> tail(static_cast<std::size_t>((rows - done) * cols));
   const auto tail_view = matrix_view<bf16>::row_major(tail.data(), rows - done, cols);
   if (done < rows) {

@@ -42,17 +42,14 @@ NVFP4_ALWAYS_INLINE __m512i load16_bf16_as_float_bits(const bf16* p) {
   return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
 }
 
-/// Transforms 16 blocks: block `lane` is source[i * i_stride + lane], i < 16 (so 16 consecutive
-/// bf16 in memory per i). `negate_input` / `negate_output`: bit i set when element / output i is
-/// multiplied by the sign s_i = -1 (forward: inputs, y = x T; inverse: outputs, x = y Tᵀ). Each
-/// output is the exact sum times 1/4 rounded once to bf16 (RNE), an exact zero as +0 — the
-/// reference's result — in every lane of `exact`; other lanes hold garbage.
-NVFP4_ALWAYS_INLINE hadamard16_tile hadamard16_transform_tile(const bf16* source, std::ptrdiff_t i_stride,
-                                                                unsigned negate_input, unsigned negate_output) {
+/// The float32 FWHT of 16 blocks: block `lane` is source[i * i_stride + lane], i < 16 (so 16
+/// consecutive bf16 in memory per i); bit i of `negate_input` set when element i is multiplied by
+/// the sign s_i = -1. v[j] gets the unscaled sum for output j of every lane, exact in the lanes
+/// returned (those within the span and overflow guards above); other lanes hold garbage.
+NVFP4_ALWAYS_INLINE __mmask16 hadamard16_fwht(const bf16* source, std::ptrdiff_t i_stride, unsigned negate_input, __m512 v[16]) {
   const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFF0000);
   const __m512i one = _mm512_set1_epi32(1);
-  __m512 v[16];
   __m512i largest = _mm512_setzero_si512();
   __m512i smallest_minus_one = _mm512_set1_epi32(-1);  // min over nonzero |x| bits, less one (0 wraps to the top)
 #pragma GCC unroll 16
@@ -78,9 +75,31 @@ NVFP4_ALWAYS_INLINE hadamard16_tile hadamard16_transform_tile(const bf16* source
       v[k + span] = _mm512_sub_ps(a, b);
     }
   }
+  const __m512i largest_field = _mm512_srli_epi32(largest, 23);
+  const __m512i smallest_field = _mm512_max_epi32(_mm512_srli_epi32(_mm512_add_epi32(smallest_minus_one, one), 23), one);
+  return static_cast<__mmask16>(
+      _mm512_cmple_epi32_mask(_mm512_sub_epi32(largest_field, smallest_field), _mm512_set1_epi32(hadamard16_float_exact_span)) &
+      _mm512_cmple_epi32_mask(largest_field, _mm512_set1_epi32(hadamard16_float_max_exponent_field)));
+}
+
+/// Float32 bits rounded to nearest even at bit 16, as bf16 bits in the top half: adds 0x7FFF
+/// plus the kept lsb (subnormals and a carry into the exponent come out right, as bf16 shares
+/// float's range; a finite value past bf16's largest becomes Inf). Finite inputs only.
+NVFP4_ALWAYS_INLINE __m512i round_float_bits_to_bf16_high(__m512i y) {
+  return _mm512_add_epi32(_mm512_add_epi32(y, _mm512_set1_epi32(0x7FFF)), _mm512_and_si512(_mm512_srli_epi32(y, 16), _mm512_set1_epi32(1)));
+}
+
+/// Transforms 16 blocks (hadamard16_fwht's layout). `negate_output`: bit j set when output j is
+/// multiplied by s_j = -1 (forward: inputs, y = x T; inverse: outputs, x = y Tᵀ). Each output is
+/// the exact sum times 1/4 rounded once to bf16 (RNE), an exact zero as +0 — the reference's
+/// result — in every lane of `exact`; other lanes hold garbage.
+NVFP4_ALWAYS_INLINE hadamard16_tile hadamard16_transform_tile(const bf16* source, std::ptrdiff_t i_stride,
+                                                                unsigned negate_input, unsigned negate_output) {
+  const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  __m512 v[16];
   hadamard16_tile tile;
+  tile.exact = hadamard16_fwht(source, i_stride, negate_input, v);
   const __m512 quarter = _mm512_set1_ps(0.25f);
-  const __m512i rounding_bias = _mm512_set1_epi32(0x7FFF);
 #pragma GCC unroll 16
   for (int j = 0; j < 16; j += 2) {
     __m512i biased[2];
@@ -88,19 +107,37 @@ NVFP4_ALWAYS_INLINE hadamard16_tile hadamard16_transform_tile(const bf16* source
       __m512 sum = v[j + h];
       if ((negate_output >> (j + h)) & 1) sum = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(sum), sign_bit));
       // sum * 1/4 + (+0): exact, and turns an exact zero's -0 into the reference's +0.
-      const __m512i y = _mm512_castps_si512(_mm512_fmadd_ps(sum, quarter, _mm512_setzero_ps()));
-      // Round to nearest even at bit 16: add 0x7FFF plus the kept lsb; the top half is the bf16
-      // (subnormals and a carry into the exponent come out right, as bf16 shares float's range).
-      biased[h] = _mm512_add_epi32(_mm512_add_epi32(y, rounding_bias), _mm512_and_si512(_mm512_srli_epi32(y, 16), one));
+      biased[h] = round_float_bits_to_bf16_high(_mm512_castps_si512(_mm512_fmadd_ps(sum, quarter, _mm512_setzero_ps())));
     }
     tile.rounded_pairs[j / 2] = _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(biased[0], 16), biased[1]);
   }
-  const __m512i largest_field = _mm512_srli_epi32(largest, 23);
-  const __m512i smallest_field = _mm512_max_epi32(_mm512_srli_epi32(_mm512_add_epi32(smallest_minus_one, one), 23), one);
-  tile.exact = static_cast<__mmask16>(
-      _mm512_cmple_epi32_mask(_mm512_sub_epi32(largest_field, smallest_field), _mm512_set1_epi32(hadamard16_float_exact_span)) &
-      _mm512_cmple_epi32_mask(largest_field, _mm512_set1_epi32(hadamard16_float_max_exponent_field)));
   return tile;
+}
+
+/// Per lane of 16 blocks (hadamard16_fwht's layout, forward), max |output| as float32 bits before
+/// the rounding to bf16, exact in the lanes of the returned mask (garbage elsewhere). Rounding is
+/// monotonic, so rounding the max gives the max of the rounded outputs: the amax pass needs no
+/// rounding per element.
+NVFP4_ALWAYS_INLINE __mmask16 hadamard16_lane_abs_max(const bf16* source, std::ptrdiff_t i_stride, unsigned negate_input,
+                                                      __m512i& abs_max_bits) {
+  __m512 v[16];
+  const __mmask16 exact = hadamard16_fwht(source, i_stride, negate_input, v);
+  __m512 largest = _mm512_abs_ps(v[0]);
+#pragma GCC unroll 15
+  for (int j = 1; j < 16; ++j) largest = _mm512_max_ps(largest, _mm512_abs_ps(v[j]));
+  abs_max_bits = _mm512_castps_si512(_mm512_mul_ps(largest, _mm512_set1_ps(0.25f)));  // exact, as the outputs
+  return exact;
+}
+
+/// An upper bound on every |output| of each lane (hadamard16_fwht's layout): sum |x_i| / 4, in
+/// float32 rounded up. NaN or Inf where an input is.
+NVFP4_ALWAYS_INLINE __m512 hadamard16_lane_output_bound(const bf16* source, std::ptrdiff_t i_stride) {
+  __m512 total = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i)
+    total = _mm512_add_ps(total, _mm512_abs_ps(_mm512_castsi512_ps(load16_bf16_as_float_bits(source + i * i_stride))));
+  // 15 additions and the multiply each lose at most 2^-24 relatively: 1 + 2^-18 covers them.
+  return _mm512_mul_ps(total, _mm512_set1_ps(0.25f * (1.0f + 0x1p-18f)));
 }
 
 /// Running max of |output| bf16 bits over a tile (two per 32-bit lane: the even and odd outputs).
