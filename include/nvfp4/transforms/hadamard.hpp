@@ -128,12 +128,31 @@ NVFP4_ALWAYS_INLINE simd::avx512::hadamard16_tile hadamard16_exact_tile(matrix_v
 /// source.transposed() of a row-major source), transforming 16 rows (one per lane) by 32 columns
 /// (two tiles; one at an odd end) per step and calling step(r0, c0, tiles, two) on each, OpenMP
 /// over square groups of steps. Returns max |output| bits; sets `non_finite` on NaN/Inf.
+/// Bit i set when t's sign s_i is -1 (the negate masks of the 16-point kernels).
+inline unsigned hadamard16_negative_signs(const hadamard_transform& t) {
+  unsigned negative = 0;
+  for (int i = 0; i < 16; ++i) negative |= (t.sign(i) < 0 ? 1u : 0u) << i;
+  return negative;
+}
+
+/// The steps of the columnwise walks over x's rows [0, 16 * (rows / 16)): visit(r0, c0, two) for
+/// the tile at rows r0.., columns c0.. and, when `two`, the one at columns c0 + 16... Each step
+/// reads 32 source rows (x's rows in memory) 32 bytes further along: whole rows are walked, each
+/// loaded line used whole, threads own bands of 32 memory rows. Called inside a parallel region.
+template <class Visit>
+void hadamard16_columnwise_steps(matrix_view<const bf16> x, Visit&& visit) {
+  const index_t panels = x.rows() / 16, tile_pairs = (x.cols() / 16 + 1) / 2;
+#if NVFP4_HAS_OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+  for (index_t pair = 0; pair < tile_pairs; ++pair)
+    for (index_t panel = 0; panel < panels; ++panel) visit(panel * 16, pair * 32, pair * 32 + 16 < x.cols());
+}
+
 template <class Step>
 std::uint16_t hadamard16_columnwise_walk(matrix_view<const bf16> x, const hadamard_transform& t, hadamard_direction direction,
                                          bool& non_finite, Step&& step) {
-  const index_t panels = x.rows() / 16, tiles = x.cols() / 16, tile_pairs = (tiles + 1) / 2;
-  unsigned negative_signs = 0;
-  for (int i = 0; i < 16; ++i) negative_signs |= (t.sign(i) < 0 ? 1u : 0u) << i;
+  const unsigned negative_signs = hadamard16_negative_signs(t);
   const unsigned negate_input = direction == hadamard_direction::forward ? negative_signs : 0u;
   const unsigned negate_output = direction == hadamard_direction::inverse ? negative_signs : 0u;
   std::uint32_t largest = 0;
@@ -143,24 +162,16 @@ std::uint16_t hadamard16_columnwise_walk(matrix_view<const bf16> x, const hadama
 #endif
   {
     __m512i running = _mm512_setzero_si512();
-    // Each step reads 32 source rows (x's rows in memory) 32 bytes further along: whole rows are
-    // walked, each loaded line used whole, threads own bands of 32 memory rows.
-#if NVFP4_HAS_OPENMP
-#pragma omp for schedule(static) nowait
-#endif
-    for (index_t pair = 0; pair < tile_pairs; ++pair)
-      for (index_t panel = 0; panel < panels; ++panel) {
-        const index_t r0 = panel * 16, c0 = pair * 32;
-        const bool two = c0 + 16 < x.cols();
-        simd::avx512::hadamard16_tile tile[2];
-        tile[0] = hadamard16_exact_tile(x, r0, c0, t, direction, negate_input, negate_output, bad);
-        running = simd::avx512::hadamard16_abs_max(running, tile[0]);
-        if (two) {
-          tile[1] = hadamard16_exact_tile(x, r0, c0 + 16, t, direction, negate_input, negate_output, bad);
-          running = simd::avx512::hadamard16_abs_max(running, tile[1]);
-        }
-        step(r0, c0, tile, two);
+    hadamard16_columnwise_steps(x, [&](index_t r0, index_t c0, bool two) {
+      simd::avx512::hadamard16_tile tile[2];
+      tile[0] = hadamard16_exact_tile(x, r0, c0, t, direction, negate_input, negate_output, bad);
+      running = simd::avx512::hadamard16_abs_max(running, tile[0]);
+      if (two) {
+        tile[1] = hadamard16_exact_tile(x, r0, c0 + 16, t, direction, negate_input, negate_output, bad);
+        running = simd::avx512::hadamard16_abs_max(running, tile[1]);
       }
+      step(r0, c0, tile, two);
+    });
     largest = std::max(largest, static_cast<std::uint32_t>(
                                     _mm512_reduce_max_epu32(simd::avx512::hadamard16_lane_abs_max_float_bits(running)) >> 16));
   }
@@ -174,9 +185,7 @@ std::uint16_t hadamard16_columnwise_walk(matrix_view<const bf16> x, const hadama
 /// sum |x| / 4 could reach the running max; skipping the others never changes the max, whatever
 /// the threads. Sets `non_finite` on NaN/Inf.
 inline std::uint16_t hadamard16_columnwise_abs_max(matrix_view<const bf16> x, const hadamard_transform& t, bool& non_finite) {
-  const index_t panels = x.rows() / 16, tiles = x.cols() / 16;
-  unsigned negate_input = 0;
-  for (int i = 0; i < 16; ++i) negate_input |= (t.sign(i) < 0 ? 1u : 0u) << i;
+  const unsigned negate_input = hadamard16_negative_signs(t);
   std::uint32_t largest = 0;  // float bits, before rounding to bf16
   bool bad = false;
 #if NVFP4_HAS_OPENMP
@@ -184,31 +193,26 @@ inline std::uint16_t hadamard16_columnwise_abs_max(matrix_view<const bf16> x, co
 #endif
   {
     __m512i running = _mm512_setzero_si512();
-    // The order of hadamard16_columnwise_walk: memory rows walked whole, 32 at a time.
-#if NVFP4_HAS_OPENMP
-#pragma omp for schedule(static) nowait
-#endif
-    for (index_t pair = 0; pair < (tiles + 1) / 2; ++pair)
-      for (index_t panel = 0; panel < panels; ++panel)
-        for (index_t c0 = pair * 32; c0 < std::min(pair * 32 + 32, x.cols()); c0 += 16) {
-          const index_t r0 = panel * 16;
-          const bf16* source = &x(r0, c0);
-          __m512i tile_max;
-          const __mmask16 exact = simd::avx512::hadamard16_lane_abs_max(source, x.col_stride(), negate_input, tile_max);
-          running = _mm512_mask_max_epu32(running, exact, running, tile_max);
-          if (exact == 0xFFFF) continue;
-          const __m512 running_value = _mm512_set1_ps(std::bit_cast<float>(std::max(_mm512_reduce_max_epu32(running), largest)));
-          const __mmask16 possible = static_cast<__mmask16>(
-              ~exact & ~_mm512_cmp_ps_mask(simd::avx512::hadamard16_lane_output_bound(source, x.col_stride()), running_value, _CMP_LT_OQ));
-          for (unsigned redo = possible; redo != 0; redo &= redo - 1) {
-            std::uint16_t bits[16];
-            if (!hadamard16_block_fallback(x, r0 + std::countr_zero(redo), c0, t, hadamard_direction::forward, bits, 1)) {
-              bad = true;
-              continue;
-            }
-            for (std::uint16_t b : bits) largest = std::max(largest, static_cast<std::uint32_t>(b & 0x7FFF) << 16);
+    hadamard16_columnwise_steps(x, [&](index_t r0, index_t first_c0, bool two) {
+      for (index_t c0 = first_c0; c0 < first_c0 + (two ? 32 : 16); c0 += 16) {
+        const bf16* source = &x(r0, c0);
+        __m512i tile_max;
+        const __mmask16 exact = simd::avx512::hadamard16_lane_abs_max(source, x.col_stride(), negate_input, tile_max);
+        running = _mm512_mask_max_epu32(running, exact, running, tile_max);
+        if (exact == 0xFFFF) continue;
+        const __m512 running_value = _mm512_set1_ps(std::bit_cast<float>(std::max(_mm512_reduce_max_epu32(running), largest)));
+        const __mmask16 possible = static_cast<__mmask16>(
+            ~exact & ~_mm512_cmp_ps_mask(simd::avx512::hadamard16_lane_output_bound(source, x.col_stride()), running_value, _CMP_LT_OQ));
+        for (unsigned redo = possible; redo != 0; redo &= redo - 1) {
+          std::uint16_t bits[16];
+          if (!hadamard16_block_fallback(x, r0 + std::countr_zero(redo), c0, t, hadamard_direction::forward, bits, 1)) {
+            bad = true;
+            continue;
           }
+          for (std::uint16_t b : bits) largest = std::max(largest, static_cast<std::uint32_t>(b & 0x7FFF) << 16);
         }
+      }
+    });
     largest = std::max(largest, _mm512_reduce_max_epu32(running));
   }
   non_finite = bad;
