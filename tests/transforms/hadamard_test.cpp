@@ -329,8 +329,8 @@ TYPED_TEST(HadamardTyped, InverseRecoversInputToBf16Rounding) {
 // The fused quantizer's amax pass redoes a lane its float32 guard rejects only when the lane's
 // bound sum |x| / 4 could reach the running max. Blocks of ±1 (outputs at most 4) around: a
 // rejected block holding the tensor's max (2^10 with 2^-10 beside it: must be redone), rejected
-// blocks far below the max (may be skipped), each placed in every block position in turn so that
-// either thread may meet it first or last; and NaN or Inf in an otherwise tiny rejected block,
+// blocks far below the max (may be skipped), moved through every 7th block position so that
+// either thread may meet them first or last; and NaN or Inf in an otherwise tiny rejected block,
 // which no bound may skip.
 TEST(Hadamard, FusedAmaxPassRedoesTheLanesThatCanHoldTheMax) {
   const index_t m = 64, n = 48;  // the columnwise copy is [48, 64]: 3 panels of 16 lanes, 4 blocks per lane
