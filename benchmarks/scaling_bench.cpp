@@ -198,6 +198,9 @@ void thread_args(benchmark::internal::Benchmark* b) {
   b->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
+/// The scalar references have no parallel path: one thread.
+void one_thread_args(benchmark::internal::Benchmark* b) { b->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond); }
+
 BENCHMARK(BM_memcpy_fp32)->Apply(thread_args);
 BENCHMARK(BM_read_fp32)->Apply(thread_args);
 BENCHMARK(BM_amax)->Apply(thread_args);
@@ -215,9 +218,9 @@ BENCHMARK_TEMPLATE(BM_encode, e5m2_traits)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_decode, e2m1_traits)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_decode, e4m3_traits)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_decode, e5m2_traits)->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_reference_encode, e2m1_traits)->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_reference_encode, e4m3_traits)->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_reference_quantize_nvfp4_1x16)->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_reference_encode, e2m1_traits)->Apply(one_thread_args);
+BENCHMARK_TEMPLATE(BM_reference_encode, e4m3_traits)->Apply(one_thread_args);
+BENCHMARK(BM_reference_quantize_nvfp4_1x16)->Apply(one_thread_args);
 
 }  // namespace
 

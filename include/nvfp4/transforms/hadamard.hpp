@@ -5,9 +5,8 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
-#include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "nvfp4/scaling/quantize.hpp"
@@ -15,9 +14,6 @@
 #include "nvfp4/transforms/hadamard_reference.hpp"
 #include "nvfp4/transforms/simd/hadamard_walks_avx512.hpp"
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
 
 namespace nvfp4 {
 
@@ -35,7 +31,6 @@ std::uint16_t hadamard_rows_fast_generic(matrix_view<const T> x, const hadamard_
   const index_t full_panels = NVFP4_HAS_AVX512 ? rows / lanes : 0;
   std::uint16_t largest = 0;
   bool bad = false;
-
 #if NVFP4_HAS_OPENMP
 #pragma omp parallel reduction(max : largest) reduction(|| : bad)
 #endif
@@ -94,7 +89,6 @@ std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transfor
 #endif
   return hadamard_rows_fast_generic(x, t, direction, out, non_finite);
 }
-
 
 }  // namespace detail
 

@@ -54,10 +54,6 @@ NVFP4_ALWAYS_INLINE simd::avx512::hadamard16_tile hadamard16_exact_tile(matrix_v
   return tile;
 }
 
-/// Walks rows [0, 16 * (rows / 16)) of the bf16 view x, whose rows are contiguous in memory (x =
-/// source.transposed() of a row-major source), transforming 16 rows (one per lane) by 32 columns
-/// (two tiles; one at an odd end) per step and calling step(r0, c0, tiles, two) on each, OpenMP
-/// over square groups of steps. Returns max |output| bits; sets `non_finite` on NaN/Inf.
 /// Bit i set when t's sign s_i is -1 (the negate masks of the 16-point kernels).
 inline unsigned hadamard16_negative_signs(const hadamard_transform& t) {
   unsigned negative = 0;
@@ -79,6 +75,10 @@ void hadamard16_columnwise_steps(matrix_view<const bf16> x, Visit&& visit) {
     for (index_t panel = 0; panel < panels; ++panel) visit(panel * 16, pair * 32, pair * 32 + 16 < x.cols());
 }
 
+/// Walks rows [0, 16 * (rows / 16)) of the bf16 view x, whose rows are contiguous in memory (x =
+/// source.transposed() of a row-major source), transforming 16 rows (one per lane) by 32 columns
+/// (two tiles; one at an odd end) per step and calling step(r0, c0, tiles, two) on each, OpenMP
+/// over square groups of steps. Returns max |output| bits; sets `non_finite` on NaN/Inf.
 template <class Step>
 std::uint16_t hadamard16_columnwise_walk(matrix_view<const bf16> x, const hadamard_transform& t, hadamard_direction direction,
                                          bool& non_finite, Step&& step) {
@@ -147,7 +147,7 @@ inline std::uint16_t hadamard16_columnwise_abs_max(matrix_view<const bf16> x, co
   }
   non_finite = bad;
   // Rounding the float max to bf16 rounds the largest output (the fallback's are bf16 already).
-  return static_cast<std::uint16_t>(_mm512_cvtsi512_si32(simd::avx512::round_float_bits_to_bf16_high(_mm512_set1_epi32(static_cast<int>(largest)))) >> 16);
+  return bf16::from_float(std::bit_cast<float>(largest)).bits();
 }
 
 /// The columnwise fast path of the transform alone: hadamard16_columnwise_walk's rows into out
@@ -201,39 +201,39 @@ void hadamard_rows_panels8(matrix_view<const T> x, const hadamard_transform& t, 
   constexpr int input_precision = std::is_same_v<T, float> ? 24 : 8;
   const double guard_ratio = std::ldexp(1.0, 53 - std::countr_zero(static_cast<unsigned>(n)) - input_precision);
   const double scale = t.exact_scale() ? std::ldexp(1.0, -t.half_log2_size()) : t.scale();
-    const simd::avx512::hadamard_kernel_params params{sign_values.data(), direction == hadamard_direction::inverse,
-                                                      t.exact_scale(), scale, guard_ratio};
+  const simd::avx512::hadamard_kernel_params params{sign_values.data(), direction == hadamard_direction::inverse,
+                                                    t.exact_scale(), scale, guard_ratio};
 #if NVFP4_HAS_OPENMP
 #pragma omp for schedule(static) nowait
 #endif
-    for (index_t task = 0; task < full_panels * blocks_per_row; ++task) {
-      // Consecutive tasks walk along the rows of the source's memory (a transposed view's
-      // columns), so each loaded cache line is used whole.
-      const index_t r0 = task % full_panels * lanes, c0 = task / full_panels * n;
-      const T* source;
-      std::ptrdiff_t i_stride;
-      if (x.row_stride() == 1) {  // the 8 blocks' elements i sit side by side (a transposed view)
-        source = &x(r0, c0);
-        i_stride = x.col_stride();
-      } else {
-        for (int i = 0; i < n; ++i)
-          for (index_t lane = 0; lane < lanes; ++lane) gathered[i * lanes + lane] = x(r0 + lane, c0 + i);
-        source = gathered;
-        i_stride = lanes;
-      }
-      __mmask8 lane_non_finite = 0, redo = 0;
-      switch (n) {
-        case 16: redo = simd::avx512::hadamard_panel8<16>(source, i_stride, params, bits, lane_non_finite); break;
-        case 32: redo = simd::avx512::hadamard_panel8<32>(source, i_stride, params, bits, lane_non_finite); break;
-        case 64: redo = simd::avx512::hadamard_panel8<64>(source, i_stride, params, bits, lane_non_finite); break;
-        case 128: redo = simd::avx512::hadamard_panel8<128>(source, i_stride, params, bits, lane_non_finite); break;
-        default: redo = simd::avx512::hadamard_panel8<256>(source, i_stride, params, bits, lane_non_finite); break;
-      }
-      if (lane_non_finite) bad = true;
-      for (index_t lane = 0; lane < lanes; ++lane)
-        if ((redo >> lane) & 1) hadamard_block_exact(x, r0 + lane, c0, t, direction, bits + lane, lanes);
-      for (index_t lane = 0; lane < lanes; ++lane) record(r0 + lane, c0, bits + lane, lanes);
+  for (index_t task = 0; task < full_panels * blocks_per_row; ++task) {
+    // Consecutive tasks walk along the rows of the source's memory (a transposed view's
+    // columns), so each loaded cache line is used whole.
+    const index_t r0 = task % full_panels * lanes, c0 = task / full_panels * n;
+    const T* source;
+    std::ptrdiff_t i_stride;
+    if (x.row_stride() == 1) {  // the 8 blocks' elements i sit side by side (a transposed view)
+      source = &x(r0, c0);
+      i_stride = x.col_stride();
+    } else {
+      for (int i = 0; i < n; ++i)
+        for (index_t lane = 0; lane < lanes; ++lane) gathered[i * lanes + lane] = x(r0 + lane, c0 + i);
+      source = gathered;
+      i_stride = lanes;
     }
+    __mmask8 lane_non_finite = 0, redo = 0;
+    switch (n) {
+      case 16: redo = simd::avx512::hadamard_panel8<16>(source, i_stride, params, bits, lane_non_finite); break;
+      case 32: redo = simd::avx512::hadamard_panel8<32>(source, i_stride, params, bits, lane_non_finite); break;
+      case 64: redo = simd::avx512::hadamard_panel8<64>(source, i_stride, params, bits, lane_non_finite); break;
+      case 128: redo = simd::avx512::hadamard_panel8<128>(source, i_stride, params, bits, lane_non_finite); break;
+      default: redo = simd::avx512::hadamard_panel8<256>(source, i_stride, params, bits, lane_non_finite); break;
+    }
+    if (lane_non_finite) bad = true;
+    for (index_t lane = 0; lane < lanes; ++lane)
+      if ((redo >> lane) & 1) hadamard_block_exact(x, r0 + lane, c0, t, direction, bits + lane, lanes);
+    for (index_t lane = 0; lane < lanes; ++lane) record(r0 + lane, c0, bits + lane, lanes);
+  }
 }
 
 }  // namespace nvfp4::detail
