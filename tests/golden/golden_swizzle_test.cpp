@@ -17,7 +17,7 @@ TEST(GoldenSwizzle128x4, EveryCaseBitForBit) {
     const auto expected = golden::load_as<std::uint8_t>(c, "swizzled");
     const auto bytes = compact.as<std::uint8_t>();
     const auto got = swizzle_128x4(bytes, compact.shape[0], compact.shape[1]);
-    const long diff = golden::first_difference(got.bytes, expected);
+    const long diff = golden::first_difference(got.bytes(), expected);
     EXPECT_EQ(diff, -1) << "first differing byte";
     EXPECT_EQ(unswizzle_128x4(got), bytes);
     golden::tally::instance().record("swizzle_128x4", diff == -1);

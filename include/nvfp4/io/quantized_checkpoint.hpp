@@ -118,7 +118,7 @@ void add_quantized_tensor(safetensors_file& file, const std::string& name, const
   if (options.swizzle) {
     swizzled_scales swizzled = swizzle_128x4(q);
     scale.shape = {swizzled.padded_rows(), swizzled.padded_cols()};
-    scale.bytes = std::move(swizzled.bytes);
+    scale.bytes.assign(swizzled.bytes().begin(), swizzled.bytes().end());
   } else {
     scale.shape = {q.rows(), q.scale_cols()};
     scale.bytes.reserve(q.scales().size());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nvfp4/error.hpp"
@@ -13,15 +14,39 @@
 
 namespace nvfp4 {
 
-/// Scale bytes in the 128x4 swizzled layout, with the compact shape they came from.
-struct swizzled_scales {
-  index_t rows = 0;  ///< compact rows (unpadded)
-  index_t cols = 0;  ///< compact scale columns (unpadded)
-  std::vector<std::uint8_t> bytes;  ///< padded_rows * padded_cols bytes
+/// Scale bytes in the 128x4 swizzled layout, with the compact shape they came from. Read it
+/// through accessors, like quantized_tensor: rows() and cols() are the compact (unpadded) shape,
+/// bytes() the padded_rows() * padded_cols() bytes, padding zero.
+class swizzled_scales {
+ public:
+  swizzled_scales() = default;
+  /// Bytes already in the 128x4 layout (e.g. read from a checkpoint) for a compact [rows, cols]
+  /// scale matrix. Throws nvfp4::error(shape_mismatch) unless bytes holds exactly
+  /// padded(rows, 128) * padded(cols, 4) bytes, invalid_argument for a negative shape.
+  swizzled_scales(index_t rows, index_t cols, std::vector<std::uint8_t> bytes)
+      : rows_(rows), cols_(cols), bytes_(std::move(bytes)) {
+    detail::require(rows >= 0 && cols >= 0, errc::invalid_argument, "swizzled_scales: negative shape");
+    detail::require(static_cast<index_t>(bytes_.size()) == padded_rows() * padded_cols(), errc::shape_mismatch,
+                    "swizzled_scales: " + std::to_string(bytes_.size()) + " bytes for a " + std::to_string(rows) + "x" +
+                        std::to_string(cols) + " scale matrix, expected " +
+                        std::to_string(padded_rows() * padded_cols()) + " (padded to 128x4 tiles)");
+  }
 
+  /// n rounded up to a multiple of `to`.
   static constexpr index_t padded(index_t n, index_t to) { return (n + to - 1) / to * to; }
-  index_t padded_rows() const { return padded(rows, 128); }
-  index_t padded_cols() const { return padded(cols, 4); }
+
+  index_t rows() const { return rows_; }  ///< compact rows (unpadded)
+  index_t cols() const { return cols_; }  ///< compact scale columns (unpadded)
+  index_t padded_rows() const { return padded(rows_, 128); }
+  index_t padded_cols() const { return padded(cols_, 4); }
+  /// padded_rows() * padded_cols() bytes in the 128x4 layout.
+  std::span<const std::uint8_t> bytes() const { return bytes_; }
+  std::span<std::uint8_t> bytes() { return bytes_; }
+
+ private:
+  index_t rows_ = 0;
+  index_t cols_ = 0;
+  std::vector<std::uint8_t> bytes_;
 };
 
 /// Byte offset of compact scale (r, c) in the swizzled buffer of a matrix with `cols` scale
@@ -37,23 +62,23 @@ inline swizzled_scales swizzle_128x4(std::span<const std::uint8_t> compact, inde
   detail::require(static_cast<index_t>(compact.size()) == rows * cols, errc::shape_mismatch,
                   "swizzle_128x4: " + std::to_string(compact.size()) + " bytes given for a " +
                       std::to_string(rows) + "x" + std::to_string(cols) + " scale matrix");
-  swizzled_scales out{rows, cols, {}};
-  out.bytes.assign(static_cast<std::size_t>(out.padded_rows() * out.padded_cols()), 0);
+  std::vector<std::uint8_t> bytes(
+      static_cast<std::size_t>(swizzled_scales::padded(rows, 128) * swizzled_scales::padded(cols, 4)), 0);
   for (index_t r = 0; r < rows; ++r)
     for (index_t c = 0; c < cols; ++c)
-      out.bytes[static_cast<std::size_t>(swizzled_offset_128x4(r, c, cols))] = compact[static_cast<std::size_t>(r * cols + c)];
-  return out;
+      bytes[static_cast<std::size_t>(swizzled_offset_128x4(r, c, cols))] = compact[static_cast<std::size_t>(r * cols + c)];
+  return swizzled_scales(rows, cols, std::move(bytes));
 }
 
 /// 128x4 swizzled -> compact [rows, cols] (padding dropped).
+/// (The byte count was checked when `swizzled` was made.)
 inline std::vector<std::uint8_t> unswizzle_128x4(const swizzled_scales& swizzled) {
-  detail::require(static_cast<index_t>(swizzled.bytes.size()) == swizzled.padded_rows() * swizzled.padded_cols(),
-                  errc::shape_mismatch, "unswizzle_128x4: byte count does not match the padded shape");
-  std::vector<std::uint8_t> compact(static_cast<std::size_t>(swizzled.rows * swizzled.cols));
-  for (index_t r = 0; r < swizzled.rows; ++r)
-    for (index_t c = 0; c < swizzled.cols; ++c)
-      compact[static_cast<std::size_t>(r * swizzled.cols + c)] =
-          swizzled.bytes[static_cast<std::size_t>(swizzled_offset_128x4(r, c, swizzled.cols))];
+  const index_t rows = swizzled.rows(), cols = swizzled.cols();
+  const auto bytes = swizzled.bytes();
+  std::vector<std::uint8_t> compact(static_cast<std::size_t>(rows * cols));
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < cols; ++c)
+      compact[static_cast<std::size_t>(r * cols + c)] = bytes[static_cast<std::size_t>(swizzled_offset_128x4(r, c, cols))];
   return compact;
 }
 
