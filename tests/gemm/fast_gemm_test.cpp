@@ -156,6 +156,33 @@ TEST(ExactFastPathEdges, SubnormalAccumulatorAgainstATinyTerm) {
   }
 }
 
+TEST(ExactFastPathEdges, AllZeroGroupsStillRaiseTheAlignment) {
+  // §6 step 3: group 0 has no non-zero product (A is non-zero only at k = 0, B only at k = 1)
+  // but carries scales 448 * 448 (E_0 = 16); group 1 is 0.5 * 0.5 at 2^-9 * 2^-9 (term 2^-20,
+  // E_1 = -12), below the unit 2^(16 - 35): cut, D = +0. With group 0's scales 1 (E_0 = 0) the
+  // term stays. Group 2 has zero scales (m = 0, e = -126) and group 3 a product with a zero scale.
+  for (bool large : {true, false}) {
+    const std::uint8_t zero_group_scale = large ? 0x7E : ue4m3_one;
+    const step_case t{large ? "zero group, scales 448" : "zero group, scales 1",
+                      codes_at({{0, e2m1_six}, {16, e2m1_half}, {32, e2m1_one}, {48, e2m1_six}}),
+                      codes_at({{1, e2m1_six}, {16, e2m1_half}, {32, e2m1_one}, {48, e2m1_six}}),
+                      {zero_group_scale, ue4m3_smallest, 0x00, 0x00}, {zero_group_scale, ue4m3_smallest, 0x00, 0x7E}, 0.0f};
+    check_case<nvfp4_1x16>(t, large);
+  }
+}
+
+TEST(ExactFastPathEdges, AZeroAccumulatorAlignsAtMinus126) {
+  // MXFP4: group 0 is sixteen 6 * 6 at 2^-77 * 2^-78 (9 * 2^-149), group 2 is -2^-182 (0.5 *
+  // -0.5 at 2^-90 * 2^-90). c = 0 has E_c = -126, so the unit is 2^-161 and group 2 is cut:
+  // D = 9 * 2^-149, where the untruncated sum rounds toward zero to 8 * 2^-149.
+  std::vector<int> a_codes(64, 0), b_codes(64, 0);
+  for (int k = 0; k < 16; ++k) a_codes[static_cast<std::size_t>(k)] = b_codes[static_cast<std::size_t>(k)] = e2m1_six;
+  a_codes[32] = e2m1_half;
+  b_codes[32] = e2m1_half | e2m1_minus;
+  const step_case t{"zero accumulator", a_codes, b_codes, {pow2(-77), pow2(-90)}, {pow2(-78), pow2(-90)}, 0.0f};
+  check_case<mxfp4>(t, true);
+}
+
 TEST(ExactFastPathEdges, SumsNearTheTopOfTheFloatRange) {
   // 16 products 6 * 6 = 576 per group at 2^118 (block 0 scales 2^59): group 0 alone gives
   // 1.125 * 2^127 (a float); groups 0 and 1 give 1.125 * 2^128, which §6 turns into +Inf where

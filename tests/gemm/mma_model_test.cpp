@@ -71,10 +71,10 @@ TEST(MmaRule2, GroupSumsAreExact) {
   EXPECT_EQ(mma_one(row_operand<nvfp4_1x16>(a, ones), row_operand<nvfp4_1x16>(b, ones), 0.0f), 588.0f);
 }
 
-TEST(MmaRule3, ACancelledGroupKeepsItsExponentButAnAllZeroGroupDoesNot) {
+TEST(MmaRule3, EveryGroupTakesPartInTheAlignmentWhateverItsProducts) {
   // Group 0 products: +36 and -36 (sum 0) under scales 2^20 * 2^20: E_0 = 40, so the unit is
-  // 2^(40-35) = 32 and c = 1 truncates to 0: D = +0. With all-zero products instead, E_0 = -139,
-  // E_max = E_c = 0, and D = c = 1.
+  // 2^(40-35) = 32 and c = 1 truncates to 0: D = +0. All-zero products under the same scales give
+  // the same E_0 = 40 (the exponent comes from the scales alone), so again D = +0.
   std::vector<float> a(64, 0.0f), b(64, 0.0f);
   a[0] = 6.0f, b[0] = 6.0f, a[1] = -6.0f, b[1] = 6.0f;
   const std::vector<std::uint8_t> big = {pow2(20), pow2(0)};
@@ -82,19 +82,56 @@ TEST(MmaRule3, ACancelledGroupKeepsItsExponentButAnAllZeroGroupDoesNot) {
   EXPECT_EQ(bits(cancelled), bits(0.0f));
   std::vector<float> b_zero_where_a_is_not(64, 0.0f);
   b_zero_where_a_is_not[5] = 6.0f;  // b is non-zero only where a is zero: every product is 0
-  EXPECT_EQ(mma_one(row_operand<mxfp4>(a, big), row_operand<mxfp4>(b_zero_where_a_is_not, big), 1.0f), 1.0f);
-  // A zero scale makes the group term's exponent -139 too.
-  const std::vector<std::uint8_t> zero_scale = {0x00, 0x00, 0x00, 0x00};
-  EXPECT_EQ(mma_one(row_operand<nvfp4_1x16>(a, zero_scale), row_operand<nvfp4_1x16>(b, zero_scale), 1.0f), 1.0f);
+  EXPECT_EQ(bits(mma_one(row_operand<mxfp4>(a, big), row_operand<mxfp4>(b_zero_where_a_is_not, big), 1.0f)), bits(0.0f));
+
+  // NVFP4: group 0 has no non-zero product but scales 448 * 448 (E_0 = 8 + 8 = 16); group 1 is
+  // 0.5 * 0.5 under scales 2^-9 * 2^-9 (E_1 = -12): the term 2^-20 is below the unit
+  // 2^(16 - 35) = 2^-19 and truncates to 0, so D = +0. With scales 1 * 1 on group 0 instead
+  // (E_0 = 0, unit 2^-35) the term is kept: D = 2^-20.
+  std::vector<float> x(64, 0.0f), y(64, 0.0f);
+  x[0] = 6.0f, y[1] = 6.0f, x[16] = 0.5f, y[16] = 0.5f;
+  const std::vector<std::uint8_t> large_zero_group = {0x7E, 0x01, 0x00, 0x00}, unit_zero_group = {0x38, 0x01, 0x00, 0x00};
+  EXPECT_EQ(bits(mma_one(row_operand<nvfp4_1x16>(x, large_zero_group), row_operand<nvfp4_1x16>(y, large_zero_group), 0.0f)),
+            bits(0.0f));
+  EXPECT_EQ(mma_one(row_operand<nvfp4_1x16>(x, unit_zero_group), row_operand<nvfp4_1x16>(y, unit_zero_group), 0.0f), 0x1p-20f);
+
+  // A zero UE4M3 scale (either sign bit) is m = 0, e = -126.
+  for (std::uint8_t zero : {std::uint8_t{0x00}, std::uint8_t{0x80}}) {
+    EXPECT_EQ(mma::decompose(ue4m3::from_bits(zero)).m_eighths, 0);
+    EXPECT_EQ(mma::decompose(ue4m3::from_bits(zero)).exponent, -126);
+    EXPECT_FALSE(mma::decompose(ue4m3::from_bits(zero)).is_nan);
+  }
 }
 
-TEST(MmaRule4, AnAccumulatorAloneComesBackUnchanged) {
+TEST(MmaRule4, AnAccumulatorIsAlignedWithTheScalesOfAllZeroGroups) {
   const std::vector<float> zeros(64, 0.0f);
+  // Scales 1 * 1: every group has E_g = 0, so E_max >= 0 and the unit is at least 2^-35.
   const std::vector<std::uint8_t> ones(2, pow2(0));
-  for (float c : {1.0f, -3.5f, 0x1p-140f, -FLT_MAX, 0x1.fffffep127f}) {
+  for (float c : {1.0f, -3.5f, -FLT_MAX, 0x1.fffffep127f}) {
     EXPECT_EQ(bits(mma_one(row_operand<mxfp4>(zeros, ones), row_operand<mxfp4>(zeros, ones), c)), bits(c)) << c;
   }
+  // (1 + 2^-23) * 2^-30 keeps only its multiple of 2^-35: 2^-30. 2^-140 truncates to +0.
+  EXPECT_EQ(mma_one(row_operand<mxfp4>(zeros, ones), row_operand<mxfp4>(zeros, ones), 0x1.000002p-30f), 0x1p-30f);
+  EXPECT_EQ(bits(mma_one(row_operand<mxfp4>(zeros, ones), row_operand<mxfp4>(zeros, ones), 0x1p-140f)), bits(0.0f));
+  // The smallest E8M0 scales (2^-127 each, E_g = -254): E_max = E_c (at least -126), c comes back.
+  const std::vector<std::uint8_t> smallest(2, pow2(-127));
+  for (float c : {0x1p-140f, 0x1.000002p-30f, -1.0f}) {
+    EXPECT_EQ(bits(mma_one(row_operand<mxfp4>(zeros, smallest), row_operand<mxfp4>(zeros, smallest), c)), bits(c)) << c;
+  }
   EXPECT_EQ(bits(mma_one(row_operand<mxfp4>(zeros, ones), row_operand<mxfp4>(zeros, ones), -0.0f)), bits(0.0f));
+}
+
+TEST(MmaRule4, AZeroAccumulatorHasExponentMinus126) {
+  // Group 0: sixteen 6 * 6 under scales 2^-77 * 2^-78, T_0 = 576 * 2^-155 = 9 * 2^-149.
+  // Group 2: 0.5 * -0.5 under scales 2^-90 * 2^-90, T_2 = -2^-182. With c = 0 (E_c = -126)
+  // E_max = -126 and the unit is 2^-161: T_2 truncates to 0 and D = 9 * 2^-149. Were c = 0 left
+  // out, E_max would be -155, T_2 would be kept, and the sum 9 * 2^-149 - 2^-182 would round
+  // toward zero to 8 * 2^-149.
+  std::vector<float> a(64, 0.0f), b(64, 0.0f);
+  for (int k = 0; k < 16; ++k) a[k] = b[k] = 6.0f;
+  a[32] = 0.5f, b[32] = -0.5f;
+  const std::vector<std::uint8_t> s_a = {pow2(-77), pow2(-90)}, s_b = {pow2(-78), pow2(-90)};
+  EXPECT_EQ(mma_one(row_operand<mxfp4>(a, s_a), row_operand<mxfp4>(b, s_b), 0.0f), 0x9p-149f);
 }
 
 TEST(MmaRule5, TermsAreTruncatedTowardZeroBelowTheUnit) {

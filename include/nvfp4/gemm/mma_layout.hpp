@@ -287,8 +287,9 @@ float exact_step_of_lane(const row_step& ra, const tile_step& tb, int lane, floa
   mma::scale_parts scale_a[4], scale_b[4];
   std::int8_t b2[mma::step_k];
   for (int g = 0; g < 4; ++g) {
-    scale_a[g] = (ra.zero_scale_mask >> g) & 1 ? mma::scale_parts{} : mma::decompose(ScaleType::from_bits(ra.codes[g]));
-    scale_b[g] = (tb.zero_scale_lanes[g] >> lane) & 1 ? mma::scale_parts{} : mma::decompose(ScaleType::from_bits(tb.codes[g][lane]));
+    scale_a[g] = (ra.zero_scale_mask >> g) & 1 ? mma::padding_scale<ScaleType>() : mma::decompose(ScaleType::from_bits(ra.codes[g]));
+    scale_b[g] = (tb.zero_scale_lanes[g] >> lane) & 1 ? mma::padding_scale<ScaleType>()
+                                                       : mma::decompose(ScaleType::from_bits(tb.codes[g][lane]));
   }
   for (int k = 0; k < mma::step_k; ++k) b2[k] = static_cast<std::int8_t>(tb.bytes[k / 4][lane * 4 + k % 4] - element_offset);
   return mma::step(ra.values, b2, scale_a, scale_b, c);

@@ -3,6 +3,7 @@
 // purpose: this is the reference every fast GEMM path is checked against.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -19,8 +20,9 @@ inline constexpr int step_k = 64;
 inline constexpr int group_k = 16;
 inline constexpr int groups_per_step = step_k / group_k;
 
-/// Alignment exponent of a group with no non-zero product, or of c = 0 (§6 steps 3-4).
-inline constexpr int zero_exponent = -139;
+/// Exponent of a zero UE4M3 scale and of c = 0 (§6 steps 3-4): such terms are zero but still
+/// take part in E_max with this exponent.
+inline constexpr int zero_exponent = -126;
 /// Fractional bits kept below the largest term's exponent (§6 step 5).
 inline constexpr int fraction_bits = 35;
 
@@ -33,10 +35,12 @@ struct scale_parts {
   int exponent = 0;
 };
 
-/// §6 step 1 for a UE4M3 scale byte (the sign bit is ignored; 0x7F and 0xFF are NaN).
+/// §6 step 1 for a UE4M3 scale byte (the sign bit is ignored; 0x7F and 0xFF are NaN; a zero
+/// scale has m = 0 and e = -126, step 3).
 constexpr scale_parts decompose(ue4m3 scale) {
   const int code = scale.bits() & 0x7F;
   if (code == 0x7F) return {true, 0, 0};
+  if (code == 0) return {false, 0, zero_exponent};
   const int exponent_field = code >> 3, mantissa = code & 7;
   if (exponent_field == 0) return {false, mantissa, -6};
   return {false, 8 + mantissa, exponent_field - 7};
@@ -46,6 +50,14 @@ constexpr scale_parts decompose(ue4m3 scale) {
 constexpr scale_parts decompose(e8m0 scale) {
   if (scale.is_nan()) return {true, 0, 0};
   return {false, 8, scale.exponent()};
+}
+
+/// The scale parts of a group past K: K is padded with zero elements whose scale bytes are zero,
+/// as in the padded scale layouts cuBLAS reads. Their exponent (-126 for UE4M3, -127 for E8M0,
+/// so at most -252 for the pair) is below c's, which is at least -126: padding never moves E_max.
+template <class ScaleType>
+constexpr scale_parts padding_scale() {
+  return decompose(ScaleType::from_bits(0));
 }
 
 /// The scale's value as a float (NaN for a NaN scale; E8M0 beyond the float range gives Inf or 0
@@ -116,36 +128,29 @@ float step(const Value* a2, const Value* b2, const scale_parts* scale_a, const s
   if (std::isinf(c)) return c;
 
   // Steps 2-3: exact group sums and their alignment exponents. Term g is
-  // P4 * M * 2^(E_g - 8): P4 = Σ a2*b2 = 4 P_g, M = m_a * m_b in 64ths.
+  // P4 * M * 2^(E_g - 8): P4 = Σ a2*b2 = 4 P_g, M = m_a * m_b in 64ths. E_g is the scales'
+  // exponents alone: a group whose products are all zero, or whose scale is zero, still counts.
   std::int64_t term_mantissa[groups_per_step];
   int term_exponent[groups_per_step];
-  int max_exponent = zero_exponent;
   for (int g = 0; g < groups_per_step; ++g) {
     std::int64_t sum = 0;
-    bool any_product = false;
-    for (int k = g * group_k; k < (g + 1) * group_k; ++k) {
-      const int product = static_cast<int>(a2[k]) * static_cast<int>(b2[k]);
-      sum += product;
-      any_product = any_product || product != 0;
-    }
-    const int m = scale_a[g].m_eighths * scale_b[g].m_eighths;
-    term_mantissa[g] = sum * m;
-    term_exponent[g] = (!any_product || m == 0) ? zero_exponent : scale_a[g].exponent + scale_b[g].exponent;
-    if (term_exponent[g] > max_exponent) max_exponent = term_exponent[g];
+    for (int k = g * group_k; k < (g + 1) * group_k; ++k) sum += static_cast<int>(a2[k]) * static_cast<int>(b2[k]);
+    term_mantissa[g] = sum * (scale_a[g].m_eighths * scale_b[g].m_eighths);
+    term_exponent[g] = scale_a[g].exponent + scale_b[g].exponent;
   }
 
-  // Step 4: the accumulator as significand * 2^lsb, E_c = max(floor(log2 |c|), -126).
+  // Step 4: the accumulator as significand * 2^lsb, E_c = max(floor(log2 |c|), -126); c = 0 has
+  // E_c = -126 too. The lsb of a zero c does not matter (a zero is never shifted).
   const std::uint32_t c_bits = std::bit_cast<std::uint32_t>(c) & 0x7FFFFFFFu;
-  std::int64_t c_significand = 0;
-  int c_lsb = 0;
-  if (c_bits != 0) {
-    const int biased = static_cast<int>(c_bits >> 23);
-    c_significand = biased ? ((c_bits & 0x7FFFFFu) | 0x800000u) : c_bits;
-    c_lsb = (biased ? biased : 1) - 150;
-    const int c_exponent = biased ? biased - 127 : -126;
-    if (c_exponent > max_exponent) max_exponent = c_exponent;
-    if (c < 0) c_significand = -c_significand;
-  }
+  const int biased = static_cast<int>(c_bits >> 23);
+  std::int64_t c_significand = biased ? ((c_bits & 0x7FFFFFu) | 0x800000u) : c_bits;
+  const int c_lsb = (biased ? biased : 1) - 150;
+  if (c < 0) c_significand = -c_significand;
+  const int c_exponent = biased ? biased - 127 : zero_exponent;
+
+  // Step 5's E_max over all five terms.
+  int max_exponent = c_exponent;
+  for (int g = 0; g < groups_per_step; ++g) max_exponent = std::max(max_exponent, term_exponent[g]);
 
   // Step 5: truncate each term to a multiple of 2^(E_max - 35), then add exactly (in units of it).
   const int unit_exponent = max_exponent - fraction_bits;

@@ -32,7 +32,8 @@ unpacked_operand unpack(const quantized_tensor<Format>& q, index_t padded_rows) 
   u.rows = padded_rows;
   u.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
   u.values.assign(static_cast<std::size_t>(padded_rows * u.steps * mma::step_k), 0);
-  u.scales.assign(static_cast<std::size_t>(padded_rows * u.steps * mma::groups_per_step), mma::scale_parts{});
+  u.scales.assign(static_cast<std::size_t>(padded_rows * u.steps * mma::groups_per_step),
+                  mma::padding_scale<typename Format::scale_type>());
   const auto data = q.data();
 #pragma omp parallel for schedule(static) if (q.rows() * q.cols() > (1 << 16))
   for (index_t r = 0; r < q.rows(); ++r) {

@@ -9,7 +9,8 @@
 namespace nvfp4::reference {
 
 namespace detail_gemm {
-/// The 64 doubled E2M1 values and 4 group scales of row r, step s (zeros past K).
+/// The 64 doubled E2M1 values and 4 group scales of row r, step s (zero elements and zero scale
+/// bytes past K).
 template <class Format>
 void load_step(const quantized_tensor<Format>& q, index_t r, index_t s, int* values, mma::scale_parts* scales) {
   for (int k = 0; k < mma::step_k; ++k) {
@@ -18,7 +19,8 @@ void load_step(const quantized_tensor<Format>& q, index_t r, index_t s, int* val
   }
   for (int g = 0; g < mma::groups_per_step; ++g) {
     const index_t block = (s * mma::step_k + g * mma::group_k) / Format::block_cols;
-    scales[g] = block < q.scale_cols() ? mma::decompose(q.scale(r, block)) : mma::scale_parts{};
+    scales[g] = block < q.scale_cols() ? mma::decompose(q.scale(r, block))
+                                        : mma::padding_scale<typename Format::scale_type>();
   }
 }
 }  // namespace detail_gemm
