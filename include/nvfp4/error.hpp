@@ -4,6 +4,7 @@
 // output before all checks have passed. Inner kernels never throw.
 #pragma once
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@ enum class errc {
   io_error,              ///< a file could not be opened, read or written
   malformed_file,        ///< a file's content is truncated, inconsistent or not the format
   unsupported,           ///< a valid request this build or version does not implement
+  overflow,              ///< finite input whose result does not fit its format (RHT output, GEMM alpha)
 };
 
 constexpr const char* errc_name(errc code) {
@@ -36,6 +38,7 @@ constexpr const char* errc_name(errc code) {
     case errc::io_error: return "io_error";
     case errc::malformed_file: return "malformed_file";
     case errc::unsupported: return "unsupported";
+    case errc::overflow: return "overflow";
   }
   return "unknown";
 }
@@ -70,6 +73,13 @@ class non_finite_error : public error {
 };
 
 namespace detail {
+/// A number as messages show it: %.6g ("3e+38", not 39 digits).
+inline std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
 /// Throws nvfp4::error(code, message) when the condition is false.
 inline void require(bool condition, errc code, const char* message) {
   if (!condition) throw error(code, message);

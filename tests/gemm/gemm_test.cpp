@@ -223,5 +223,54 @@ static_assert(multipliable<nvfp4_1x16, nvfp4_1x16> && multipliable<nvfp4_16x16, 
 static_assert(!multipliable<nvfp4_1x16, mxfp4> && !multipliable<mxfp4, nvfp4_16x16>);
 static_assert(!multipliable<mxfp8, mxfp8> && !multipliable<mxfp8, mxfp4>);
 
+template <class F>
+std::pair<errc, std::string> gemm_error_of(F&& call) {
+  try {
+    call();
+  } catch (const error& e) {
+    return {e.code(), e.what()};
+  }
+  return {errc{}, ""};
+}
+
+TEST(GemmErrors, AlphaOverflowIsReportedNamingTheOperandsAndWritesNothing) {
+  // amax 2e19 each: amax_A * amax_B = 4e38 overflows float before the 1/(6*6*448*448) factor.
+  std::vector<float> x(2 * 64, 2e19f);
+  const auto a = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), 2, 64));
+  std::vector<float> out(4, -7.0f);
+  const auto [code, what] = gemm_error_of([&] { gemm(a, a, matrix_view<float>::row_major(out.data(), 2, 2)); });
+  EXPECT_EQ(code, errc::overflow);
+  EXPECT_NE(what.find("amax_A (2e+19) * amax_B (2e+19)"), std::string::npos) << what;
+  for (float v : out) EXPECT_EQ(v, -7.0f);
+  // Without alpha the scaled-domain product is fine.
+  EXPECT_EQ(gemm(a, a, {.apply_alpha = false}).size(), 4u);
+
+  // amax 1e19 each: alpha = 1e38 / 7225344 is finite, but alpha * D = 64 * 1e38 is not.
+  std::vector<float> y(64, 1e19f);
+  const auto b = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(y.data(), 1, 64));
+  ASSERT_TRUE(std::isfinite(gemm_alpha(b, b)));
+  const auto [code_2, what_2] = gemm_error_of([&] { (void)gemm(b, b); });
+  EXPECT_EQ(code_2, errc::overflow);
+  EXPECT_NE(what_2.find("at (0, 0) overflows float"), std::string::npos) << what_2;
+
+  // An amax that is NaN or negative (set by hand) is an invalid argument, not an overflow.
+  auto bad = b;
+  bad.set_tensor_scale(NAN, 1.0f, 1.0f);
+  EXPECT_EQ(gemm_error_of([&] { (void)gemm(bad, b); }).first, errc::invalid_argument);
+}
+
+TEST(GemmEmpty, AHugeDimensionBesideAZeroOneReturnsAtOnce) {
+  const index_t huge = max_element_count;
+  const quantized_tensor<nvfp4_1x16> a(huge, 0), b(0, 0), b_wide(huge, 0), b_k(5, 0);
+  EXPECT_TRUE(gemm(a, b).empty());  // D is [2^40, 0]
+  gemm(a, b, matrix_view<float>::row_major(nullptr, huge, 0));
+  block_scaled_mma(a, b, {}, matrix_view<float>::row_major(nullptr, huge, 0));
+  // K = 0 with a real output: D = 0.
+  const quantized_tensor<nvfp4_1x16> small(3, 0);
+  EXPECT_EQ(gemm(small, b_k), std::vector<float>(15, 0.0f));
+  // [2^40, 0] x [2^40, 0]^T would be 2^80 elements: refused, not allocated.
+  EXPECT_EQ(gemm_error_of([&] { (void)gemm(a, b_wide); }).first, errc::invalid_argument);
+}
+
 }  // namespace
 }  // namespace nvfp4

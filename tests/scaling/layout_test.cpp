@@ -73,5 +73,30 @@ TEST(Swizzle128x4, ConstructorRejectsBytesThatDoNotFillThePaddedTiles) {
   EXPECT_THROW(swizzled_scales(-1, 4, {}), error);
 }
 
+TEST(Swizzle128x4, EmptyShapesReturnAtOnceAndHugeOnesAreRefused) {
+  const index_t huge = max_element_count;
+  // 2^40 rows of no scale columns: nothing to move, and no loop over the rows.
+  const swizzled_scales empty_rows{huge, 0, {}};
+  EXPECT_TRUE(unswizzle_128x4(empty_rows).empty());
+  EXPECT_TRUE(unswizzle_128x4(swizzled_scales{0, huge, {}}).empty());
+  const auto swizzled = swizzle_128x4(std::span<const std::uint8_t>(), huge, 0);
+  EXPECT_EQ(swizzled.rows(), huge);
+  EXPECT_TRUE(swizzled.bytes().empty());
+  auto code_of = [](auto&& call) {
+    try {
+      call();
+    } catch (const error& e) {
+      return e.code();
+    }
+    return errc{};
+  };
+  EXPECT_EQ(code_of([&] { swizzled_scales(huge, huge, {}); }), errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { swizzled_scales(-4, 4, {}); }), errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { swizzled_scales(2 * huge, 0, {}); }), errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { (void)swizzle_128x4(std::span<const std::uint8_t>(), std::numeric_limits<index_t>::max(), 0); }),
+            errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { swizzled_scales(1, 1, {}); }), errc::shape_mismatch);
+}
+
 }  // namespace
 }  // namespace nvfp4

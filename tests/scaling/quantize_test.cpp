@@ -412,5 +412,79 @@ TEST(FastQuantize, HandWorkedNvfp4BlockAtVectorWidth) {
   EXPECT_EQ(q.data()[10].bits(), 0x60);  // 0 low, 4 (6) high
 }
 
+// ---- preconditions and empty shapes (docs/errors.md) --------------------------------------
+
+template <class F>
+errc code_of(F&& call) {
+  try {
+    call();
+  } catch (const error& e) {
+    return e.code();
+  }
+  return errc{};
+}
+
+TEST(QuantizeWithAmax, RejectsNonFiniteInputAndAnAmaxThatIsNotAFiniteNonNegativeNumber) {
+  std::vector<float> x(2 * 32, 1.0f);
+  const auto view = matrix_view<const float>::row_major(x.data(), 2, 32);
+  for (const float bad : {NAN, INFINITY, -INFINITY, -1.0f, -FLT_TRUE_MIN}) {
+    EXPECT_EQ(code_of([&] { (void)quantize_with_amax<nvfp4_1x16>(view, bad); }), errc::invalid_argument) << bad;
+    EXPECT_EQ(code_of([&] { (void)quantize_with_amax<mxfp4>(view, bad); }), errc::invalid_argument) << bad;
+    EXPECT_EQ(code_of([&] { (void)quantize_with_amax<nvfp4_1x16>(view, bad, {.rounding = rounding_mode::stochastic}); }),
+              errc::invalid_argument) << bad;
+  }
+  for (const float bad : {NAN, INFINITY}) {
+    x[32 + 19] = bad;
+    for (const auto rounding : {rounding_mode::nearest_even, rounding_mode::stochastic}) {
+      try {
+        (void)quantize_with_amax<nvfp4_1x16>(view, 1.0f, {.rounding = rounding});
+        ADD_FAILURE() << "no error for " << bad;
+      } catch (const non_finite_error& e) {
+        EXPECT_EQ(e.row(), 1);
+        EXPECT_EQ(e.col(), 19);
+      }
+    }
+    EXPECT_EQ(code_of([&] { (void)quantize_with_amax<mxfp8>(view, 1.0f); }), errc::non_finite_input);
+  }
+}
+
+TEST(QuantizeWithAmax, AnAmaxBelowTheDataSaturatesAsDelayedScalingDoes) {
+  // amax 0.5 for data of 1.0: S_enc = 2688 / 0.5 = 5376; block amax 1 -> 1 * 5376 / 6 = 896 ->
+  // UE4M3 saturates at 448 (0x7E); factor 5376 / 448 = 12 -> E2M1 saturates at 6 (code 7); each
+  // element dequantizes to 6 * 448 / 5376 = 0.5, i.e. it is clipped to the amax.
+  std::vector<float> x(16, 1.0f);
+  const auto q = quantize_with_amax<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), 1, 16), 0.5f);
+  EXPECT_EQ(q.scale(0, 0).bits(), 0x7E);
+  for (auto unit : q.data()) EXPECT_EQ(unit.bits(), 0x77);
+  for (float v : dequantize(q)) EXPECT_EQ(v, 0.5f);
+}
+
+TEST(QuantizeEmpty, AHugeDimensionBesideAZeroOneReturnsAtOnce) {
+  const index_t huge = max_element_count;  // 2^40: a loop over it would take minutes
+  for (const auto& [rows, cols] : {std::pair{huge, index_t{0}}, std::pair{index_t{0}, huge}}) {
+    const auto view = matrix_view<const float>::row_major(nullptr, rows, cols);
+    EXPECT_EQ(amax(view), 0.0f);
+    const auto q = quantize<nvfp4_1x16>(view);
+    EXPECT_EQ(q.rows(), rows);
+    EXPECT_EQ(q.cols(), cols);
+    EXPECT_EQ(q.amax(), 0.0f);
+    EXPECT_EQ(q.decode_scale(), 1.0f);
+    EXPECT_TRUE(q.data().empty() && q.scales().empty());
+    EXPECT_TRUE(dequantize(q).empty());
+    dequantize(q, matrix_view<float>::row_major(nullptr, rows, cols));
+    const auto with_amax = quantize_with_amax<mxfp4>(view, 3.0f, {.rounding = rounding_mode::stochastic});
+    EXPECT_EQ(with_amax.rows(), rows);
+    EXPECT_EQ(with_amax.amax(), 3.0f);
+    const auto pair = quantize_rowwise_and_columnwise<nvfp4_16x16>(matrix_view<const bf16>::row_major(nullptr, rows, cols));
+    EXPECT_EQ(pair.columnwise.rows(), cols);
+    EXPECT_EQ(code_of([&] { (void)quantize<mxfp8>(view, {.rounding = rounding_mode::stochastic}); }), errc::unsupported);
+  }
+  // Above the documented limit: a clear error, not an allocation or a loop.
+  EXPECT_EQ(code_of([&] { (void)quantize<nvfp4_1x16>(matrix_view<const float>::row_major(nullptr, huge * 2, 0)); }),
+            errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { quantized_tensor<nvfp4_1x16> q(huge, huge); }), errc::invalid_argument);
+  EXPECT_EQ(code_of([&] { quantized_tensor<nvfp4_1x16> q(huge, -1); }), errc::invalid_argument);
+}
+
 }  // namespace
 }  // namespace nvfp4

@@ -204,22 +204,39 @@ TYPED_TEST(HadamardTyped, FastPathEqualsReferenceOnGuardEdges) {
       for (auto direction : {hadamard_direction::forward, hadamard_direction::inverse}) {
         std::vector<bf16> expected(static_cast<std::size_t>(x.size())), got(expected.size());
         reference::hadamard_rows(x, t, matrix_view<bf16>::row_major(expected.data(), x.rows(), x.cols()), direction);
+        bool overflows = false;
+        for (bf16 v : expected) overflows = overflows || (v.bits() & 0x7FFF) >= 0x7F80;
         for (int threads : {1, 2}) {
 #if NVFP4_HAS_OPENMP
           omp_set_num_threads(threads);
 #endif
           std::fill(got.begin(), got.end(), bf16::from_bits(0x1234));
-          hadamard_rows(x, t, matrix_view<bf16>::row_major(got.data(), x.rows(), x.cols()), direction);
-          for (std::size_t k = 0; k < got.size(); ++k)
-            ASSERT_EQ(got[k].bits(), expected[k].bits()) << m << "x" << n << " element " << k / static_cast<std::size_t>(m) << ","
-                                                         << k % static_cast<std::size_t>(m) << " threads " << threads;
+          if (overflows) {
+            // Where the reference overflows to Inf, the public transform reports errc::overflow
+            // and leaves its output as it was (docs/errors.md).
+            try {
+              hadamard_rows(x, t, matrix_view<bf16>::row_major(got.data(), x.rows(), x.cols()), direction);
+              ADD_FAILURE() << "no overflow error";
+            } catch (const error& e) {
+              EXPECT_EQ(e.code(), errc::overflow) << e.what();
+            }
+            for (const bf16 v : got) ASSERT_EQ(v.bits(), 0x1234);
+          } else {
+            hadamard_rows(x, t, matrix_view<bf16>::row_major(got.data(), x.rows(), x.cols()), direction);
+            for (std::size_t k = 0; k < got.size(); ++k)
+              ASSERT_EQ(got[k].bits(), expected[k].bits()) << m << "x" << n << " element " << k / static_cast<std::size_t>(m) << ","
+                                                           << k % static_cast<std::size_t>(m) << " threads " << threads;
+          }
           if (direction == hadamard_direction::inverse) continue;
           // The quantized columnwise copy (for bf16, the fused path): as the reference quantizer
           // makes it from the reference transform, or the same overflow error.
-          bool overflows = false;
-          for (bf16 v : expected) overflows = overflows || (v.bits() & 0x7FFF) >= 0x7F80;
           if (overflows) {
-            EXPECT_THROW((void)quantize_columnwise_rht(source, t), error);
+            try {
+              (void)quantize_columnwise_rht(source, t);
+              ADD_FAILURE() << "no overflow error";
+            } catch (const error& e) {
+              EXPECT_EQ(e.code(), errc::overflow) << e.what();
+            }
             continue;
           }
           const auto expected_view = matrix_view<const bf16>::row_major(expected.data(), x.rows(), x.cols());
@@ -479,6 +496,93 @@ TEST(HadamardBadInput, SizesShapesAndNonFinite) {
   EXPECT_EQ(out[0].bits(), 0x1234) << "output written before the checks passed";
   values[5 * 16 + 3] = NAN;
   EXPECT_EQ(code_of([&] { (void)quantize_columnwise_rht(ok_shape); }), errc::non_finite_input);
+}
+
+template <class F>
+errc error_code_of(F&& call) {
+  try {
+    call();
+  } catch (const error& e) {
+    return e.code();
+  }
+  return errc{};
+}
+
+template <class F>
+std::string error_text_of(F&& call) {
+  try {
+    call();
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HadamardBadInput, OverflowOfFiniteInputIsReportedWithItsPlaceAndWritesNothing) {
+  const auto t = hadamard_transform::te_default();
+  // Row 1 holds x_i = s_i * v: output 0 of the block is the sum of 16 v / 4 = 4 v. For v = 2^126
+  // that is 2^128, beyond bf16; for v = bf16's max / 4 it is exactly the max (no error).
+  for (const bool overflow : {true, false}) {
+    const float v = overflow ? std::ldexp(1.0f, 126) : bf16::from_bits(0x7F7F).to_float() / 4;
+    std::vector<float> values(2 * 32, 0.25f);
+    for (int i = 0; i < 16; ++i) values[static_cast<std::size_t>(32 + 16 + i)] = static_cast<float>(t.sign(i)) * v;
+    const auto x = matrix_view<const float>::row_major(values.data(), 2, 32);
+    std::vector<bf16> out(values.size(), bf16::from_bits(0x1234));
+    const auto out_view = matrix_view<bf16>::row_major(out.data(), 2, 32);
+    if (overflow) {
+      const std::string what = error_text_of([&] { hadamard_rows(x, t, out_view); });
+      EXPECT_NE(what.find("overflows bf16 at row 1, columns 16..31"), std::string::npos) << what;
+      EXPECT_EQ(error_code_of([&] { hadamard_rows(x, t, out_view); }), errc::overflow);
+      for (auto b : out) ASSERT_EQ(b.bits(), 0x1234) << "output written before the overflow was found";
+      // bf16 input and the inverse direction take the same guard.
+      std::vector<bf16> as_bf16(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) as_bf16[i] = bf16::from_float(values[i]);
+      EXPECT_EQ(error_code_of([&] { hadamard_rows(matrix_view<const bf16>::row_major(as_bf16.data(), 2, 32), t, out_view); }),
+                errc::overflow);
+      std::vector<float> inverse_input(values.size(), 0.0f);
+      for (int i = 0; i < 16; ++i) inverse_input[static_cast<std::size_t>(i)] = v;  // inverse output 0 = 16 v / 4
+      EXPECT_EQ(error_code_of([&] {
+                  hadamard_rows(matrix_view<const float>::row_major(inverse_input.data(), 2, 32), t, out_view, hadamard_direction::inverse);
+                }),
+                errc::overflow);
+    } else {
+      // Values this large go through the checked path; the result is still the reference's.
+      hadamard_rows(x, t, out_view);
+      std::vector<bf16> expected(values.size());
+      reference::hadamard_rows(x, t, matrix_view<bf16>::row_major(expected.data(), 2, 32));
+      for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i].bits(), expected[i].bits()) << i;
+      EXPECT_EQ(out[32 + 16].bits(), 0x7F7F);
+    }
+  }
+  // The columnwise copy: column 3 of a 16 x 16 source, plain and fused (bf16) paths.
+  std::vector<bf16> source(16 * 16, bf16::from_float(1.0f));
+  for (int i = 0; i < 16; ++i) source[static_cast<std::size_t>(i * 16 + 3)] = bf16::from_float(static_cast<float>(t.sign(i)) * std::ldexp(1.0f, 126));
+  const auto x = matrix_view<const bf16>::row_major(source.data(), 16, 16);
+  for (const auto& what : {error_text_of([&] { (void)rht_columnwise(x, t); }), error_text_of([&] { (void)quantize_columnwise_rht(x, t); }),
+                           error_text_of([&] { (void)quantize_columnwise_rht<mxfp4>(x, t); })})
+    EXPECT_NE(what.find("overflows bf16 at source column 3, rows 0..15"), std::string::npos) << what;
+  EXPECT_EQ(error_code_of([&] { (void)quantize_columnwise_rht(x, t); }), errc::overflow);
+}
+
+TEST(HadamardEmpty, AHugeDimensionBesideAZeroOneReturnsAtOnce) {
+  const index_t huge = max_element_count;  // a loop over 2^40 rows would take minutes
+  const auto t = hadamard_transform::te_default();
+  hadamard_rows(matrix_view<const float>::row_major(nullptr, huge, 0), t, matrix_view<bf16>::row_major(nullptr, huge, 0));
+  hadamard_rows(matrix_view<const bf16>::row_major(nullptr, 0, huge), t, matrix_view<bf16>::row_major(nullptr, 0, huge),
+                hadamard_direction::inverse);
+  for (const auto& [rows, cols] : {std::pair{huge, index_t{0}}, std::pair{index_t{0}, huge}}) {
+    const auto x = matrix_view<const bf16>::row_major(nullptr, rows, cols);
+    const columnwise_rht r = rht_columnwise(x, t);
+    EXPECT_EQ(r.rows, cols);
+    EXPECT_EQ(r.cols, rows);
+    EXPECT_EQ(r.amax, 0.0f);
+    EXPECT_TRUE(r.values.empty());
+    const auto q = quantize_columnwise_rht(x, t);
+    EXPECT_EQ(q.rows(), cols);
+    EXPECT_EQ(q.cols(), rows);
+    EXPECT_EQ(q.axis(), quantized_axis::columnwise);
+    EXPECT_TRUE(q.data().empty());
+  }
 }
 
 }  // namespace

@@ -4,11 +4,13 @@
 // build, bit-identical to nvfp4::reference::block_scaled_mma for any thread count.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/gemm/fast_gemm.hpp"
 #include "nvfp4/gemm/operands.hpp"
@@ -18,6 +20,18 @@ namespace nvfp4 {
 
 namespace detail {
 inline std::string shape_text(index_t rows, index_t cols) { return std::to_string(rows) + "x" + std::to_string(cols); }
+
+/// Throws errc::overflow / invalid_argument unless alpha (from the operands' amaxes) is usable.
+template <class FormatA, class FormatB>
+void check_alpha(float alpha, const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b) {
+  if (std::isfinite(alpha)) return;
+  const auto text = [](float v) { return number_text(v); };
+  const bool amaxes_ok = std::isfinite(a.amax()) && a.amax() >= 0 && std::isfinite(b.amax()) && b.amax() >= 0;
+  throw error(amaxes_ok ? errc::overflow : errc::invalid_argument,
+              "gemm: alpha = amax_A (" + text(a.amax()) + ") * amax_B (" + text(b.amax()) + ") * 1/(6*6*448*448) is " +
+                  text(alpha) + (amaxes_ok ? ": the amaxes' product (computed first, as TE does) overflows float; scale A or B down"
+                                           : ": an operand's amax is not a finite number >= 0"));
+}
 
 template <class T>
 void check_output(matrix_view<T> out, index_t rows, index_t cols, const char* what) {
@@ -65,7 +79,9 @@ struct gemm_options {
 
 /// out = alpha * (A·Bᵀ) + beta * C, the GEMM of TE's NVFP4 recipe: the MMA chain from a zero
 /// accumulator, then per element `alpha * d`, then `fma(beta, c, that)` when C is given, then
-/// rounding to Out (float, or bf16 with round-to-nearest-even).
+/// rounding to Out (float, or bf16 with round-to-nearest-even). Throws errc::overflow, before
+/// writing `out`, when alpha is not finite (the amaxes' product overflows) or alpha * d overflows
+/// for some element (named); invalid_argument for an amax that is NaN, Inf or negative.
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB, class Out>
   requires fp4_gemm_pair<FormatA, FormatB> && (std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
 void gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<Out> out,
@@ -74,10 +90,24 @@ void gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b
   detail::check_output(out, a.rows(), b.rows(), "output");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_output(c, a.rows(), b.rows(), "C");
+  const float alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
+  detail::check_alpha(alpha, a, b);
+  if (a.rows() == 0 || b.rows() == 0) return;  // nothing to write; the other dimension may be huge
   std::vector<float> d(static_cast<std::size_t>(a.rows() * b.rows()));
   const auto d_view = matrix_view<float>::row_major(d.data(), a.rows(), b.rows());
   fast::block_scaled_mma(a, b, matrix_view<const float>{}, d_view, options.mode);
-  const float alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
+  if (alpha > 1.0f) {
+    // alpha * d can overflow only when alpha > 1; the first such element (row-major) is named.
+    index_t first = a.rows() * b.rows();
+#pragma omp parallel for schedule(static) reduction(min : first) if (a.rows() * b.rows() > (1 << 16))
+    for (index_t i = 0; i < a.rows(); ++i)
+      for (index_t j = 0; j < b.rows(); ++j)
+        if (std::isfinite(d_view(i, j)) && !std::isfinite(alpha * d_view(i, j))) first = std::min(first, i * b.rows() + j);
+    if (first < a.rows() * b.rows())
+      throw error(errc::overflow, "gemm: alpha (" + detail::number_text(alpha) + ") times the scaled-domain result at (" +
+                                      std::to_string(first / b.rows()) + ", " + std::to_string(first % b.rows()) +
+                                      ") overflows float: the product of A and B does not fit; scale A or B down");
+  }
 #pragma omp parallel for schedule(static) if (a.rows() * b.rows() > (1 << 16))
   for (index_t i = 0; i < a.rows(); ++i)
     for (index_t j = 0; j < b.rows(); ++j) {
@@ -96,6 +126,7 @@ template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
   requires fp4_gemm_pair<FormatA, FormatB>
 std::vector<float> gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
                         const gemm_options& options = {}) {
+  detail::checked_element_count(a.rows(), b.rows(), errc::invalid_argument, "gemm output [M, N]");
   std::vector<float> out(static_cast<std::size_t>(a.rows() * b.rows()));
   gemm(a, b, matrix_view<float>::row_major(out.data(), a.rows(), b.rows()), options);
   return out;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 
@@ -22,10 +23,12 @@ class swizzled_scales {
   swizzled_scales() = default;
   /// Bytes already in the 128x4 layout (e.g. read from a checkpoint) for a compact [rows, cols]
   /// scale matrix. Throws nvfp4::error(shape_mismatch) unless bytes holds exactly
-  /// padded(rows, 128) * padded(cols, 4) bytes, invalid_argument for a negative shape.
+  /// padded(rows, 128) * padded(cols, 4) bytes, invalid_argument for a negative shape or one
+  /// above nvfp4::max_element_count.
   swizzled_scales(index_t rows, index_t cols, std::vector<std::uint8_t> bytes)
       : rows_(rows), cols_(cols), bytes_(std::move(bytes)) {
-    detail::require(rows >= 0 && cols >= 0, errc::invalid_argument, "swizzled_scales: negative shape");
+    // Past this check both padded sizes are below 2^41, so their product cannot overflow.
+    detail::checked_element_count(rows, cols, errc::invalid_argument, "swizzled_scales");
     detail::require(static_cast<index_t>(bytes_.size()) == padded_rows() * padded_cols(), errc::shape_mismatch,
                     "swizzled_scales: " + std::to_string(bytes_.size()) + " bytes for a " + std::to_string(rows) + "x" +
                         std::to_string(cols) + " scale matrix, expected " +
@@ -58,10 +61,11 @@ constexpr index_t swizzled_offset_128x4(index_t r, index_t c, index_t cols) {
 
 /// Compact [rows, cols] scale bytes -> 128x4 swizzled (padding zero-filled).
 inline swizzled_scales swizzle_128x4(std::span<const std::uint8_t> compact, index_t rows, index_t cols) {
-  detail::require(rows >= 0 && cols >= 0, errc::invalid_argument, "swizzle_128x4: negative shape");
-  detail::require(static_cast<index_t>(compact.size()) == rows * cols, errc::shape_mismatch,
+  const index_t count = detail::checked_element_count(rows, cols, errc::invalid_argument, "swizzle_128x4");
+  detail::require(static_cast<index_t>(compact.size()) == count, errc::shape_mismatch,
                   "swizzle_128x4: " + std::to_string(compact.size()) + " bytes given for a " +
                       std::to_string(rows) + "x" + std::to_string(cols) + " scale matrix");
+  if (count == 0) return swizzled_scales(rows, cols, {});  // a zero dimension pads to zero bytes
   std::vector<std::uint8_t> bytes(
       static_cast<std::size_t>(swizzled_scales::padded(rows, 128) * swizzled_scales::padded(cols, 4)), 0);
   for (index_t r = 0; r < rows; ++r)
@@ -74,6 +78,7 @@ inline swizzled_scales swizzle_128x4(std::span<const std::uint8_t> compact, inde
 /// (The byte count was checked when `swizzled` was made.)
 inline std::vector<std::uint8_t> unswizzle_128x4(const swizzled_scales& swizzled) {
   const index_t rows = swizzled.rows(), cols = swizzled.cols();
+  if (rows == 0 || cols == 0) return {};  // before the loop over rows, which may be many
   const auto bytes = swizzled.bytes();
   std::vector<std::uint8_t> compact(static_cast<std::size_t>(rows * cols));
   for (index_t r = 0; r < rows; ++r)

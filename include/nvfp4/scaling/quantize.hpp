@@ -3,6 +3,8 @@
 // result is bit-identical to nvfp4::reference in every case and for any thread count.
 #pragma once
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "nvfp4/scaling/fast_quantize.hpp"
@@ -15,6 +17,7 @@ namespace nvfp4 {
 template <quantizer_input T>
 float amax(matrix_view<const T> x) {
   x.validate("amax input");
+  if (x.empty()) return 0.0f;  // before any loop over the other dimension (it may be huge)
   // One pass finds the amax and whether a NaN/Inf is there; only then is the input rescanned to
   // say where the first one is.
   const std::uint32_t bits = fast::abs_max_bits(x);
@@ -22,17 +25,44 @@ float amax(matrix_view<const T> x) {
   return detail::bits_float(bits);
 }
 
+namespace detail {
+/// quantize_with_amax once x is known finite and global_amax valid: an empty x gets an empty
+/// tensor at once (its other dimension may be huge), the rest the fast path.
+template <block_scaled_format Format, quantizer_input T>
+quantized_tensor<Format> quantize_checked(matrix_view<const T> x, float global_amax, const quantize_options& options) {
+  if (x.empty()) {
+    require(options.rounding != rounding_mode::stochastic || Format::is_fp4, errc::unsupported,
+            "stochastic rounding is defined for E2M1 elements only");
+    quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);
+    if constexpr (Format::has_tensor_scale) {
+      const tensor_scale ts = nvfp4_tensor_scale(global_amax);
+      q.set_tensor_scale(global_amax, ts.encode, ts.decode);
+    } else {
+      q.set_tensor_scale(global_amax, 1.0f, 1.0f);
+    }
+    return q;
+  }
+  if (options.rounding == rounding_mode::stochastic) {
+    return quantize_stochastic_with_amax<Format>(x, global_amax, options);
+  }
+  return fast::quantize_with_amax<Format>(x, global_amax, options);
+}
+}  // namespace detail
+
 /// Quantizes x (blocks along its rows) with the tensor scale taken from `global_amax`, which the
 /// caller computed over the whole source (e.g. shared by the rowwise and columnwise copies).
-/// NaN/Inf must have been rejected by the caller (amax() does that).
+/// Throws invalid_argument when global_amax is NaN, Inf or negative, non_finite_error naming the
+/// first NaN/Inf of x (one extra pass over x, as amax()). An amax below the data's largest |x|
+/// is accepted, as TE's delayed scaling uses one: the blocks above it saturate (block scale 448,
+/// elements ±6), NUMERICS.md §2.
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
                                             const quantize_options& options = {}) {
   x.validate("quantize input");
-  if (options.rounding == rounding_mode::stochastic) {
-    return detail::quantize_stochastic_with_amax<Format>(x, global_amax, options);
-  }
-  return fast::quantize_with_amax<Format>(x, global_amax, options);
+  detail::require(std::isfinite(global_amax) && global_amax >= 0.0f, errc::invalid_argument,
+                  "quantize_with_amax: amax " + detail::number_text(global_amax) + " is not a finite number >= 0");
+  (void)amax(x);  // throws non_finite_error naming the first NaN/Inf
+  return detail::quantize_checked<Format>(x, global_amax, options);
 }
 
 /// Quantizes x to Format: NVFP4 (§2) or MX (§7). Pass x.transposed() for the columnwise copy.
@@ -40,7 +70,7 @@ template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options& options = {}) {
   x.validate("quantize input");
   const float global_amax = amax(x);  // rejects NaN/Inf before anything is produced
-  return quantize_with_amax<Format>(x, global_amax, options);
+  return detail::quantize_checked<Format>(x, global_amax, options);
 }
 
 /// Both copies TransformerEngine's quantizer produces: x blocked along rows, and xᵀ (the
@@ -56,9 +86,9 @@ quantized_pair<Format> quantize_rowwise_and_columnwise(matrix_view<const T> x, q
   x.validate("quantize input");
   const float global_amax = amax(x);
   options.axis = quantized_axis::rowwise;
-  auto rowwise = quantize_with_amax<Format>(x, global_amax, options);
+  auto rowwise = detail::quantize_checked<Format>(x, global_amax, options);
   options.axis = quantized_axis::columnwise;
-  auto columnwise = quantize_with_amax<Format>(x.transposed(), global_amax, options);
+  auto columnwise = detail::quantize_checked<Format>(x.transposed(), global_amax, options);
   return {std::move(rowwise), std::move(columnwise)};
 }
 
@@ -66,6 +96,7 @@ quantized_pair<Format> quantize_rowwise_and_columnwise(matrix_view<const T> x, q
 template <block_scaled_format Format>
 void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
   detail::check_dequantize_output(q, out);
+  if (q.rows() == 0 || q.cols() == 0) return;  // nothing to write; the other dimension may be huge
   fast::dequantize(q, out);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nvfp4/config.hpp"
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/scaling/block_format.hpp"
 
@@ -37,10 +38,11 @@ class quantized_tensor {
   quantized_tensor() = default;
 
   /// An all-zero tensor of the given shape (elements zero, scales zero, amax zero, tensor scale
-  /// one), ready to be filled by a quantizer.
+  /// one), ready to be filled by a quantizer. Throws invalid_argument for a negative shape or one
+  /// above nvfp4::max_element_count.
   quantized_tensor(index_t rows, index_t cols, quantized_axis axis = quantized_axis::rowwise)
       : rows_(rows), cols_(cols), axis_(axis) {
-    detail::require(rows >= 0 && cols >= 0, errc::invalid_argument, "quantized_tensor: negative shape");
+    detail::checked_element_count(rows, cols, errc::invalid_argument, "quantized_tensor");
     data_.assign(static_cast<std::size_t>(rows * data_row_stride()), storage_type{});
     scales_.assign(static_cast<std::size_t>(rows * scale_cols()), scale_type::from_bits(0));
   }

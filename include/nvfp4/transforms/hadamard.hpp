@@ -5,7 +5,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -90,19 +92,57 @@ std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transfor
   return hadamard_rows_fast_generic(x, t, direction, out, non_finite);
 }
 
+/// Below this biased exponent (|x| < 2^123) no output can overflow bf16: |y| <= sqrt(n) max|x|
+/// <= 16 max|x| < 2^127 for n <= 256.
+inline constexpr std::uint32_t hadamard_overflow_exponent = 127 + 123;
+
+/// Throws errc::overflow for the first Inf in `out`, the transform of the rows of `x` (finite):
+/// `what` names the input, `columnwise` reports the place in the source of a columnwise copy.
+template <class T>
+[[noreturn]] void throw_hadamard_overflow(matrix_view<const T> x, matrix_view<const bf16> out, int n, const char* what,
+                                          bool columnwise) {
+  for (index_t r = 0; r < out.rows(); ++r)
+    for (index_t c = 0; c < out.cols(); ++c) {
+      if ((out(r, c).bits() & 0x7FFFu) < 0x7F80u) continue;
+      const index_t c0 = c / n * n;
+      float largest = 0.0f;
+      for (index_t i = c0; i < c0 + n; ++i) largest = std::max(largest, std::fabs(to_float32(x(r, i))));
+      const std::string place = columnwise ? "source column " + std::to_string(r) + ", rows " + std::to_string(c0) + ".." +
+                                                 std::to_string(c0 + n - 1)
+                                           : "row " + std::to_string(r) + ", columns " + std::to_string(c0) + ".." +
+                                                 std::to_string(c0 + n - 1);
+      throw error(errc::overflow, std::string(what) + ": the Hadamard transform of finite values overflows bf16 at " + place +
+                                      " (largest |x| there " + number_text(largest) + "); scale the tensor down");
+    }
+  throw error(errc::overflow, std::string(what) + ": the Hadamard transform overflows bf16");
+}
+
 }  // namespace detail
 
 /// Applies t to every block of n consecutive elements of each row of x (out(r, c) in bf16),
 /// forward (y = x * T) or inverse (x = y * Tᵀ). For the columnwise copy of a tensor (along the
 /// token dimension M, NUMERICS.md §4) pass x.transposed(). Bit-identical to
 /// reference::hadamard_rows. Throws shape_mismatch unless x.cols() is a multiple of n,
-/// non_finite_error on NaN/Inf; nothing is written before the checks pass.
+/// non_finite_error on NaN/Inf, errc::overflow (naming the block) when a finite input's transform
+/// exceeds bf16; nothing is written before the checks pass.
 template <quantizer_input T>
 void hadamard_rows(matrix_view<const T> x, const hadamard_transform& t, matrix_view<bf16> out,
                    hadamard_direction direction = hadamard_direction::forward) {
   detail::check_hadamard_shapes(x, t, out);
-  if (detail::has_non_finite(x)) detail::throw_first_non_finite(x, "hadamard input");
+  if (x.empty()) return;  // before any loop over the other dimension (it may be huge)
   bool non_finite = false;
+  if (detail::has_non_finite(x, detail::hadamard_overflow_exponent)) {
+    // NaN/Inf, or values large enough to overflow: transform into scratch memory first, so that
+    // `out` is left as it was when the result does not fit.
+    detail::throw_first_non_finite(x, "hadamard input");
+    std::vector<bf16> scratch(static_cast<std::size_t>(x.rows() * x.cols()));
+    const auto scratch_view = matrix_view<bf16>::row_major(scratch.data(), x.rows(), x.cols());
+    if (detail::hadamard_rows_fast(x, t, direction, scratch_view, non_finite) >= 0x7F80u)
+      detail::throw_hadamard_overflow(x, matrix_view<const bf16>(scratch_view), t.size(), "hadamard input", false);
+    for (index_t r = 0; r < x.rows(); ++r)
+      for (index_t c = 0; c < x.cols(); ++c) out(r, c) = scratch_view(r, c);
+    return;
+  }
   detail::hadamard_rows_fast(x, t, direction, out, non_finite);
 }
 
@@ -117,8 +157,8 @@ struct columnwise_rht {
 };
 
 /// RHT(xᵀ): t applied along x's rows dimension M in blocks of n, for every column of x.
-/// Throws shape_mismatch unless M is a multiple of n; non_finite_error on NaN/Inf in x, or when
-/// the transform overflows bf16.
+/// Throws shape_mismatch unless M is a multiple of n; non_finite_error on NaN/Inf in x;
+/// errc::overflow, naming the block, when the transform of finite x overflows bf16.
 template <quantizer_input T>
 columnwise_rht rht_columnwise(matrix_view<const T> x, const hadamard_transform& t = hadamard_transform::te_default()) {
   const matrix_view<const T> source = x.transposed();
@@ -126,12 +166,13 @@ columnwise_rht rht_columnwise(matrix_view<const T> x, const hadamard_transform& 
   result.rows = source.rows();
   result.cols = source.cols();
   detail::check_rht_columnwise(x, t);
+  if (x.empty()) return result;  // amax 0; before any loop over the other dimension
   result.values.resize(static_cast<std::size_t>(result.rows * result.cols));
   bool non_finite = false;
   const auto out = matrix_view<bf16>::row_major(result.values.data(), result.rows, result.cols);
   const std::uint16_t largest = detail::hadamard_rows_fast(source, t, hadamard_direction::forward, out, non_finite);
   if (non_finite) detail::throw_first_non_finite(x, "rht input");
-  detail::require(largest < 0x7F80u, errc::non_finite_input, "rht_columnwise: the transform overflows bf16");
+  if (largest >= 0x7F80u) detail::throw_hadamard_overflow(source, matrix_view<const bf16>(out), t.size(), "rht input", true);
   result.amax = bf16::from_bits(largest).to_float();
   return result;
 }
@@ -158,7 +199,8 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
     non_finite = non_finite || tail_non_finite;
   }
   if (non_finite) detail::throw_first_non_finite(x, "rht input");
-  detail::require(largest < 0x7F80u, errc::non_finite_input, "rht_columnwise: the transform overflows bf16");
+  if (largest >= 0x7F80u) (void)rht_columnwise(x, t);  // overflow: throws, saying where
+  detail::require(largest < 0x7F80u, errc::overflow, "rht input: the Hadamard transform overflows bf16");
   const float amax = bf16::from_bits(largest).to_float();
 
   nvfp4_tensor q(rows, cols, quantized_axis::columnwise);
@@ -190,7 +232,8 @@ quantized_tensor<Format> quantize_columnwise_rht(matrix_view<const T> x, const h
                                                  quantize_options options = {}) {
 #if NVFP4_HAS_AVX512
   if constexpr (std::is_same_v<Format, nvfp4_1x16> && std::is_same_v<T, bf16>) {
-    if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= 16) return detail::quantize_columnwise_rht_fused(x, t);
+    if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= 16 && !x.empty())
+      return detail::quantize_columnwise_rht_fused(x, t);
   }
 #endif
   const columnwise_rht transformed = rht_columnwise(x, t);

@@ -16,11 +16,13 @@
 namespace nvfp4::detail {
 
 /// True when x holds NaN or Inf, reading memory in its own order (fast for transposed views).
+/// With `min_exponent` below 255: true when some element's biased exponent is at least that
+/// (|x| >= 2^(min_exponent - 127), or NaN/Inf).
 template <class T>
-bool has_non_finite(matrix_view<const T> x) {
-  auto exponent_all_ones = [](T v) {
-    if constexpr (std::is_same_v<T, float>) return (std::bit_cast<std::uint32_t>(v) & 0x7F800000u) == 0x7F800000u;
-    else return (v.bits() & 0x7F80u) == 0x7F80u;
+bool has_non_finite(matrix_view<const T> x, std::uint32_t min_exponent = 255) {
+  auto exponent_all_ones = [min_exponent](T v) {
+    if constexpr (std::is_same_v<T, float>) return ((std::bit_cast<std::uint32_t>(v) >> 23) & 0xFFu) >= min_exponent;
+    else return ((v.bits() >> 7) & 0xFFu) >= min_exponent;
   };
   const bool transposed = x.row_stride() == 1 && x.col_stride() != 1;
   const index_t outer = transposed ? x.cols() : x.rows(), inner = transposed ? x.rows() : x.cols();
