@@ -6,7 +6,7 @@
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats.hpp"
 #include "nvfp4/metrics/error_metrics.hpp"
+#include "nvfp4/nn/linear.hpp"
 #include "nvfp4/random/philox.hpp"
-#include "nvfp4/recipes/nvfp4_recipe.hpp"
 #include "nvfp4/scaling.hpp"
 #include "nvfp4/transforms/hadamard.hpp"

@@ -32,12 +32,12 @@ TEST(Nvfp4Recipe, ActivationRoles) {
   const auto values = gaussian(M * K, 1);
   const auto x = matrix_view<const float>::row_major(values.data(), M, K);
   const auto ops = quantize_activation(x);
-  EXPECT_EQ(bytes_of(ops.rowwise), bytes_of(quantize<nvfp4_1x16>(x)));
-  EXPECT_EQ(bytes_of(ops.columnwise), bytes_of(quantize_columnwise_rht(x)));
-  EXPECT_EQ(ops.columnwise.amax(), rht_columnwise(x).amax);  // taken after the transform
-  EXPECT_EQ(ops.columnwise.rows(), K);
+  EXPECT_EQ(bytes_of(ops.rowwise.tensor), bytes_of(quantize<nvfp4_1x16>(x)));
+  EXPECT_EQ(bytes_of(ops.columnwise.tensor), bytes_of(quantize_columnwise_rht(x)));
+  EXPECT_EQ(ops.columnwise.tensor.amax(), rht_columnwise(x).amax);  // taken after the transform
+  EXPECT_EQ(ops.columnwise.tensor.rows(), K);
   const auto plain = quantize_activation(x, {.disable_rht = true});
-  EXPECT_EQ(bytes_of(plain.columnwise), bytes_of(quantize_rowwise_and_columnwise<nvfp4_1x16>(x).columnwise));
+  EXPECT_EQ(bytes_of(plain.columnwise.tensor), bytes_of(quantize_rowwise_and_columnwise<nvfp4_1x16>(x).columnwise));
 }
 
 TEST(Nvfp4Recipe, WeightTilesServeBothDirections) {
@@ -46,14 +46,14 @@ TEST(Nvfp4Recipe, WeightTilesServeBothDirections) {
   const auto ops = quantize_weight(w);
   for (index_t r = 0; r < N; ++r)
     for (index_t c = 0; c < K; ++c) {
-      ASSERT_EQ(ops.rowwise.element(r, c), ops.columnwise.element(c, r)) << r << "," << c;
-      ASSERT_EQ(ops.rowwise.scale(r, c / 16), ops.columnwise.scale(c, r / 16));
-      ASSERT_EQ(ops.rowwise.scale(r, c / 16), ops.rowwise.scale(r / 16 * 16, c / 16));  // one scale per tile
+      ASSERT_EQ(ops.rowwise.tensor.element(r, c), ops.columnwise.tensor.element(c, r)) << r << "," << c;
+      ASSERT_EQ(ops.rowwise.tensor.scale(r, c / 16), ops.columnwise.tensor.scale(c, r / 16));
+      ASSERT_EQ(ops.rowwise.tensor.scale(r, c / 16), ops.rowwise.tensor.scale(r / 16 * 16, c / 16));  // one scale per tile
     }
   const auto tiles = quantize<nvfp4_16x16>(w);
-  EXPECT_EQ(bytes_of(ops.rowwise), bytes_of(detail::as_row_blocks(tiles)));
+  EXPECT_EQ(bytes_of(ops.rowwise.tensor), bytes_of(detail::as_row_blocks(tiles)));
   const auto one_d = quantize_weight(w, {.disable_2d_quantization = true});
-  EXPECT_EQ(bytes_of(one_d.rowwise), bytes_of(quantize<nvfp4_1x16>(w)));
+  EXPECT_EQ(bytes_of(one_d.rowwise.tensor), bytes_of(quantize<nvfp4_1x16>(w)));
 }
 
 TEST(Nvfp4Recipe, GradientsUseStochasticRoundingAndRht) {
@@ -61,14 +61,14 @@ TEST(Nvfp4Recipe, GradientsUseStochasticRoundingAndRht) {
   const auto dy = matrix_view<const float>::row_major(values.data(), M, N);
   const auto sr = quantize_gradient(dy, {.seed = 5});
   const auto rn = quantize_gradient(dy, {.disable_stochastic_rounding = true, .seed = 5});
-  EXPECT_EQ(bytes_of(rn.rowwise), bytes_of(quantize<nvfp4_1x16>(dy)));
-  EXPECT_EQ(bytes_of(rn.columnwise), bytes_of(quantize_columnwise_rht(dy)));
-  EXPECT_NE(bytes_of(sr.rowwise), bytes_of(rn.rowwise));
-  EXPECT_NE(bytes_of(sr.columnwise), bytes_of(rn.columnwise));
+  EXPECT_EQ(bytes_of(rn.rowwise.tensor), bytes_of(quantize<nvfp4_1x16>(dy)));
+  EXPECT_EQ(bytes_of(rn.columnwise.tensor), bytes_of(quantize_columnwise_rht(dy)));
+  EXPECT_NE(bytes_of(sr.rowwise.tensor), bytes_of(rn.rowwise.tensor));
+  EXPECT_NE(bytes_of(sr.columnwise.tensor), bytes_of(rn.columnwise.tensor));
   // Same scales (SR changes elements only), same seed -> same result, other seed -> other draw.
-  EXPECT_TRUE(std::equal(sr.rowwise.scales().begin(), sr.rowwise.scales().end(), rn.rowwise.scales().begin()));
-  EXPECT_EQ(bytes_of(quantize_gradient(dy, {.seed = 5}).rowwise), bytes_of(sr.rowwise));
-  EXPECT_NE(bytes_of(quantize_gradient(dy, {.seed = 6}).rowwise), bytes_of(sr.rowwise));
+  EXPECT_TRUE(std::equal(sr.rowwise.tensor.scales().begin(), sr.rowwise.tensor.scales().end(), rn.rowwise.tensor.scales().begin()));
+  EXPECT_EQ(bytes_of(quantize_gradient(dy, {.seed = 5}).rowwise.tensor), bytes_of(sr.rowwise.tensor));
+  EXPECT_NE(bytes_of(quantize_gradient(dy, {.seed = 6}).rowwise.tensor), bytes_of(sr.rowwise.tensor));
 }
 
 // The wgrad operands carry the same T along M, so A·Bᵀ estimates dYᵀ X (T Tᵀ = I): compared with
@@ -94,21 +94,21 @@ TEST(Nvfp4Recipe, WgradProductWithRhtMatchesDenseProduct) {
     return std::sqrt(error / norm);
   };
   const auto wgrad = ops.wgrad();
-  const double wgrad_error = relative_error(*wgrad.a, *wgrad.b, [&](index_t n, index_t k) {
+  const double wgrad_error = relative_error(wgrad.a->tensor, wgrad.b->tensor, [&](index_t n, index_t k) {
     double s = 0;
     for (index_t m = 0; m < M; ++m) s += double(dy(m, n)) * x(m, k);
     return s;
   });
   EXPECT_LT(wgrad_error, 0.2);
   const auto fprop = ops.fprop();
-  EXPECT_LT(relative_error(*fprop.a, *fprop.b, [&](index_t m, index_t n) {
+  EXPECT_LT(relative_error(fprop.a->tensor, fprop.b->tensor, [&](index_t m, index_t n) {
               double s = 0;
               for (index_t k = 0; k < K; ++k) s += double(x(m, k)) * w(n, k);
               return s;
             }),
             0.2);
   const auto dgrad = ops.dgrad();
-  EXPECT_LT(relative_error(*dgrad.a, *dgrad.b, [&](index_t m, index_t k) {
+  EXPECT_LT(relative_error(dgrad.a->tensor, dgrad.b->tensor, [&](index_t m, index_t k) {
               double s = 0;
               for (index_t n = 0; n < N; ++n) s += double(dy(m, n)) * w(n, k);
               return s;
@@ -116,7 +116,7 @@ TEST(Nvfp4Recipe, WgradProductWithRhtMatchesDenseProduct) {
             0.2);
   // RHT on only one side breaks the product: the check above can fail.
   const auto unrotated = quantize_activation(x, {.disable_rht = true});
-  EXPECT_GT(relative_error(*wgrad.a, unrotated.columnwise, [&](index_t n, index_t k) {
+  EXPECT_GT(relative_error(wgrad.a->tensor, unrotated.columnwise.tensor, [&](index_t n, index_t k) {
               double s = 0;
               for (index_t m = 0; m < M; ++m) s += double(dy(m, n)) * x(m, k);
               return s;

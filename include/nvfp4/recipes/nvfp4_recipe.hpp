@@ -1,37 +1,96 @@
-// nvfp4/recipes/nvfp4_recipe.hpp: the three tensor roles of TransformerEngine's NVFP4BlockScaling
-// recipe (NUMERICS.md §8) as one API: activations, weights and output gradients quantized into
-// the operands the fprop, dgrad and wgrad GEMMs of a linear layer Y = X Wᵀ read.
+// nvfp4/recipes/nvfp4_recipe.hpp: TransformerEngine's NVFP4BlockScaling recipe (NUMERICS.md §8, TE
+// common/recipe/__init__.py and pytorch/quantization.py) as one API: the recipe's switches, the
+// three tensor roles of a linear layer Y = X Wᵀ quantized into the operands the fprop, dgrad and
+// wgrad GEMMs read, and the GEMM with TE's epilogue (alpha from the amaxes and E4M3 bounds,
+// row-scaled outputs, bias, fp32 or bf16 output).
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
 
+#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/recipes/recipe_common.hpp"
+#include "nvfp4/scaling/four_over_six.hpp"
 #include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/scaling/row_scaled_nvfp4.hpp"
 #include "nvfp4/transforms/hadamard.hpp"
 
 namespace nvfp4 {
 
-/// The recipe's switches (TE: NVFP4BlockScaling and its NVTE_NVFP4_DISABLE_* settings).
-struct nvfp4_recipe {
+/// Which tensors of a layer 4over6 applies to (TE's nvfp4_4over6 and nvfp4_4over6_e4m3_use_256
+/// values 'none', 'weights', 'activations', 'all'). Gradients never use it.
+enum class four_over_six_scope { none, weights, activations, all };
+
+/// NVFP4BlockScaling with TE's field names and defaults, plus the seed of the gradients'
+/// stochastic rounding and the Hadamard transform (TE's fixed 16-point one by default).
+struct nvfp4_block_scaling {
   bool disable_rht = false;                  ///< no RHT on the wgrad operands' columnwise copies
   bool disable_stochastic_rounding = false;  ///< gradients rounded to nearest instead of SR
   bool disable_2d_quantization = false;      ///< weights in 1x16 blocks instead of 16x16 tiles
-  std::uint64_t seed = 0;                    ///< seed of the gradients' SR streams
+  bool row_scaled_activation = false;        ///< activations with one amax (tensor scale) per row
+  four_over_six_scope nvfp4_4over6 = four_over_six_scope::none;
+  four_over_six_scope nvfp4_4over6_e4m3_use_256 = four_over_six_scope::all;
+  four_over_six_error nvfp4_4over6_err_mode = four_over_six_error::mae;
+  std::uint64_t seed = 0;  ///< seed of the gradients' SR streams
   hadamard_transform rht = hadamard_transform::te_default();
+
+  /// Whether a scope covers a role ('activations' is every non-weight forward tensor).
+  static constexpr bool covers(four_over_six_scope scope, tensor_role role) {
+    if (role == tensor_role::grad_output || scope == four_over_six_scope::none) return false;
+    if (scope == four_over_six_scope::all) return true;
+    return (scope == four_over_six_scope::weights) == (role == tensor_role::weight);
+  }
+  /// Whether the role is quantized with 4over6 (never gradients, TE pytorch/quantization.py).
+  bool uses_4over6(tensor_role role) const { return covers(nvfp4_4over6, role); }
+  /// The E4M3 bound of the role's tensor scale: 256 for 4over6 tensors selected by
+  /// nvfp4_4over6_e4m3_use_256, else 448.
+  int e4m3_max(tensor_role role) const { return uses_4over6(role) && covers(nvfp4_4over6_e4m3_use_256, role) ? 256 : 448; }
+
+  /// TE's rejections for a layer that runs forward and backward (messages as TE's):
+  /// 4over6 on activations needs disable_rht (TE: "NVFP4 4over6 quantization does not support
+  /// RHT"); row_scaled_activation needs disable_rht ("Row-scaled NVFP4 quantization does not
+  /// support RHT") and no 4over6 on activations (the columnwise copy the wgrad GEMM needs: "Row-scaled
+  /// NVFP4 transpose quantization is not supported with 4over6 mode").
+  void validate() const {
+    detail::require(!(uses_4over6(tensor_role::input) && !disable_rht), errc::invalid_argument,
+                    "nvfp4_block_scaling: NVFP4 4over6 quantization does not support RHT; nvfp4_4over6 covers the activations, "
+                    "whose columnwise copy uses RHT: set disable_rht or use nvfp4_4over6 = weights");
+    detail::require(!(row_scaled_activation && !disable_rht), errc::invalid_argument,
+                    "nvfp4_block_scaling: row-scaled NVFP4 quantization does not support RHT: set disable_rht with row_scaled_activation");
+    detail::require(!(row_scaled_activation && uses_4over6(tensor_role::input)), errc::invalid_argument,
+                    "nvfp4_block_scaling: row-scaled NVFP4 transpose quantization is not supported with 4over6 mode (the activations' "
+                    "columnwise copy for wgrad)");
+  }
+};
+
+/// The name this library used before the recipe had TE's other switches.
+using nvfp4_recipe = nvfp4_block_scaling;
+
+/// One copy of a tensor as a GEMM operand, with what TE's epilogue needs beside the data: the
+/// E4M3 bound of its tensor scale (448, or 256 for 4over6 tensors) and, for a row-scaled copy, the
+/// amax of each row (tensor.amax() is then not used). Blocks run along rows; every copy is stored
+/// in the 1x16 layout (a 16x16 tile's scale is repeated on its 16 rows).
+struct nvfp4_operand {
+  nvfp4_tensor tensor;
+  float e4m3_max = 448.0f;
+  std::vector<float> row_amax;
+  bool row_scaled() const { return !row_amax.empty(); }
 };
 
 /// The two copies of one tensor: rowwise (blocks along its rows) and columnwise (its transpose,
-/// blocks along its columns, RHT'd where the recipe says so). Every copy is stored in the 1x16
-/// layout (one UE4M3 scale per 16 elements of a row): a 16x16 weight tile's scale is repeated on
-/// its 16 rows, which is what the block-scaled GEMM reads.
+/// blocks along its columns, RHT'd where the recipe says so).
 struct operand_pair {
-  nvfp4_tensor rowwise;
-  nvfp4_tensor columnwise;
+  nvfp4_operand rowwise;
+  nvfp4_operand columnwise;
 };
 
 /// One GEMM's operands, both blocked along the reduction dimension: D = A · Bᵀ.
 struct gemm_operands {
-  const nvfp4_tensor* a;
-  const nvfp4_tensor* b;
+  const nvfp4_operand* a;
+  const nvfp4_operand* b;
 };
 
 namespace detail {
@@ -57,45 +116,77 @@ nvfp4_tensor columnwise_copy(matrix_view<const T> x, float rowwise_amax, bool wi
   if (with_rht) return quantize_columnwise_rht<nvfp4_1x16>(x, t, options);  // amax after the transform
   return quantize_with_amax<nvfp4_1x16>(x.transposed(), rowwise_amax, options);
 }
+inline nvfp4_operand plain_operand(nvfp4_tensor t) { return {std::move(t), 448.0f, {}}; }
 }  // namespace detail
 
 /// Activations X [M tokens, K]: 1x16, round-to-nearest; rowwise for fprop, columnwise (along M,
-/// with RHT unless disabled) for wgrad. Throws as quantize / rht_columnwise do.
+/// with RHT unless disabled) for wgrad. With 4over6 on activations: both copies by 4over6 with the
+/// tensor amax; with row_scaled_activation: the rowwise copy with one amax per token, the
+/// columnwise copy with one per feature (TE's quantizer). Throws as the quantizers do.
 template <quantizer_input T>
-operand_pair quantize_activation(matrix_view<const T> x, const nvfp4_recipe& recipe = {}) {
+operand_pair quantize_activation(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {}) {
   const float x_amax = amax(x);
   operand_pair out;
-  out.columnwise = detail::columnwise_copy(x, x_amax, !recipe.disable_rht, recipe.rht, {});
-  out.rowwise = quantize_with_amax<nvfp4_1x16>(x, x_amax, {});
+  if (recipe.row_scaled_activation) {
+    auto rowwise = quantize_row_scaled(x);
+    auto columnwise = quantize_row_scaled(x.transposed(), quantized_axis::columnwise);
+    out.rowwise = {std::move(rowwise.values), 448.0f, std::move(rowwise.row_amax)};
+    out.columnwise = {std::move(columnwise.values), 448.0f, std::move(columnwise.row_amax)};
+  } else if (recipe.uses_4over6(tensor_role::input)) {
+    const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::input)};
+    const auto bound = static_cast<float>(options.e4m3_max);
+    out.rowwise = {quantize_4over6_with_amax<nvfp4_1x16>(x, x_amax, options), bound, {}};
+    out.columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(x.transposed(), x_amax, options, quantized_axis::columnwise), bound, {}};
+  } else {
+    out.columnwise = detail::plain_operand(detail::columnwise_copy(x, x_amax, !recipe.disable_rht, recipe.rht, {}));
+    out.rowwise = detail::plain_operand(quantize_with_amax<nvfp4_1x16>(x, x_amax, {}));
+  }
   return out;
 }
 
 /// Weights W [N, K]: 16x16 tiles (1x16 if disabled), round-to-nearest, never RHT; rowwise for
-/// fprop, columnwise for dgrad (with tiles, exactly the transpose of the rowwise copy).
+/// fprop, columnwise for dgrad (with tiles and no 4over6, exactly the transpose of the rowwise
+/// copy). With 4over6 on weights each copy is chosen by 4over6 (its errors summed in that copy's
+/// own order, as TE's kernel does).
 template <quantizer_input T>
-operand_pair quantize_weight(matrix_view<const T> w, const nvfp4_recipe& recipe = {}) {
+operand_pair quantize_weight(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}) {
   const float w_amax = amax(w);
   operand_pair out;
-  if (recipe.disable_2d_quantization) {
-    out.rowwise = quantize_with_amax<nvfp4_1x16>(w, w_amax, {});
-    out.columnwise = quantize_with_amax<nvfp4_1x16>(w.transposed(), w_amax, {.axis = quantized_axis::columnwise});
+  const auto columnwise = quantized_axis::columnwise;
+  if (recipe.uses_4over6(tensor_role::weight)) {
+    const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::weight)};
+    const auto bound = static_cast<float>(options.e4m3_max);
+    if (recipe.disable_2d_quantization) {
+      out.rowwise = {quantize_4over6_with_amax<nvfp4_1x16>(w, w_amax, options), bound, {}};
+      out.columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(w.transposed(), w_amax, options, columnwise), bound, {}};
+    } else {
+      out.rowwise = {detail::as_row_blocks(quantize_4over6_with_amax<nvfp4_16x16>(w, w_amax, options)), bound, {}};
+      out.columnwise = {detail::as_row_blocks(quantize_4over6_with_amax<nvfp4_16x16>(w.transposed(), w_amax, options, columnwise)),
+                        bound, {}};
+    }
+  } else if (recipe.disable_2d_quantization) {
+    out.rowwise = detail::plain_operand(quantize_with_amax<nvfp4_1x16>(w, w_amax, {}));
+    out.columnwise = detail::plain_operand(quantize_with_amax<nvfp4_1x16>(w.transposed(), w_amax, {.axis = columnwise}));
   } else {
-    out.rowwise = detail::as_row_blocks(quantize_with_amax<nvfp4_16x16>(w, w_amax, {}));
-    out.columnwise = detail::as_row_blocks(quantize_with_amax<nvfp4_16x16>(w.transposed(), w_amax, {.axis = quantized_axis::columnwise}));
+    out.rowwise = detail::plain_operand(detail::as_row_blocks(quantize_with_amax<nvfp4_16x16>(w, w_amax, {})));
+    out.columnwise =
+        detail::plain_operand(detail::as_row_blocks(quantize_with_amax<nvfp4_16x16>(w.transposed(), w_amax, {.axis = columnwise})));
   }
   return out;
 }
 
 /// Output gradients dY [M, N]: 1x16, stochastic rounding (RN if disabled) with independent
-/// streams per copy; rowwise for dgrad, columnwise (along M, with RHT unless disabled) for wgrad.
+/// streams per copy (seeds derived_seed(recipe.seed, 0) rowwise, 1 columnwise); rowwise for
+/// dgrad, columnwise (along M, with RHT unless disabled) for wgrad. Never 4over6 or row-scaled.
 template <quantizer_input T>
-operand_pair quantize_gradient(matrix_view<const T> dy, const nvfp4_recipe& recipe = {}) {
+operand_pair quantize_gradient(matrix_view<const T> dy, const nvfp4_block_scaling& recipe = {}) {
   const float dy_amax = amax(dy);
   const auto rounding = recipe.disable_stochastic_rounding ? rounding_mode::nearest_even : rounding_mode::stochastic;
   operand_pair out;
-  out.columnwise = detail::columnwise_copy(dy, dy_amax, !recipe.disable_rht, recipe.rht,
-                                           {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 1)});
-  out.rowwise = quantize_with_amax<nvfp4_1x16>(dy, dy_amax, {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 0)});
+  out.columnwise = detail::plain_operand(detail::columnwise_copy(dy, dy_amax, !recipe.disable_rht, recipe.rht,
+                                                                 {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 1)}));
+  out.rowwise = detail::plain_operand(
+      quantize_with_amax<nvfp4_1x16>(dy, dy_amax, {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 0)}));
   return out;
 }
 
@@ -113,15 +204,72 @@ struct linear_operands {
 };
 
 /// Quantizes the three tensors of a linear layer by their roles. Throws shape_mismatch unless
-/// X [M, K], W [N, K] and dY [M, N] fit together.
+/// X [M, K], W [N, K] and dY [M, N] fit together, invalid_argument for a recipe TE rejects.
 template <quantizer_input T>
 linear_operands quantize_linear_operands(matrix_view<const T> x, matrix_view<const T> w, matrix_view<const T> dy,
-                                         const nvfp4_recipe& recipe = {}) {
+                                         const nvfp4_block_scaling& recipe = {}) {
   detail::require(x.cols() == w.cols() && dy.rows() == x.rows() && dy.cols() == w.rows(), errc::shape_mismatch,
                   "quantize_linear_operands: X is " + std::to_string(x.rows()) + "x" + std::to_string(x.cols()) + ", W " +
                       std::to_string(w.rows()) + "x" + std::to_string(w.cols()) + ", dY " + std::to_string(dy.rows()) + "x" +
                       std::to_string(dy.cols()) + "; need X [M, K], W [N, K], dY [M, N]");
+  recipe.validate();
   return {quantize_activation(x, recipe), quantize_weight(w, recipe), quantize_gradient(dy, recipe)};
+}
+
+/// TE's NVFP4 GEMM alpha factor 1 / (6 * 6 * e4m3_max_A * e4m3_max_B) (TE common/recipe/nvfp4.cu,
+/// compute_nvfp4_per_tensor_scale_kernel), in fp32.
+inline float nvfp4_alpha_factor(float e4m3_max_a, float e4m3_max_b) { return 1.0f / (6.0f * 6.0f * e4m3_max_a * e4m3_max_b); }
+
+/// out = epilogue(A·Bᵀ) as TransformerEngine computes an NVFP4 GEMM: D = the tensor core's
+/// block-scaled MMA from zero (nvfp4::block_scaled_mma, exact or relaxed); then
+/// - per-tensor operands: alpha = (amax_A * amax_B) * factor, value = alpha * D (cuBLAS's alpha);
+/// - a row-scaled operand (TE pytorch/cpp_extensions/gemm.py): value = factor * D (the GEMM run
+///   with both amaxes 1), then multiplied by r_i * c (or c_j * r) when one side is per-tensor, or
+///   by r_i and then by c_j when both are row-scaled, where r comes from A's amax(es) (output rows)
+///   and c from B's (output columns);
+/// then + bias[j] (fp32), rounded to Out (float, or bf16 nearest-even). factor =
+/// nvfp4_alpha_factor(A's bound, B's bound). Throws shape_mismatch for operands that do not fit.
+template <class Out>
+  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
+void nvfp4_gemm(const nvfp4_operand& a, const nvfp4_operand& b, matrix_view<Out> out, gemm_mode mode = gemm_mode::exact,
+                std::span<const float> bias = {}) {
+  const index_t m = a.tensor.rows(), n = b.tensor.rows();
+  detail::require(a.tensor.cols() == b.tensor.cols(), errc::shape_mismatch,
+                  "nvfp4_gemm: A is " + std::to_string(m) + "x" + std::to_string(a.tensor.cols()) + " and B is " + std::to_string(n) +
+                      "x" + std::to_string(b.tensor.cols()) + ": both must be [rows, K] with the same K");
+  detail::require(!a.row_scaled() || static_cast<index_t>(a.row_amax.size()) == m, errc::shape_mismatch,
+                  "nvfp4_gemm: A's row amaxes do not match its rows");
+  detail::require(!b.row_scaled() || static_cast<index_t>(b.row_amax.size()) == n, errc::shape_mismatch,
+                  "nvfp4_gemm: B's row amaxes do not match its rows");
+  detail::require(bias.empty() || static_cast<index_t>(bias.size()) == n, errc::shape_mismatch,
+                  "nvfp4_gemm: bias has " + std::to_string(bias.size()) + " values, expected " + std::to_string(n));
+  out.validate("output");
+  detail::require(out.rows() == m && out.cols() == n, errc::shape_mismatch,
+                  "nvfp4_gemm: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", expected " +
+                      std::to_string(m) + "x" + std::to_string(n));
+  std::vector<float> d(static_cast<std::size_t>(m * n));
+  const auto d_view = matrix_view<float>::row_major(d.data(), m, n);
+  block_scaled_mma(a.tensor, b.tensor, matrix_view<const float>{}, d_view, mode);
+  const float factor = nvfp4_alpha_factor(a.e4m3_max, b.e4m3_max);
+  const bool row_scaled = a.row_scaled() || b.row_scaled();
+  const float alpha = row_scaled ? factor : detail::materialize(a.tensor.amax() * b.tensor.amax()) * factor;
+#pragma omp parallel for schedule(static) if (m * n > (1 << 16))
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      float value = detail::materialize(alpha * d_view(i, j));
+      if (row_scaled) {
+        const float r = a.row_scaled() ? a.row_amax[static_cast<std::size_t>(i)] : a.tensor.amax();
+        const float c = b.row_scaled() ? b.row_amax[static_cast<std::size_t>(j)] : b.tensor.amax();
+        value = (a.row_scaled() && b.row_scaled()) ? detail::materialize(detail::materialize(value * r) * c)
+                                                   : detail::materialize(value * detail::materialize(r * c));
+      }
+      if (!bias.empty()) value += bias[static_cast<std::size_t>(j)];
+      if constexpr (std::is_same_v<Out, float>) {
+        out(i, j) = value;
+      } else {
+        out(i, j) = bf16::from_float(value);
+      }
+    }
 }
 
 }  // namespace nvfp4

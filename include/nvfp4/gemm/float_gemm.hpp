@@ -1,0 +1,151 @@
+// nvfp4/gemm/float_gemm.hpp: the library's plain fp32 GEMM, D = C + A·Bᵀ with every output one
+// fp32 fused-multiply-add chain in K order. It serves the high-precision paths (the FP32 / BF16
+// "no quantization" recipe, the relaxed FP8 modes): a defined order makes their results the same
+// on every build and thread count, unlike a BLAS, whose order is its own business.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "nvfp4/error.hpp"
+#include "nvfp4/scaling/matrix_view.hpp"
+
+namespace nvfp4 {
+
+namespace detail {
+/// Throws unless A [M, K], B [N, K], C (empty or [M, N]) and D [M, N] fit together.
+inline void check_float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
+                             matrix_view<float> d, const char* what) {
+  a.validate("A");
+  b.validate("B");
+  d.validate("D");
+  const auto shape = [](index_t r, index_t k) { return std::to_string(r) + "x" + std::to_string(k); };
+  require(a.cols() == b.cols(), errc::shape_mismatch,
+          std::string(what) + ": A is " + shape(a.rows(), a.cols()) + " and B is " + shape(b.rows(), b.cols()) +
+              ": both must be [rows, K] with the same K (B is [N, K])");
+  require(d.rows() == a.rows() && d.cols() == b.rows(), errc::shape_mismatch,
+          std::string(what) + ": D is " + shape(d.rows(), d.cols()) + ", expected " + shape(a.rows(), b.rows()));
+  if (!c.empty() || c.data() != nullptr) {
+    c.validate("C");
+    require(c.rows() == a.rows() && c.cols() == b.rows(), errc::shape_mismatch,
+            std::string(what) + ": C is " + shape(c.rows(), c.cols()) + ", expected " + shape(a.rows(), b.rows()));
+  }
+}
+}  // namespace detail
+
+namespace reference {
+
+/// D = C + A·Bᵀ: for each output, acc = C(i, j) (or 0), then acc = fma(A(i, k), B(j, k), acc) for
+/// k = 0, 1, ..., K-1, one fp32 rounding per step. `c` may be empty; it may alias `d`.
+inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
+                       matrix_view<float> d) {
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j) {
+      float acc = c.empty() ? 0.0f : c(i, j);
+      for (index_t k = 0; k < a.cols(); ++k) acc = std::fma(a(i, k), b(j, k), acc);
+      d(i, j) = acc;
+    }
+}
+
+}  // namespace reference
+
+namespace fast {
+namespace detail_float_gemm {
+
+/// Register block: `rows` outputs rows by `cols` output columns, walked over one K chunk.
+inline constexpr index_t block_rows = 4, block_cols = 64, chunk_k = 256, panel_cols = 256;
+
+/// acc[r][j] = fma(a_r[k], b[k][j], acc[r][j]) over k in [0, kc), for R rows: the j loop is
+/// contiguous and without dependencies, so the compiler vectorizes it for whatever ISA the
+/// translation unit targets (AVX-512, AVX2 + FMA, or plain scalar fma). The order per output is
+/// K order, as the reference's.
+template <int R>
+inline void micro_block(const float* const* a_rows, const float* b_panel, index_t b_stride, index_t kc, float* out,
+                        index_t out_stride, index_t cols) {
+  float acc[R][block_cols];
+  for (int r = 0; r < R; ++r)
+    for (index_t j = 0; j < block_cols; ++j) acc[r][j] = j < cols ? out[r * out_stride + j] : 0.0f;
+  for (index_t k = 0; k < kc; ++k) {
+    const float* b_row = b_panel + k * b_stride;
+    for (int r = 0; r < R; ++r) {
+      const float a_value = a_rows[r][k];
+      for (index_t j = 0; j < block_cols; ++j) acc[r][j] = std::fma(a_value, b_row[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (index_t j = 0; j < cols; ++j) out[r * out_stride + j] = acc[r][j];
+}
+
+}  // namespace detail_float_gemm
+
+/// D = C + A·Bᵀ, bit-identical to reference::float_gemm for any thread count: each output is
+/// computed start to end by one thread in K order; OpenMP only picks which thread.
+inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
+                       matrix_view<float> d) {
+  using namespace detail_float_gemm;
+  const index_t m = a.rows(), n = b.rows(), k = a.cols();
+  if (m == 0 || n == 0) return;
+  const index_t panels = (n + panel_cols - 1) / panel_cols;
+  const index_t row_groups = (m + 63) / 64;
+  const index_t items = panels * row_groups;
+#pragma omp parallel if (items > 1 && m * n * k > (index_t{1} << 18))
+  {
+    // B's panel, K-major: packed[kk][j] = B(j0 + j, kk), zero past N.
+    std::vector<float> packed(static_cast<std::size_t>(std::max<index_t>(k, 1) * panel_cols));
+    std::vector<float> a_chunk(static_cast<std::size_t>(64 * chunk_k));
+    std::vector<float> staged(static_cast<std::size_t>(64 * panel_cols));
+    index_t packed_panel = -1;
+#pragma omp for schedule(dynamic, 1)
+    for (index_t item = 0; item < items; ++item) {
+      const index_t p = item / row_groups, i0 = (item % row_groups) * 64;
+      const index_t j0 = p * panel_cols, cols = std::min(panel_cols, n - j0), rows = std::min<index_t>(64, m - i0);
+      if (packed_panel != p) {
+        for (index_t kk = 0; kk < k; ++kk)
+          for (index_t j = 0; j < panel_cols; ++j)
+            packed[static_cast<std::size_t>(kk * panel_cols + j)] = j < cols ? b(j0 + j, kk) : 0.0f;
+        packed_panel = p;
+      }
+      for (index_t i = 0; i < rows; ++i)
+        for (index_t j = 0; j < cols; ++j)
+          staged[static_cast<std::size_t>(i * panel_cols + j)] = c.empty() ? 0.0f : c(i0 + i, j0 + j);
+      for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
+        const index_t kc = std::min(chunk_k, k - k0);
+        for (index_t i = 0; i < rows; ++i)
+          for (index_t kk = 0; kk < kc; ++kk) a_chunk[static_cast<std::size_t>(i * chunk_k + kk)] = a(i0 + i, k0 + kk);
+        for (index_t jb = 0; jb < cols; jb += block_cols) {
+          const index_t block_width = std::min(block_cols, cols - jb);
+          const float* b_panel = packed.data() + k0 * panel_cols + jb;
+          for (index_t r0 = 0; r0 < rows; r0 += block_rows) {
+            const float* a_rows[block_rows];
+            const index_t r_count = std::min(block_rows, rows - r0);
+            for (index_t r = 0; r < r_count; ++r) a_rows[r] = a_chunk.data() + (r0 + r) * chunk_k;
+            float* out = staged.data() + r0 * panel_cols + jb;
+            switch (r_count) {
+              case 4: micro_block<4>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+              case 3: micro_block<3>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+              case 2: micro_block<2>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+              default: micro_block<1>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+            }
+          }
+        }
+      }
+      for (index_t i = 0; i < rows; ++i)
+        for (index_t j = 0; j < cols; ++j) d(i0 + i, j0 + j) = staged[static_cast<std::size_t>(i * panel_cols + j)];
+    }
+  }
+}
+
+}  // namespace fast
+
+/// D = C + A·Bᵀ with A [M, K], B [N, K] (the "TN" layout), C empty or [M, N] (may alias D): each
+/// output is one fp32 FMA chain over k = 0..K-1 (see reference::float_gemm), the same result on
+/// every build and thread count. Throws shape_mismatch / null_pointer before writing anything.
+inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
+                       matrix_view<float> d) {
+  detail::check_float_gemm(a, b, c, d, "float_gemm");
+  fast::float_gemm(a, b, c, d);
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,313 @@
+// nvfp4/gemm/fp8_gemm.hpp: the FP8 and MXFP8 GEMMs of TransformerEngine's FP8 recipes, built on the
+// tensor-core step of fp8_mma_model.hpp (NUMERICS.md §9): the raw MMA chain (D = C + A·Bᵀ over FP8
+// codes, what MMA-Sim computes), the split accumulator (the tensor core's partial sums promoted
+// into an fp32 accumulator every `promotion_interval` elements of K, TE's use_split_accumulator),
+// and the epilogues: per-tensor scales (alpha = scale_inv_A * scale_inv_B), FP8 block scaling
+// (each 128-element K block's partial scaled and fused-multiply-added into fp32, as TE's
+// cuBLAS-compatible reference does) and MXFP8 (the E8M0 scales inside the MMA).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "nvfp4/error.hpp"
+#include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/gemm/fp8_mma_model.hpp"
+#include "nvfp4/gemm/operands.hpp"
+#include "nvfp4/scaling/fp8_quantize.hpp"
+#include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/scaling/mxfp8_quantize.hpp"
+
+namespace nvfp4 {
+
+/// How an FP8 GEMM accumulates (NUMERICS.md §9 steps 7-8).
+struct fp8_gemm_options {
+  /// Which tensor core's step (Hopper wgmma: 13 bits; Blackwell f8f6f4 / mxf8f6f4: 25 bits).
+  mma8::tensor_core core = mma8::tensor_core::hopper;
+  /// exact: the tensor core's step, bit for bit; relaxed: fp32 FMA per element (not bit-exact).
+  gemm_mode mode = gemm_mode::exact;
+  /// Elements of K after which the tensor core's partial sum is added (one fp32 addition, round to
+  /// nearest) into an fp32 accumulator and restarted from zero: TE's split accumulator
+  /// (use_split_accumulator = True). 0 keeps the whole K chain inside the tensor core (fast
+  /// accumulation, use_split_accumulator = False). A multiple of 32. Which interval cuBLAS uses is
+  /// not public; 128 (four K=32 instructions) is DeepSeek-V3's and our default, a documented choice.
+  index_t promotion_interval = 128;
+  /// Added to every output row (per column, length N) before the output is rounded, as cuBLAS's
+  /// bias epilogue does; empty for none.
+  std::span<const float> bias = {};
+};
+
+namespace detail {
+
+inline void check_fp8_gemm(index_t a_rows, index_t a_cols, index_t b_rows, index_t b_cols, const fp8_gemm_options& options,
+                           const char* what) {
+  require(a_cols == b_cols, errc::shape_mismatch,
+          std::string(what) + ": A is " + std::to_string(a_rows) + "x" + std::to_string(a_cols) + " and B is " +
+              std::to_string(b_rows) + "x" + std::to_string(b_cols) + ": both must be [rows, K] with the same K (B is [N, K])");
+  require(options.promotion_interval >= 0 && options.promotion_interval % mma8::step_k == 0, errc::invalid_argument,
+          std::string(what) + ": promotion_interval must be 0 or a positive multiple of 32, got " +
+              std::to_string(options.promotion_interval));
+  require(options.bias.empty() || static_cast<index_t>(options.bias.size()) == b_rows, errc::shape_mismatch,
+          std::string(what) + ": bias has " + std::to_string(options.bias.size()) + " values, expected N = " + std::to_string(b_rows));
+}
+
+/// Throws unless `out` is a usable [rows, cols] view.
+template <class T>
+void check_fp8_output(matrix_view<T> out, index_t rows, index_t cols, const char* what) {
+  out.validate(what);
+  require(out.rows() == rows && out.cols() == cols, errc::shape_mismatch,
+          std::string("fp8 gemm: ") + what + " is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
+              ", expected " + std::to_string(rows) + "x" + std::to_string(cols));
+}
+
+/// The 32 codes of row r, step s of a [rows, K] row-major code matrix, zero past K.
+inline const std::uint8_t* step_codes(const std::uint8_t* row, index_t k, index_t s, std::uint8_t* pad) {
+  const index_t k0 = s * mma8::step_k;
+  if (k0 + mma8::step_k <= k) return row + k0;
+  std::memset(pad, 0, mma8::step_k);
+  if (k0 < k) std::memcpy(pad, row + k0, static_cast<std::size_t>(k - k0));
+  return pad;
+}
+
+/// The tensor-core chain over steps [s0, s1) with split accumulation: acc = c; every
+/// `steps_per_promotion` steps (0: never) the chain restarts from 0 and its result is added to
+/// acc in fp32. `step(s, c)` computes one step.
+template <class Step>
+float promoted_chain(index_t s0, index_t s1, float c, index_t steps_per_promotion, Step&& step) {
+  if (steps_per_promotion == 0) {
+    float acc = c;
+    for (index_t s = s0; s < s1; ++s) acc = step(s, acc);
+    return acc;
+  }
+  float acc = c;
+  for (index_t p0 = s0; p0 < s1; p0 += steps_per_promotion) {
+    float partial = 0.0f;
+    for (index_t s = p0; s < std::min(s1, p0 + steps_per_promotion); ++s) partial = step(s, partial);
+    acc += partial;
+  }
+  return acc;
+}
+
+/// out(i, j) from the fp32 value: + bias, then rounded to Out.
+template <class Out>
+void store_output(matrix_view<Out> out, index_t i, index_t j, float value, std::span<const float> bias) {
+  if (!bias.empty()) value += bias[static_cast<std::size_t>(j)];
+  if constexpr (std::is_same_v<Out, float>) {
+    out(i, j) = value;
+  } else {
+    out(i, j) = bf16::from_float(value);
+  }
+}
+
+/// The E8M0 scale of row r for step s (MX tensors have one per 32 = one per step).
+template <class Format>
+e8m0 step_scale(const quantized_tensor<Format>& q, index_t r, index_t s) {
+  return s < q.scale_cols() ? q.scale(r, s) : e8m0::from_bits(127);
+}
+
+template <class Format>
+const std::uint8_t* mx_codes(const quantized_tensor<Format>& q, index_t r) {
+  return reinterpret_cast<const std::uint8_t*>(q.data().data() + r * q.data_row_stride());
+}
+
+template <class Format>
+constexpr fp8_format mx_element_format() {
+  return std::is_same_v<typename Format::element_type, e4m3> ? fp8_format::e4m3 : fp8_format::e5m2;
+}
+
+/// Output (i, j) of the raw chain over the codes of a and b (see reference::fp8_mma).
+inline float fp8_chain_output(const fp8_tensor& a, const fp8_tensor& b, index_t i, index_t j, float c,
+                              const fp8_gemm_options& options) {
+  const index_t k = a.cols(), steps = (k + mma8::step_k - 1) / mma8::step_k;
+  std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
+  const std::uint8_t* a_row = a.codes().data() + i * k;
+  const std::uint8_t* b_row = b.codes().data() + j * k;
+  return promoted_chain(0, steps, c, options.promotion_interval / mma8::step_k, [&](index_t s, float acc) {
+    const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
+    const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
+    return options.mode == gemm_mode::exact ? mma8::step(as, a.format(), bs, b.format(), acc, options.core)
+                                            : mma8::relaxed_step(as, a.format(), bs, b.format(), acc);
+  });
+}
+
+/// Output (i, j) of the MXFP8 chain (see reference::mxfp8_mma).
+template <class FormatA, class FormatB>
+float mxfp8_chain_output(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, index_t i, index_t j, float c,
+                         const fp8_gemm_options& options) {
+  const index_t k = a.cols(), steps = (k + mma8::step_k - 1) / mma8::step_k;
+  constexpr fp8_format fa = mx_element_format<FormatA>(), fb = mx_element_format<FormatB>();
+  std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
+  const std::uint8_t* a_row = mx_codes(a, i);
+  const std::uint8_t* b_row = mx_codes(b, j);
+  return promoted_chain(0, steps, c, options.promotion_interval / mma8::step_k, [&](index_t s, float acc) {
+    const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
+    const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
+    const e8m0 sa = step_scale(a, i, s), sb = step_scale(b, j, s);
+    return options.mode == gemm_mode::exact ? mma8::step(as, fa, bs, fb, acc, mma8::tensor_core::blackwell, sa, sb)
+                                            : mma8::relaxed_step(as, fa, bs, fb, acc, sa, sb);
+  });
+}
+
+/// Output (i, j) of fp8_gemm before bias and rounding (see reference::fp8_gemm).
+inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i, index_t j, const fp8_gemm_options& options) {
+  if (a.per_tensor() && b.per_tensor()) {
+    const float alpha = a.scale_inv()[0] * b.scale_inv()[0];
+    return alpha * fp8_chain_output(a, b, i, j, 0.0f, options);
+  }
+  const index_t k = a.cols(), steps = (k + mma8::step_k - 1) / mma8::step_k;
+  const index_t steps_per_block = fp8_block_size / mma8::step_k;
+  const bool a_1d = a.block_rows() == 1, b_1d = b.block_rows() == 1;
+  std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
+  const std::uint8_t* a_row = a.codes().data() + i * k;
+  const std::uint8_t* b_row = b.codes().data() + j * k;
+  const auto step = [&](index_t s, float acc) {
+    const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
+    const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
+    return options.mode == gemm_mode::exact ? mma8::step(as, a.format(), bs, b.format(), acc, options.core)
+                                            : mma8::relaxed_step(as, a.format(), bs, b.format(), acc);
+  };
+  float y = 0.0f;
+  for (index_t s0 = 0; s0 < steps; s0 += steps_per_block) {
+    const float partial = promoted_chain(s0, std::min(steps, s0 + steps_per_block), 0.0f,
+                                         options.promotion_interval / mma8::step_k, step);
+    const index_t kb = s0 / steps_per_block;
+    const float sa = a.block_scale_inv(i / a.block_rows(), kb), sb = b.block_scale_inv(j / b.block_rows(), kb);
+    if (a_1d) {
+      y = std::fma(partial * sa, sb, y);
+    } else if (b_1d) {
+      y = std::fma(partial * sb, sa, y);
+    } else {
+      y = std::fma(partial, sa * sb, y);
+    }
+  }
+  return y;
+}
+
+/// Throws unless a and b are FP8 tensors whose scales the epilogue can apply: both per-tensor, or
+/// both block-scaled with 128 columns per block (K blocks aligned).
+inline void check_fp8_scaling_pair(const fp8_tensor& a, const fp8_tensor& b) {
+  const bool ok = (a.per_tensor() && b.per_tensor()) ||
+                  (!a.per_tensor() && !b.per_tensor() && a.block_cols() == fp8_block_size && b.block_cols() == fp8_block_size &&
+                   (a.block_rows() == 1 || a.block_rows() == fp8_block_size) &&
+                   (b.block_rows() == 1 || b.block_rows() == fp8_block_size));
+  require(ok, errc::invalid_argument,
+          "fp8_gemm: A and B must both be per-tensor scaled, or both block-scaled with 1x128 / 128x128 blocks");
+}
+
+/// Runs body(i) for every output row, in parallel when it is worth it (each row has one writer,
+/// so the result does not depend on the thread count).
+template <class Body>
+void for_each_row(index_t rows, index_t work, Body&& body) {
+#pragma omp parallel for schedule(dynamic, 4) if (rows > 1 && work > (index_t{1} << 16))
+  for (index_t i = 0; i < rows; ++i) body(i);
+}
+
+}  // namespace detail
+
+namespace reference {
+
+/// D = C + A·Bᵀ over the FP8 codes of a [M, K] and b [N, K] (their scales are not applied), K
+/// stepped by 32 in order and zero-padded, with the split accumulator of `options` (0: the plain
+/// chain MMA-Sim models, D fed back as the next step's c). `c` may be empty (zero) or [M, N].
+inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const float> c, matrix_view<float> d,
+                    const fp8_gemm_options& options = {}) {
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j) d(i, j) = nvfp4::detail::fp8_chain_output(a, b, i, j, c.empty() ? 0.0f : c(i, j), options);
+}
+
+/// D = C + A·Bᵀ for MXFP8 operands (kind::mxf8f6f4, one E8M0 scale per 32 inside each step, the
+/// Blackwell step whatever options.core says), K in steps of 32, with the split accumulator of
+/// `options` (0: MMA-Sim's plain chain).
+template <mxfp8_format FormatA, mxfp8_format FormatB>
+void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
+               matrix_view<float> d, const fp8_gemm_options& options = {}) {
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j) d(i, j) = nvfp4::detail::mxfp8_chain_output(a, b, i, j, c.empty() ? 0.0f : c(i, j), options);
+}
+
+/// out = epilogue(A·Bᵀ) for FP8 tensors of TE's FP8 recipes:
+/// - both per-tensor (current / delayed scaling): acc = the split-accumulated chain from zero, then
+///   out = (scale_inv_A * scale_inv_B) * acc (one fp32 product each: a documented choice, cuBLAS's
+///   epilogue order is not public);
+/// - block-scaled (Float8BlockScaling, blocks of 128 along K): for each K block, its partial P (the
+///   chain over its 128 elements, promoted as options say) enters an fp32 accumulator y as TE's
+///   cuBLAS-compatible reference does: y = fma(P * s_1D, s_other, y) where s_1D is the scale of the
+///   1x128-scaled operand (A's when both are), or y = fma(P, s_A * s_B, y) when both are 128x128.
+/// Then + bias, rounded to Out (float, or bf16 nearest-even).
+template <class Out>
+void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, const fp8_gemm_options& options = {}) {
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j)
+      nvfp4::detail::store_output(out, i, j, nvfp4::detail::fp8_gemm_output(a, b, i, j, options), options.bias);
+}
+
+/// out = A·Bᵀ for MXFP8 operands (the kind::mxf8f6f4 chain from zero, scales inside the MMA,
+/// split accumulation as options say), then + bias, rounded to Out.
+template <mxfp8_format FormatA, mxfp8_format FormatB, class Out>
+void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<Out> out,
+                const fp8_gemm_options& options = {}) {
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j)
+      nvfp4::detail::store_output(out, i, j, nvfp4::detail::mxfp8_chain_output(a, b, i, j, 0.0f, options), options.bias);
+}
+
+}  // namespace reference
+
+/// D = C + A·Bᵀ over the codes of two FP8 tensors (their scales not applied), bit-identical to
+/// reference::fp8_mma for any thread count. `c` may be empty or [M, N] and may alias `d`.
+/// Throws shape_mismatch / invalid_argument before writing anything.
+inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const float> c, matrix_view<float> d,
+                    const fp8_gemm_options& options = {}) {
+  detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_mma");
+  detail::check_fp8_output(d, a.rows(), b.rows(), "D");
+  if (!c.empty() || c.data() != nullptr) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
+  detail::for_each_row(a.rows(), a.rows() * b.rows() * a.cols(), [&](index_t i) {
+    for (index_t j = 0; j < b.rows(); ++j) d(i, j) = detail::fp8_chain_output(a, b, i, j, c.empty() ? 0.0f : c(i, j), options);
+  });
+}
+
+/// D = C + A·Bᵀ for MXFP8 operands, bit-identical to reference::mxfp8_mma.
+template <mxfp8_format FormatA, mxfp8_format FormatB>
+void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
+               matrix_view<float> d, const fp8_gemm_options& options = {}) {
+  detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_mma");
+  detail::check_fp8_output(d, a.rows(), b.rows(), "D");
+  if (!c.empty() || c.data() != nullptr) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
+  detail::for_each_row(a.rows(), a.rows() * b.rows() * a.cols(), [&](index_t i) {
+    for (index_t j = 0; j < b.rows(); ++j) d(i, j) = detail::mxfp8_chain_output(a, b, i, j, c.empty() ? 0.0f : c(i, j), options);
+  });
+}
+
+/// The FP8 GEMM of TE's per-tensor and block-scaled FP8 recipes (see reference::fp8_gemm),
+/// bit-identical to the reference for any thread count. Throws shape_mismatch / invalid_argument.
+template <class Out>
+  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
+void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, const fp8_gemm_options& options = {}) {
+  detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
+  detail::check_fp8_scaling_pair(a, b);
+  detail::check_fp8_output(out, a.rows(), b.rows(), "output");
+  detail::for_each_row(a.rows(), a.rows() * b.rows() * a.cols(), [&](index_t i) {
+    for (index_t j = 0; j < b.rows(); ++j) detail::store_output(out, i, j, detail::fp8_gemm_output(a, b, i, j, options), options.bias);
+  });
+}
+
+/// The MXFP8 GEMM of TE's MXFP8BlockScaling recipe (see reference::mxfp8_gemm), bit-identical to
+/// the reference for any thread count.
+template <mxfp8_format FormatA, mxfp8_format FormatB, class Out>
+  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
+void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<Out> out,
+                const fp8_gemm_options& options = {}) {
+  detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
+  detail::check_fp8_output(out, a.rows(), b.rows(), "output");
+  detail::for_each_row(a.rows(), a.rows() * b.rows() * a.cols(), [&](index_t i) {
+    for (index_t j = 0; j < b.rows(); ++j)
+      detail::store_output(out, i, j, detail::mxfp8_chain_output(a, b, i, j, 0.0f, options), options.bias);
+  });
+}
+
+}  // namespace nvfp4

@@ -1,0 +1,119 @@
+// nvfp4/recipes/delayed_scaling.hpp: TransformerEngine's DelayedScaling recipe (TE
+// common/recipe/__init__.py) and the state it keeps per quantizer: an amax history and a scale
+// that is updated from it after each step, so a tensor is quantized with a scale computed from
+// earlier steps' amaxes (the delay). The update is TE's fused kernel, bit for bit (TE
+// common/recipe/delayed_scaling.cu, kernel_bulk, the path TE's PyTorch modules take).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nvfp4/recipes/recipe_common.hpp"
+
+namespace nvfp4 {
+
+/// Which amax of the history the scale is computed from.
+enum class amax_compute_algorithm {
+  max,         ///< the largest amax in the window (NaN entries ignored, as fmaxf does)
+  most_recent  ///< the amax of the step just finished
+};
+
+/// DelayedScaling with TE's field names and defaults. The GEMMs follow TE's Linear: fast
+/// accumulation in fprop, split accumulator in dgrad and wgrad (TE module/base.py _2X_ACC_*).
+struct delayed_scaling {
+  int margin = 0;                                                 ///< scale = (fp8_max * 2^-margin) / amax
+  recipe_format fp8_format = recipe_format::hybrid;
+  int amax_history_len = 1024;
+  amax_compute_algorithm amax_compute_algo = amax_compute_algorithm::max;
+  bool reduce_amax = true;  ///< across processes in TE; one process here, so it has no effect
+  mm_params fp8_gemm_fprop{.use_split_accumulator = false};
+  mm_params fp8_gemm_dgrad{.use_split_accumulator = true};
+  mm_params fp8_gemm_wgrad{.use_split_accumulator = true};
+
+  /// TE's checks (no pure E5M2) and ours: a history of at least one entry, a margin whose 2^-margin
+  /// is a normal float.
+  void validate() const {
+    detail::reject_pure_e5m2(fp8_format, "delayed_scaling");
+    detail::require(amax_history_len >= 1, errc::invalid_argument,
+                    "delayed_scaling: amax_history_len must be at least 1, got " + std::to_string(amax_history_len));
+    detail::require(margin > -128 && margin < 126, errc::invalid_argument,
+                    "delayed_scaling: margin must be in (-128, 126), got " + std::to_string(margin));
+  }
+};
+
+/// The state of one delayed-scaling quantizer (one tensor role of one layer): the amax history
+/// (entry 0 collects the amaxes of the step in progress) and the scale the next quantization uses.
+/// Starts as TE does: scale 1, history all zero. After each step call update().
+class delayed_scaling_state {
+ public:
+  delayed_scaling_state() = default;
+  /// Throws invalid_argument when the recipe is invalid.
+  delayed_scaling_state(const delayed_scaling& recipe, fp8_format format)
+      : format_(format), algorithm_(recipe.amax_compute_algo), margin_(recipe.margin) {
+    recipe.validate();
+    history_.assign(static_cast<std::size_t>(recipe.amax_history_len), 0.0f);
+  }
+
+  fp8_format format() const { return format_; }
+  /// The scale the next quantization uses (TE's `scale`).
+  float scale() const { return scale_; }
+  /// The history, entry 0 first (the step in progress), then the most recent finished step's
+  /// amax at the end (entry L - 1), older ones before it.
+  std::span<const float> amax_history() const { return history_; }
+  /// fp8_max * 2^-margin, the value the amax is mapped to (TE: fp8_dtype_max * pow(2, -margin)).
+  float scaled_max() const { return fp8_max(format_) * std::ldexp(1.0f, -margin_); }
+
+  /// Records the amax of a tensor just quantized with scale(): entry 0 keeps the largest seen in
+  /// this step (TE's quantizer writes an atomic max into it). A NaN is kept.
+  void record(float amax) {
+    float& current = history_[0];
+    if (std::isnan(amax) || amax > current) current = amax;
+  }
+
+  /// The end-of-step update, TE's fused kernel: let a = entry 0. If a != 0 the history rolls
+  /// (entry i takes entry i + 1, entry L - 1 takes a, entry 0 becomes 0) and the amax is the max
+  /// over the whole window before the roll (NaN ignored) for `max`, or a for `most_recent`; if a
+  /// is 0 nothing rolls and the amax is 0. Then scale = scaled_max() / amax when that amax is finite
+  /// and positive, else the old scale; an infinite scale becomes FLT_MAX.
+  void update() {
+    const float last = history_[0];
+    float amax = 0.0f;
+    if (last != 0.0f) {
+      const std::size_t length = history_.size();
+      for (std::size_t i = 0; i < length; ++i) {
+        const float a = i + 1 < length ? history_[i + 1] : last;
+        amax = std::fmax(amax, a);
+        history_[i] = a;
+      }
+      history_[0] = 0.0f;
+      if (algorithm_ == amax_compute_algorithm::most_recent) amax = last;
+    }
+    float scale = (std::isfinite(amax) && amax > 0.0f) ? scaled_max() / amax : scale_;
+    if (std::isinf(scale)) scale = std::numeric_limits<float>::max();
+    scale_ = scale;
+  }
+
+  /// Restores a saved state (e.g. from a checkpoint). Throws shape_mismatch when the history has
+  /// another length, invalid_argument for a scale that is not positive and finite.
+  void restore(std::span<const float> history, float scale) {
+    detail::require(history.size() == history_.size(), errc::shape_mismatch,
+                    "delayed_scaling_state::restore: history of " + std::to_string(history.size()) + " entries, expected " +
+                        std::to_string(history_.size()));
+    detail::require(std::isfinite(scale) && scale > 0.0f, errc::invalid_argument,
+                    "delayed_scaling_state::restore: scale must be positive and finite");
+    history_.assign(history.begin(), history.end());
+    scale_ = scale;
+  }
+
+ private:
+  fp8_format format_ = fp8_format::e4m3;
+  amax_compute_algorithm algorithm_ = amax_compute_algorithm::max;
+  int margin_ = 0;
+  std::vector<float> history_ = std::vector<float>(1, 0.0f);
+  float scale_ = 1.0f;
+};
+
+}  // namespace nvfp4

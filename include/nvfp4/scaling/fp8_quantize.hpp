@@ -1,0 +1,251 @@
+// nvfp4/scaling/fp8_quantize.hpp: FP8 quantization as TransformerEngine's FP8 recipes do it
+// (docs/numerics.md, "FP8 recipes"): the scale-from-amax rule, per-tensor quantization with a given
+// scale (delayed scaling) or with the tensor's own amax (current scaling), and 1x128 / 128x128 block
+// scaling (Float8BlockScaling). Scalar references in nvfp4::reference read like the rules; the
+// public functions check their input, then run the fast path, bit-identical for any thread count.
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/scaling/fp8_tensor.hpp"
+#include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/simd/parallel.hpp"
+
+namespace nvfp4 {
+
+/// TE's scale rule (common/recipe/recipe_common.cuh, compute_scale_from_amax): amax is raised to
+/// `epsilon`; an amax of 0, Inf or NaN gives scale 1; else scale = max_fp8 / amax (one fp32
+/// division), an infinite quotient becomes `value_for_inf`, and with `force_pow_2` only the sign
+/// and exponent bits are kept (bits & 0xFF800000, i.e. rounded down to a power of two).
+inline float fp8_scale_from_amax(float amax, float max_fp8, bool force_pow_2, float epsilon, float value_for_inf) {
+  if (amax < epsilon) amax = epsilon;
+  if (std::isinf(amax) || amax == 0.0f || std::isnan(amax)) return 1.0f;
+  float scale = max_fp8 / amax;
+  if (std::isinf(scale)) scale = value_for_inf;
+  if (force_pow_2) scale = detail::bits_float(detail::float_bits(scale) & 0xFF800000u);
+  return scale;
+}
+
+/// The largest finite value of a quantizer input type: TE's block quantizers use it for an
+/// infinite scale (`TypeInfo<IType>::max_finite_value`), per-tensor current scaling uses FLT_MAX.
+template <quantizer_input T>
+constexpr float input_max_finite() {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return bf16::from_bits(0x7F7F).to_float();
+  } else {
+    return FLT_MAX;
+  }
+}
+
+/// Options of the FP8 scale rule (TE's QParams).
+struct fp8_scale_options {
+  bool power_2_scale = false;  ///< keep only the exponent of each scale
+  float amax_epsilon = 0.0f;   ///< floor of the amax
+};
+
+/// The block shapes of TE's Float8BlockScaling: 1x128 (activations, gradients; "1D") and
+/// 128x128 (weights; "2D"). Blocks run along the rows of the matrix passed in.
+enum class fp8_block_shape { block_1x128, block_128x128 };
+inline constexpr index_t fp8_block_size = 128;
+
+constexpr index_t fp8_block_rows(fp8_block_shape shape) { return shape == fp8_block_shape::block_1x128 ? 1 : fp8_block_size; }
+
+namespace reference {
+
+/// Per-tensor FP8 with a given encode scale (delayed scaling, NUMERICS.md §10): code = fp8(x *
+/// scale) rounded to nearest even with saturation; scale_inv = 1 / scale (TE's reciprocal). The
+/// tensor records the input's amax. Throws non_finite_error on NaN/Inf.
+template <quantizer_input T>
+fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
+                                   quantized_axis axis = quantized_axis::rowwise) {
+  const float x_amax = reference::amax(x);
+  fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
+  for (index_t r = 0; r < x.rows(); ++r)
+    for (index_t c = 0; c < x.cols(); ++c)
+      q.codes()[static_cast<std::size_t>(r * x.cols() + c)] = fp8_encode(to_float32(x(r, c)) * scale, format);
+  q.scale_inv()[0] = 1.0f / scale;
+  q.set_scale(scale);
+  q.set_amax(x_amax);
+  return q;
+}
+
+/// Per-tensor current scaling (Float8CurrentScaling): the scale from this tensor's amax by
+/// fp8_scale_from_amax (infinite scale -> FLT_MAX), then quantize_fp8_with_scale.
+template <quantizer_input T>
+fp8_tensor quantize_fp8_current(matrix_view<const T> x, fp8_format format, const fp8_scale_options& options = {},
+                                quantized_axis axis = quantized_axis::rowwise) {
+  const float x_amax = reference::amax(x);
+  const float scale = fp8_scale_from_amax(x_amax, fp8_max(format), options.power_2_scale, options.amax_epsilon, FLT_MAX);
+  return reference::quantize_fp8_with_scale(x, format, scale, axis);
+}
+
+/// FP8 block scaling (Float8BlockScaling): blocks of 1x128 or 128x128 along x's rows; each block's
+/// scale from its own amax by fp8_scale_from_amax (infinite -> the input type's max), code =
+/// fp8(x * scale), scale_inv = 1 / scale. Edge blocks are smaller (zero padding changes no amax).
+template <quantizer_input T>
+fp8_tensor quantize_fp8_blockwise(matrix_view<const T> x, fp8_format format, fp8_block_shape shape,
+                                  const fp8_scale_options& options = {.power_2_scale = true},
+                                  quantized_axis axis = quantized_axis::rowwise) {
+  const float x_amax = reference::amax(x);
+  const index_t block_rows = fp8_block_rows(shape);
+  fp8_tensor q(x.rows(), x.cols(), format, block_rows, fp8_block_size, axis);
+  for (index_t br = 0; br < q.scale_rows(); ++br)
+    for (index_t bc = 0; bc < q.scale_cols(); ++bc) {
+      const index_t r0 = br * block_rows, r1 = std::min(r0 + block_rows, x.rows());
+      const index_t c0 = bc * fp8_block_size, c1 = std::min(c0 + fp8_block_size, x.cols());
+      float block_amax = 0.0f;
+      for (index_t r = r0; r < r1; ++r)
+        for (index_t c = c0; c < c1; ++c) block_amax = std::max(block_amax, std::fabs(to_float32(x(r, c))));
+      const float scale = fp8_scale_from_amax(block_amax, fp8_max(format), options.power_2_scale, options.amax_epsilon,
+                                              input_max_finite<T>());
+      q.scale_inv()[static_cast<std::size_t>(br * q.scale_cols() + bc)] = 1.0f / scale;
+      for (index_t r = r0; r < r1; ++r)
+        for (index_t c = c0; c < c1; ++c)
+          q.codes()[static_cast<std::size_t>(r * x.cols() + c)] = fp8_encode(to_float32(x(r, c)) * scale, format);
+    }
+  q.set_amax(x_amax);
+  return q;
+}
+
+/// Dequantizes: out(r, c) = decode(code) * scale_inv of its block (one fp32 multiply).
+inline void dequantize(const fp8_tensor& q, matrix_view<float> out) {
+  out.validate("dequantize output");
+  detail::require(out.rows() == q.rows() && out.cols() == q.cols(), errc::shape_mismatch,
+                  "dequantize: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
+                      ", tensor is " + std::to_string(q.rows()) + "x" + std::to_string(q.cols()));
+  for (index_t r = 0; r < q.rows(); ++r)
+    for (index_t c = 0; c < q.cols(); ++c) out(r, c) = q.element(r, c) * q.scale_inv_at(r, c);
+}
+
+}  // namespace reference
+
+namespace detail {
+
+/// Encodes x[0..n) * scale to FP8 codes with this build's fastest kernel.
+inline void encode_fp8_scaled(const float* x, index_t n, float scale, fp8_format format, float* buffer, std::uint8_t* out) {
+  for (index_t i = 0; i < n; ++i) buffer[i] = x[i] * scale;
+  if (format == fp8_format::e4m3) {
+    simd::encode<e4m3_traits>(buffer, n, out);
+  } else {
+    simd::encode<e5m2_traits>(buffer, n, out);
+  }
+}
+
+/// Row r of x, columns [c0, c0 + n), as floats in `buffer` (a pointer into x itself when it is
+/// already a contiguous float row).
+template <quantizer_input T>
+const float* load_row(matrix_view<const T> x, index_t r, index_t c0, index_t n, float* buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.rows_contiguous()) return x.row(r) + c0;
+  }
+  for (index_t c = 0; c < n; ++c) buffer[c] = to_float32(x(r, c0 + c));
+  return buffer;
+}
+
+/// The fast per-tensor quantization: rows in parallel, each encoded by simd::encode.
+template <quantizer_input T>
+void quantize_fp8_rows(matrix_view<const T> x, fp8_tensor& q, float scale) {
+  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  simd::parallel_ranges(x.rows(), parallel, [&](index_t begin, index_t end) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols())), scaled(static_cast<std::size_t>(x.cols()));
+    for (index_t r = begin; r < end; ++r) {
+      const float* values = load_row(x, r, 0, x.cols(), row.data());
+      encode_fp8_scaled(values, x.cols(), scale, q.format(), scaled.data(), q.codes().data() + r * x.cols());
+    }
+  });
+}
+
+}  // namespace detail
+
+/// Per-tensor FP8 with a given encode scale (delayed scaling): same result as
+/// reference::quantize_fp8_with_scale. Throws non_finite_error on NaN/Inf, invalid_argument for a
+/// scale that is not a positive finite number.
+template <quantizer_input T>
+fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
+                                   quantized_axis axis = quantized_axis::rowwise) {
+  x.validate("quantize input");
+  detail::require(std::isfinite(scale) && scale > 0.0f, errc::invalid_argument,
+                  "quantize_fp8_with_scale: the scale must be positive and finite, got " + std::to_string(scale));
+  const float x_amax = amax(x);
+  fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
+  detail::quantize_fp8_rows(x, q, scale);
+  q.scale_inv()[0] = 1.0f / scale;
+  q.set_scale(scale);
+  q.set_amax(x_amax);
+  return q;
+}
+
+/// Per-tensor current scaling (Float8CurrentScaling): same result as
+/// reference::quantize_fp8_current. Throws non_finite_error on NaN/Inf.
+template <quantizer_input T>
+fp8_tensor quantize_fp8_current(matrix_view<const T> x, fp8_format format, const fp8_scale_options& options = {},
+                                quantized_axis axis = quantized_axis::rowwise) {
+  x.validate("quantize input");
+  const float x_amax = amax(x);
+  const float scale = fp8_scale_from_amax(x_amax, fp8_max(format), options.power_2_scale, options.amax_epsilon, FLT_MAX);
+  fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
+  detail::quantize_fp8_rows(x, q, scale);
+  q.scale_inv()[0] = 1.0f / scale;
+  q.set_scale(scale);
+  q.set_amax(x_amax);
+  return q;
+}
+
+/// FP8 block scaling (Float8BlockScaling): same result as reference::quantize_fp8_blockwise.
+/// Throws non_finite_error on NaN/Inf.
+template <quantizer_input T>
+fp8_tensor quantize_fp8_blockwise(matrix_view<const T> x, fp8_format format, fp8_block_shape shape,
+                                  const fp8_scale_options& options = {.power_2_scale = true},
+                                  quantized_axis axis = quantized_axis::rowwise) {
+  x.validate("quantize input");
+  const float x_amax = amax(x);
+  const index_t block_rows = fp8_block_rows(shape);
+  fp8_tensor q(x.rows(), x.cols(), format, block_rows, fp8_block_size, axis);
+  const index_t scale_cols = q.scale_cols();
+  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  // Work is split by block rows, so each block's amax and codes belong to one thread.
+  simd::parallel_ranges(q.scale_rows(), parallel, [&](index_t begin, index_t end) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols())), scaled(static_cast<std::size_t>(fp8_block_size));
+    std::vector<float> block_amax(static_cast<std::size_t>(scale_cols)), scales(static_cast<std::size_t>(scale_cols));
+    for (index_t br = begin; br < end; ++br) {
+      const index_t r0 = br * block_rows, r1 = std::min(r0 + block_rows, x.rows());
+      std::fill(block_amax.begin(), block_amax.end(), 0.0f);
+      for (index_t r = r0; r < r1; ++r) {
+        const float* values = detail::load_row(x, r, 0, x.cols(), row.data());
+        for (index_t c = 0; c < x.cols(); ++c) {
+          float& m = block_amax[static_cast<std::size_t>(c / fp8_block_size)];
+          m = std::max(m, std::fabs(values[c]));
+        }
+      }
+      for (index_t bc = 0; bc < scale_cols; ++bc) {
+        const float scale = fp8_scale_from_amax(block_amax[static_cast<std::size_t>(bc)], fp8_max(format), options.power_2_scale,
+                                                options.amax_epsilon, input_max_finite<T>());
+        scales[static_cast<std::size_t>(bc)] = scale;
+        q.scale_inv()[static_cast<std::size_t>(br * scale_cols + bc)] = 1.0f / scale;
+      }
+      for (index_t r = r0; r < r1; ++r) {
+        const float* values = detail::load_row(x, r, 0, x.cols(), row.data());
+        for (index_t c0 = 0; c0 < x.cols(); c0 += fp8_block_size) {
+          const index_t n = std::min(fp8_block_size, x.cols() - c0);
+          detail::encode_fp8_scaled(values + c0, n, scales[static_cast<std::size_t>(c0 / fp8_block_size)], format, scaled.data(),
+                                    q.codes().data() + r * x.cols() + c0);
+        }
+      }
+    }
+  });
+  q.set_amax(x_amax);
+  return q;
+}
+
+/// Dequantizes q into out (same shape): decode(code) * the block's scale_inv.
+inline void dequantize(const fp8_tensor& q, matrix_view<float> out) { reference::dequantize(q, out); }
+
+}  // namespace nvfp4

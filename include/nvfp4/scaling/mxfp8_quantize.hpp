@@ -1,0 +1,116 @@
+// nvfp4/scaling/mxfp8_quantize.hpp: MXFP8 quantization as TransformerEngine's MXFP8BlockScaling
+// recipe does it (docs/numerics.md, "MXFP8"): blocks of 32 along a row, the E8M0 scale rounded UP
+// from amax * (1 / fp8_max), elements multiplied by the scale's exact reciprocal and rounded to
+// E4M3 or E5M2. The rowwise and columnwise copies are both quantized from the high-precision
+// tensor. Differs from OCP's floor rule and from scaling/'s `mx_scale_rule::te_ceil` (a division).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "nvfp4/formats/e5m2.hpp"
+#include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/simd/parallel.hpp"
+
+namespace nvfp4 {
+
+/// MXFP8 with E5M2 elements (TE's HYBRID format for gradients), one E8M0 scale per 32.
+using mxfp8_e5m2 = block_format<e5m2, e8m0, 1, 32>;
+using mxfp8_e5m2_tensor = quantized_tensor<mxfp8_e5m2>;
+
+/// The two MXFP8 formats a recipe uses.
+template <class Format>
+concept mxfp8_format = std::is_same_v<Format, mxfp8> || std::is_same_v<Format, mxfp8_e5m2>;
+
+/// TE's float -> E8M0 conversion with rounding up (the software form of Blackwell's
+/// `cvt.rp.satfinite.ue8m0x2.f32`, TE common/util/ptx_arch_spec.cuh `float_to_e8m0`): NaN -> 0xFF,
+/// Inf -> 0xFE, 0 -> 0x00; otherwise the float's biased exponent, plus one when any mantissa bit
+/// is set, except at 0xFE (saturates) and for subnormals up to 2^-127 (which give 0x00, 2^-127).
+constexpr e8m0 e8m0_round_up(float v) {
+  if (v != v) return e8m0::from_bits(0xFF);
+  const std::uint32_t bits = detail::float_bits(v) & 0x7FFFFFFFu;
+  if (bits == 0x7F800000u) return e8m0::from_bits(0xFE);
+  if (bits == 0) return e8m0::from_bits(0x00);
+  std::uint32_t exponent = bits >> 23;
+  const std::uint32_t mantissa = bits & 0x7FFFFFu;
+  if (mantissa > 0 && exponent != 0xFE && !(exponent == 0 && mantissa <= 0x400000u)) ++exponent;
+  return e8m0::from_bits(static_cast<std::uint8_t>(exponent));
+}
+
+/// The MXFP8 block scale of a block with max |x| = block_amax: e8m0_round_up(block_amax *
+/// fp32(1 / fp8_max)), a product with the rounded reciprocal as TE's kernels compute it.
+template <mxfp8_format Format>
+constexpr e8m0 mxfp8_te_block_scale(float block_amax) {
+  constexpr float reciprocal = static_cast<float>(1.0 / static_cast<double>(Format::element_max));
+  return e8m0_round_up(block_amax * reciprocal);
+}
+
+/// The factor an element is multiplied by: 2^(127 - b), TE's exp2f_rcp (2^-127 for b = 254).
+constexpr float mxfp8_te_encode_factor(e8m0 scale) { return detail::exp2i(-scale.exponent()); }
+
+namespace reference {
+
+/// MXFP8 quantization of x (blocks of 32 along its rows; pass x.transposed() for the columnwise
+/// copy) by TE's rule. Throws non_finite_error on NaN/Inf.
+template <mxfp8_format Format, quantizer_input T>
+quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axis axis = quantized_axis::rowwise) {
+  const float x_amax = reference::amax(x);
+  using element_type = typename Format::element_type;
+  quantized_tensor<Format> q(x.rows(), x.cols(), axis);
+  q.set_tensor_scale(x_amax, 1.0f, 1.0f);
+  for (index_t r = 0; r < x.rows(); ++r)
+    for (index_t block = 0; block < q.scale_cols(); ++block) {
+      const index_t c0 = block * Format::block_cols, c1 = std::min<index_t>(c0 + Format::block_cols, x.cols());
+      float block_amax = 0.0f;
+      for (index_t c = c0; c < c1; ++c) block_amax = std::max(block_amax, std::fabs(to_float32(x(r, c))));
+      const e8m0 scale = mxfp8_te_block_scale<Format>(block_amax);
+      const float factor = mxfp8_te_encode_factor(scale);
+      q.scales()[static_cast<std::size_t>(r * q.scale_cols() + block)] = scale;
+      for (index_t c = c0; c < c1; ++c)
+        q.data()[static_cast<std::size_t>(r * q.data_row_stride() + c)] = element_type::from_float(to_float32(x(r, c)) * factor);
+    }
+  return q;
+}
+
+}  // namespace reference
+
+/// MXFP8 quantization by TE's rule: same result as reference::quantize_mxfp8_te, rows in
+/// parallel, elements through this build's fastest FP8 encoder. Throws non_finite_error on NaN/Inf.
+template <mxfp8_format Format, quantizer_input T>
+quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axis axis = quantized_axis::rowwise) {
+  x.validate("quantize input");
+  const float x_amax = amax(x);
+  constexpr index_t block = Format::block_cols;
+  quantized_tensor<Format> q(x.rows(), x.cols(), axis);
+  q.set_tensor_scale(x_amax, 1.0f, 1.0f);
+  const index_t scale_cols = q.scale_cols();
+  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  simd::parallel_ranges(x.rows(), parallel, [&](index_t begin, index_t end) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols())), scaled(static_cast<std::size_t>(x.cols()));
+    for (index_t r = begin; r < end; ++r) {
+      const float* values = row.data();
+      if constexpr (std::is_same_v<T, float>) {
+        if (x.rows_contiguous()) values = x.row(r);
+      }
+      if (values == row.data())
+        for (index_t c = 0; c < x.cols(); ++c) row[static_cast<std::size_t>(c)] = to_float32(x(r, c));
+      for (index_t b = 0; b < scale_cols; ++b) {
+        const index_t c0 = b * block, c1 = std::min(c0 + block, x.cols());
+        float block_amax = 0.0f;
+        for (index_t c = c0; c < c1; ++c) block_amax = std::max(block_amax, std::fabs(values[c]));
+        const e8m0 scale = mxfp8_te_block_scale<Format>(block_amax);
+        const float factor = mxfp8_te_encode_factor(scale);
+        q.scales()[static_cast<std::size_t>(r * scale_cols + b)] = scale;
+        for (index_t c = c0; c < c1; ++c) scaled[static_cast<std::size_t>(c)] = values[c] * factor;
+      }
+      auto* out = reinterpret_cast<std::uint8_t*>(q.data().data() + r * q.data_row_stride());
+      simd::encode<Format::element_type::traits>(scaled.data(), x.cols(), out);
+    }
+  });
+  return q;
+}
+
+}  // namespace nvfp4
