@@ -1,0 +1,206 @@
+// Tests of nvfp4/gemm/fp8_gemm.hpp: the split accumulator against the plain chain on a hand-worked
+// case, the per-tensor and block-scaled epilogues (which scale is applied first), bias and bf16
+// output, the MXFP8 GEMM against its MMA, fast == reference on every ISA build for any thread
+// count, and bad input.
+// NVFP4_TEST_ALL_ISAS
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "nvfp4/gemm/fp8_gemm.hpp"
+
+namespace nvfp4 {
+namespace {
+
+using mma8::tensor_core;
+
+fp8_tensor codes(index_t rows, index_t cols, fp8_format f, std::initializer_list<std::pair<index_t, std::uint8_t>> set) {
+  fp8_tensor t(rows, cols, f);
+  for (auto [i, code] : set) t.codes()[static_cast<std::size_t>(i)] = code;
+  return t;
+}
+
+std::vector<std::uint32_t> bits_of(const std::vector<float>& v) {
+  std::vector<std::uint32_t> out;
+  for (float f : v) out.push_back(std::bit_cast<std::uint32_t>(f));
+  return out;
+}
+
+TEST(Fp8Gemm, SplitAccumulatorKeepsWhatTheChainTruncates) {
+  // K = 64: step 0 holds 32 * 32 = 1024 (E4M3 0x60 = 32), step 1 holds 0.25 * 0.25 (0x28 = 0.25).
+  // The Hopper chain adds 2^-4 to c = 1024 with a unit of 2^(10-13): truncated, 1024. Promoted every
+  // 32 elements, the second partial 2^-4 is added in fp32: 1024.0625.
+  const auto a = codes(1, 64, fp8_format::e4m3, {{0, 0x60}, {40, 0x28}});
+  const auto b = codes(1, 64, fp8_format::e4m3, {{0, 0x60}, {40, 0x28}});
+  float d = 0.0f;
+  const auto d_view = matrix_view<float>::row_major(&d, 1, 1);
+  fp8_mma(a, b, {}, d_view, {.core = tensor_core::hopper, .promotion_interval = 0});
+  EXPECT_EQ(d, 1024.0f);
+  fp8_mma(a, b, {}, d_view, {.core = tensor_core::hopper, .promotion_interval = 32});
+  EXPECT_EQ(d, 1024.0625f);
+  fp8_mma(a, b, {}, d_view, {.core = tensor_core::blackwell, .promotion_interval = 0});
+  EXPECT_EQ(d, 1024.0625f);  // 25 bits keep it
+  // A promotion interval covering all of K is the chain from zero.
+  fp8_mma(a, b, {}, d_view, {.core = tensor_core::hopper, .promotion_interval = 64});
+  EXPECT_EQ(d, 1024.0f);
+}
+
+TEST(Fp8Gemm, PerTensorEpilogue) {
+  // A·Bᵀ = 3 (1 * 3), scale_inv 0.5 and 1/3: out = (0.5 * fp32(1/3)) * 3, + bias 0.25.
+  auto a = codes(1, 32, fp8_format::e4m3, {{0, 0x38}});
+  auto b = codes(1, 32, fp8_format::e4m3, {{0, 0x44}});  // 3.0
+  a.scale_inv()[0] = 0.5f;
+  b.scale_inv()[0] = 1.0f / 3.0f;
+  const std::vector<float> bias = {0.25f};
+  float out = 0.0f;
+  fp8_gemm(a, b, matrix_view<float>::row_major(&out, 1, 1), {.bias = bias});
+  const float alpha = 0.5f * (1.0f / 3.0f);
+  const float product = alpha * 3.0f;
+  EXPECT_EQ(out, product + 0.25f);
+  bf16 out16;
+  fp8_gemm(a, b, matrix_view<bf16>::row_major(&out16, 1, 1), {.bias = bias});
+  EXPECT_EQ(out16, bf16::from_float(product + 0.25f));
+}
+
+TEST(Fp8Gemm, BlockEpilogueAppliesTheOneDimensionalScaleFirst) {
+  // K = 256 (two K blocks); A 1x128-scaled [1, 256], B 128x128-scaled [1, 256]. Block 0: P = 3,
+  // block 1: P = 1. Scales chosen so the order of the two multiplies shows.
+  fp8_tensor a(1, 256, fp8_format::e4m3, 1, 128), b(1, 256, fp8_format::e4m3, 128, 128);
+  a.codes()[0] = 0x44;    // 3
+  b.codes()[0] = 0x38;    // 1
+  a.codes()[130] = 0x38;  // 1
+  b.codes()[130] = 0x38;
+  const float sa0 = 1.0f / 3.0f, sa1 = 1.1f, sb0 = 3.0000002f, sb1 = 0.7f;
+  a.scale_inv()[0] = sa0;
+  a.scale_inv()[1] = sa1;
+  b.scale_inv()[0] = sb0;
+  b.scale_inv()[1] = sb1;
+  float out = 0.0f;
+  fp8_gemm(a, b, matrix_view<float>::row_major(&out, 1, 1));
+  // A is 1D: y = fma(P * s_A, s_B, y) per block.
+  float y = std::fma(3.0f * sa0, sb0, 0.0f);
+  y = std::fma(1.0f * sa1, sb1, y);
+  EXPECT_EQ(out, y);
+  // The other order (B's scale first) gives another float here, so the test can tell them apart.
+  float other = std::fma(3.0f * sb0, sa0, 0.0f);
+  other = std::fma(1.0f * sb1, sa1, other);
+  EXPECT_NE(y, other);
+  // Swapped roles (A 2D, B 1D): B's scale first.
+  float swapped = 0.0f;
+  fp8_gemm(b, a, matrix_view<float>::row_major(&swapped, 1, 1));
+  EXPECT_EQ(swapped, y);
+}
+
+// Random operands of every format pairing, K not a multiple of 32, both tensor cores, both modes,
+// several promotion intervals: the public path equals the reference bit for bit, with 1 and 2
+// threads.
+TEST(Fp8Gemm, FastEqualsReference) {
+  std::mt19937 gen(5);
+  const index_t m = 37, n = 29, k = 200;
+  const auto random_codes = [&](fp8_tensor& t) {
+    for (auto& c : t.codes()) {
+      c = static_cast<std::uint8_t>(gen());
+      if ((c & 0x7F) >= 0x7C) c &= 0xBB;  // keep them finite (NaN/Inf are the model test's)
+    }
+  };
+  for (fp8_format fa : {fp8_format::e4m3, fp8_format::e5m2})
+    for (fp8_format fb : {fp8_format::e4m3, fp8_format::e5m2}) {
+      fp8_tensor a(m, k, fa), b(n, k, fb);
+      random_codes(a);
+      random_codes(b);
+      a.scale_inv()[0] = 0.75f;
+      b.scale_inv()[0] = 3.0f;
+      for (tensor_core core : {tensor_core::hopper, tensor_core::blackwell})
+        for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed})
+          for (index_t interval : {index_t{0}, index_t{32}, index_t{128}}) {
+            const fp8_gemm_options options{.core = core, .mode = mode, .promotion_interval = interval};
+            std::vector<float> want(m * n), got(m * n);
+            reference::fp8_gemm(a, b, matrix_view<float>::row_major(want.data(), m, n), options);
+            for (int threads : {1, 2}) {
+#if defined(_OPENMP)
+              omp_set_num_threads(threads);
+#endif
+              fp8_gemm(a, b, matrix_view<float>::row_major(got.data(), m, n), options);
+              ASSERT_EQ(bits_of(got), bits_of(want)) << int(core) << int(mode) << interval << threads;
+            }
+          }
+    }
+  // Block-scaled operands and MXFP8.
+  std::normal_distribution<float> normal;
+  std::vector<float> xa(m * k), xb(n * k);
+  for (auto& v : xa) v = normal(gen);
+  for (auto& v : xb) v = normal(gen) * 100.0f;
+  const auto va = matrix_view<const float>::row_major(xa.data(), m, k), vb = matrix_view<const float>::row_major(xb.data(), n, k);
+  const auto a1 = quantize_fp8_blockwise(va, fp8_format::e4m3, fp8_block_shape::block_1x128);
+  const auto b2 = quantize_fp8_blockwise(vb, fp8_format::e5m2, fp8_block_shape::block_128x128);
+  std::vector<float> want(m * n), got(m * n);
+  reference::fp8_gemm(a1, b2, matrix_view<float>::row_major(want.data(), m, n));
+  fp8_gemm(a1, b2, matrix_view<float>::row_major(got.data(), m, n));
+  EXPECT_EQ(bits_of(got), bits_of(want));
+  const auto ma = quantize_mxfp8_te<mxfp8>(va);
+  const auto mb = quantize_mxfp8_te<mxfp8_e5m2>(vb);
+  reference::mxfp8_gemm(ma, mb, matrix_view<float>::row_major(want.data(), m, n));
+  mxfp8_gemm(ma, mb, matrix_view<float>::row_major(got.data(), m, n));
+  EXPECT_EQ(bits_of(got), bits_of(want));
+  // The GEMM is the MMA from zero with its outputs rounded as asked.
+  std::vector<float> d(m * n);
+  mxfp8_mma(ma, mb, {}, matrix_view<float>::row_major(d.data(), m, n), {.promotion_interval = 0});
+  mxfp8_gemm(ma, mb, matrix_view<float>::row_major(got.data(), m, n), {.promotion_interval = 0});
+  EXPECT_EQ(bits_of(got), bits_of(d));
+}
+
+TEST(Fp8Gemm, QuantizedProductIsClose) {
+  // Current scaling of N(0,1) data, E4M3 x E4M3: within a few percent of the fp32 product.
+  std::mt19937 gen(9);
+  std::normal_distribution<float> normal;
+  const index_t m = 16, n = 16, k = 256;
+  std::vector<float> xa(m * k), xb(n * k);
+  for (auto& v : xa) v = normal(gen);
+  for (auto& v : xb) v = normal(gen);
+  const auto a = quantize_fp8_current(matrix_view<const float>::row_major(xa.data(), m, k), fp8_format::e4m3);
+  const auto b = quantize_fp8_current(matrix_view<const float>::row_major(xb.data(), n, k), fp8_format::e4m3);
+  std::vector<float> out(m * n);
+  fp8_gemm(a, b, matrix_view<float>::row_major(out.data(), m, n));
+  double e = 0, norm = 0;
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (index_t kk = 0; kk < k; ++kk) s += double(xa[std::size_t(i * k + kk)]) * xb[std::size_t(j * k + kk)];
+      e += (out[std::size_t(i * n + j)] - s) * (out[std::size_t(i * n + j)] - s);
+      norm += s * s;
+    }
+  EXPECT_LT(std::sqrt(e / norm), 0.05);
+}
+
+TEST(Fp8Gemm, BadInput) {
+  const fp8_tensor a(4, 64, fp8_format::e4m3), b(3, 32, fp8_format::e4m3), c(3, 64, fp8_format::e4m3);
+  const fp8_tensor blocks(3, 64, fp8_format::e4m3, 1, 128);
+  std::vector<float> out(12);
+  const auto o = matrix_view<float>::row_major(out.data(), 4, 3);
+  const auto code_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const error& e) {
+      return e.code();
+    }
+    return errc{};
+  };
+  EXPECT_EQ(code_of([&] { fp8_gemm(a, b, o); }), errc::shape_mismatch);
+  EXPECT_EQ(code_of([&] { fp8_gemm(a, c, matrix_view<float>::row_major(out.data(), 3, 4)); }), errc::shape_mismatch);
+  EXPECT_EQ(code_of([&] { fp8_gemm(a, c, o, {.promotion_interval = 48}); }), errc::invalid_argument);
+  const std::vector<float> bias(2);
+  EXPECT_EQ(code_of([&] { fp8_gemm(a, c, o, {.bias = bias}); }), errc::shape_mismatch);
+  EXPECT_EQ(code_of([&] { fp8_gemm(a, blocks, o); }), errc::invalid_argument);  // per-tensor with blocks
+  EXPECT_EQ(code_of([&] { fp8_mma(a, c, {}, matrix_view<float>(nullptr, 4, 3, 3, 1)); }), errc::null_pointer);
+  EXPECT_EQ(code_of([&] { fp8_gemm(a, c, o); }), errc{});
+}
+
+}  // namespace
+}  // namespace nvfp4

@@ -1,0 +1,167 @@
+// Tests of nvfp4/recipes/delayed_scaling.hpp: the state over many steps against a hand-run of TE's
+// fused update (history roll, max / most_recent, margin, a zero amax that does not roll, Inf amax
+// freezing the scale until it leaves the window, NaN ignored by max), plus restore and validation.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <vector>
+
+#include "nvfp4/recipes/delayed_scaling.hpp"
+
+namespace nvfp4 {
+namespace {
+
+std::vector<float> history_of(const delayed_scaling_state& s) { return {s.amax_history().begin(), s.amax_history().end()}; }
+
+TEST(DelayedScaling, DefaultsAreTes) {
+  const delayed_scaling r;
+  EXPECT_EQ(r.margin, 0);
+  EXPECT_EQ(r.fp8_format, recipe_format::hybrid);
+  EXPECT_EQ(r.amax_history_len, 1024);
+  EXPECT_EQ(r.amax_compute_algo, amax_compute_algorithm::max);
+  EXPECT_FALSE(r.fp8_gemm_fprop.use_split_accumulator);
+  EXPECT_TRUE(r.fp8_gemm_dgrad.use_split_accumulator);
+  const delayed_scaling_state s(r, fp8_format::e4m3);
+  EXPECT_EQ(s.scale(), 1.0f);
+  EXPECT_EQ(s.amax_history().size(), 1024u);
+}
+
+TEST(DelayedScaling, HistoryRollsAndMaxTakesTheWindow) {
+  delayed_scaling_state s({.amax_history_len = 3}, fp8_format::e4m3);
+  // Step amaxes 2, 8, 4, 1, 1: the window holds the last three, the scale is 448 / max of it.
+  s.record(2.0f);
+  s.update();
+  EXPECT_EQ(history_of(s), (std::vector<float>{0.0f, 0.0f, 2.0f}));
+  EXPECT_EQ(s.scale(), 224.0f);
+  s.record(8.0f);
+  s.record(3.0f);  // a smaller amax in the same step does not lower entry 0
+  s.update();
+  EXPECT_EQ(history_of(s), (std::vector<float>{0.0f, 2.0f, 8.0f}));
+  EXPECT_EQ(s.scale(), 56.0f);
+  s.record(4.0f);
+  s.update();
+  EXPECT_EQ(history_of(s), (std::vector<float>{0.0f, 8.0f, 4.0f}));  // the 2 rolled out of entry 1
+  EXPECT_EQ(s.scale(), 56.0f);
+  s.record(1.0f);
+  s.update();
+  EXPECT_EQ(s.scale(), 56.0f);  // 8 still in the window: [8, 4, 1] before the roll
+  s.record(1.0f);
+  s.update();
+  EXPECT_EQ(history_of(s), (std::vector<float>{0.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(s.scale(), 112.0f);  // window was [4, 1, 1]
+}
+
+TEST(DelayedScaling, MostRecentAndMargin) {
+  delayed_scaling_state s({.margin = 2, .amax_history_len = 4, .amax_compute_algo = amax_compute_algorithm::most_recent},
+                          fp8_format::e5m2);
+  EXPECT_EQ(s.scaled_max(), 57344.0f / 4);
+  for (float a : {16.0f, 2.0f, 8.0f}) {
+    s.record(a);
+    s.update();
+    EXPECT_EQ(s.scale(), 14336.0f / a);
+  }
+}
+
+TEST(DelayedScaling, ZeroAmaxNeitherRollsNorChangesTheScale) {
+  delayed_scaling_state s({.amax_history_len = 2}, fp8_format::e4m3);
+  s.record(7.0f);
+  s.update();
+  const auto before = history_of(s);
+  s.update();  // nothing recorded: entry 0 is 0
+  EXPECT_EQ(history_of(s), before);
+  EXPECT_EQ(s.scale(), 64.0f);
+}
+
+TEST(DelayedScaling, InfiniteAmaxFreezesTheScaleUntilItLeavesTheWindow) {
+  const float inf = std::numeric_limits<float>::infinity();
+  delayed_scaling_state s({.amax_history_len = 3}, fp8_format::e4m3);
+  s.record(4.0f);
+  s.update();
+  EXPECT_EQ(s.scale(), 112.0f);
+  s.record(inf);
+  s.update();
+  EXPECT_EQ(s.scale(), 112.0f);  // the max is Inf: not finite, the old scale stays
+  for (int step = 0; step < 2; ++step) {
+    s.record(2.0f);
+    s.update();
+    EXPECT_EQ(s.scale(), 112.0f) << step;  // Inf still in the window
+  }
+  s.record(2.0f);
+  s.update();
+  EXPECT_EQ(s.scale(), 224.0f);  // window [2, 2, 2]
+}
+
+TEST(DelayedScaling, NanIsIgnoredByMaxButNotByMostRecent) {
+  delayed_scaling_state by_max({.amax_history_len = 2}, fp8_format::e4m3);
+  by_max.record(8.0f);
+  by_max.update();
+  by_max.record(std::nanf(""));
+  by_max.update();
+  EXPECT_EQ(by_max.scale(), 56.0f);  // fmax over {8, NaN} is 8
+  EXPECT_TRUE(std::isnan(by_max.amax_history()[1]));
+  delayed_scaling_state recent({.amax_history_len = 2, .amax_compute_algo = amax_compute_algorithm::most_recent}, fp8_format::e4m3);
+  recent.record(8.0f);
+  recent.update();
+  recent.record(std::nanf(""));
+  recent.update();
+  EXPECT_EQ(recent.scale(), 56.0f);  // NaN is not finite: the old scale stays
+}
+
+TEST(DelayedScaling, TinyAmaxGivesFltMax) {
+  delayed_scaling_state s({.amax_history_len = 1}, fp8_format::e4m3);
+  s.record(std::ldexp(1.0f, -140));
+  s.update();
+  EXPECT_EQ(s.scale(), FLT_MAX);  // 448 / 2^-140 overflows
+  EXPECT_EQ(s.amax_history()[0], 0.0f);  // a one-entry history is cleared for the next step
+}
+
+// Many steps against a plain model of the window (a deque), random amaxes with zeros.
+TEST(DelayedScaling, ManyStepsAgainstAWindowModel) {
+  const int length = 5;
+  delayed_scaling_state s({.margin = 1, .amax_history_len = length}, fp8_format::e4m3);
+  std::deque<float> window(length, 0.0f);
+  float scale = 1.0f;
+  unsigned state = 12345;
+  for (int step = 0; step < 200; ++step) {
+    state = state * 1103515245u + 12345u;
+    const float a = (state >> 28) == 0 ? 0.0f : std::ldexp(1.0f + float((state >> 8) & 0xFFFF) / 65536.0f, int((state >> 24) & 15) - 8);
+    if (a != 0.0f) s.record(a);
+    s.update();
+    if (a != 0.0f) {
+      window.pop_front();
+      window.push_back(a);
+      float m = 0.0f;
+      for (float v : window) m = std::max(m, v);
+      scale = 224.0f / m;
+    }
+    ASSERT_EQ(s.scale(), scale) << step;
+    ASSERT_EQ(s.amax_history()[length - 1], window.back()) << step;
+  }
+}
+
+TEST(DelayedScaling, RestoreAndValidation) {
+  delayed_scaling_state s({.amax_history_len = 2}, fp8_format::e4m3);
+  const std::vector<float> saved = {0.0f, 3.0f};
+  s.restore(saved, 2.0f);
+  EXPECT_EQ(s.scale(), 2.0f);
+  EXPECT_EQ(history_of(s), saved);
+  const auto code_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const error& e) {
+      return e.code();
+    }
+    return errc{};
+  };
+  EXPECT_EQ(code_of([&] { s.restore(std::vector<float>(3), 1.0f); }), errc::shape_mismatch);
+  EXPECT_EQ(code_of([&] { s.restore(saved, 0.0f); }), errc::invalid_argument);
+  EXPECT_EQ(code_of([] { delayed_scaling{.fp8_format = recipe_format::e5m2}.validate(); }), errc::invalid_argument);
+  EXPECT_EQ(code_of([] { delayed_scaling_state({.amax_history_len = 0}, fp8_format::e4m3); }), errc::invalid_argument);
+  EXPECT_EQ(code_of([] { delayed_scaling{.margin = 200}.validate(); }), errc::invalid_argument);
+}
+
+}  // namespace
+}  // namespace nvfp4

@@ -1,0 +1,154 @@
+// Tests of nvfp4/scaling/fp8_quantize.hpp: TE's scale rule on hand-worked amaxes (zero, tiny,
+// epsilon, power-of-two masking, the input type's max for block scaling), per-tensor and block
+// quantization against hand-computed codes, the transposed copies, fast == reference on every ISA
+// build, and bad input.
+// NVFP4_TEST_ALL_ISAS
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "nvfp4/scaling/fp8_quantize.hpp"
+
+namespace nvfp4 {
+namespace {
+
+std::vector<float> gaussian(index_t n, unsigned seed, float sigma = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> out(static_cast<std::size_t>(n));
+  for (auto& v : out) v = normal(gen);
+  return out;
+}
+
+bool same(const fp8_tensor& a, const fp8_tensor& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && std::equal(a.codes().begin(), a.codes().end(), b.codes().begin()) &&
+         std::equal(a.scale_inv().begin(), a.scale_inv().end(), b.scale_inv().begin()) && a.amax() == b.amax() && a.scale() == b.scale();
+}
+
+TEST(Fp8Quantize, ScaleRule) {
+  EXPECT_EQ(fp8_scale_from_amax(0.0f, 448.0f, false, 0.0f, FLT_MAX), 1.0f);
+  EXPECT_EQ(fp8_scale_from_amax(INFINITY, 448.0f, false, 0.0f, FLT_MAX), 1.0f);
+  EXPECT_EQ(fp8_scale_from_amax(std::nanf(""), 448.0f, false, 0.0f, FLT_MAX), 1.0f);
+  EXPECT_EQ(fp8_scale_from_amax(2.0f, 448.0f, false, 0.0f, FLT_MAX), 224.0f);
+  EXPECT_EQ(fp8_scale_from_amax(3.0f, 448.0f, false, 0.0f, FLT_MAX), 448.0f / 3.0f);
+  // Power of two: 149.33 -> 128 (sign and exponent bits only).
+  EXPECT_EQ(fp8_scale_from_amax(3.0f, 448.0f, true, 0.0f, FLT_MAX), 128.0f);
+  // Epsilon floors the amax: 448 / 4.
+  EXPECT_EQ(fp8_scale_from_amax(1.0f, 448.0f, false, 4.0f, FLT_MAX), 112.0f);
+  EXPECT_EQ(fp8_scale_from_amax(0.0f, 448.0f, false, 4.0f, FLT_MAX), 112.0f);  // 0 < epsilon: raised first
+  // Too small an amax: the quotient is Inf -> value_for_inf (then masked to 2^127 when pow-2).
+  EXPECT_EQ(fp8_scale_from_amax(1e-38f, 448.0f, false, 0.0f, FLT_MAX), FLT_MAX);
+  EXPECT_EQ(fp8_scale_from_amax(1e-38f, 448.0f, false, 0.0f, 3.3895314e38f), 3.3895314e38f);
+  EXPECT_EQ(fp8_scale_from_amax(1e-38f, 448.0f, true, 0.0f, FLT_MAX), std::ldexp(1.0f, 127));
+  EXPECT_EQ(input_max_finite<bf16>(), 3.3895313892515355e38f);
+}
+
+TEST(Fp8Quantize, PerTensorByHand) {
+  // x = [1, -3, 0.1, 500], amax 500: scale 448 / 500 = 0.896 (fp32), codes of x * scale.
+  const std::vector<float> x = {1.0f, -3.0f, 0.1f, 500.0f};
+  const auto v = matrix_view<const float>::row_major(x.data(), 2, 2);
+  const auto q = quantize_fp8_current(v, fp8_format::e4m3);
+  const float scale = 448.0f / 500.0f;
+  EXPECT_EQ(q.scale(), scale);
+  EXPECT_EQ(q.amax(), 500.0f);
+  EXPECT_EQ(q.scale_inv()[0], 1.0f / scale);
+  EXPECT_TRUE(q.per_tensor());
+  EXPECT_EQ(q.code(0, 0), e4m3::from_float(0.896f).bits());  // 0.896 -> 0.875 (0x36)
+  EXPECT_EQ(q.code(0, 0), 0x36);
+  EXPECT_EQ(q.code(0, 1), e4m3::from_float(-3.0f * scale).bits());
+  EXPECT_EQ(q.code(1, 1), 0x7E);  // 500 * 0.896 = 448
+  // E5M2 with a given scale; 1e6 saturates to 57344 (satfinite).
+  const std::vector<float> y = {1.0f, 1e6f};
+  const auto q5 = quantize_fp8_with_scale(matrix_view<const float>::row_major(y.data(), 1, 2), fp8_format::e5m2, 1.0f);
+  EXPECT_EQ(q5.code(0, 0), 0x3C);
+  EXPECT_EQ(q5.code(0, 1), 0x7B);
+  EXPECT_EQ(q5.amax(), 1e6f);
+}
+
+TEST(Fp8Quantize, BlocksByHand) {
+  // 2 x 130: blocks of 128 columns, the second block 2 wide. Row 0 block 0 amax 4, block 1 amax 1;
+  // row 1 block 0 amax 0 (scale 1).
+  std::vector<float> x(2 * 130, 0.0f);
+  x[5] = 4.0f;
+  x[129] = -1.0f;
+  const auto v = matrix_view<const float>::row_major(x.data(), 2, 130);
+  const auto q = quantize_fp8_blockwise(v, fp8_format::e4m3, fp8_block_shape::block_1x128);
+  ASSERT_EQ(q.scale_rows(), 2);
+  ASSERT_EQ(q.scale_cols(), 2);
+  EXPECT_EQ(q.block_scale_inv(0, 0), 1.0f / 64.0f);  // 448 / 4 = 112 -> pow2 64
+  EXPECT_EQ(q.block_scale_inv(0, 1), 1.0f / 256.0f);  // 448 -> 256
+  EXPECT_EQ(q.block_scale_inv(1, 0), 1.0f);
+  EXPECT_EQ(q.code(0, 5), e4m3::from_float(256.0f).bits());
+  EXPECT_EQ(q.code(0, 129), e4m3::from_float(-256.0f).bits());
+  // 128x128: one scale for the 2 x 128 tile; fp32 scales when not power of two.
+  const auto t = quantize_fp8_blockwise(v, fp8_format::e4m3, fp8_block_shape::block_128x128, {.power_2_scale = false});
+  ASSERT_EQ(t.scale_rows(), 1);
+  EXPECT_EQ(t.block_scale_inv(0, 0), 1.0f / 112.0f);
+  EXPECT_EQ(t.scale_inv_at(1, 3), 1.0f / 112.0f);
+}
+
+TEST(Fp8Quantize, TransposedCopies) {
+  const auto x = gaussian(96 * 200, 1);
+  const auto v = matrix_view<const float>::row_major(x.data(), 96, 200);
+  // Per tensor: the columnwise copy is the transpose with the same scale.
+  const auto q = quantize_fp8_current(v, fp8_format::e4m3);
+  const auto t = quantize_fp8_with_scale(v.transposed(), fp8_format::e4m3, q.scale(), quantized_axis::columnwise);
+  for (index_t r = 0; r < 96; ++r)
+    for (index_t c = 0; c < 200; ++c) ASSERT_EQ(q.code(r, c), t.code(c, r));
+  // 128x128 blocks: also the transpose; 1x128 blocks: not (blocks run the other way).
+  const auto b = quantize_fp8_blockwise(v, fp8_format::e4m3, fp8_block_shape::block_128x128);
+  const auto bt = quantize_fp8_blockwise(v.transposed(), fp8_format::e4m3, fp8_block_shape::block_128x128);
+  for (index_t r = 0; r < 96; ++r)
+    for (index_t c = 0; c < 200; ++c) {
+      ASSERT_EQ(b.code(r, c), bt.code(c, r));
+      ASSERT_EQ(b.scale_inv_at(r, c), bt.scale_inv_at(c, r));
+    }
+}
+
+TEST(Fp8Quantize, FastEqualsReference) {
+  // Sizes across the parallel threshold, odd widths, bf16 and strided (transposed) inputs.
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{3, 7}, {130, 257}, {300, 260}}) {
+    const auto x = gaussian(rows * cols, unsigned(rows + cols), 3.0f);
+    const auto v = matrix_view<const float>::row_major(x.data(), rows, cols);
+    std::vector<bf16> xb;
+    for (float f : x) xb.push_back(bf16::from_float(f));
+    const auto vb = matrix_view<const bf16>::row_major(xb.data(), rows, cols);
+    for (fp8_format f : {fp8_format::e4m3, fp8_format::e5m2}) {
+      EXPECT_TRUE(same(quantize_fp8_current(v, f), reference::quantize_fp8_current(v, f)));
+      EXPECT_TRUE(same(quantize_fp8_current(vb, f, {.power_2_scale = true}), reference::quantize_fp8_current(vb, f, {.power_2_scale = true})));
+      EXPECT_TRUE(same(quantize_fp8_with_scale(v.transposed(), f, 3.5f), reference::quantize_fp8_with_scale(v.transposed(), f, 3.5f)));
+      for (auto shape : {fp8_block_shape::block_1x128, fp8_block_shape::block_128x128}) {
+        EXPECT_TRUE(same(quantize_fp8_blockwise(v, f, shape), reference::quantize_fp8_blockwise(v, f, shape)));
+        EXPECT_TRUE(same(quantize_fp8_blockwise(vb.transposed(), f, shape, {.amax_epsilon = 1e-3f}),
+                         reference::quantize_fp8_blockwise(vb.transposed(), f, shape, {.amax_epsilon = 1e-3f})));
+      }
+    }
+  }
+}
+
+TEST(Fp8Quantize, DequantizeAndBadInput) {
+  const std::vector<float> x = {2.0f, -0.5f, 96.0f, 0.0f};
+  const auto v = matrix_view<const float>::row_major(x.data(), 2, 2);
+  const auto q = quantize_fp8_blockwise(v, fp8_format::e4m3, fp8_block_shape::block_1x128);
+  std::vector<float> out(4);
+  dequantize(q, matrix_view<float>::row_major(out.data(), 2, 2));
+  EXPECT_EQ(out, x);  // each value exact in its block's E4M3 grid
+  std::vector<float> bad = x;
+  bad[1] = std::nanf("");
+  const auto bv = matrix_view<const float>::row_major(bad.data(), 2, 2);
+  EXPECT_THROW(quantize_fp8_current(bv, fp8_format::e4m3), non_finite_error);
+  EXPECT_THROW(quantize_fp8_blockwise(bv, fp8_format::e4m3, fp8_block_shape::block_1x128), non_finite_error);
+  try {
+    quantize_fp8_with_scale(v, fp8_format::e4m3, 0.0f);
+    ADD_FAILURE();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+  EXPECT_THROW(dequantize(q, matrix_view<float>::row_major(out.data(), 1, 4)), error);
+}
+
+}  // namespace
+}  // namespace nvfp4
