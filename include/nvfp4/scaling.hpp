@@ -6,5 +6,6 @@
 #include "nvfp4/scaling/layout.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"

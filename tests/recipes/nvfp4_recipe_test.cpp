@@ -4,25 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "nvfp4/recipes/nvfp4_recipe.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
 
-std::vector<std::uint8_t> bytes_of(const nvfp4_tensor& q) {
-  std::vector<std::uint8_t> out;
-  for (auto u : q.data()) out.push_back(u.bits());
-  for (auto s : q.scales()) out.push_back(s.bits());
-  return out;
-}
+using test::bytes_of;
+/// Gaussian values that are bf16 values (as a model's tensors are).
 std::vector<float> gaussian(index_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal;
   std::vector<float> out;
-  for (index_t i = 0; i < n; ++i) out.push_back(bf16::from_float(normal(gen)).to_float());
+  for (bf16 v : test::random_values<bf16>(n, seed)) out.push_back(v.to_float());
   return out;
 }
 

@@ -15,9 +15,7 @@
 #include <string>
 #include <vector>
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
@@ -150,13 +148,7 @@ stored_matrix<T> store(const std::vector<float>& values, index_t rows, index_t c
 
 // ---- comparison -----------------------------------------------------------------------------
 
-void set_threads(int threads) {
-#if NVFP4_HAS_OPENMP
-  omp_set_num_threads(threads);
-#else
-  (void)threads;
-#endif
-}
+using test::set_threads;
 
 template <class Format>
 void expect_identical(const quantized_tensor<Format>& fast, const quantized_tensor<Format>& ref) {

@@ -7,19 +7,15 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include "nvfp4/scaling/quantize.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
 
 std::vector<float> random_values(index_t n, unsigned seed, float sigma = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (auto& x : v) x = normal(rng);
-  return v;
+  return test::random_values(n, seed, {.sigma = sigma});
 }
 
 matrix_view<const float> view_of(const std::vector<float>& v, index_t rows, index_t cols) {

@@ -1,41 +1,23 @@
-// Tests of nvfp4/scaling/stochastic_quantize.hpp: the SR fast path against the scalar reference,
+// Tests of nvfp4/scaling/stochastic_quantize.hpp: the SR encoder of the fast walk against the scalar reference,
 // bit for bit, for every FP4 format, input type, shape and layout; thread-count independence;
 // the statistical property TE tests (the mean of 50 SR draws beats RN); bad input.
 // NVFP4_TEST_ALL_ISAS
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "nvfp4/scaling/quantize.hpp"
-
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
 
-template <class Format>
-std::vector<std::uint8_t> bytes_of(const quantized_tensor<Format>& q) {
-  std::vector<std::uint8_t> out;
-  for (auto u : q.data()) out.push_back(u.bits());
-  for (auto s : q.scales()) out.push_back(s.bits());
-  return out;
-}
+using test::bytes_of;
 
 template <class T>
-std::vector<T> random_matrix(index_t rows, index_t cols, unsigned seed, double spread) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> normal;
-  std::vector<T> out;
-  for (index_t i = 0; i < rows * cols; ++i) {
-    const float v = static_cast<float>(normal(gen) * std::exp(spread * normal(gen)));
-    if constexpr (std::is_same_v<T, float>) out.push_back(v);
-    else out.push_back(bf16::from_float(v));
-  }
-  return out;
+std::vector<T> random_matrix(index_t rows, index_t cols, unsigned seed, double log2_spread) {
+  return test::random_values<T>(rows * cols, seed, {.log2_spread = log2_spread});
 }
 
 template <class Format, class T>
@@ -76,9 +58,7 @@ TYPED_TEST(StochasticQuantize, IndependentOfThreadCountAndRepeatable) {
   const quantize_options options{.rounding = rounding_mode::stochastic, .seed = 99};
   std::vector<std::vector<std::uint8_t>> results;
   for (int threads : {1, 2, 1, 2}) {
-#if NVFP4_HAS_OPENMP
-    omp_set_num_threads(threads);
-#endif
+    test::set_threads(threads);
     results.push_back(bytes_of(quantize<Format>(x, options)));
   }
   for (const auto& r : results) EXPECT_EQ(r, results[0]);

@@ -12,10 +12,7 @@
 
 #include "nvfp4/metrics/error_metrics.hpp"
 #include "nvfp4/transforms/hadamard.hpp"
-
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
@@ -68,16 +65,7 @@ float nearest_bf16(long double v) {
 
 template <class T>
 std::vector<T> make_input(index_t rows, index_t cols, unsigned seed, double log_spread) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<double> normal;
-  std::vector<T> out;
-  for (index_t i = 0; i < rows * cols; ++i) {
-    float v = static_cast<float>(normal(gen) * std::exp2(log_spread * normal(gen)));
-    if (i % 37 == 0) v = 0.0f;
-    if constexpr (std::is_same_v<T, float>) out.push_back(v);
-    else out.push_back(bf16::from_float(v));
-  }
-  return out;
+  return test::random_values<T>(rows * cols, seed, {.log2_spread = log_spread, .zero_every = 37});
 }
 
 template <class T>
@@ -123,9 +111,7 @@ TYPED_TEST(HadamardTyped, FastPathEqualsReference) {
           std::vector<bf16> expected(static_cast<std::size_t>(x.size())), got(expected.size());
           reference::hadamard_rows(x, t, matrix_view<bf16>::row_major(expected.data(), x.rows(), x.cols()), direction);
           for (int threads : {1, 2}) {
-#if NVFP4_HAS_OPENMP
-            omp_set_num_threads(threads);
-#endif
+            test::set_threads(threads);
             hadamard_rows(x, t, matrix_view<bf16>::row_major(got.data(), x.rows(), x.cols()), direction);
             ASSERT_EQ(got, expected) << "n " << n << " spread " << spread << " threads " << threads;
           }
@@ -207,9 +193,7 @@ TYPED_TEST(HadamardTyped, FastPathEqualsReferenceOnGuardEdges) {
         bool overflows = false;
         for (bf16 v : expected) overflows = overflows || (v.bits() & 0x7FFF) >= 0x7F80;
         for (int threads : {1, 2}) {
-#if NVFP4_HAS_OPENMP
-          omp_set_num_threads(threads);
-#endif
+          test::set_threads(threads);
           std::fill(got.begin(), got.end(), bf16::from_bits(0x1234));
           if (overflows) {
             // Where the reference overflows to Inf, the public transform reports errc::overflow
@@ -274,9 +258,7 @@ TEST(Hadamard, Float32KernelHandsOffWhatItCannotDoExactly) {
   }
   const auto x = matrix_view<const bf16>::row_major(values.data(), m, n);
   for (int threads : {1, 2}) {
-#if NVFP4_HAS_OPENMP
-    omp_set_num_threads(threads);
-#endif
+    test::set_threads(threads);
     const auto transformed = rht_columnwise(x);
     EXPECT_EQ(transformed.values[0 * m].to_float(), 5.03125f);
     EXPECT_EQ(transformed.values[1 * m].to_float(), std::ldexp(255.0f / 128, 126));
@@ -302,9 +284,7 @@ TYPED_TEST(HadamardTyped, QuantizeColumnwiseRhtEqualsReferencePipeline) {
     options.axis = quantized_axis::columnwise;
     const auto expected = reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const bf16>(transformed_view), expected_amax, options);
     for (int threads : {1, 2}) {
-#if NVFP4_HAS_OPENMP
-      omp_set_num_threads(threads);
-#endif
+      test::set_threads(threads);
       const auto got_transform = rht_columnwise(x);
       EXPECT_EQ(got_transform.values, transformed);
       EXPECT_EQ(got_transform.amax, expected_amax);
@@ -373,9 +353,7 @@ TEST(Hadamard, FusedAmaxPassRedoesTheLanesThatCanHoldTheMax) {
                                                                     reference::amax(matrix_view<const bf16>(transformed_view)));
     ASSERT_GE(expected.amax(), 250.0f);  // the big block's outputs are the max
     for (int threads : {1, 2}) {
-#if NVFP4_HAS_OPENMP
-      omp_set_num_threads(threads);
-#endif
+      test::set_threads(threads);
       const auto got = quantize_columnwise_rht(x);
       ASSERT_EQ(got.amax(), expected.amax()) << position << " threads " << threads;
       for (std::size_t k = 0; k < got.data().size(); ++k) ASSERT_EQ(got.data()[k].bits(), expected.data()[k].bits()) << k;

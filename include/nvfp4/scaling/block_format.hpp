@@ -2,7 +2,6 @@
 // descriptor of a block-scaled format, and the four the GPU stack uses (NUMERICS.md §2, §7).
 #pragma once
 
-#include <cstdint>
 #include <type_traits>
 
 #include "nvfp4/formats/e2m1.hpp"
@@ -49,17 +48,5 @@ inline constexpr bool is_block_format_v<block_format<E, S, R, C>> = true;
 
 template <class T>
 concept block_scaled_format = is_block_format_v<T>;
-
-/// How the E8M0 scale of an MX block is chosen (NUMERICS.md §7).
-enum class mx_scale_rule {
-  ocp_floor,  ///< OCP v1.0: 2^(floor(log2 amax) - emax_elem); may clip the block's largest values
-  te_ceil     ///< TransformerEngine's reference: 2^ceil(log2(amax / max_elem)); never clips
-};
-
-/// How elements are rounded to the element format.
-enum class rounding_mode {
-  nearest_even,  ///< RNE with saturation (the hardware's cvt.rn.satfinite)
-  stochastic     ///< stochastic rounding (NUMERICS.md §5); E2M1 elements only
-};
 
 }  // namespace nvfp4

@@ -1,6 +1,8 @@
 // nvfp4/scaling/fast_quantize.hpp: the fast paths behind nvfp4::amax / quantize_with_amax /
-// dequantize: OpenMP over 16-row panels, the ISA kernels of nvfp4/simd/dispatch.hpp inside.
-// Bit-identical to nvfp4::reference for every finite input and any thread count.
+// dequantize: one walk over 16-row panels (OpenMP over panels, the block kernels of the build's
+// ISA inside) whose element encoder is a policy: round to nearest even here, stochastic rounding
+// in scaling/stochastic_quantize.hpp. Bit-identical to nvfp4::reference for every finite input
+// and any thread count. Nothing here checks its input: the entry points of quantize.hpp do.
 #pragma once
 
 #include <algorithm>
@@ -9,13 +11,16 @@
 #include <type_traits>
 #include <vector>
 
-#include "nvfp4/scaling/reference.hpp"
+#include "nvfp4/scaling/detail/input_checks.hpp"
+#include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/scaling/quantize_options.hpp"
+#include "nvfp4/scaling/quantized_tensor.hpp"
+#include "nvfp4/scaling/scale_rules.hpp"
+#include "nvfp4/scaling/stochastic_quantize.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
-namespace nvfp4::fast {
-
-namespace detail {
+namespace nvfp4::detail {
 
 /// Rows per panel: the parallel unit, a 16x16 tile's height, and the height of the transposed
 /// copy made of a view whose rows are not contiguous.
@@ -75,16 +80,28 @@ void block_scales(const std::uint32_t* amax_bits, index_t count, tensor_scale sc
   } else {
     // One E8M0 scale per 32 elements: the shared scalar rule costs little here.
     for (index_t b = 0; b < count; ++b) {
-      const e8m0 block_scale = mx_block_scale<typename Format::element_type>(nvfp4::detail::bits_float(amax_bits[b]), rule);
+      const e8m0 block_scale = mx_block_scale<typename Format::element_type>(bits_float(amax_bits[b]), rule);
       codes[b] = block_scale.bits();
       factors[b] = mx_block_encode_factor(block_scale);
     }
   }
 }
 
-/// max |x| bits over a view (see simd::abs_bits_mask).
+/// The round-to-nearest-even element encoder of quantize_panels (NUMERICS.md §2 step 5, §7).
+template <block_scaled_format Format>
+struct nearest_encoder {
+  nearest_encoder(const quantize_options&, index_t /*source_cols*/, index_t /*chunk_cols*/) {}
+  /// Codes of x[0..n) * factors[i / block_cols] into out (packed for FP4); row / first_col: where
+  /// x starts in the source (unused here).
+  void encode(const float* x, index_t n, const float* factors, std::uint8_t* out, index_t /*row*/, index_t /*first_col*/) {
+    simd::kernels::template encode_scaled<Format::element_type::traits, Format::block_cols>(x, n, factors, out);
+  }
+};
+
+/// max |x| bits over a view (see simd::abs_bits_mask); >= simd::float_inf_bits when x holds a
+/// NaN or an Inf.
 template <quantizer_input T>
-std::uint32_t abs_max_bits(matrix_view<const T> x) {
+std::uint32_t amax_bits_fast(matrix_view<const T> x) {
   if (x.empty()) return 0;
   // A max does not care about order: a view with contiguous columns is scanned as its transpose.
   if (!x.rows_contiguous() && x.row_stride() == 1) x = x.transposed();
@@ -104,61 +121,53 @@ std::uint32_t abs_max_bits(matrix_view<const T> x) {
   return simd::parallel_max(x.rows(), parallel, [&](index_t begin, index_t end) {
     std::uint32_t result = 0;
     for (index_t r = begin; r < end; ++r)
-      for (index_t c = 0; c < x.cols(); ++c)
-        result = std::max(result, nvfp4::detail::float_bits(to_float32(x(r, c))) & simd::abs_bits_mask);
+      for (index_t c = 0; c < x.cols(); ++c) result = std::max(result, float_bits(to_float32(x(r, c))) & simd::abs_bits_mask);
     return result;
   });
 }
 
-}  // namespace detail
-
-/// max |x| as float bits; >= simd::float_inf_bits when x holds a NaN or an Inf. No checks.
-template <quantizer_input T>
-std::uint32_t abs_max_bits(matrix_view<const T> x) {
-  return detail::abs_max_bits(x);
-}
-
-/// Same contract and result as reference::quantize_with_amax with round-to-nearest-even.
-/// x must be finite (the public entry points check that first).
-template <block_scaled_format Format, quantizer_input T>
-quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
-                                            const quantize_options& options = {}) {
-  static_assert(detail::panel_rows % Format::block_rows == 0 && detail::panel_cols % Format::block_cols == 0);
+/// The block-scaling walk, written once: OpenMP over panels of 16 rows, each panel in chunks of
+/// columns; per block_rows x block_cols tile the block amax, the block scales, then every row's
+/// elements through the Encoder policy (nearest_encoder, stochastic_encoder). Same contract as
+/// reference::quantize_with_amax for finite x.
+template <block_scaled_format Format, class Encoder, quantizer_input T>
+quantized_tensor<Format> quantize_panels(matrix_view<const T> x, float global_amax, const quantize_options& options) {
+  static_assert(panel_rows % Format::block_rows == 0 && panel_cols % Format::block_cols == 0);
   constexpr int block_cols = Format::block_cols;
-  constexpr minifloat_traits element_traits = Format::element_type::traits;
   quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);
   tensor_scale scale{1.0f, 1.0f};
   if constexpr (Format::has_tensor_scale) scale = nvfp4_tensor_scale(global_amax);
   q.set_tensor_scale(global_amax, scale.encode, scale.decode);
   if (x.empty()) return q;
 
-  std::uint8_t* const data = detail::bytes_of(q.data());
-  std::uint8_t* const scales = detail::bytes_of(q.scales());
+  std::uint8_t* const data = bytes_of(q.data());
+  std::uint8_t* const scales = bytes_of(q.scales());
   const index_t data_stride = q.data_row_stride();
   const index_t scale_stride = q.scale_cols();
-  const index_t panels = (x.rows() + detail::panel_rows - 1) / detail::panel_rows;
+  const index_t panels = (x.rows() + panel_rows - 1) / panel_rows;
   const bool parallel = x.size() >= simd::parallel_threshold_elements;
 
   // Contiguous float rows are read in place, a whole row at a time (one sequential stream for
   // the hardware prefetcher); other inputs are copied panel by panel into a small buffer.
   const bool in_place = std::is_same_v<T, float> && x.rows_contiguous();
-  const index_t chunk_cols = in_place ? x.cols() : detail::panel_cols;
+  const index_t chunk_cols = in_place ? x.cols() : panel_cols;
   const index_t blocks_per_chunk = (chunk_cols + block_cols - 1) / block_cols;
 
   simd::parallel_ranges(panels, parallel, [&](index_t first_panel, index_t last_panel) {
-    std::vector<float> buffer(in_place ? 0 : static_cast<std::size_t>(detail::panel_rows * detail::panel_cols));
+    std::vector<float> buffer(in_place ? 0 : static_cast<std::size_t>(panel_rows * panel_cols));
     std::vector<std::uint32_t> amax_bits(static_cast<std::size_t>(blocks_per_chunk));
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(blocks_per_chunk));
     std::vector<float> factors(static_cast<std::size_t>(blocks_per_chunk));
+    Encoder encoder(options, x.cols(), chunk_cols);
 
     for (index_t panel = first_panel; panel < last_panel; ++panel) {
-      const index_t r0 = panel * detail::panel_rows;
-      const index_t rows = std::min(detail::panel_rows, x.rows() - r0);
+      const index_t r0 = panel * panel_rows;
+      const index_t rows = std::min(panel_rows, x.rows() - r0);
       for (index_t c0 = 0; c0 < x.cols(); c0 += chunk_cols) {
         const index_t cols = std::min(chunk_cols, x.cols() - c0);
         const index_t blocks = (cols + block_cols - 1) / block_cols;
         index_t stride = 0;
-        const float* tile = detail::load_panel(x, r0, rows, c0, cols, buffer.data(), stride);
+        const float* tile = load_panel(x, r0, rows, c0, cols, buffer.data(), stride);
         std::uint8_t* const row_data = data + r0 * data_stride + c0 / Format::elements_per_storage;
         std::uint8_t* const row_scales = scales + r0 * scale_stride + c0 / block_cols;
 
@@ -168,11 +177,10 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
           std::fill_n(amax_bits.data(), blocks, 0u);
           for (index_t i = t0; i < t0 + tile_rows; ++i)
             simd::kernels::template block_abs_max_bits<block_cols>(tile + i * stride, cols, amax_bits.data());
-          detail::block_scales<Format>(amax_bits.data(), blocks, scale, options.mx_rule, codes.data(), factors.data());
+          block_scales<Format>(amax_bits.data(), blocks, scale, options.mx_rule, codes.data(), factors.data());
           for (index_t i = t0; i < t0 + tile_rows; ++i) {
             std::memcpy(row_scales + i * scale_stride, codes.data(), static_cast<std::size_t>(blocks));
-            simd::kernels::template encode_scaled<element_traits, block_cols>(tile + i * stride, cols, factors.data(),
-                                                                             row_data + i * data_stride);
+            encoder.encode(tile + i * stride, cols, factors.data(), row_data + i * data_stride, r0 + i, c0);
           }
         }
       }
@@ -181,13 +189,24 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
   return q;
 }
 
-/// Same result as reference::dequantize; out must already have q's shape.
+/// The fast path of nvfp4::quantize_with_amax: the walk with the encoder options.rounding names.
+/// x must be finite and the rounding valid for Format (the entry points check both).
+template <block_scaled_format Format, quantizer_input T>
+quantized_tensor<Format> quantize_with_amax_fast(matrix_view<const T> x, float global_amax, const quantize_options& options) {
+  if constexpr (Format::is_fp4) {
+    if (options.rounding == rounding_mode::stochastic)
+      return quantize_panels<Format, stochastic_encoder<Format>>(x, global_amax, options);
+  }
+  return quantize_panels<Format, nearest_encoder<Format>>(x, global_amax, options);
+}
+
+/// The fast path of nvfp4::dequantize; out must already have q's shape.
 template <block_scaled_format Format>
-void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
+void dequantize_fast(const quantized_tensor<Format>& q, matrix_view<float> out) {
   constexpr int block_cols = Format::block_cols;
   constexpr minifloat_traits element_traits = Format::element_type::traits;
   if (q.rows() == 0 || q.cols() == 0) return;
-  const std::uint8_t* const data = detail::bytes_of(q.data());
+  const std::uint8_t* const data = bytes_of(q.data());
   const bool parallel = q.rows() * q.cols() >= simd::parallel_threshold_elements;
   simd::parallel_ranges(q.rows(), parallel, [&](index_t first_row, index_t last_row) {
     std::vector<float> scale_values(static_cast<std::size_t>(q.scale_cols()));
@@ -204,4 +223,4 @@ void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
   });
 }
 
-}  // namespace nvfp4::fast
+}  // namespace nvfp4::detail

@@ -9,45 +9,28 @@
 
 #include "nvfp4/scaling/fast_quantize.hpp"
 #include "nvfp4/scaling/reference.hpp"
-#include "nvfp4/scaling/stochastic_quantize.hpp"
 
 namespace nvfp4 {
 
-/// max |x| over the tensor, exact. Throws non_finite_error naming the first NaN/Inf.
+namespace detail {
+/// amax() without the view check: one pass finds the amax and whether a NaN/Inf is there; only
+/// then is the input rescanned to say where the first one is.
+template <quantizer_input T>
+float checked_amax(matrix_view<const T> x) {
+  if (x.empty()) return 0.0f;  // before any loop over the other dimension (it may be huge)
+  const std::uint32_t bits = amax_bits_fast(x);
+  if (bits >= simd::float_inf_bits) throw_first_non_finite(x, "input");
+  return bits_float(bits);
+}
+}  // namespace detail
+
+/// max |x| over the tensor, exact (NUMERICS.md §2 step 1). Throws non_finite_error naming the
+/// first NaN/Inf.
 template <quantizer_input T>
 float amax(matrix_view<const T> x) {
   x.validate("amax input");
-  if (x.empty()) return 0.0f;  // before any loop over the other dimension (it may be huge)
-  // One pass finds the amax and whether a NaN/Inf is there; only then is the input rescanned to
-  // say where the first one is.
-  const std::uint32_t bits = fast::abs_max_bits(x);
-  if (bits >= simd::float_inf_bits) detail::throw_first_non_finite(x, "input");
-  return detail::bits_float(bits);
+  return detail::checked_amax(x);
 }
-
-namespace detail {
-/// quantize_with_amax once x is known finite and global_amax valid: an empty x gets an empty
-/// tensor at once (its other dimension may be huge), the rest the fast path.
-template <block_scaled_format Format, quantizer_input T>
-quantized_tensor<Format> quantize_checked(matrix_view<const T> x, float global_amax, const quantize_options& options) {
-  if (x.empty()) {
-    require(options.rounding != rounding_mode::stochastic || Format::is_fp4, errc::unsupported,
-            "stochastic rounding is defined for E2M1 elements only");
-    quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);
-    if constexpr (Format::has_tensor_scale) {
-      const tensor_scale ts = nvfp4_tensor_scale(global_amax);
-      q.set_tensor_scale(global_amax, ts.encode, ts.decode);
-    } else {
-      q.set_tensor_scale(global_amax, 1.0f, 1.0f);
-    }
-    return q;
-  }
-  if (options.rounding == rounding_mode::stochastic) {
-    return quantize_stochastic_with_amax<Format>(x, global_amax, options);
-  }
-  return fast::quantize_with_amax<Format>(x, global_amax, options);
-}
-}  // namespace detail
 
 /// Quantizes x (blocks along its rows) with the tensor scale taken from `global_amax`, which the
 /// caller computed over the whole source (e.g. shared by the rowwise and columnwise copies).
@@ -61,16 +44,18 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
   x.validate("quantize input");
   detail::require(std::isfinite(global_amax) && global_amax >= 0.0f, errc::invalid_argument,
                   "quantize_with_amax: amax " + detail::number_text(global_amax) + " is not a finite number >= 0");
-  (void)amax(x);  // throws non_finite_error naming the first NaN/Inf
-  return detail::quantize_checked<Format>(x, global_amax, options);
+  detail::check_rounding<Format>(options);
+  (void)detail::checked_amax(x);  // throws non_finite_error naming the first NaN/Inf
+  return detail::quantize_with_amax_fast<Format>(x, global_amax, options);
 }
 
 /// Quantizes x to Format: NVFP4 (§2) or MX (§7). Pass x.transposed() for the columnwise copy.
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options& options = {}) {
   x.validate("quantize input");
-  const float global_amax = amax(x);  // rejects NaN/Inf before anything is produced
-  return detail::quantize_checked<Format>(x, global_amax, options);
+  detail::check_rounding<Format>(options);
+  const float global_amax = detail::checked_amax(x);  // rejects NaN/Inf before anything is produced
+  return detail::quantize_with_amax_fast<Format>(x, global_amax, options);
 }
 
 /// Both copies TransformerEngine's quantizer produces: x blocked along rows, and xᵀ (the
@@ -84,11 +69,12 @@ struct quantized_pair {
 template <block_scaled_format Format, quantizer_input T>
 quantized_pair<Format> quantize_rowwise_and_columnwise(matrix_view<const T> x, quantize_options options = {}) {
   x.validate("quantize input");
-  const float global_amax = amax(x);
+  detail::check_rounding<Format>(options);
+  const float global_amax = detail::checked_amax(x);
   options.axis = quantized_axis::rowwise;
-  auto rowwise = detail::quantize_checked<Format>(x, global_amax, options);
+  auto rowwise = detail::quantize_with_amax_fast<Format>(x, global_amax, options);
   options.axis = quantized_axis::columnwise;
-  auto columnwise = detail::quantize_checked<Format>(x.transposed(), global_amax, options);
+  auto columnwise = detail::quantize_with_amax_fast<Format>(x.transposed(), global_amax, options);
   return {std::move(rowwise), std::move(columnwise)};
 }
 
@@ -96,8 +82,7 @@ quantized_pair<Format> quantize_rowwise_and_columnwise(matrix_view<const T> x, q
 template <block_scaled_format Format>
 void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
   detail::check_dequantize_output(q, out);
-  if (q.rows() == 0 || q.cols() == 0) return;  // nothing to write; the other dimension may be huge
-  fast::dequantize(q, out);
+  detail::dequantize_fast(q, out);
 }
 
 /// Dequantizes q into a new row-major [rows, cols] buffer.

@@ -4,57 +4,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/formats/stochastic_rounding.hpp"
 #include "nvfp4/random/philox.hpp"
 #include "nvfp4/scaling/block_format.hpp"
+#include "nvfp4/scaling/detail/input_checks.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
 
 namespace nvfp4 {
-
-/// Input element types the quantizers accept.
-template <class T>
-concept quantizer_input = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
-
-/// Widening of an input element to float32 (exact for both input types).
-constexpr float to_float32(float x) { return x; }
-constexpr float to_float32(bf16 x) { return x.to_float(); }
-
-/// What a quantizer does beyond the format's defaults.
-struct quantize_options {
-  rounding_mode rounding = rounding_mode::nearest_even;
-  /// Seed of the stochastic-rounding stream (ignored for round-to-nearest).
-  std::uint64_t seed = 0;
-  /// E8M0 scale selection for MX formats (ignored for NVFP4).
-  mx_scale_rule mx_rule = mx_scale_rule::ocp_floor;
-  /// Which copy the result is recorded as; the data is always that of the view passed in.
-  quantized_axis axis = quantized_axis::rowwise;
-};
-
-namespace detail {
-/// Throws non_finite_error for the first NaN/Inf in row-major order.
-template <class T>
-void throw_first_non_finite(matrix_view<const T> x, const char* what) {
-  for (index_t r = 0; r < x.rows(); ++r)
-    for (index_t c = 0; c < x.cols(); ++c) {
-      const float v = to_float32(x(r, c));
-      if (!std::isfinite(v)) throw non_finite_error(what, r, c, v);
-    }
-}
-/// Throws unless out is a usable view of q's shape.
-template <block_scaled_format Format>
-void check_dequantize_output(const quantized_tensor<Format>& q, matrix_view<float> out) {
-  out.validate("dequantize output");
-  require(out.rows() == q.rows() && out.cols() == q.cols(), errc::shape_mismatch,
-          "dequantize: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", tensor is " +
-              std::to_string(q.rows()) + "x" + std::to_string(q.cols()));
-}
-}  // namespace detail
 
 namespace reference {
 
@@ -78,8 +40,7 @@ template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
                                             const quantize_options& options = {}) {
   const bool stochastic = options.rounding == rounding_mode::stochastic;
-  detail::require(!stochastic || Format::is_fp4, errc::unsupported,
-                  "stochastic rounding is defined for E2M1 elements only");
+  detail::check_rounding<Format>(options);
   quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);
   tensor_scale ts{1.0f, 1.0f};
   if constexpr (Format::has_tensor_scale) ts = nvfp4_tensor_scale(global_amax);

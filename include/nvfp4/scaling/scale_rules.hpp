@@ -9,7 +9,7 @@
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e8m0.hpp"
 #include "nvfp4/formats/traits.hpp"
-#include "nvfp4/scaling/block_format.hpp"
+#include "nvfp4/scaling/quantize_options.hpp"
 
 namespace nvfp4 {
 

@@ -206,14 +206,14 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
   nvfp4_tensor q(rows, cols, quantized_axis::columnwise);
   const tensor_scale scale = nvfp4_tensor_scale(amax);
   q.set_tensor_scale(amax, scale.encode, scale.decode);
-  std::uint8_t* const data = fast::detail::bytes_of(q.data());
-  std::uint8_t* const scales = fast::detail::bytes_of(q.scales());
+  std::uint8_t* const data = bytes_of(q.data());
+  std::uint8_t* const scales = bytes_of(q.scales());
   const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
   hadamard16_columnwise_quantize(source, t, scale, data, data_stride, scales, scale_stride);
   if (done < rows) {
-    const auto tail_q = fast::quantize_with_amax<nvfp4_1x16>(matrix_view<const bf16>(tail_view), amax);
-    const std::uint8_t* tail_data = fast::detail::bytes_of(tail_q.data());
-    const std::uint8_t* tail_scales = fast::detail::bytes_of(tail_q.scales());
+    const auto tail_q = quantize_with_amax_fast<nvfp4_1x16>(matrix_view<const bf16>(tail_view), amax, {});
+    const std::uint8_t* tail_data = bytes_of(tail_q.data());
+    const std::uint8_t* tail_scales = bytes_of(tail_q.scales());
     std::copy_n(tail_data, (rows - done) * data_stride, data + done * data_stride);
     std::copy_n(tail_scales, (rows - done) * scale_stride, scales + done * scale_stride);
   }
@@ -230,6 +230,7 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
 template <block_scaled_format Format = nvfp4_1x16, quantizer_input T>
 quantized_tensor<Format> quantize_columnwise_rht(matrix_view<const T> x, const hadamard_transform& t = hadamard_transform::te_default(),
                                                  quantize_options options = {}) {
+  detail::check_rounding<Format>(options);
 #if NVFP4_HAS_AVX512
   if constexpr (std::is_same_v<Format, nvfp4_1x16> && std::is_same_v<T, bf16>) {
     if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= 16 && !x.empty())
@@ -238,7 +239,7 @@ quantized_tensor<Format> quantize_columnwise_rht(matrix_view<const T> x, const h
 #endif
   const columnwise_rht transformed = rht_columnwise(x, t);
   options.axis = quantized_axis::columnwise;
-  return quantize_with_amax<Format>(transformed.view(), transformed.amax, options);
+  return detail::quantize_with_amax_fast<Format>(transformed.view(), transformed.amax, options);
 }
 
 }  // namespace nvfp4

@@ -4,10 +4,13 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/scaling/reference.hpp"
+#include "nvfp4/scaling/detail/input_checks.hpp"
+#include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/transforms/exact_rounding.hpp"
 #include "nvfp4/transforms/hadamard_transform.hpp"
 

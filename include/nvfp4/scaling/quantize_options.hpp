@@ -1,0 +1,45 @@
+// nvfp4/scaling/quantize_options.hpp: the vocabulary of the quantizers: which inputs they take
+// (quantizer_input, to_float32), how elements are rounded (rounding_mode), how MX scales are
+// chosen (mx_scale_rule), and the options struct that carries them (quantize_options).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/scaling/quantized_tensor.hpp"
+
+namespace nvfp4 {
+
+/// Input element types the quantizers accept.
+template <class T>
+concept quantizer_input = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+
+/// Widening of an input element to float32 (exact for both input types).
+constexpr float to_float32(float x) { return x; }
+constexpr float to_float32(bf16 x) { return x.to_float(); }
+
+/// How the E8M0 scale of an MX block is chosen (NUMERICS.md §7).
+enum class mx_scale_rule {
+  ocp_floor,  ///< OCP v1.0: 2^(floor(log2 amax) - emax_elem); may clip the block's largest values
+  te_ceil     ///< TransformerEngine's reference: 2^ceil(log2(amax / max_elem)); never clips
+};
+
+/// How elements are rounded to the element format.
+enum class rounding_mode {
+  nearest_even,  ///< RNE with saturation (the hardware's cvt.rn.satfinite)
+  stochastic     ///< stochastic rounding (NUMERICS.md §5); E2M1 elements only
+};
+
+/// What a quantizer does beyond the format's defaults.
+struct quantize_options {
+  rounding_mode rounding = rounding_mode::nearest_even;
+  /// Seed of the stochastic-rounding stream (ignored for round-to-nearest).
+  std::uint64_t seed = 0;
+  /// E8M0 scale selection for MX formats (ignored for NVFP4).
+  mx_scale_rule mx_rule = mx_scale_rule::ocp_floor;
+  /// Which copy the result is recorded as; the data is always that of the view passed in.
+  quantized_axis axis = quantized_axis::rowwise;
+};
+
+}  // namespace nvfp4
