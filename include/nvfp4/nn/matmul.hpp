@@ -23,40 +23,49 @@ namespace detail {
 /// so every rounding, is the same whatever the number of threads.
 inline constexpr index_t matmul_row_group = 4;
 
-/// c[i, :] (+)= sum over k in order of a(i, k) * b[k, :], for rows [begin, end) of one group
-/// boundary to another. b is row-major [k, n]; c rows are contiguous with stride c_stride.
+/// Columns per register tile: 4 rows x 32 floats stay in registers for the whole k loop.
+inline constexpr index_t matmul_column_tile = 32;
+
+/// c[i, :] (+)= sum over k in order of a(i, k) * b[k, :], for rows [begin, end) (whole groups but
+/// the last). b is row-major [k, n]; c rows are contiguous with stride c_stride. Every element is
+/// the same chain of multiply-adds in k order whichever tile or group computes it.
 inline void matmul_rows(matrix_view<const float> a, const float* b, index_t n, float* c, index_t c_stride,
                         index_t begin, index_t end, bool accumulate) {
+  constexpr index_t rows_per_group = matmul_row_group, tile = matmul_column_tile;
   const index_t depth = a.cols();
-  for (index_t i = begin; i < end; i += matmul_row_group) {
-    const index_t group = std::min(matmul_row_group, end - i);
+  for (index_t i = begin; i < end; i += rows_per_group) {
+    const index_t group = std::min(rows_per_group, end - i);
     if (!accumulate) {
       for (index_t r = 0; r < group; ++r) std::fill_n(c + (i + r) * c_stride, n, 0.0f);
     }
-    if (group == matmul_row_group) {
-      float* NVFP4_RESTRICT c0 = c + i * c_stride;
-      float* NVFP4_RESTRICT c1 = c0 + c_stride;
-      float* NVFP4_RESTRICT c2 = c1 + c_stride;
-      float* NVFP4_RESTRICT c3 = c2 + c_stride;
-      for (index_t k = 0; k < depth; ++k) {
-        const float a0 = a(i, k), a1 = a(i + 1, k), a2 = a(i + 2, k), a3 = a(i + 3, k);
-        const float* NVFP4_RESTRICT row = b + k * n;
-        for (index_t j = 0; j < n; ++j) {
-          const float bj = row[j];
-          c0[j] += a0 * bj;
-          c1[j] += a1 * bj;
-          c2[j] += a2 * bj;
-          c3[j] += a3 * bj;
-        }
-      }
-    } else {
-      for (index_t r = 0; r < group; ++r) {
-        float* NVFP4_RESTRICT out = c + (i + r) * c_stride;
+    index_t j0 = 0;
+    if (group == rows_per_group) {
+      for (; j0 + tile <= n; j0 += tile) {
+        float acc[rows_per_group][tile];
+        for (index_t r = 0; r < rows_per_group; ++r)
+          for (index_t j = 0; j < tile; ++j) acc[r][j] = c[(i + r) * c_stride + j0 + j];
         for (index_t k = 0; k < depth; ++k) {
-          const float ak = a(i + r, k);
-          const float* NVFP4_RESTRICT row = b + k * n;
-          for (index_t j = 0; j < n; ++j) out[j] += ak * row[j];
+          const float a0 = a(i, k), a1 = a(i + 1, k), a2 = a(i + 2, k), a3 = a(i + 3, k);
+          const float* NVFP4_RESTRICT row = b + k * n + j0;
+          for (index_t j = 0; j < tile; ++j) {
+            const float bj = row[j];
+            acc[0][j] += a0 * bj;
+            acc[1][j] += a1 * bj;
+            acc[2][j] += a2 * bj;
+            acc[3][j] += a3 * bj;
+          }
         }
+        for (index_t r = 0; r < rows_per_group; ++r)
+          for (index_t j = 0; j < tile; ++j) c[(i + r) * c_stride + j0 + j] = acc[r][j];
+      }
+    }
+    // The columns past the last whole tile, or the rows of a short last group.
+    for (index_t r = 0; r < group; ++r) {
+      float* NVFP4_RESTRICT out = c + (i + r) * c_stride;
+      for (index_t k = 0; k < depth; ++k) {
+        const float ak = a(i + r, k);
+        const float* NVFP4_RESTRICT row = b + k * n;
+        for (index_t j = j0; j < n; ++j) out[j] += ak * row[j];
       }
     }
   }
