@@ -1,0 +1,351 @@
+// nvfp4/training/report.hpp: writes training runs side by side: loss curves as CSV and JSON, SVG
+// line charts (loss vs step for every run, the gap to a baseline run), a Markdown summary table
+// and the per-layer logs. Plain text and SVG, no third-party plotting.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nvfp4/error.hpp"
+#include "nvfp4/training/trainer.hpp"
+
+namespace nvfp4::training {
+
+/// One run of a comparison: a name, what it is, and what the trainer recorded.
+struct run_report {
+  std::string name;
+  std::string description;
+  train_result result;
+};
+
+namespace detail {
+
+inline std::string number(double v, int digits = 6) {
+  if (!std::isfinite(v)) return "";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*g", digits, v);
+  return buffer;
+}
+inline std::string json_number(double v) { return std::isfinite(v) ? number(v, 9) : "null"; }
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof buffer, "\\u%04x", static_cast<unsigned>(c));
+          out += buffer;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+inline std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '\'': out += "&apos;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+inline std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+/// Bias-corrected exponential moving average of the finite values (NaN where none so far).
+inline std::vector<double> smoothed(const std::vector<double>& y, double alpha) {
+  std::vector<double> out(y.size(), NAN);
+  double average = 0, weight = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (std::isfinite(y[i])) {
+      average = alpha * average + (1 - alpha) * y[i];
+      weight = alpha * weight + (1 - alpha);
+    }
+    if (weight > 0) out[i] = average / weight;
+  }
+  return out;
+}
+
+/// A "nice" tick step (1, 2 or 5 times a power of ten) for about `count` ticks over `range`.
+inline double tick_step(double range, int count) {
+  if (!(range > 0)) return 1;
+  const double raw = range / count;
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / power;
+  return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * power;
+}
+
+}  // namespace detail
+
+/// One line of a chart; NaN values leave a gap. Markers are drawn as dots without a line.
+struct chart_series {
+  std::string label;
+  std::vector<double> x, y;
+  std::vector<double> marker_x, marker_y;
+};
+
+struct chart_options {
+  std::string title, x_label, y_label, note;
+  double y_min = NAN, y_max = NAN;  ///< NaN: from the data
+  bool zero_line = false;
+};
+
+/// The palette: ten distinct colors, then the same with dashes.
+inline const std::vector<std::string>& chart_colors() {
+  static const std::vector<std::string> colors{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                               "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  return colors;
+}
+
+/// A line chart as a standalone SVG document.
+inline std::string line_chart_svg(const std::vector<chart_series>& series, const chart_options& options) {
+  constexpr int width = 980, height = 540, left = 92, right = 250, top = 48, bottom = 56;
+  const int plot_w = width - left - right, plot_h = height - top - bottom;
+  double x_min = INFINITY, x_max = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const auto& s : series) {
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i])) continue;
+      x_min = std::min(x_min, s.x[i]), x_max = std::max(x_max, s.x[i]);
+      y_lo = std::min(y_lo, s.y[i]), y_hi = std::max(y_hi, s.y[i]);
+    }
+    for (std::size_t i = 0; i < s.marker_x.size(); ++i)
+      if (std::isfinite(s.marker_y[i])) y_lo = std::min(y_lo, s.marker_y[i]), y_hi = std::max(y_hi, s.marker_y[i]);
+  }
+  if (!std::isfinite(x_min)) x_min = 0, x_max = 1, y_lo = 0, y_hi = 1;
+  if (std::isfinite(options.y_min)) y_lo = options.y_min;
+  if (std::isfinite(options.y_max)) y_hi = options.y_max;
+  if (options.zero_line) y_lo = std::min(y_lo, 0.0), y_hi = std::max(y_hi, 0.0);
+  if (!(y_hi > y_lo)) y_hi = y_lo + 1;
+  if (!(x_max > x_min)) x_max = x_min + 1;
+  const double pad = 0.04 * (y_hi - y_lo);
+  y_lo -= pad, y_hi += pad;
+  auto px = [&](double x) { return left + (x - x_min) / (x_max - x_min) * plot_w; };
+  auto py = [&](double y) { return top + (y_hi - y) / (y_hi - y_lo) * plot_h; };
+  std::ostringstream svg;
+  svg.precision(6);
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
+      << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  svg << "<defs><clipPath id='plot'><rect x='" << left << "' y='" << top << "' width='" << plot_w << "' height='" << plot_h
+      << "'/></clipPath></defs>\n";
+  svg << "<text x='" << left << "' y='24' font-size='16' font-weight='bold'>" << detail::xml_escape(options.title) << "</text>\n";
+  if (!options.note.empty())
+    svg << "<text x='" << left << "' y='40' fill='#555'>" << detail::xml_escape(options.note) << "</text>\n";
+  // Grid and ticks.
+  const double ys = detail::tick_step(y_hi - y_lo, 8), xs = detail::tick_step(x_max - x_min, 10);
+  // Ticks at whole multiples of the step (k · step, not a running sum, so 0 prints as 0).
+  for (double k = std::ceil(y_lo / ys); k * ys <= y_hi; k += 1) {
+    const double t = k * ys;
+    svg << "<line x1='" << left << "' x2='" << left + plot_w << "' y1='" << py(t) << "' y2='" << py(t)
+        << "' stroke='#e5e5e5'/><text x='" << left - 6 << "' y='" << py(t) + 4 << "' text-anchor='end'>" << detail::number(t, 4)
+        << "</text>\n";
+  }
+  for (double k = std::ceil(x_min / xs); k * xs <= x_max; k += 1) {
+    const double t = k * xs;
+    svg << "<line x1='" << px(t) << "' x2='" << px(t) << "' y1='" << top << "' y2='" << top + plot_h
+        << "' stroke='#f0f0f0'/><text x='" << px(t) << "' y='" << top + plot_h + 16 << "' text-anchor='middle'>"
+        << detail::number(t, 6) << "</text>\n";
+  }
+  svg << "<rect x='" << left << "' y='" << top << "' width='" << plot_w << "' height='" << plot_h << "' fill='none' stroke='#333'/>\n";
+  if (options.zero_line)
+    svg << "<line x1='" << left << "' x2='" << left + plot_w << "' y1='" << py(0) << "' y2='" << py(0) << "' stroke='#000' stroke-width='1.2'/>\n";
+  svg << "<text x='" << left + plot_w / 2 << "' y='" << height - 14 << "' text-anchor='middle'>" << detail::xml_escape(options.x_label)
+      << "</text>\n<text transform='translate(18," << top + plot_h / 2 << ") rotate(-90)' text-anchor='middle'>"
+      << detail::xml_escape(options.y_label) << "</text>\n";
+  // Lines, markers and the legend.
+  const auto& colors = chart_colors();
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    const auto& s = series[k];
+    const std::string& color = colors[k % colors.size()];
+    const std::string dash = k >= colors.size() ? " stroke-dasharray='6 3'" : "";
+    std::string path;
+    bool pen_down = false;
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i])) {
+        pen_down = false;
+        continue;
+      }
+      path += (pen_down ? " L" : " M") + detail::number(px(s.x[i]), 6) + " " + detail::number(py(s.y[i]), 6);
+      pen_down = true;
+    }
+    if (!path.empty())
+      svg << "<path clip-path='url(#plot)' fill='none' stroke='" << color << "' stroke-width='1.6'" << dash << " d='" << path << "'/>\n";
+    for (std::size_t i = 0; i < s.marker_x.size(); ++i)
+      if (std::isfinite(s.marker_y[i]))
+        svg << "<circle clip-path='url(#plot)' cx='" << px(s.marker_x[i]) << "' cy='" << py(s.marker_y[i]) << "' r='3' fill='" << color << "'/>\n";
+    const int ly = top + 14 + static_cast<int>(k) * 20;
+    svg << "<line x1='" << left + plot_w + 14 << "' x2='" << left + plot_w + 40 << "' y1='" << ly - 4 << "' y2='" << ly - 4
+        << "' stroke='" << color << "' stroke-width='2.5'" << dash << "/><text x='" << left + plot_w + 46 << "' y='" << ly << "'>"
+        << detail::xml_escape(s.label) << "</text>\n";
+  }
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+/// The training losses of a run by step (NaN for skipped steps).
+inline std::vector<double> loss_curve(const train_result& r) {
+  std::vector<double> y;
+  for (const auto& s : r.steps) y.push_back(s.skipped ? NAN : static_cast<double>(s.loss));
+  return y;
+}
+
+/// Loss vs step for every run: EMA-smoothed training loss (lines) and validation loss (dots). The
+/// y range leaves out the first 10% of the steps, where every run starts from the same high loss.
+inline std::string loss_chart_svg(const std::vector<run_report>& runs, const std::string& title, double smoothing = 0.9) {
+  std::vector<chart_series> series;
+  double y_min = INFINITY, y_max = -INFINITY;
+  for (const auto& run : runs) {
+    chart_series s{run.name, {}, detail::smoothed(loss_curve(run.result), smoothing), {}, {}};
+    for (const auto& st : run.result.steps) s.x.push_back(static_cast<double>(st.step + 1));
+    for (std::size_t i = s.y.size() / 10; i < s.y.size(); ++i)
+      if (std::isfinite(s.y[i])) y_min = std::min(y_min, s.y[i]), y_max = std::max(y_max, s.y[i]);
+    for (const auto& e : run.result.evals) {
+      s.marker_x.push_back(static_cast<double>(e.step));
+      s.marker_y.push_back(e.loss);
+      if (std::isfinite(e.loss)) y_min = std::min(y_min, static_cast<double>(e.loss));
+    }
+    series.push_back(std::move(s));
+  }
+  return line_chart_svg(series, {.title = title, .x_label = "step", .y_label = "loss (nats per prediction)",
+                                 .note = "lines: training loss, EMA " + detail::number(smoothing, 3) + "; dots: validation loss",
+                                 .y_min = std::isfinite(y_min) ? y_min : NAN, .y_max = std::isfinite(y_max) ? y_max : NAN});
+}
+
+/// Smoothed training loss of every run minus that of `baseline`, by step (positive: worse).
+inline std::string gap_chart_svg(const std::vector<run_report>& runs, const std::string& baseline, const std::string& title,
+                                 double smoothing = 0.9) {
+  const auto base = std::find_if(runs.begin(), runs.end(), [&](const run_report& r) { return r.name == baseline; });
+  nvfp4::detail::require(base != runs.end(), errc::invalid_argument, "gap chart: no run named '" + baseline + "'");
+  const auto reference = detail::smoothed(loss_curve(base->result), smoothing);
+  std::vector<chart_series> series;
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& run : runs) {
+    if (run.name == baseline) continue;
+    const auto y = detail::smoothed(loss_curve(run.result), smoothing);
+    chart_series s{run.name, {}, {}, {}, {}};
+    for (std::size_t i = 0; i < y.size() && i < reference.size(); ++i) {
+      s.x.push_back(static_cast<double>(i + 1));
+      s.y.push_back(y[i] - reference[i]);
+      if (i >= y.size() / 10 && std::isfinite(s.y.back())) lo = std::min(lo, s.y.back()), hi = std::max(hi, s.y.back());
+    }
+    series.push_back(std::move(s));
+  }
+  return line_chart_svg(series, {.title = title, .x_label = "step", .y_label = "loss − " + baseline + " loss",
+                                 .note = "EMA " + detail::number(smoothing, 3) + " of the training loss; above 0: worse than " + baseline,
+                                 .y_min = std::isfinite(lo) ? lo : NAN, .y_max = std::isfinite(hi) ? hi : NAN, .zero_line = true});
+}
+
+/// Long-format loss curves: one row per run and step (validation loss on the steps it was taken).
+inline void write_loss_csv(std::ostream& out, const std::vector<run_report>& runs) {
+  out << "run,step,train_loss,val_loss,grad_norm,lr_scale,loss_scale,skipped,seconds\n";
+  for (const auto& run : runs) {
+    std::map<long long, float> val;
+    for (const auto& e : run.result.evals) val[e.step] = e.loss;
+    for (const auto& s : run.result.steps) {
+      const auto it = val.find(s.step + 1);
+      out << detail::csv_field(run.name) << ',' << s.step + 1 << ',' << detail::number(s.loss, 7) << ','
+          << (it != val.end() ? detail::number(it->second, 7) : "") << ',' << detail::number(s.grad_norm) << ','
+          << detail::number(s.lr_scale) << ',' << detail::number(s.loss_scale) << ',' << (s.skipped ? 1 : 0) << ','
+          << detail::number(s.seconds) << '\n';
+    }
+  }
+}
+
+/// Per-layer logs of every run: amax of each tensor and the weight-gradient norm.
+inline void write_layer_log_csv(std::ostream& out, const std::vector<run_report>& runs) {
+  out << "run,step,layer,model_layer,engine,activation_amax,weight_amax,output_amax,gradient_amax,weight_gradient_norm\n";
+  for (const auto& run : runs)
+    for (const auto& s : run.result.layer_log)
+      out << detail::csv_field(run.name) << ',' << s.step << ',' << detail::csv_field(s.layer) << ',' << s.layer_index << ','
+          << s.engine << ',' << detail::number(s.activation_amax) << ',' << detail::number(s.weight_amax) << ','
+          << detail::number(s.output_amax) << ',' << detail::number(s.gradient_amax) << ',' << detail::number(s.weight_gradient_norm)
+          << '\n';
+}
+
+/// Everything as one JSON document: `settings` (key -> text), then per run its summary, curves,
+/// validation points and NaN events.
+inline void write_json(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& settings,
+                       const std::vector<run_report>& runs) {
+  out << "{\n  \"settings\": {";
+  for (std::size_t i = 0; i < settings.size(); ++i)
+    out << (i ? ", " : "") << detail::json_string(settings[i].first) << ": " << detail::json_string(settings[i].second);
+  out << "},\n  \"runs\": [\n";
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const auto& run = runs[k];
+    const auto& r = run.result;
+    out << "    {\"name\": " << detail::json_string(run.name) << ", \"description\": " << detail::json_string(run.description)
+        << ",\n     \"final_train_loss\": " << detail::json_number(r.final_train_loss())
+        << ", \"final_val_loss\": " << detail::json_number(r.final_val_loss())
+        << ", \"val_perplexity\": " << detail::json_number(std::exp(static_cast<double>(r.final_val_loss())))
+        << ", \"tokens_per_second\": " << detail::json_number(r.tokens_per_second) << ", \"weight_bytes\": " << r.weight_bytes
+        << ", \"optimizer_bytes\": " << r.optimizer_bytes << ", \"diverged\": " << (r.diverged ? "true" : "false")
+        << ",\n     \"train_loss\": [";
+    for (std::size_t i = 0; i < r.steps.size(); ++i) out << (i ? ", " : "") << detail::json_number(r.steps[i].skipped ? NAN : r.steps[i].loss);
+    out << "],\n     \"validation\": [";
+    for (std::size_t i = 0; i < r.evals.size(); ++i)
+      out << (i ? ", " : "") << "{\"step\": " << r.evals[i].step << ", \"loss\": " << detail::json_number(r.evals[i].loss) << "}";
+    out << "],\n     \"nan_events\": [";
+    for (std::size_t i = 0; i < r.nan_events.size(); ++i) {
+      const auto& e = r.nan_events[i];
+      out << (i ? ", " : "") << "{\"step\": " << e.step << ", \"layer\": " << detail::json_string(e.layer)
+          << ", \"tensor\": " << detail::json_string(e.tensor) << "}";
+    }
+    out << "]}" << (k + 1 < runs.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+}
+
+/// The summary table (Markdown): final losses, perplexity, throughput, memory and NaN events.
+inline std::string summary_table(const std::vector<run_report>& runs, const std::string& prediction_unit = "tokens") {
+  std::ostringstream t;
+  t << "| run | final train loss | val loss | val ppl | " << prediction_unit
+    << "/s | weights + optimizer | NaN/Inf events | note |\n|---|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const auto& run : runs) {
+    const auto& r = run.result;
+    const double val = r.final_val_loss();
+    char line[512];
+    std::snprintf(line, sizeof line, "| %s | %.4f | %.4f | %.3f | %.0f | %.1f KiB (%zu + %zu B) | %zu | %s |\n", run.name.c_str(),
+                  static_cast<double>(r.final_train_loss()), val, std::exp(val), r.tokens_per_second,
+                  static_cast<double>(r.weight_bytes + r.optimizer_bytes) / 1024.0, r.weight_bytes, r.optimizer_bytes,
+                  r.nan_events.size(), r.diverged ? "diverged (stopped)" : "");
+    t << line;
+  }
+  return t.str();
+}
+
+/// Writes `text` to `path` (creating its directory). Throws io_error.
+inline void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  std::ofstream out(path, std::ios::binary);
+  nvfp4::detail::require(static_cast<bool>(out), errc::io_error, "report: cannot write '" + path.string() + "'");
+  out << text;
+  out.flush();
+  nvfp4::detail::require(static_cast<bool>(out), errc::io_error, "report: error writing '" + path.string() + "'");
+}
+
+}  // namespace nvfp4::training
