@@ -80,6 +80,13 @@ inline std::string number_text(double value) {
   return text;
 }
 
+/// `e` with `context` in front of its message ("nvfp4: <context>: <message>"), the same code.
+inline error with_context(const error& e, const std::string& context) {
+  std::string message = e.what();
+  if (message.rfind("nvfp4: ", 0) == 0) message.erase(0, 7);
+  return error(e.code(), context + ": " + message);
+}
+
 /// Throws nvfp4::error(code, message) when the condition is false.
 inline void require(bool condition, errc code, const char* message) {
   if (!condition) throw error(code, message);

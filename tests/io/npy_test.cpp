@@ -237,9 +237,124 @@ TEST(NpyMalformed, EveryCaseIsReported) {
                    errc::malformed_file});
   cases.push_back({"big endian", npy_image("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", {0, 0, 0, 0}),
                    errc::unsupported});
-  cases.push_back({"complex dtype", npy_image("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", {}), errc::dtype_mismatch});
+  cases.push_back({"complex dtype", npy_image("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", {}), errc::unsupported});
   for (const auto& c : cases) EXPECT_EQ(code_of_parse(c.image), c.expected) << c.what;
   EXPECT_EQ(code_of_parse(good), errc{});
+}
+
+std::string message_of_parse(const std::vector<std::uint8_t>& image) {
+  try {
+    parse_npy(image.data(), image.size(), "test.npy");
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Npy, HeaderDictionaryInAnyQuoteStyleAndSpacing) {
+  const auto payload = bytes_of(std::vector<float>{1, 2});
+  for (const std::string dict : {R"({"descr": "<f4", "fortran_order": False, "shape": (2,), })",
+                                 R"({'shape':(2,),'fortran_order':False,'descr':'<f4'})",
+                                 R"({ 'descr' : "<f4" , 'fortran_order' : False , 'shape' : ( 2 , ) })",
+                                 R"({'descr': '<f4', 'fortran_order': False, 'shape': (2L,)})"}) {
+    const auto image = npy_image(dict, payload);
+    const std::string message = message_of_parse(image);
+    ASSERT_EQ(message, "") << dict;
+    EXPECT_EQ(to_float32(parse_npy(image.data(), image.size())), (std::vector<float>{1, 2})) << dict;
+  }
+}
+
+TEST(NpyMalformed, HeaderLengthTextAndDataMustAgree) {
+  const auto good = npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", bytes_of(std::vector<float>{1, 2}));
+  // The header length field 8 bytes short: the last 8 header bytes (padding and '\n') would be
+  // read as data, and the file would have 8 bytes to spare.
+  auto short_length = good;
+  short_length[8] = static_cast<std::uint8_t>(short_length[8] - 8);
+  EXPECT_EQ(code_of_parse(short_length), errc::malformed_file);
+  EXPECT_NE(message_of_parse(short_length).find("does not end in a newline"), std::string::npos) << message_of_parse(short_length);
+  auto long_length = good;
+  long_length[8] = static_cast<std::uint8_t>(long_length[8] + 8);
+  EXPECT_EQ(code_of_parse(long_length), errc::malformed_file);
+  auto trailing = good;
+  trailing.push_back(0);
+  EXPECT_NE(message_of_parse(trailing).find("trailing bytes"), std::string::npos) << message_of_parse(trailing);
+  // A NUL (or any control byte) inside the header, with text after it.
+  auto nul = good;
+  nul[10 + 3] = 0;
+  EXPECT_EQ(code_of_parse(nul), errc::malformed_file);
+  EXPECT_NE(message_of_parse(nul).find("byte 0 at offset 13"), std::string::npos) << message_of_parse(nul);
+  const std::vector<std::pair<std::string, std::string>> bad_dicts = {
+      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", "names 'descr' twice"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", "unexpected key 'extra'"},
+      {"{'descr': '<f4', 'shape': (2,)}", "lacks 'fortran_order'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} junk", "text after the header dictionary"},
+      {"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2,)}", "must be True or False"},
+      {"{'descr': '<f4' 'fortran_order': False, 'shape': (2,)}", "',' or '}' expected"},
+      {"{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,)}", "escape sequence"},
+  };
+  for (const auto& [dict, expected] : bad_dicts) {
+    const auto image = npy_image(dict, bytes_of(std::vector<float>{1, 2}));
+    EXPECT_EQ(code_of_parse(image), errc::malformed_file) << dict;
+    EXPECT_NE(message_of_parse(image).find(expected), std::string::npos) << dict << ": " << message_of_parse(image);
+  }
+}
+
+TEST(NpyMalformed, StructuredAndUnknownDtypesAreUnsupportedWithTheWholeDescription) {
+  const auto structured = npy_image("{'descr': [('a', '<f4'), ('b', '<f4')], 'fortran_order': False, 'shape': (2,), }",
+                                    bytes_of(std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(code_of_parse(structured), errc::unsupported);
+  EXPECT_NE(message_of_parse(structured).find("[('a', '<f4'), ('b', '<f4')]"), std::string::npos) << message_of_parse(structured);
+  const auto dates = npy_image("{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (1,), }", std::vector<std::uint8_t>(8));
+  EXPECT_EQ(code_of_parse(dates), errc::unsupported);
+  EXPECT_NE(message_of_parse(dates).find("'<M8[ns]'"), std::string::npos);
+}
+
+TEST(NpyMalformed, ShapesAboveTheLimitAreRefusedAndHugeEmptyOnesAreEmpty) {
+  // (2^51, 0): one dimension above nvfp4::max_element_count.
+  const auto huge = npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2251799813685248, 0), }", {});
+  EXPECT_EQ(code_of_parse(huge), errc::malformed_file);
+  EXPECT_NE(message_of_parse(huge).find("exceeds the limit"), std::string::npos) << message_of_parse(huge);
+  // Rows of an N-D array seen as a matrix: 2^40 * 2 rows, even with zero columns.
+  EXPECT_EQ(code_of_parse(npy_image("{'descr': '<f4', 'fortran_order': True, 'shape': (1099511627776, 2, 0), }", {})),
+            errc::malformed_file);
+  EXPECT_EQ(code_of_parse(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999999,), }", {})),
+            errc::malformed_file);
+  // (2^40, 0) is a valid empty array: it converts at once.
+  const auto empty = npy_image("{'descr': '<f4', 'fortran_order': True, 'shape': (1099511627776, 0), }", {});
+  const npy_array a = parse_npy(empty.data(), empty.size());
+  EXPECT_EQ(matrix_shape_of(a).rows, max_element_count);
+  EXPECT_EQ(matrix_shape_of(a).cols, 0);
+  EXPECT_TRUE(to_float32(a).empty());
+  EXPECT_TRUE(to_c_order(a).bytes.empty());
+}
+
+TEST(Npy, RawTwoByteArraysAreBfloat16OnlyWhenTheCallerSaysSo) {
+  // bf16 bits of 1, -3, 3.140625 saved by NumPy as a 2-byte void ('|V2') or as uint16.
+  const auto bits = bytes_of(std::vector<std::uint16_t>{0x3F80, 0xC040, 0x4049});
+  for (const std::string descr : {"|V2", "<u2", "<i2"}) {
+    const auto image = npy_image("{'descr': '" + descr + "', 'fortran_order': False, 'shape': (3,), }", bits);
+    const npy_array raw = parse_npy(image.data(), image.size());
+    if (descr != "<i2") {
+      try {
+        (void)to_float32(raw);
+        ADD_FAILURE() << descr;
+      } catch (const error& e) {
+        EXPECT_EQ(e.code(), errc::dtype_mismatch);
+        EXPECT_NE(std::string(e.what()).find("bfloat16 bits"), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_EQ(to_float32(reinterpret_as_bfloat16(raw)), (std::vector<float>{1.0f, -3.0f, 3.140625f})) << descr;
+  }
+  const auto half = npy_image("{'descr': '<f2', 'fortran_order': False, 'shape': (1,), }", std::vector<std::uint8_t>{0, 0x3C});
+  EXPECT_THROW((void)reinterpret_as_bfloat16(parse_npy(half.data(), half.size())), error);
+}
+
+TEST(NpyMalformed, ASafetensorsFileIsRecognised) {
+  const std::string header = R"({"__metadata__":{"format":"pt"}})";
+  std::vector<std::uint8_t> image(8 + header.size());
+  image[0] = static_cast<std::uint8_t>(header.size());
+  std::memcpy(image.data() + 8, header.data(), header.size());
+  EXPECT_NE(message_of_parse(image).find("this is a safetensors file, not an .npy file"), std::string::npos) << message_of_parse(image);
 }
 
 }  // namespace

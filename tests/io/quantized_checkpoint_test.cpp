@@ -7,7 +7,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace nvfp4::io {
@@ -195,6 +199,170 @@ TEST(Checkpoint, InconsistentFilesAreReported) {
   safetensors_file twice = good;
   EXPECT_THROW(add_quantized_tensor(twice, "w", q), error);
   EXPECT_EQ(twice.tensors.size(), good.tensors.size());
+}
+
+std::pair<errc, std::string> error_of(const safetensors_file& file, const std::string& name, const load_options& options = {}) {
+  try {
+    dequantize_tensor(file, name, options);
+  } catch (const error& e) {
+    return {e.code(), e.what()};
+  }
+  return {errc{}, ""};
+}
+
+/// Our metadata for a [rows, cols] NVFP4 1x16 tensor "w", with `field` replaced by `value` (raw
+/// JSON text) when given.
+std::string metadata_text(index_t rows, index_t cols, const std::string& field = "", const std::string& value = "",
+                          const std::string& layout = "compact", const std::string& rht = "none") {
+  std::map<std::string, std::string> fields = {
+      {"format", R"("nvfp4")"}, {"block", "[1,16]"}, {"rows", std::to_string(rows)}, {"cols", std::to_string(cols)},
+      {"shape", "[" + std::to_string(rows) + "," + std::to_string(cols) + "]"}, {"scale_layout", "\"" + layout + "\""},
+      {"rht", "\"" + rht + "\""}, {"rounding", R"("nearest_even")"}, {"seed", "0"}, {"amax", "1.5"}};
+  if (!field.empty()) fields[field] = value;
+  std::string text = "{";
+  for (const auto& [k, v] : fields) {
+    if (text.size() > 1) text += ',';
+    text += '"';
+    text += k;
+    text += "\":";
+    text += v;
+  }
+  return text + "}";
+}
+
+/// A file holding "w" = an NVFP4 2 x 32 tensor (every element code 0x1 = 0.5, scales 0x38 = 1)
+/// with weight_scale_2 `decode`, with our metadata or without (ModelOpt layout).
+safetensors_file small_file(float decode, bool with_metadata = true, std::vector<std::uint8_t> scales = std::vector<std::uint8_t>(4, 0x38)) {
+  safetensors_file f;
+  f.add({"w.weight", safetensors_dtype::u8, {2, 16}, std::vector<std::uint8_t>(32, 0x11)});
+  f.add({"w.weight_scale", safetensors_dtype::f8_e4m3, {2, 2}, std::move(scales)});
+  std::vector<std::uint8_t> bytes(4);
+  std::memcpy(bytes.data(), &decode, 4);
+  f.add({"w.weight_scale_2", safetensors_dtype::f32, {}, bytes});
+  if (with_metadata) f.metadata["nvfp4.w"] = metadata_text(2, 32);
+  return f;
+}
+
+TEST(CheckpointMalformed, MetadataNumbersMustBeExactIntegersInRange) {
+  safetensors_file f = small_file(0.25f);
+  ASSERT_EQ(error_of(f, "w").first, errc{});
+  const std::vector<std::tuple<std::string, std::string, std::string>> bad = {
+      {"rows", "32.5", "metadata 'rows' is 32.5"},
+      {"rows", "2.0", "metadata 'rows' is 2.0"},
+      {"rows", "-2", "metadata 'rows' is -2"},
+      {"rows", "1.9e19", "metadata 'rows' is 1.9e+19"},
+      {"rows", "\"2\"", "metadata 'rows' is \"2\""},
+      {"cols", "9223372036854775807", "metadata 'cols' is 9223372036854775807"},
+      {"shape", "[2,32.5]", "metadata 'shape' entry is 32.5"},
+      {"block", "[1,16.5]", "metadata 'block' entry is 16.5"},
+      {"seed", "0.5", "metadata 'seed' is 0.5"},
+      {"amax", "-1", "metadata 'amax' is -1"},
+      {"amax", "1e39", "metadata 'amax' is 1e+39"},
+      {"amax", "\"big\"", "metadata 'amax' is \"big\""},
+      {"rounding", "\"up\"", "metadata 'rounding' is 'up'"},
+  };
+  for (const auto& [field, value, expected] : bad) {
+    f.metadata["nvfp4.w"] = metadata_text(2, 32, field, value);
+    const auto [code, what] = error_of(f, "w");
+    EXPECT_EQ(code, errc::malformed_file) << field << " = " << value;
+    EXPECT_NE(what.find(expected), std::string::npos) << what;
+  }
+  // rows x cols above the limit, and a key twice in the metadata object.
+  f.metadata["nvfp4.w"] = metadata_text(std::int64_t{1} << 30, std::int64_t{1} << 30);
+  EXPECT_NE(error_of(f, "w").second.find("more than 1099511627776 elements"), std::string::npos) << error_of(f, "w").second;
+  f.metadata["nvfp4.w"] = metadata_text(2, 32).insert(1, "\"rows\":2,");
+  EXPECT_NE(error_of(f, "w").second.find("key 'rows' twice"), std::string::npos) << error_of(f, "w").second;
+}
+
+TEST(CheckpointMalformed, ShapesOfAHandBuiltFileAreCheckedWithoutOverflow) {
+  // A ModelOpt-style weight [0, 2^62] (cols would be 2^63) and [0, 2^40]: refused, not wrapped.
+  for (const std::int64_t cols : {std::int64_t{1} << 62, std::int64_t{1} << 40}) {
+    safetensors_file f;
+    f.tensors.push_back({"w.weight", safetensors_dtype::u8, {0, cols}, {}});
+    f.tensors.push_back({"w.weight_scale", safetensors_dtype::f8_e4m3, {0, 0}, {}});
+    f.tensors.push_back({"w.weight_scale_2", safetensors_dtype::f32, {}, std::vector<std::uint8_t>(4)});
+    const auto [code, what] = error_of(f, "w");
+    EXPECT_EQ(code, errc::malformed_file) << cols;
+    EXPECT_EQ(what.find("-"), std::string::npos) << "no negative size in: " << what;
+  }
+}
+
+TEST(CheckpointEmpty, HugeRowsOfNoColumnsDequantizeAtOnce) {
+  // rows = 2^40, cols = 0, with RHT and with the 128x4 layout: an empty result at once.
+  const index_t rows = max_element_count;
+  for (const auto& [layout, rht] : {std::pair<std::string, std::string>{"compact", "te16_rows"}, {"128x4", "none"}, {"128x4", "te16_rows"}}) {
+    safetensors_file f;
+    f.add({"w.weight", safetensors_dtype::u8, {rows, 0}, {}});
+    f.add({"w.weight_scale", safetensors_dtype::f8_e4m3, {rows, 0}, {}});
+    std::vector<std::uint8_t> one(4);
+    const float decode = 1.0f;
+    std::memcpy(one.data(), &decode, 4);
+    f.add({"w.weight_scale_2", safetensors_dtype::f32, {}, one});
+    f.metadata["nvfp4.w"] = metadata_text(rows, 0, "", "", layout, rht);
+    const auto restored = dequantize_tensor(f, "w");
+    EXPECT_EQ(restored.shape, (std::vector<std::int64_t>{rows, 0})) << layout << " " << rht;
+    EXPECT_TRUE(restored.values.empty());
+  }
+}
+
+TEST(CheckpointMalformed, InvalidScalesAreRefusedUnlessAskedForAndNamed) {
+  const load_options forensic{.accept_invalid_scales = true};
+  for (const bool with_metadata : {true, false}) {
+    SCOPED_TRACE(with_metadata ? "ours" : "ModelOpt layout");
+    for (const float decode : {NAN, INFINITY, -0.25f, -0.0f}) {
+      const auto f = small_file(decode, with_metadata);
+      const auto [code, what] = error_of(f, "w");
+      EXPECT_EQ(code, errc::malformed_file) << decode;
+      EXPECT_NE(what.find("w.weight_scale_2 is"), std::string::npos) << what;
+      EXPECT_NE(what.find("--accept-invalid-scales"), std::string::npos) << what;
+      const auto read = dequantize_tensor(f, "w", forensic);
+      EXPECT_EQ(std::isnan(read.values[0]), std::isnan(decode));  // 0.5 * 1 * decode
+      if (!std::isnan(decode)) {
+        EXPECT_EQ(read.values[0], 0.5f * decode);
+      }
+    }
+    // Block scale (1, 0) is NaN (0x7F), or has its sign bit set (0xB8: 1.0 to us, -1.0 to PyTorch).
+    for (const std::uint8_t code_byte : {std::uint8_t{0x7F}, std::uint8_t{0xFF}, std::uint8_t{0xB8}}) {
+      std::vector<std::uint8_t> scales(4, 0x38);
+      scales[2] = code_byte;
+      const auto f = small_file(0.25f, with_metadata, scales);
+      const auto [code, what] = error_of(f, "w");
+      EXPECT_EQ(code, errc::malformed_file);
+      EXPECT_NE(what.find("block scale (1, 0) of w.weight_scale is byte " + std::to_string(code_byte)), std::string::npos) << what;
+      const auto read = dequantize_tensor(f, "w", forensic);
+      EXPECT_EQ(std::isnan(read.values[32]), code_byte != 0xB8) << int{code_byte};
+    }
+  }
+  // MX: E8M0 0xFF is NaN.
+  safetensors_file mx;
+  mx.add({"e.weight", safetensors_dtype::f8_e4m3, {1, 32}, std::vector<std::uint8_t>(32, 0x38)});
+  mx.add({"e.weight_scale", safetensors_dtype::u8, {1, 1}, {0xFF}});
+  EXPECT_NE(error_of(mx, "e").second.find("block scale (0, 0) of e.weight_scale is byte 255 (NaN)"), std::string::npos)
+      << error_of(mx, "e").second;
+  EXPECT_TRUE(std::isnan(dequantize_tensor(mx, "e", forensic).values[0]));
+}
+
+TEST(CheckpointMalformed, ValuesTooLargeForFloatOrForTheInverseRhtAreOverflowErrors) {
+  // weight_scale_2 = 2^126 (finite): 0.5 * 1 * 2^126 = 2^125 per element; with RHT recorded, the
+  // inverse transform of 16 equal values puts 4 * 2^125 = 2^127 in output 0 (fits bf16)...
+  auto f = small_file(std::ldexp(1.0f, 126));
+  f.metadata["nvfp4.w"] = metadata_text(2, 32, "", "", "compact", "te16_rows");
+  EXPECT_EQ(error_of(f, "w").first, errc{});
+  // ...but with block scales 448 (0x7E) the elements are 224 * 2^126 > float's max: overflow.
+  auto g = small_file(std::ldexp(1.0f, 126), true, std::vector<std::uint8_t>(4, 0x7E));
+  const auto [code, what] = error_of(g, "w");
+  EXPECT_EQ(code, errc::overflow);
+  EXPECT_NE(what.find("tensor 'w': dequantized element (0, 0) overflows float"), std::string::npos) << what;
+  // weight_scale_2 = 2^124 and scales 8 (0x50): elements 2^126, finite; the inverse RHT makes
+  // 4 * 2^126 = 2^128, beyond bf16.
+  auto h = small_file(std::ldexp(1.0f, 124), true, std::vector<std::uint8_t>(4, 0x50));
+  h.metadata["nvfp4.w"] = metadata_text(2, 32, "", "", "compact", "te16_rows");
+  const auto [code_h, what_h] = error_of(h, "w");
+  EXPECT_EQ(code_h, errc::overflow);
+  EXPECT_NE(what_h.find("tensor 'w': inverse RHT of the dequantized values: hadamard input: the Hadamard transform of finite values "
+                        "overflows bf16 at row 0, columns 0..15"),
+            std::string::npos)
+      << what_h;
 }
 
 }  // namespace

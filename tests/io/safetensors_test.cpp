@@ -208,5 +208,49 @@ TEST(SafetensorsFiles, AtomicWriteAndRead) {
   fs::remove_all(directory);
 }
 
+TEST(SafetensorsMalformed, NulDuplicateKeysAndInexactNumbersAreReportedWithTheirPlace) {
+  const std::vector<std::uint8_t> four = {0, 0, 0, 0};
+  const auto t = [](const std::string& shape) {
+    return std::string(R"({"t":{"dtype":"U8","shape":)") + shape + R"(,"data_offsets":[0,4]}})";
+  };
+  struct bad_case {
+    std::vector<std::uint8_t> image;
+    std::string expected;
+  };
+  std::string nul_header = R"({"__metadata__":{"a":"1"}})";
+  nul_header += std::string(1, '\0') + R"(,"t":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
+  const std::vector<bad_case> cases = {
+      {image_of(nul_header, four), "holds a NUL byte at offset 26"},
+      {image_of(R"({"__metadata__":{"a":"1"},"__metadata__":{"b":"2"}})", {}), "key '__metadata__' twice"},
+      {image_of(R"({"__metadata__":{"a":"1","a":"2"}})", {}), "key 'a' twice"},
+      {image_of(R"({"t":{"dtype":"U8","dtype":"F32","shape":[4],"data_offsets":[0,4]}})", four), "key 'dtype' twice"},
+      {image_of(t("[32.5]"), four), "shape entry 32.5"},
+      {image_of(t("[4.0]"), four), "shape entry 4.0"},
+      {image_of(t("[-4]"), four), "shape entry -4"},
+      {image_of(t("[1.9e19]"), four), "shape entry 1.9e+19"},
+      {image_of(t("[18446744073709551615]"), four), "shape entry 18446744073709551615"},
+      {image_of(t("[2199023255552, 0]"), four), "shape entry 2199023255552"},  // 2^41
+      {image_of(t("[1099511627776, 2, 0]"), four), "more than 1099511627776 elements"},
+      {image_of(R"({"t":{"dtype":"U8","shape":[4],"data_offsets":[0.0,4]}})", four), "data offset 0.0"},
+  };
+  for (const auto& c : cases) {
+    std::string message;
+    EXPECT_EQ(code_of_parse(c.image, &message), errc::malformed_file) << c.expected;
+    EXPECT_NE(message.find(c.expected), std::string::npos) << message;
+  }
+  // A huge dimension beside a zero one, within the limit: a valid empty tensor.
+  const auto empty_image = image_of(R"({"t":{"dtype":"F32","shape":[1099511627776,0],"data_offsets":[0,0]}})", {});
+  const auto empty = parse_safetensors(empty_image.data(), empty_image.size());
+  EXPECT_EQ(empty.at("t").element_count(), 0);
+}
+
+TEST(SafetensorsMalformed, AnNpyFileIsRecognised) {
+  std::vector<std::uint8_t> npy = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0x76, 0};
+  npy.resize(128, ' ');
+  std::string message;
+  EXPECT_EQ(code_of_parse(npy, &message), errc::malformed_file);
+  EXPECT_NE(message.find("this is an .npy file, not a safetensors file"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace nvfp4::io

@@ -1,10 +1,19 @@
 // nvfp4/io/file_bytes.hpp: whole-file reads and atomic writes (a temporary file in the target's
 // directory, renamed over the target only once every byte is written), so a failed or interrupted
 // write never leaves a partial output file. Used by the .npy and safetensors readers/writers.
+// POSIX (Linux): the temporaries carry the writer's process id so that a later write can remove
+// those a killed process left, and a signal handler (install_temporary_file_cleanup) removes them
+// when the process is interrupted.
 #pragma once
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -17,11 +26,15 @@
 
 namespace nvfp4::io {
 
-/// Reads a whole file into memory. Throws io_error when it cannot be opened or read.
+/// Reads a whole file into memory. Throws io_error when it cannot be opened or read, or is not a
+/// regular file (a directory, a device).
 inline std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status))
     throw error(errc::io_error, "cannot read " + path.string() + ": it is a directory");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw error(errc::io_error, "cannot read " + path.string() + ": it is not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error(errc::io_error, "cannot open " + path.string());
   in.seekg(0, std::ios::end);
@@ -34,35 +47,163 @@ inline std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& pa
   return bytes;
 }
 
-/// Writes `parts` (concatenated) to `path` atomically: into `path`'s directory as a uniquely
-/// named temporary, then renamed over `path`. On any failure the temporary is removed, `path` is
-/// left as it was, and io_error is thrown.
+namespace detail_file {
+
+/// The temporaries being written right now, for the signal handler: a fixed table (no allocation
+/// in the handler), each slot free (0), being filled (1) or holding a path to remove (2).
+inline constexpr int temporary_slots = 8;
+inline constexpr std::size_t temporary_path_max = 4096;
+inline std::atomic<int> temporary_state[temporary_slots] = {};
+inline char temporary_path[temporary_slots][temporary_path_max] = {};
+
+/// Registers `path` for removal on a signal; returns its slot, or -1 when the table is full or the
+/// path too long (the write then goes on without that safety net).
+inline int register_temporary(const std::string& path) {
+  if (path.size() >= temporary_path_max) return -1;
+  for (int slot = 0; slot < temporary_slots; ++slot) {
+    int expected = 0;
+    if (temporary_state[slot].compare_exchange_strong(expected, 1)) {
+      std::memcpy(temporary_path[slot], path.c_str(), path.size() + 1);
+      temporary_state[slot].store(2);
+      return slot;
+    }
+  }
+  return -1;
+}
+
+inline void unregister_temporary(int slot) {
+  if (slot >= 0) temporary_state[slot].store(0);
+}
+
+/// Removes every registered temporary, then lets the signal do what it would have done.
+/// Async-signal-safe: only atomics, unlink, signal and raise.
+inline void remove_temporaries_and_reraise(int signal_number) {
+  for (int slot = 0; slot < temporary_slots; ++slot)
+    if (temporary_state[slot].load() == 2) ::unlink(temporary_path[slot]);
+  ::signal(signal_number, SIG_DFL);
+  ::raise(signal_number);
+}
+
+/// The name prefix of the temporaries written for `target`: ".<name>.nvfp4-tmp.".
+inline std::string temporary_prefix(const std::filesystem::path& target) {
+  std::string prefix = ".";  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "." + string
+  prefix += target.filename().string();
+  prefix += ".nvfp4-tmp.";
+  return prefix;
+}
+
+/// Removes the temporaries for `target` that a process no longer running left behind (killed by
+/// SIGKILL, a power cut): their names carry the writer's process id. Best effort, never throws.
+inline void remove_stale_temporaries(const std::filesystem::path& directory, const std::filesystem::path& target) {
+  namespace fs = std::filesystem;
+  const std::string prefix = temporary_prefix(target);
+  std::error_code ec;
+  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // "<pid>.<random>"
+    const auto dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos) continue;
+    long long pid = 0;
+    bool digits = true;
+    for (std::size_t i = 0; i < dot; ++i) {
+      digits = digits && rest[i] >= '0' && rest[i] <= '9' && pid < (1LL << 40);
+      if (digits) pid = pid * 10 + (rest[i] - '0');
+    }
+    if (!digits || pid <= 0 || pid == static_cast<long long>(::getpid())) continue;
+    // kill(pid, 0) fails with ESRCH only when no such process exists.
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove(it->path(), ignored);
+    }
+  }
+}
+
+/// Where a write to `path` goes: a symbolic link is followed (up to 40 links) to the file it names,
+/// so the link stays a link.
+inline std::filesystem::path resolve_output(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  fs::path target = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(target, ec))) return target;
+    const fs::path link = fs::read_symlink(target, ec);
+    if (ec) throw error(errc::io_error, "cannot read the symbolic link " + target.string() + ": " + ec.message());
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  throw error(errc::io_error, "cannot write " + path.string() + ": too many levels of symbolic links");
+}
+
+}  // namespace detail_file
+
+/// Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGPIPE that remove the temporary files of
+/// writes in progress before the signal takes its usual effect, and ignores SIGXFSZ so that a
+/// write past the file size limit fails as io_error (its temporary removed) instead of killing
+/// the process. For programs (the CLI calls it first thing); a library does not touch signals on
+/// its own. A signal already ignored stays ignored.
+inline void install_temporary_file_cleanup() {
+  for (const int signal_number : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
+    struct sigaction current {};
+    if (::sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    struct sigaction action {};
+    action.sa_handler = detail_file::remove_temporaries_and_reraise;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(signal_number, &action, nullptr);
+  }
+  ::signal(SIGXFSZ, SIG_IGN);
+}
+
+/// Writes `parts` (concatenated) to `path` atomically: into `path`'s directory as a temporary
+/// ".<name>.nvfp4-tmp.<pid>.<random>", then renamed over `path`. On any failure the temporary is
+/// removed, `path` is left as it was, and io_error is thrown. A symbolic link is followed (the file
+/// it points to is replaced; the link stays). An existing target that is not a regular file, or
+/// that is read-only (no write permission for this process, or no write bit at all, which also
+/// stops root), is refused: never replaced silently. A replaced file keeps its permission bits.
+/// Temporaries left by killed processes for the same target are removed first (see
+/// install_temporary_file_cleanup for interrupted ones).
 inline void write_file_atomically(const std::filesystem::path& path, std::span<const std::span<const std::uint8_t>> parts) {
   namespace fs = std::filesystem;
-  const fs::path directory = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const fs::path target = detail_file::resolve_output(path);
+  const std::string shown = target == path ? path.string() : path.string() + " (-> " + target.string() + ")";
+  std::error_code ec;
+  const fs::file_status existing = fs::status(target, ec);
+  const bool replacing = fs::exists(existing);
+  if (replacing) {
+    if (!fs::is_regular_file(existing)) throw error(errc::io_error, "cannot write " + shown + ": it exists and is not a regular file");
+    const auto write_bits = fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write;
+    if ((existing.permissions() & write_bits) == fs::perms::none || ::access(target.c_str(), W_OK) != 0)
+      throw error(errc::io_error, "cannot write " + shown + ": the file is read-only; not replacing it");
+  }
+  const fs::path directory = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  detail_file::remove_stale_temporaries(directory, target);
   std::random_device entropy;
-  const fs::path temporary =
-      directory / ("." + path.filename().string() + ".tmp" + std::to_string(entropy()) + std::to_string(entropy()));
+  const fs::path temporary = directory / (detail_file::temporary_prefix(target) + std::to_string(::getpid()) + "." +
+                                          std::to_string(entropy()) + std::to_string(entropy()));
+  const int slot = detail_file::register_temporary(temporary.string());
+  const auto give_up = [&](const std::string& what) {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    detail_file::unregister_temporary(slot);
+    throw error(errc::io_error, what);
+  };
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw error(errc::io_error, "cannot create " + temporary.string() + " to write " + path.string());
+    if (!out) give_up("cannot create " + temporary.string() + " to write " + shown);
     for (const auto part : parts)
       if (!part.empty()) out.write(reinterpret_cast<const char*>(part.data()), static_cast<std::streamsize>(part.size()));
     out.flush();
     if (!out) {
       out.close();
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      throw error(errc::io_error, "cannot write " + path.string() + " (disk full?)");
+      give_up("cannot write " + shown + " (disk full or file size limit?)");
     }
   }
-  std::error_code ec;
-  fs::rename(temporary, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-    throw error(errc::io_error, "cannot rename the finished file onto " + path.string() + ": " + ec.message());
+  if (replacing) {
+    fs::permissions(temporary, existing.permissions(), ec);
+    if (ec) give_up("cannot give " + temporary.string() + " the permissions of " + shown + ": " + ec.message());
   }
+  fs::rename(temporary, target, ec);
+  if (ec) give_up("cannot rename the finished file onto " + shown + ": " + ec.message());
+  detail_file::unregister_temporary(slot);
 }
 
 /// write_file_atomically for one buffer.

@@ -3,6 +3,7 @@
 // Used by the tools and tests; the core library does not need it.
 #pragma once
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/io/file_bytes.hpp"
@@ -19,19 +21,20 @@
 namespace nvfp4::io {
 
 /// Element types an .npy file may hold here (the dtype's `descr`).
-enum class npy_dtype { float32, float16, bfloat16, float64, uint8, int8, uint16, int16, uint32, int32, int64, uint64, boolean };
+enum class npy_dtype { float32, float16, bfloat16, float64, uint8, int8, uint16, int16, uint32, int32, int64, uint64, boolean, void2 };
 
 constexpr std::size_t npy_dtype_size(npy_dtype t) {
   switch (t) {
     case npy_dtype::float64: case npy_dtype::int64: case npy_dtype::uint64: return 8;
     case npy_dtype::float32: case npy_dtype::uint32: case npy_dtype::int32: return 4;
-    case npy_dtype::float16: case npy_dtype::bfloat16: case npy_dtype::uint16: case npy_dtype::int16: return 2;
+    case npy_dtype::float16: case npy_dtype::bfloat16: case npy_dtype::uint16: case npy_dtype::int16: case npy_dtype::void2: return 2;
     default: return 1;
   }
 }
 
-/// The descr string NumPy writes for each type ("<V2" has no standard name for bf16; ml_dtypes
-/// saves bfloat16 as "<V2", which is accepted only when the caller asks for bfloat16).
+/// The descr string NumPy writes for each type. NumPy has no bfloat16: ml_dtypes saves one as
+/// "<V2", read here as bfloat16; "|V2" (a plain 2-byte void, e.g. `a.view('V2')`) and "<u2" stay
+/// raw until the caller says they hold bfloat16 bits (reinterpret_as_bfloat16).
 constexpr std::string_view npy_descr(npy_dtype t) {
   switch (t) {
     case npy_dtype::float32: return "<f4";
@@ -47,6 +50,7 @@ constexpr std::string_view npy_descr(npy_dtype t) {
     case npy_dtype::int64: return "<i8";
     case npy_dtype::uint64: return "<u8";
     case npy_dtype::boolean: return "|b1";
+    case npy_dtype::void2: return "|V2";
   }
   return "";
 }
@@ -59,11 +63,8 @@ struct npy_array {
   bool fortran_order = false;
   std::vector<std::uint8_t> bytes;
 
-  std::int64_t element_count() const {
-    std::int64_t n = 1;
-    for (auto d : shape) n *= d;
-    return n;
-  }
+  /// The product of the shape; invalid_argument for a shape above nvfp4::max_element_count.
+  std::int64_t element_count() const { return detail::checked_element_count(shape, errc::invalid_argument, "npy array"); }
   /// The elements as T (its size must match the dtype's; no conversion is done).
   template <class T>
   std::vector<T> as() const {
@@ -78,71 +79,184 @@ struct npy_array {
   }
 };
 
+/// True when `image` starts with the .npy magic string.
+inline bool looks_like_npy(const std::uint8_t* image, std::size_t size) {
+  return size >= 6 && std::memcmp(image, "\x93NUMPY", 6) == 0;
+}
+
 namespace detail_npy {
 
-inline std::string header_value(const std::string& header, const std::string& key, const std::string& file) {
-  const auto at = header.find("'" + key + "'");
-  if (at == std::string::npos) throw error(errc::malformed_file, file + ": .npy header lacks '" + key + "'");
-  auto colon = header.find(':', at);
-  if (colon == std::string::npos) throw error(errc::malformed_file, file + ": .npy header is malformed near '" + key + "'");
-  ++colon;
-  while (colon < header.size() && header[colon] == ' ') ++colon;
-  if (colon >= header.size()) throw error(errc::malformed_file, file + ": .npy header ends after '" + key + "'");
-  const char open = header[colon];
-  char close = 0;
-  if (open == '\'' || open == '"') close = open;
-  else if (open == '(') close = ')';
-  if (close) {
-    const auto end = header.find(close, colon + 1);
-    if (end == std::string::npos) throw error(errc::malformed_file, file + ": unterminated value of '" + key + "'");
-    return header.substr(colon + 1, end - colon - 1);
+/// The header dictionary, as NumPy writes it (a Python literal): {'descr': '<f4',
+/// 'fortran_order': False, 'shape': (2, 3), } with either quote style, any spacing, an optional
+/// trailing comma; exactly these three keys, each once (as NumPy's own reader demands).
+class header_parser {
+ public:
+  header_parser(std::string_view text, const std::string& file) : text_(text), file_(file) {}
+
+  struct result {
+    std::string descr;
+    bool fortran_order = false;
+    std::vector<std::int64_t> shape;
+  };
+
+  result parse() {
+    result r;
+    bool seen_descr = false, seen_order = false, seen_shape = false;
+    skip_spaces();
+    expect('{', "the header is not a dictionary");
+    skip_spaces();
+    while (peek() != '}') {
+      const std::string key = quoted_string("a key");
+      skip_spaces();
+      expect(':', "':' expected after key '" + key + "'");
+      skip_spaces();
+      if (key == "descr") {
+        once(seen_descr, key);
+        if (peek() == '[' || peek() == '{')
+          throw error(errc::unsupported, file_ + ": structured .npy dtype " + bracketed() +
+                                             " is not supported (a plain numeric dtype such as '<f4' is)");
+        r.descr = quoted_string("the value of 'descr'");
+      } else if (key == "fortran_order") {
+        once(seen_order, key);
+        if (take_word("True")) r.fortran_order = true;
+        else if (take_word("False")) r.fortran_order = false;
+        else fail("'fortran_order' must be True or False, found " + excerpt());
+      } else if (key == "shape") {
+        once(seen_shape, key);
+        r.shape = shape_tuple();
+      } else {
+        fail("unexpected key '" + key + "' (an .npy header has exactly 'descr', 'fortran_order' and 'shape')");
+      }
+      skip_spaces();
+      if (peek() == ',') {
+        ++at_;
+        skip_spaces();
+      } else if (peek() != '}') {
+        fail("',' or '}' expected, found " + excerpt());
+      }
+    }
+    ++at_;
+    skip_spaces();
+    if (at_ != text_.size()) fail("text after the header dictionary: " + excerpt());
+    if (!seen_descr) fail("the header lacks 'descr'");
+    if (!seen_order) fail("the header lacks 'fortran_order'");
+    if (!seen_shape) fail("the header lacks 'shape'");
+    return r;
   }
-  auto end = header.find_first_of(",}", colon);
-  if (end == std::string::npos) throw error(errc::malformed_file, file + ": unterminated value of '" + key + "'");
-  return header.substr(colon, end - colon);
-}
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw error(errc::malformed_file, file_ + ": .npy " + what); }
+  char peek() const { return at_ < text_.size() ? text_[at_] : '\0'; }
+  void skip_spaces() {
+    while (at_ < text_.size() && text_[at_] == ' ') ++at_;
+  }
+  void expect(char c, const std::string& what) {
+    if (peek() != c) fail(what);
+    ++at_;
+  }
+  void once(bool& seen, const std::string& key) {
+    if (seen) fail("the header names '" + key + "' twice");
+    seen = true;
+  }
+  /// Up to 40 characters from the current position, quoted, for messages.
+  std::string excerpt() const {
+    if (at_ >= text_.size()) return "the end of the header";
+    std::string quoted = "'";  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "'" + string
+    quoted += text_.substr(at_, 40);
+    quoted += text_.size() - at_ > 40 ? "...'" : "'";
+    return quoted;
+  }
+  /// A bracketed value ([...] or {...}) whole, for the structured-dtype message.
+  std::string bracketed() const {
+    int depth = 0;
+    for (std::size_t i = at_; i < text_.size(); ++i) {
+      if (text_[i] == '[' || text_[i] == '{' || text_[i] == '(') ++depth;
+      if ((text_[i] == ']' || text_[i] == '}' || text_[i] == ')') && --depth == 0) return std::string(text_.substr(at_, i + 1 - at_));
+    }
+    return std::string(text_.substr(at_));
+  }
+  bool take_word(std::string_view word) {
+    if (text_.substr(at_, word.size()) != word) return false;
+    const std::size_t after = at_ + word.size();
+    if (after < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[after])) || text_[after] == '_')) return false;
+    at_ = after;
+    return true;
+  }
+  std::string quoted_string(const std::string& what) {
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') fail(what + " must be a quoted string, found " + excerpt());
+    const std::size_t end = text_.find(quote, at_ + 1);
+    if (end == std::string_view::npos) fail("unterminated string in " + what);
+    std::string value(text_.substr(at_ + 1, end - at_ - 1));
+    if (value.find('\\') != std::string::npos) fail(what + " holds an escape sequence: " + excerpt());
+    at_ = end + 1;
+    return value;
+  }
+  std::vector<std::int64_t> shape_tuple() {
+    expect('(', "'shape' must be a tuple, found " + excerpt());
+    std::vector<std::int64_t> shape;
+    skip_spaces();
+    while (peek() != ')') {
+      if (peek() < '0' || peek() > '9') fail("bad 'shape' entry at " + excerpt());
+      std::int64_t d = 0;
+      while (peek() >= '0' && peek() <= '9') {
+        // Any value above the limit is refused below; stop accumulating before int64 overflows.
+        if (d <= max_element_count) d = d * 10 + (text_[at_] - '0');
+        ++at_;
+      }
+      if (peek() == 'L') ++at_;  // Python 2 long
+      shape.push_back(d);
+      skip_spaces();
+      if (peek() == ',') {
+        ++at_;
+        skip_spaces();
+      } else if (peek() != ')') {
+        fail("',' or ')' expected in 'shape', found " + excerpt());
+      }
+    }
+    ++at_;
+    return shape;
+  }
+
+  std::string_view text_;
+  const std::string& file_;
+  std::size_t at_ = 0;
+};
 
 inline npy_dtype parse_descr(std::string descr, const std::string& file) {
   if (descr.size() == 3 && descr[0] == '=') descr[0] = '<';
   const npy_dtype all[] = {npy_dtype::float32, npy_dtype::float16, npy_dtype::bfloat16, npy_dtype::float64,
                            npy_dtype::uint8,   npy_dtype::int8,    npy_dtype::uint16,   npy_dtype::int16,
                            npy_dtype::uint32,  npy_dtype::int32,   npy_dtype::int64,    npy_dtype::uint64,
-                           npy_dtype::boolean};
+                           npy_dtype::boolean, npy_dtype::void2};
   for (auto t : all) {
     const std::string_view d = npy_descr(t);
     if (descr == d) return t;
-    if (d[0] == '|' && descr.size() == 3 && (descr[0] == '<' || descr[0] == '>') && descr.substr(1) == d.substr(1)) return t;
+    // One-byte types carry no byte order; some writers put '<' or '>' there anyway.
+    if (d[0] == '|' && t != npy_dtype::void2 && descr.size() == 3 && (descr[0] == '<' || descr[0] == '>') && descr.substr(1) == d.substr(1))
+      return t;
   }
   if (!descr.empty() && descr[0] == '>')
     throw error(errc::unsupported, file + ": big-endian .npy data ('" + descr + "') is not supported");
-  throw error(errc::dtype_mismatch, file + ": unsupported .npy dtype '" + descr + "'");
-}
-
-inline std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& file) {
-  std::vector<std::int64_t> shape;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == ',')) ++i;
-    if (i >= text.size()) break;
-    if (text[i] < '0' || text[i] > '9') throw error(errc::malformed_file, file + ": bad .npy shape '(" + text + ")'");
-    std::int64_t d = 0;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-      if (d > (std::int64_t{1} << 48)) throw error(errc::malformed_file, file + ": .npy dimension too large");
-      d = d * 10 + (text[i++] - '0');
-    }
-    if (i < text.size() && text[i] == 'L') ++i;
-    shape.push_back(d);
-  }
-  return shape;
+  throw error(errc::unsupported, file + ": .npy dtype '" + descr + "' is not supported (float32, float16, bfloat16, float64 and "
+                                        "the integer types are)");
 }
 
 }  // namespace detail_npy
 
-/// Parses an .npy image held in memory. `name` is used in error messages.
+/// Parses an .npy image held in memory. `name` is used in error messages. Throws
+/// malformed_file for a bad magic (saying so when the image is a safetensors file), a header
+/// whose length field runs past the file, that does not end in a newline or holds bytes other
+/// than printable ASCII, that is not NumPy's dictionary (see detail_npy::header_parser), a shape
+/// above nvfp4::max_element_count, or data shorter or longer than the shape needs;
+/// unsupported for big-endian, structured or unknown dtypes and format versions other than 1-3.
 inline npy_array parse_npy(const std::uint8_t* image, std::size_t size, const std::string& name = "<memory>") {
-  static constexpr char magic[] = "\x93NUMPY";
-  if (size < 10 || std::memcmp(image, magic, 6) != 0)
+  if (!looks_like_npy(image, size)) {
+    if (size >= 9 && image[8] == '{')
+      throw error(errc::malformed_file, name + ": this is a safetensors file, not an .npy file (bad magic)");
     throw error(errc::malformed_file, name + ": not an .npy file (bad magic)");
+  }
+  if (size < 10) throw error(errc::malformed_file, name + ": truncated .npy preamble");
   const int major = image[6];
   std::size_t header_len = 0, prefix = 0;
   if (major == 1) {
@@ -157,26 +271,30 @@ inline npy_array parse_npy(const std::uint8_t* image, std::size_t size, const st
     throw error(errc::unsupported, name + ": .npy format version " + std::to_string(major) + " is not supported");
   }
   if (header_len > size - prefix) throw error(errc::malformed_file, name + ": .npy header runs past the end of the file");
-  const std::string header(reinterpret_cast<const char*>(image + prefix), header_len);
-  if (header.find('{') == std::string::npos || header.find('}') == std::string::npos)
-    throw error(errc::malformed_file, name + ": .npy header is not a dictionary");
-  npy_array out;
-  out.dtype = detail_npy::parse_descr(detail_npy::header_value(header, "descr", name), name);
-  const std::string order = detail_npy::header_value(header, "fortran_order", name);
-  if (order == "True") out.fortran_order = true;
-  else if (order != "False") throw error(errc::malformed_file, name + ": bad fortran_order '" + order + "'");
-  out.shape = detail_npy::parse_shape(detail_npy::header_value(header, "shape", name), name);
-  std::uint64_t count = 1;
-  for (auto d : out.shape) {
-    if (d != 0 && count > (std::uint64_t{1} << 52) / static_cast<std::uint64_t>(d))
-      throw error(errc::malformed_file, name + ": .npy shape is too large");
-    count *= static_cast<std::uint64_t>(d);
+  const std::string_view header(reinterpret_cast<const char*>(image + prefix), header_len);
+  // The format ends the header with '\n' (after the padding spaces): a length field that is off
+  // (too short, it would read header bytes as data) shows here.
+  if (header.empty() || header.back() != '\n')
+    throw error(errc::malformed_file, name + ": .npy header of " + std::to_string(header_len) +
+                                          " bytes does not end in a newline (wrong header length field?)");
+  for (std::size_t i = 0; i + 1 < header.size(); ++i) {
+    const auto c = static_cast<unsigned char>(header[i]);
+    if (c < 0x20 || c > 0x7E)
+      throw error(errc::malformed_file, name + ": .npy header holds byte " + std::to_string(c) + " at offset " +
+                                            std::to_string(prefix + i) + " (only printable ASCII is allowed)");
   }
-  const std::uint64_t payload = count * npy_dtype_size(out.dtype);
+  const auto dict = detail_npy::header_parser(header.substr(0, header.size() - 1), name).parse();
+  npy_array out;
+  out.dtype = detail_npy::parse_descr(dict.descr, name);
+  out.fortran_order = dict.fortran_order;
+  out.shape = dict.shape;
+  const index_t count = detail::checked_element_count(out.shape, errc::malformed_file, name + ": .npy shape");
+  const std::uint64_t payload = static_cast<std::uint64_t>(count) * npy_dtype_size(out.dtype);
   const std::size_t data_at = prefix + header_len;
-  if (payload > size - data_at)
-    throw error(errc::malformed_file, name + ": .npy data is truncated (" + std::to_string(size - data_at) +
-                                          " bytes, shape needs " + std::to_string(payload) + ")");
+  if (payload != size - data_at)
+    throw error(errc::malformed_file, name + ": .npy data is " + std::to_string(size - data_at) + " bytes, shape " +
+                                          detail::shape_text(out.shape) + " of " + std::string(npy_descr(out.dtype)) + " needs " +
+                                          std::to_string(payload) + (payload > size - data_at ? " (truncated file)" : " (trailing bytes)"));
   out.bytes.assign(image + data_at, image + data_at + payload);
   return out;
 }
@@ -191,11 +309,7 @@ inline npy_array read_npy(const std::filesystem::path& path) {
 /// Serializes an array as an .npy (version 1.0 when the header fits, else 2.0) image. Throws
 /// shape_mismatch when the byte count does not match the shape and dtype.
 inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
-  std::uint64_t count = 1;
-  for (auto d : array.shape) {
-    detail::require(d >= 0, errc::invalid_argument, "serialize_npy: negative dimension");
-    count *= static_cast<std::uint64_t>(d);
-  }
+  const auto count = static_cast<std::uint64_t>(detail::checked_element_count(array.shape, errc::invalid_argument, "serialize_npy"));
   detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
                   "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) +
                       " elements of " + std::string(npy_descr(array.dtype)));
@@ -289,10 +403,29 @@ struct npy_matrix_shape {
 };
 
 inline npy_matrix_shape matrix_shape_of(const npy_array& array) {
+  // Checked first: the leading dimensions' product is then bounded even when the last one is 0.
+  (void)detail::checked_element_count(array.shape, errc::invalid_argument, "npy array");
   if (array.shape.empty()) return {1, 1};
   npy_matrix_shape shape{1, array.shape.back()};
   for (std::size_t d = 0; d + 1 < array.shape.size(); ++d) shape.rows *= array.shape[d];
   return shape;
+}
+
+/// The array with dtype bfloat16 when it holds raw 2-byte values (|V2, <u2, <i2; already
+/// bfloat16 is returned as is): for bfloat16 data saved without a bfloat16 dtype, which NumPy
+/// lacks. Throws dtype_mismatch for any other dtype (float16 holds IEEE halves, not bf16 bits).
+inline npy_array reinterpret_as_bfloat16(npy_array array) {
+  switch (array.dtype) {
+    case npy_dtype::bfloat16:
+    case npy_dtype::void2:
+    case npy_dtype::uint16:
+    case npy_dtype::int16:
+      array.dtype = npy_dtype::bfloat16;
+      return array;
+    default:
+      throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(array.dtype)) +
+                                            " array cannot hold bfloat16 bits (2-byte raw types |V2, <u2, <i2 can)");
+  }
 }
 
 /// The elements as float32 in C order: float32 as is, float16 and bfloat16 exactly, float64
@@ -322,6 +455,11 @@ inline std::vector<float> to_float32(const npy_array& source) {
         out[i] = static_cast<float>(v);
       }
       break;
+    case npy_dtype::void2:
+    case npy_dtype::uint16:
+      throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(array.dtype)) +
+                                            " array is not floating point; if it holds bfloat16 bits, say so (the CLI's "
+                                            "--input-dtype bf16, io::reinterpret_as_bfloat16)");
     default:
       throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(array.dtype)) +
                                             " array is not floating point (float32, float16, bfloat16 or float64 expected)");

@@ -5,11 +5,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/io/safetensors.hpp"
 #include "nvfp4/scaling/layout.hpp"
 #include "nvfp4/scaling/quantize.hpp"
@@ -160,10 +166,101 @@ inline std::vector<std::string> quantized_tensor_names(const safetensors_file& f
   return names;
 }
 
+/// How a stored quantized tensor is read.
+struct load_options {
+  /// Read block scales that are NaN or have their sign bit set (UE4M3 0x7F and 0x80..0xFF, E8M0
+  /// 0xFF) and a weight_scale_2 that is NaN, Inf or negative as they are, e.g. to inspect a
+  /// damaged file (the dequantized values are then NaN, Inf or of flipped sign). Off (the
+  /// default): such a file is malformed_file, naming the scale.
+  bool accept_invalid_scales = false;
+};
+
+namespace detail_checkpoint {
+
+/// Reads the fields of our metadata object with exact types: integers must be JSON integers in
+/// range (32.5 or 1.9e19 are refused before any conversion), strings strings, amax a finite
+/// number >= 0 within float's range.
+class metadata_reader {
+ public:
+  metadata_reader(const nlohmann::json& meta, const std::string& name) : meta_(meta), name_(name) {}
+
+  const nlohmann::json& field(const char* key) const {
+    const auto it = meta_.find(key);
+    if (it == meta_.end()) fail(errc::malformed_file, name_, std::string("its metadata lacks '") + key + "'");
+    return *it;
+  }
+  std::string text(const char* key, const char* fallback = nullptr) const {
+    if (fallback && !meta_.contains(key)) return fallback;
+    const auto& v = field(key);
+    if (!v.is_string()) fail(errc::malformed_file, name_, std::string("metadata '") + key + "' is " + detail_safetensors::json_text(v) + ", not a string");
+    return v.get<std::string>();
+  }
+  std::string choice(const char* key, const char* fallback, std::initializer_list<const char*> allowed) const {
+    const std::string v = text(key, fallback);
+    for (const char* a : allowed)
+      if (v == a) return v;
+    fail(errc::malformed_file, name_, std::string("metadata '") + key + "' is '" + v + "', which is not one of ours");
+  }
+  static std::optional<std::uint64_t> exact(const nlohmann::json& v, std::uint64_t max) { return detail_safetensors::exact_unsigned(v, max); }
+  std::uint64_t integer(const nlohmann::json& v, const std::string& what, std::uint64_t max) const {
+    const auto value = exact(v, max);
+    if (!value)
+      fail(errc::malformed_file, name_, "metadata " + what + " is " + detail_safetensors::json_text(v) + ", not an integer in [0, " +
+                                            std::to_string(max) + "]");
+    return *value;
+  }
+  index_t size(const char* key) const {
+    return static_cast<index_t>(integer(field(key), std::string("'") + key + "'", static_cast<std::uint64_t>(max_element_count)));
+  }
+  std::vector<std::int64_t> sizes(const char* key) const {
+    const auto& v = field(key);
+    if (!v.is_array()) fail(errc::malformed_file, name_, std::string("metadata '") + key + "' is not an array");
+    std::vector<std::int64_t> out;
+    for (const auto& d : v)
+      out.push_back(static_cast<std::int64_t>(integer(d, std::string("'") + key + "' entry", static_cast<std::uint64_t>(max_element_count))));
+    return out;
+  }
+  std::uint64_t seed() const {
+    return meta_.contains("seed") ? integer(field("seed"), "'seed'", std::numeric_limits<std::uint64_t>::max()) : 0;
+  }
+  float amax() const {
+    const auto& v = field("amax");
+    // The bound is checked on the double, so the conversion to float below is exact or rounds.
+    if (!v.is_number() || !(v.get<double>() >= 0.0) || v.get<double>() > static_cast<double>(FLT_MAX))
+      fail(errc::malformed_file, name_, "metadata 'amax' is " + detail_safetensors::json_text(v) + ", not a finite number >= 0");
+    return static_cast<float>(v.get<double>());
+  }
+
+ private:
+  const nlohmann::json& meta_;
+  const std::string& name_;
+};
+
+/// The tensor `tensor_name` must be 2-D with dimensions within the library's limit.
+inline void check_2d(const safetensors_tensor& t, const std::string& name) {
+  if (t.shape.size() != 2) fail(errc::shape_mismatch, name, t.name + " is " + detail::shape_text(t.shape) + ", not 2-D");
+  (void)detail::checked_element_count(t.shape, errc::malformed_file, "tensor '" + name + "': " + t.name);
+}
+
+/// The first invalid block scale code of `compact` (row-major [rows, scale_cols]), or nothing.
+inline std::optional<std::size_t> first_invalid_scale(std::span<const std::uint8_t> compact, bool e8m0_scales) {
+  for (std::size_t i = 0; i < compact.size(); ++i) {
+    const std::uint8_t code = compact[i];
+    if (e8m0_scales ? code == 0xFF : (code == 0x7F || (code & 0x80) != 0)) return i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail_checkpoint
+
 /// What the file says about quantized tensor `name`, checked against the tensors' dtypes and
-/// shapes. Throws invalid_argument when `name` is not there, dtype_mismatch / malformed_file
-/// when its tensors or metadata do not fit together.
-inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file, const std::string& name) {
+/// shapes. Throws invalid_argument when `name` is not there, dtype_mismatch / shape_mismatch /
+/// malformed_file when its tensors or metadata do not fit together, when a metadata number is not
+/// exactly an integer in range (amax: a finite number >= 0), when a shape exceeds
+/// nvfp4::max_element_count, or (unless options.accept_invalid_scales) when weight_scale_2 is
+/// NaN, Inf or negative.
+inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file, const std::string& name,
+                                                    const load_options& options = {}) {
   using detail_checkpoint::fail;
   stored_tensor_info info;
   info.name = name;
@@ -176,46 +273,39 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
     throw error(errc::invalid_argument, "no quantized tensor '" + name + "' (no " + name + ".weight + " + name +
                                             ".weight_scale pair)");
   }
-  if (weight->shape.size() != 2) fail(errc::shape_mismatch, name, name + ".weight is not 2-D");
-  if (scale->shape.size() != 2) fail(errc::shape_mismatch, name, name + ".weight_scale is not 2-D");
+  // Past these checks every dimension is at most 2^40, so the sizes below cannot overflow.
+  detail_checkpoint::check_2d(*weight, name);
+  detail_checkpoint::check_2d(*scale, name);
   const auto meta_it = file.metadata.find(detail_checkpoint::metadata_key(name));
   if (meta_it != file.metadata.end()) {
     info.has_metadata = true;
-    const nlohmann::json meta = nlohmann::json::parse(meta_it->second, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json meta = detail_safetensors::parse_strict_json(meta_it->second, "tensor '" + name + "': its metadata");
     if (!meta.is_object()) fail(errc::malformed_file, name, "its metadata is not a JSON object");
-    try {
-      const std::string format = meta.at("format").get<std::string>();
-      const auto block = meta.at("block").get<std::vector<int>>();
-      if (format == "nvfp4" && block == std::vector<int>{1, 16}) info.format = stored_format::nvfp4_1x16;
-      else if (format == "nvfp4" && block == std::vector<int>{16, 16}) info.format = stored_format::nvfp4_16x16;
-      else if (format == "mxfp4" && block == std::vector<int>{1, 32}) info.format = stored_format::mxfp4;
-      else if (format == "mxfp8" && block == std::vector<int>{1, 32}) info.format = stored_format::mxfp8;
-      else fail(errc::unsupported, name, "format '" + format + "' with this block shape is not one of ours");
-      info.rows = meta.at("rows").get<index_t>();
-      info.cols = meta.at("cols").get<index_t>();
-      info.shape = meta.at("shape").get<std::vector<std::int64_t>>();
-      const std::string layout = meta.at("scale_layout").get<std::string>();
-      if (layout != "compact" && layout != "128x4") fail(errc::malformed_file, name, "unknown scale_layout '" + layout + "'");
-      info.swizzled = layout == "128x4";
-      const std::string rht = meta.value("rht", std::string("none"));
-      if (rht != "none" && rht != "te16_rows") fail(errc::malformed_file, name, "unknown rht '" + rht + "'");
-      info.rht = rht == "te16_rows";
-      info.rounding = meta.value("rounding", std::string("nearest_even"));
-      info.seed = meta.value("seed", std::uint64_t{0});
-      info.mx_rule = meta.value("mx_rule", std::string("ocp_floor"));
-      info.amax = meta.at("amax").get<float>();
-    } catch (const nlohmann::json::exception& e) {
-      fail(errc::malformed_file, name, std::string("its metadata is incomplete or mistyped (") + e.what() + ")");
-    }
-    if (info.rows < 0 || info.cols < 0) fail(errc::malformed_file, name, "negative shape in metadata");
+    const detail_checkpoint::metadata_reader read(meta, name);
+    const std::string format = read.text("format");
+    const auto block = read.sizes("block");
+    if (format == "nvfp4" && block == std::vector<std::int64_t>{1, 16}) info.format = stored_format::nvfp4_1x16;
+    else if (format == "nvfp4" && block == std::vector<std::int64_t>{16, 16}) info.format = stored_format::nvfp4_16x16;
+    else if (format == "mxfp4" && block == std::vector<std::int64_t>{1, 32}) info.format = stored_format::mxfp4;
+    else if (format == "mxfp8" && block == std::vector<std::int64_t>{1, 32}) info.format = stored_format::mxfp8;
+    else fail(errc::unsupported, name, "format '" + format + "' with block " + detail::shape_text(block) + " is not one of ours");
+    info.rows = read.size("rows");
+    info.cols = read.size("cols");
+    (void)detail::checked_element_count(info.rows, info.cols, errc::malformed_file, "tensor '" + name + "': metadata rows x cols");
+    info.shape = read.sizes("shape");
+    info.swizzled = read.choice("scale_layout", nullptr, {"compact", "128x4"}) == "128x4";
+    info.rht = read.choice("rht", "none", {"none", "te16_rows"}) == "te16_rows";
+    info.rounding = read.choice("rounding", "nearest_even", {"nearest_even", "stochastic"});
+    info.seed = read.seed();
+    info.mx_rule = read.choice("mx_rule", "ocp_floor", {"ocp_floor", "te_ceil"});
+    info.amax = read.amax();
+    // The leading dimensions' product is bounded once the whole shape passes the check.
+    (void)detail::checked_element_count(info.shape, errc::malformed_file, "tensor '" + name + "': metadata shape");
     std::int64_t shape_rows = 1;
-    for (std::size_t d = 0; d + 1 < info.shape.size(); ++d) {
-      if (info.shape[d] < 0 || (info.shape[d] != 0 && shape_rows > (std::int64_t{1} << 40) / info.shape[d]))
-        fail(errc::malformed_file, name, "metadata shape is out of range");
-      shape_rows *= info.shape[d];
-    }
+    for (std::size_t d = 0; d + 1 < info.shape.size(); ++d) shape_rows *= info.shape[d];
     if (info.shape.empty() || info.shape.back() != info.cols || shape_rows != info.rows)
-      fail(errc::malformed_file, name, "metadata shape does not match its rows and cols");
+      fail(errc::malformed_file, name, "metadata shape " + detail::shape_text(info.shape) + " does not match its rows (" +
+                                           std::to_string(info.rows) + ") and cols (" + std::to_string(info.cols) + ")");
   } else {
     // No metadata of ours: recognise the layout from the dtypes (ModelOpt NVFP4, MX) and assume
     // compact scales and an even number of columns.
@@ -236,11 +326,12 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
                                            std::string(safetensors_dtype_name(weight->dtype)) + ", " + name + ".weight_scale is " +
                                            std::string(safetensors_dtype_name(scale->dtype)));
     }
+    (void)detail::checked_element_count(info.rows, info.cols, errc::malformed_file, "tensor '" + name + "': its rows x cols");
     info.shape = {info.rows, info.cols};
     if (scale_2 && scale_2->dtype == safetensors_dtype::f32 && scale_2->bytes.size() == 4) {
       float decode;
       std::memcpy(&decode, scale_2->bytes.data(), 4);
-      info.amax = decode * 2688.0f;
+      info.amax = decode * 2688.0f;  // a NaN/Inf/negative decode is refused below
     }
   }
 
@@ -255,31 +346,40 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
     fail(errc::dtype_mismatch, name, name + ".weight is " + std::string(safetensors_dtype_name(weight->dtype)) + ", expected " +
                                          std::string(safetensors_dtype_name(expected_weight_dtype)));
   if (weight->shape[0] != info.rows || weight->shape[1] != data_cols)
-    fail(errc::shape_mismatch, name, name + ".weight is " + detail_safetensors::shape_text(weight->shape) + ", expected [" +
+    fail(errc::shape_mismatch, name, name + ".weight is " + detail::shape_text(weight->shape) + ", expected [" +
                                          std::to_string(info.rows) + ", " + std::to_string(data_cols) + "]");
   const bool scale_dtype_ok = is_nvfp4 ? scale->dtype == safetensors_dtype::f8_e4m3
                                        : (scale->dtype == safetensors_dtype::u8 || scale->dtype == safetensors_dtype::f8_e8m0);
   if (!scale_dtype_ok)
     fail(errc::dtype_mismatch, name, name + ".weight_scale has dtype " + std::string(safetensors_dtype_name(scale->dtype)) +
                                          (is_nvfp4 ? ", expected F8_E4M3" : ", expected U8 (E8M0 bytes)"));
-  const index_t scale_rows_expected = info.swizzled ? swizzled_scales::padded(info.rows, 128) : info.rows;
-  const index_t scale_cols_expected = info.swizzled ? swizzled_scales::padded(scale_cols, 4) : scale_cols;
+  const bool empty = info.rows == 0 || scale_cols == 0;  // a zero dimension pads to zero
+  const index_t scale_rows_expected = info.swizzled && !empty ? swizzled_scales::padded(info.rows, 128) : info.rows;
+  const index_t scale_cols_expected = info.swizzled && !empty ? swizzled_scales::padded(scale_cols, 4) : scale_cols;
   if (scale->shape[0] != scale_rows_expected || scale->shape[1] != scale_cols_expected)
-    fail(errc::shape_mismatch, name, name + ".weight_scale is " + detail_safetensors::shape_text(scale->shape) + ", expected [" +
+    fail(errc::shape_mismatch, name, name + ".weight_scale is " + detail::shape_text(scale->shape) + ", expected [" +
                                          std::to_string(scale_rows_expected) + ", " + std::to_string(scale_cols_expected) + "]");
   if (is_nvfp4) {
     if (!scale_2) fail(errc::malformed_file, name, name + ".weight_scale_2 is missing");
     if (scale_2->dtype != safetensors_dtype::f32 || scale_2->bytes.size() != 4)
       fail(errc::dtype_mismatch, name, name + ".weight_scale_2 is not one F32 value");
+    float decode;
+    std::memcpy(&decode, scale_2->bytes.data(), 4);
+    if (!options.accept_invalid_scales && (!std::isfinite(decode) || std::signbit(decode)))
+      fail(errc::malformed_file, name, name + ".weight_scale_2 is " + detail::number_text(decode) +
+                                           ": a tensor scale must be a finite number >= 0 (load_options::accept_invalid_scales, "
+                                           "the CLI's --accept-invalid-scales, read it anyway)");
   }
   return info;
 }
 
 /// Rebuilds the quantized tensor `name` of `file` (stored as Format) bit for bit as it was
-/// stored. Throws as describe_quantized_tensor does, and dtype_mismatch when it is another format.
+/// stored. Throws as describe_quantized_tensor does, dtype_mismatch when it is another format,
+/// and (unless options.accept_invalid_scales) malformed_file naming the first block scale that
+/// is NaN or has its sign bit set.
 template <block_scaled_format Format>
-quantized_tensor<Format> load_quantized_tensor(const safetensors_file& file, const std::string& name) {
-  const stored_tensor_info info = describe_quantized_tensor(file, name);
+quantized_tensor<Format> load_quantized_tensor(const safetensors_file& file, const std::string& name, const load_options& options = {}) {
+  const stored_tensor_info info = describe_quantized_tensor(file, name, options);
   detail::require(info.format == stored_format_of<Format>(), errc::dtype_mismatch,
                   "tensor '" + name + "' is stored as " + stored_format_name(info.format) + " with another block shape");
   quantized_tensor<Format> q(info.rows, info.cols);
@@ -289,10 +389,21 @@ quantized_tensor<Format> load_quantized_tensor(const safetensors_file& file, con
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = Format::storage_type::from_bits(weight.bytes[i]);
   std::vector<std::uint8_t> compact;
   if (info.swizzled) {
-    swizzled_scales swizzled{info.rows, q.scale_cols(), scale.bytes};
-    compact = unswizzle_128x4(swizzled);
+    compact = unswizzle_128x4(swizzled_scales(info.rows, q.scale_cols(), scale.bytes));
   } else {
     compact = scale.bytes;
+  }
+  if (!options.accept_invalid_scales) {
+    if (const auto bad = detail_checkpoint::first_invalid_scale(compact, !Format::has_tensor_scale)) {
+      const auto row = static_cast<index_t>(*bad) / q.scale_cols(), block = static_cast<index_t>(*bad) % q.scale_cols();
+      const std::uint8_t code = compact[*bad];
+      const bool nan = Format::has_tensor_scale ? (code & 0x7F) == 0x7F : true;
+      detail_checkpoint::fail(errc::malformed_file, name,
+                              "block scale (" + std::to_string(row) + ", " + std::to_string(block) + ") of " + name +
+                                  ".weight_scale is byte " + std::to_string(code) +
+                                  (nan ? " (NaN)" : " (sign bit set: PyTorch reads it as a negative E4M3 scale)") +
+                                  "; load_options::accept_invalid_scales (the CLI's --accept-invalid-scales) reads it anyway");
+    }
   }
   auto scales = q.scales();
   for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = Format::scale_type::from_bits(compact[i]);
@@ -317,25 +428,53 @@ struct restored_tensor {
 
 /// Dequantizes quantized tensor `name` of `file` (any of our formats, or a ModelOpt NVFP4 / MX
 /// layout without our metadata) into its source shape; a tensor stored with RHT is transformed
-/// back (the inverse RHT rounds each value to bf16, as the forward one did).
-inline restored_tensor dequantize_tensor(const safetensors_file& file, const std::string& name) {
-  const stored_tensor_info info = describe_quantized_tensor(file, name);
+/// back (the inverse RHT rounds each value to bf16, as the forward one did). Throws as
+/// load_quantized_tensor does, and errc::overflow when a dequantized value overflows float
+/// (unless options.accept_invalid_scales) or the inverse RHT overflows bf16.
+inline restored_tensor dequantize_tensor(const safetensors_file& file, const std::string& name, const load_options& options = {}) {
+  const stored_tensor_info info = describe_quantized_tensor(file, name, options);
   restored_tensor out;
   out.shape = info.shape;
   switch (info.format) {
-    case stored_format::nvfp4_1x16: out.values = dequantize(load_quantized_tensor<nvfp4_1x16>(file, name)); break;
-    case stored_format::nvfp4_16x16: out.values = dequantize(load_quantized_tensor<nvfp4_16x16>(file, name)); break;
-    case stored_format::mxfp4: out.values = dequantize(load_quantized_tensor<mxfp4>(file, name)); break;
-    case stored_format::mxfp8: out.values = dequantize(load_quantized_tensor<mxfp8>(file, name)); break;
+    case stored_format::nvfp4_1x16: out.values = dequantize(load_quantized_tensor<nvfp4_1x16>(file, name, options)); break;
+    case stored_format::nvfp4_16x16: out.values = dequantize(load_quantized_tensor<nvfp4_16x16>(file, name, options)); break;
+    case stored_format::mxfp4: out.values = dequantize(load_quantized_tensor<mxfp4>(file, name, options)); break;
+    case stored_format::mxfp8: out.values = dequantize(load_quantized_tensor<mxfp8>(file, name, options)); break;
+  }
+  if (!options.accept_invalid_scales) {
+    // Valid scales can still be too large together: scale x weight_scale_2 x element beyond float.
+    for (std::size_t i = 0; i < out.values.size(); ++i)
+      if (!std::isfinite(out.values[i]))
+        throw error(errc::overflow, "tensor '" + name + "': dequantized element (" + std::to_string(static_cast<index_t>(i) / info.cols) +
+                                        ", " + std::to_string(static_cast<index_t>(i) % info.cols) +
+                                        ") overflows float (its block scale times weight_scale_2 is too large)");
   }
   if (info.rht) {
     const auto transform = hadamard_transform::te_default();
     detail::require(info.cols % transform.size() == 0, errc::malformed_file,
                     "tensor '" + name + "': RHT recorded but cols = " + std::to_string(info.cols) + " is not a multiple of 16");
     std::vector<bf16> restored(out.values.size());
-    hadamard_rows(matrix_view<const float>::row_major(out.values.data(), info.rows, info.cols), transform,
-                  matrix_view<bf16>::row_major(restored.data(), info.rows, info.cols), hadamard_direction::inverse);
+    // Read with invalid scales accepted, a block holding NaN/Inf comes back all NaN (as an
+    // arithmetic transform would make it); the others are transformed as usual.
+    std::vector<std::size_t> poisoned_blocks;
+    if (options.accept_invalid_scales) {
+      for (std::size_t b = 0; b < out.values.size(); b += 16) {
+        bool finite = true;
+        for (std::size_t i = b; i < b + 16; ++i) finite = finite && std::isfinite(out.values[i]);
+        if (finite) continue;
+        poisoned_blocks.push_back(b);
+        std::fill_n(out.values.begin() + static_cast<std::ptrdiff_t>(b), 16, 0.0f);
+      }
+    }
+    try {
+      hadamard_rows(matrix_view<const float>::row_major(out.values.data(), info.rows, info.cols), transform,
+                    matrix_view<bf16>::row_major(restored.data(), info.rows, info.cols), hadamard_direction::inverse);
+    } catch (const error& e) {
+      // Name the tensor: the dequantized values (of invalid scales, or huge ones) do not fit bf16.
+      throw detail::with_context(e, "tensor '" + name + "': inverse RHT of the dequantized values");
+    }
     for (std::size_t i = 0; i < restored.size(); ++i) out.values[i] = restored[i].to_float();
+    for (const std::size_t b : poisoned_blocks) std::fill_n(out.values.begin() + static_cast<std::ptrdiff_t>(b), 16, NAN);
   }
   return out;
 }

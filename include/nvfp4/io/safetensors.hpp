@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -16,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/io/file_bytes.hpp"
 
@@ -69,10 +72,9 @@ struct safetensors_tensor {
   std::vector<std::int64_t> shape;
   std::vector<std::uint8_t> bytes;
 
+  /// The product of the shape; invalid_argument for a shape above nvfp4::max_element_count.
   std::int64_t element_count() const {
-    std::int64_t n = 1;
-    for (auto d : shape) n *= d;
-    return n;
+    return detail::checked_element_count(shape, errc::invalid_argument, "safetensors tensor '" + name + "'");
   }
 };
 
@@ -104,22 +106,51 @@ inline constexpr std::uint64_t safetensors_max_header_bytes = 100'000'000;
 
 namespace detail_safetensors {
 
-/// shape -> element count * element size, or nothing when a dimension is negative or the product
-/// overflows 2^62.
-inline std::optional<std::uint64_t> byte_size(std::span<const std::int64_t> shape, std::size_t element_size) {
-  std::uint64_t n = element_size;
-  for (auto d : shape) {
-    if (d < 0) return std::nullopt;
-    if (d != 0 && n > (std::uint64_t{1} << 62) / static_cast<std::uint64_t>(d)) return std::nullopt;
-    n *= static_cast<std::uint64_t>(d);
-  }
-  return n;
+/// shape -> element count * element size (at most 8 * 2^40); throws `code` with `what` for a
+/// negative shape or one above nvfp4::max_element_count.
+inline std::uint64_t byte_size(std::span<const std::int64_t> shape, std::size_t element_size, errc code, const std::string& what) {
+  return static_cast<std::uint64_t>(detail::checked_element_count(shape, code, what)) * element_size;
 }
 
-inline std::string shape_text(std::span<const std::int64_t> shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+using detail::shape_text;
+
+/// A JSON value that must be an integer in [0, max]: checked on the parsed JSON number, before
+/// any conversion (a double such as 32.5 or 1.9e19 is refused, never truncated or cast).
+inline std::optional<std::uint64_t> exact_unsigned(const nlohmann::json& value, std::uint64_t max) {
+  if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<std::int64_t>() >= 0)) return std::nullopt;
+  const std::uint64_t v = value.is_number_unsigned() ? value.get<std::uint64_t>() : static_cast<std::uint64_t>(value.get<std::int64_t>());
+  if (v > max) return std::nullopt;
+  return v;
+}
+
+/// A JSON value as text for messages (non-ASCII escaped, never throwing).
+inline std::string json_text(const nlohmann::json& value) {
+  return value.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
+
+/// Parses `text` as JSON more strictly than nlohmann does by default: a NUL byte (which would
+/// end nlohmann's input early, hiding what follows) and a key repeated within one object (where
+/// nlohmann keeps the last silently) are malformed_file, as is invalid JSON. `what` starts the
+/// messages ("x.safetensors: the safetensors header").
+inline nlohmann::json parse_strict_json(std::string_view text, const std::string& what) {
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    throw error(errc::malformed_file, what + " holds a NUL byte at offset " + std::to_string(nul));
+  std::vector<std::set<std::string>> open_objects;  // the keys seen in each object being parsed
+  std::string duplicate;
+  const auto watch_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using event_t = nlohmann::json::parse_event_t;
+    if (event == event_t::object_start) open_objects.emplace_back();
+    else if (event == event_t::object_end && !open_objects.empty()) open_objects.pop_back();
+    else if (event == event_t::key && !open_objects.empty() && duplicate.empty()) {
+      const auto key = parsed.get<std::string>();
+      if (!open_objects.back().insert(key).second) duplicate = key;
+    }
+    return true;
+  };
+  nlohmann::json parsed = nlohmann::json::parse(text.begin(), text.end(), watch_keys, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) throw error(errc::malformed_file, what + " is not valid JSON");
+  if (!duplicate.empty()) throw error(errc::malformed_file, what + " has the key '" + duplicate + "' twice in one object");
+  return parsed;
 }
 
 inline std::uint64_t read_u64_le(const std::uint8_t* p) {
@@ -167,23 +198,27 @@ inline std::vector<header_entry> check_header(const nlohmann::json& header, std:
     if (!dtype) throw error(errc::unsupported, file + ": " + where + " has dtype '" + dtype_name + "', which is not supported");
     entry.dtype = *dtype;
     for (const auto& d : *shape_it) {
-      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > (std::uint64_t{1} << 62))
-        fail(where + " has a shape entry that is not a non-negative integer");
-      entry.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
+      const auto dimension = exact_unsigned(d, static_cast<std::uint64_t>(max_element_count));
+      if (!dimension)
+        fail(where + " has shape entry " + json_text(d) + ", not an integer in [0, " + std::to_string(max_element_count) + "]");
+      entry.shape.push_back(static_cast<std::int64_t>(*dimension));
     }
-    for (const auto& o : *offsets_it)
-      if (!o.is_number_unsigned()) fail(where + " has a data offset that is not a non-negative integer");
-    entry.begin = (*offsets_it)[0].get<std::uint64_t>();
-    entry.end = (*offsets_it)[1].get<std::uint64_t>();
+    std::uint64_t offsets[2];
+    for (int i = 0; i < 2; ++i) {
+      const auto offset = exact_unsigned((*offsets_it)[static_cast<std::size_t>(i)], std::numeric_limits<std::uint64_t>::max());
+      if (!offset) fail(where + " has data offset " + json_text((*offsets_it)[static_cast<std::size_t>(i)]) + ", not a non-negative integer");
+      offsets[i] = *offset;
+    }
+    entry.begin = offsets[0];
+    entry.end = offsets[1];
     if (entry.begin > entry.end) fail(where + " has data_offsets [" + std::to_string(entry.begin) + ", " +
                                       std::to_string(entry.end) + "] that run backwards");
     if (entry.end > buffer_size)
       fail(where + " ends at byte " + std::to_string(entry.end) + " of a " + std::to_string(buffer_size) +
            "-byte data buffer (truncated file?)");
-    const auto expected = byte_size(entry.shape, safetensors_dtype_size(entry.dtype));
-    if (!expected) fail(where + " has a shape " + shape_text(entry.shape) + " too large to address");
-    if (*expected != entry.end - entry.begin)
-      fail(where + ": shape " + shape_text(entry.shape) + " of " + dtype_name + " needs " + std::to_string(*expected) +
+    const std::uint64_t expected = byte_size(entry.shape, safetensors_dtype_size(entry.dtype), errc::malformed_file, file + ": " + where);
+    if (expected != entry.end - entry.begin)
+      fail(where + ": shape " + shape_text(entry.shape) + " of " + dtype_name + " needs " + std::to_string(expected) +
            " bytes, data_offsets span " + std::to_string(entry.end - entry.begin));
     entries.push_back(std::move(entry));
   }
@@ -210,8 +245,9 @@ inline void safetensors_file::add(safetensors_tensor tensor) {
                   "safetensors: '" + tensor.name + "' is not a usable tensor name");
   detail::require(find(tensor.name) == nullptr, errc::invalid_argument,
                   "safetensors: a tensor named '" + tensor.name + "' is already in the file");
-  const auto expected = detail_safetensors::byte_size(tensor.shape, safetensors_dtype_size(tensor.dtype));
-  detail::require(expected.has_value() && *expected == tensor.bytes.size(), errc::shape_mismatch,
+  const auto expected = detail_safetensors::byte_size(tensor.shape, safetensors_dtype_size(tensor.dtype), errc::invalid_argument,
+                                                      "safetensors: tensor '" + tensor.name + "'");
+  detail::require(expected == tensor.bytes.size(), errc::shape_mismatch,
                   "safetensors: tensor '" + tensor.name + "' has " + std::to_string(tensor.bytes.size()) +
                       " bytes for shape " + detail_safetensors::shape_text(tensor.shape) + " of " +
                       std::string(safetensors_dtype_name(tensor.dtype)));
@@ -219,11 +255,15 @@ inline void safetensors_file::add(safetensors_tensor tensor) {
 }
 
 /// Parses a safetensors image held in memory. `name` is used in error messages. Throws
-/// malformed_file for a short file, a header length past the file or above
-/// safetensors_max_header_bytes, invalid JSON, a duplicate tensor name, missing or mistyped
-/// fields, a shape whose byte size differs from its data_offsets span, offsets outside the
-/// buffer, overlapping tensors or bytes no tensor covers; unsupported for an unknown dtype.
+/// malformed_file for an .npy image (saying so), a short file, a header length past the file or
+/// above safetensors_max_header_bytes, invalid JSON, a NUL byte in the header, a key repeated in
+/// one object (a tensor name, "__metadata__", a field), missing or mistyped fields, a shape entry
+/// that is not an integer in [0, 2^40] or a shape above nvfp4::max_element_count, a shape whose
+/// byte size differs from its data_offsets span, offsets outside the buffer, overlapping tensors
+/// or bytes no tensor covers; unsupported for an unknown dtype.
 inline safetensors_file parse_safetensors(const std::uint8_t* image, std::size_t size, const std::string& name = "<memory>") {
+  if (size >= 6 && std::memcmp(image, "\x93NUMPY", 6) == 0)
+    throw error(errc::malformed_file, name + ": this is an .npy file, not a safetensors file");
   if (size < 8) throw error(errc::malformed_file, name + ": " + std::to_string(size) + " bytes is too short for a safetensors file");
   const std::uint64_t header_size = detail_safetensors::read_u64_le(image);
   if (header_size > safetensors_max_header_bytes)
@@ -232,23 +272,8 @@ inline safetensors_file parse_safetensors(const std::uint8_t* image, std::size_t
   if (header_size > size - 8)
     throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
                                           " bytes runs past the end of the " + std::to_string(size) + "-byte file");
-  const auto* header_begin = reinterpret_cast<const char*>(image + 8);
-  const auto* header_end = header_begin + header_size;
-  // nlohmann keeps the last of duplicate keys silently; a callback sees every top-level key.
-  std::set<std::string> seen;
-  std::string duplicate;
-  const auto watch_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && depth == 1 && duplicate.empty()) {
-      const auto key = parsed.get<std::string>();
-      if (!seen.insert(key).second) duplicate = key;
-    }
-    return true;
-  };
-  nlohmann::json header = nlohmann::json::parse(header_begin, header_end, watch_keys, /*allow_exceptions=*/false);
-  if (header.is_discarded())
-    throw error(errc::malformed_file, name + ": the safetensors header is not valid JSON");
-  if (!duplicate.empty())
-    throw error(errc::malformed_file, name + ": the safetensors header names tensor '" + duplicate + "' twice");
+  const std::string_view header_text(reinterpret_cast<const char*>(image + 8), header_size);
+  const nlohmann::json header = detail_safetensors::parse_strict_json(header_text, name + ": the safetensors header");
   safetensors_file file;
   const std::uint64_t buffer_size = size - 8 - header_size;
   const auto entries = detail_safetensors::check_header(header, buffer_size, file.metadata, name);
@@ -278,8 +303,9 @@ inline std::vector<std::uint8_t> serialize_safetensors_header(const safetensors_
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
   std::uint64_t offset = 0;
   for (const auto& t : file.tensors) {
-    const auto expected = detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype));
-    detail::require(expected.has_value() && *expected == t.bytes.size(), errc::shape_mismatch,
+    const auto expected = detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument,
+                                                        "safetensors: tensor '" + t.name + "'");
+    detail::require(expected == t.bytes.size(), errc::shape_mismatch,
                     "safetensors: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
                         " bytes for shape " + detail_safetensors::shape_text(t.shape));
     detail::require(!header.contains(t.name), errc::invalid_argument,
