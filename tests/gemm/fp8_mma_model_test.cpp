@@ -147,15 +147,15 @@ TEST(Fp8MmaModel, BlockScalesAndOverflow) {
   EXPECT_EQ(scaled(127 - 20, 127, 1.0f), 1.0f + std::ldexp(1.0f, -19));
 }
 
-TEST(Fp8MmaModel, RelaxedStepIsAnFmaChain) {
-  const auto s = with({{0x7E, 0x7E}, {0x38, 0x38}, {0x01, 0x01}});
-  float acc = 0.5f;
-  acc = std::fma(448.0f, 448.0f, acc);
-  acc = std::fma(1.0f, 1.0f, acc);
-  acc = std::fma(std::ldexp(1.0f, -9), std::ldexp(1.0f, -9), acc);
-  EXPECT_EQ(mma8::relaxed_step(s.a, e4, s.b, e4, 0.5f), acc);
-  EXPECT_EQ(mma8::relaxed_step(s.a, e4, s.b, e4, 0.0f, e8m0::from_bits(128), e8m0::from_bits(127)),
-            2.0f * (448.0f * 448.0f + 1.0f));
+TEST(Fp8MmaModel, RelaxedStepSumsPairsInTheBf16DotOrder) {
+  // E5M2 products p0 = 4096 * 4096 = 2^24, p1 = 0, p2 = 1 * 1, p3 = 2 * 1. Pair order: P = p1,
+  // + p0 = 2^24, + p3 = 2^24 + 2, + p2 = 2^24 + 3 -> 2^24 + 4 (tie to even). In plain K order the
+  // 1 would be lost first and the sum would be 2^24 + 2.
+  const auto s = with({{0x6C, 0x6C}, {0x00, 0x00}, {0x3C, 0x3C}, {0x40, 0x3C}});
+  EXPECT_EQ(mma8::relaxed_step(s.a, e5, s.b, e5, 0.0f), 16777220.0f);
+  // Then acc = fma(P, 2^(sa + sb), acc).
+  EXPECT_EQ(mma8::relaxed_step(s.a, e5, s.b, e5, -16777220.0f * 2, e8m0::from_bits(128), e8m0::from_bits(127)), 0.0f);
+  EXPECT_EQ(mma8::relaxed_step(s.a, e5, s.b, e5, 1.0f, e8m0::from_bits(126), e8m0::from_bits(126)), 4194306.0f);
 }
 
 }  // namespace

@@ -17,8 +17,10 @@
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/gemm/fp8_fast_gemm.hpp"
 #include "nvfp4/gemm/fp8_mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
+#include "nvfp4/scaling/fp32_rounding.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
@@ -96,7 +98,8 @@ float promoted_chain(index_t s0, index_t s1, float c, index_t steps_per_promotio
 /// out(i, j) from the fp32 value: + bias, then rounded to Out.
 template <class Out>
 void store_output(matrix_view<Out> out, index_t i, index_t j, float value, std::span<const float> bias) {
-  if (!bias.empty()) value += bias[static_cast<std::size_t>(j)];
+  // The epilogue's product (alpha * acc) is rounded before the bias is added, as cuBLAS's is.
+  if (!bias.empty()) value = materialize(value) + bias[static_cast<std::size_t>(j)];
   if constexpr (std::is_same_v<Out, float>) {
     out(i, j) = value;
   } else {
@@ -199,14 +202,6 @@ inline void check_fp8_scaling_pair(const fp8_tensor& a, const fp8_tensor& b) {
           "fp8_gemm: A and B must both be per-tensor scaled, or both block-scaled with 1x128 / 128x128 blocks");
 }
 
-/// Runs body(i) for every output row, in parallel when it is worth it (each row has one writer,
-/// so the result does not depend on the thread count).
-template <class Body>
-void for_each_row(index_t rows, index_t work, Body&& body) {
-#pragma omp parallel for schedule(dynamic, 4) if (rows > 1 && work > (index_t{1} << 16))
-  for (index_t i = 0; i < rows; ++i) body(i);
-}
-
 }  // namespace detail
 
 namespace reference {
@@ -258,6 +253,39 @@ void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
 
 }  // namespace reference
 
+namespace detail {
+
+inline const fp8_gemm_detail::code_tables& tables_of(fp8_format format) {
+  static const fp8_gemm_detail::code_tables e4m3(fp8_format::e4m3), e5m2(fp8_format::e5m2);
+  return format == fp8_format::e4m3 ? e4m3 : e5m2;
+}
+inline fp8_gemm_detail::operand_rows unpack_operand(const fp8_tensor& t) {
+  return fp8_gemm_detail::make_operand(t.codes().data(), t.cols(), t.rows(), t.cols(), t.format(), tables_of(t.format()),
+                                       [](index_t, index_t) { return std::uint8_t{127}; });
+}
+template <class Format>
+fp8_gemm_detail::operand_rows unpack_operand(const quantized_tensor<Format>& q) {
+  constexpr fp8_format format = mx_element_format<Format>();
+  return fp8_gemm_detail::make_operand(mx_codes(q, 0), q.data_row_stride(), q.rows(), q.cols(), format, tables_of(format),
+                                       [&](index_t r, index_t s) { return s < q.scale_cols() ? q.scale(r, s).bits() : std::uint8_t{127}; });
+}
+
+/// The fast path of the chained GEMMs: acc = init(i, j), then the split-accumulated chain over
+/// all of K, then store(i, j, acc).
+template <class Init, class Store>
+void fp8_fast_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detail::operand_rows& b, mma8::tensor_core core,
+                    gemm_mode mode, index_t promotion_interval, Init&& init, Store&& store) {
+  const index_t per_promotion = promotion_interval / mma8::step_k;
+  fp8_gemm_detail::for_each_chunk(
+      a, b, core, mode, per_promotion, init,
+      [&](const fp8_gemm_detail::step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
+        fp8_gemm_detail::promoted_block(blk, s0, s1, per_promotion, acc, stride);
+      },
+      store);
+}
+
+}  // namespace detail
+
 /// D = C + A·Bᵀ over the codes of two FP8 tensors (their scales not applied), bit-identical to
 /// reference::fp8_mma for any thread count. `c` may be empty or [M, N] and may alias `d`.
 /// Throws shape_mismatch / invalid_argument before writing anything.
@@ -265,10 +293,12 @@ inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const 
                     const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_mma");
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
-  if (!c.empty() || c.data() != nullptr) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  detail::for_each_row(a.rows(), a.rows() * b.rows() * a.cols(), [&](index_t i) {
-    for (index_t j = 0; j < b.rows(); ++j) d(i, j) = detail::fp8_chain_output(a, b, i, j, c.empty() ? 0.0f : c(i, j), options);
-  });
+  const bool has_c = !c.empty() || c.data() != nullptr;
+  if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
+  const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
+  detail::fp8_fast_chain(
+      ua, ub, options.core, options.mode, options.promotion_interval, [&](index_t i, index_t j) { return has_c ? c(i, j) : 0.0f; },
+      [&](index_t i, index_t j, float v) { d(i, j) = v; });
 }
 
 /// D = C + A·Bᵀ for MXFP8 operands, bit-identical to reference::mxfp8_mma.
@@ -277,10 +307,12 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
                matrix_view<float> d, const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_mma");
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
-  if (!c.empty() || c.data() != nullptr) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  detail::for_each_row(a.rows(), a.rows() * b.rows() * a.cols(), [&](index_t i) {
-    for (index_t j = 0; j < b.rows(); ++j) d(i, j) = detail::mxfp8_chain_output(a, b, i, j, c.empty() ? 0.0f : c(i, j), options);
-  });
+  const bool has_c = !c.empty() || c.data() != nullptr;
+  if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
+  const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
+  detail::fp8_fast_chain(
+      ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval,
+      [&](index_t i, index_t j) { return has_c ? c(i, j) : 0.0f; }, [&](index_t i, index_t j, float v) { d(i, j) = v; });
 }
 
 /// The FP8 GEMM of TE's per-tensor and block-scaled FP8 recipes (see reference::fp8_gemm),
@@ -291,9 +323,44 @@ void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, co
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
   detail::check_fp8_scaling_pair(a, b);
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  detail::for_each_row(a.rows(), a.rows() * b.rows() * a.cols(), [&](index_t i) {
-    for (index_t j = 0; j < b.rows(); ++j) detail::store_output(out, i, j, detail::fp8_gemm_output(a, b, i, j, options), options.bias);
-  });
+  const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
+  const auto store = [&](index_t i, index_t j, float v) { detail::store_output(out, i, j, v, options.bias); };
+  const auto zero = [](index_t, index_t) { return 0.0f; };
+  if (a.per_tensor() && b.per_tensor()) {
+    const float alpha = a.scale_inv()[0] * b.scale_inv()[0];
+    detail::fp8_fast_chain(ua, ub, options.core, options.mode, options.promotion_interval, zero,
+                           [&](index_t i, index_t j, float v) { store(i, j, alpha * v); });
+    return;
+  }
+  // Block scaling: each K block's partial enters y through the fma TE's reference uses.
+  using fp8_gemm_detail::lanes;
+  const index_t per_promotion = options.promotion_interval / mma8::step_k;
+  const index_t steps_per_block = fp8_block_size / mma8::step_k;
+  const bool a_1d = a.block_rows() == 1, b_1d = b.block_rows() == 1;
+  fp8_gemm_detail::for_each_chunk(
+      ua, ub, options.core, options.mode, steps_per_block, zero,
+      [&](const fp8_gemm_detail::step_block& blk, index_t s0, index_t s1, float* y, index_t stride) {
+        constexpr index_t partial_stride = fp8_gemm_detail::block_tiles * lanes;
+        for (index_t k0 = s0; k0 < s1; k0 += steps_per_block) {
+          float partial[fp8_gemm_detail::block_rows * partial_stride] = {};
+          fp8_gemm_detail::promoted_block(blk, k0, std::min(s1, k0 + steps_per_block), per_promotion, partial, partial_stride);
+          const index_t kb = k0 / steps_per_block;
+          fp8_gemm_detail::for_each_lane(blk, stride, [&](int r, int t, int lane, index_t at) {
+            if (lane >= blk.tiles[t]->columns) return;
+            const float sa = a.block_scale_inv((blk.i0() + r) / a.block_rows(), kb);
+            const float sb = b.block_scale_inv((blk.j0[t] + lane) / b.block_rows(), kb);
+            const float p = partial[r * partial_stride + t * lanes + lane];
+            if (a_1d) {
+              y[at] = std::fma(p * sa, sb, y[at]);
+            } else if (b_1d) {
+              y[at] = std::fma(p * sb, sa, y[at]);
+            } else {
+              y[at] = std::fma(p, sa * sb, y[at]);
+            }
+          });
+        }
+      },
+      store);
 }
 
 /// The MXFP8 GEMM of TE's MXFP8BlockScaling recipe (see reference::mxfp8_gemm), bit-identical to
@@ -304,10 +371,10 @@ void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
                 const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  detail::for_each_row(a.rows(), a.rows() * b.rows() * a.cols(), [&](index_t i) {
-    for (index_t j = 0; j < b.rows(); ++j)
-      detail::store_output(out, i, j, detail::mxfp8_chain_output(a, b, i, j, 0.0f, options), options.bias);
-  });
+  const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
+  detail::fp8_fast_chain(ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval,
+                         [](index_t, index_t) { return 0.0f; },
+                         [&](index_t i, index_t j, float v) { detail::store_output(out, i, j, v, options.bias); });
 }
 
 }  // namespace nvfp4

@@ -160,18 +160,26 @@ inline float step(const std::uint8_t* a, fp8_format fa, const std::uint8_t* b, f
   return round_toward_zero(sum, unit, result_fraction_bits(core));
 }
 
-/// An FP8 code times its E8M0 block scale, as a float (exact unless it leaves the fp32 range).
-inline float scaled_value(std::uint8_t code, fp8_format format, e8m0 scale) {
-  return static_cast<float>(value_of(code, format) * static_cast<double>(scale.to_float()));
+/// 2^(sa + sb) as a float (Inf / 0 beyond the float range, NaN for a NaN scale).
+inline float scale_product(e8m0 scale_a, e8m0 scale_b) {
+  if (scale_a.is_nan() || scale_b.is_nan()) return std::numeric_limits<float>::quiet_NaN();
+  return static_cast<float>(std::ldexp(1.0, scale_a.exponent() + scale_b.exponent()));
 }
 
-/// The relaxed step: acc = fma(a_k * 2^sa, b_k * 2^sb, acc) in fp32 for k in order (the product
-/// of two such floats is exact, so one rounding per k). Not what any tensor core computes; a
-/// defined, cheap stand-in (docs/recipes.md).
+/// The relaxed step, a defined stand-in for the tensor core (not what any GPU computes): the 32
+/// exact products summed in fp32 from zero in the pair order of x86's BF16 dot product
+/// (VDPBF16PS: for k = 0, 2, 4, ...: P += a[k+1] b[k+1], then P += a[k] b[k], each rounded to
+/// nearest), then acc = fma(P, 2^(sa + sb), acc). FP8 values are exact in bf16 and their products
+/// in fp32; every partial sum is a multiple of 2^-32 or zero, so no subnormal ever occurs and the
+/// instruction's flush-to-zero cannot change anything.
 inline float relaxed_step(const std::uint8_t* a, fp8_format fa, const std::uint8_t* b, fp8_format fb, float acc,
                           e8m0 scale_a = e8m0::from_bits(127), e8m0 scale_b = e8m0::from_bits(127)) {
-  for (int k = 0; k < step_k; ++k) acc = std::fma(scaled_value(a[k], fa, scale_a), scaled_value(b[k], fb, scale_b), acc);
-  return acc;
+  float partial = 0.0f;
+  for (int k = 0; k < step_k; k += 2) {
+    partial = std::fma(static_cast<float>(value_of(a[k + 1], fa)), static_cast<float>(value_of(b[k + 1], fb)), partial);
+    partial = std::fma(static_cast<float>(value_of(a[k], fa)), static_cast<float>(value_of(b[k], fb)), partial);
+  }
+  return std::fma(partial, scale_product(scale_a, scale_b), acc);
 }
 
 }  // namespace nvfp4::mma8

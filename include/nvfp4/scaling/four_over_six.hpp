@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/scaling/fp32_rounding.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
@@ -32,19 +33,6 @@ struct four_over_six_options {
 };
 
 namespace detail {
-
-/// x, with the compiler made to round it to float here: a product passed through this is never
-/// fused into a following addition (TE's kernel rounds each operation, __fmul_rn / __fadd_rn;
-/// GCC's default -ffp-contract=fast would otherwise be free to fuse them).
-inline float materialize(float x) {
-#if defined(__GNUC__) || defined(__clang__)
-  __asm__("" : "+g"(x));
-  return x;
-#else
-  volatile float v = x;
-  return v;
-#endif
-}
 
 inline void check_four_over_six(const four_over_six_options& options) {
   require(options.e4m3_max == 256 || options.e4m3_max == 448, errc::invalid_argument,

@@ -1,0 +1,121 @@
+// nvfp4/gemm/fp8_fast_gemm.hpp: the fast FP8 / MXFP8 GEMM and the one dispatch point of its
+// kernels. The driver splits the output into items (64 rows x a panel of 16 tiles of 16 columns),
+// packs a panel's tiles once per thread, and walks K in chunks of whole promotion granules so that
+// a chunk of the panel and of the item's staged rows stay in cache while every block of 8 rows x
+// 2 tiles goes over them; each output's accumulator lives in the item's buffer between chunks, so
+// every output still sees its K steps in order. The AVX-512 kernels (gemm/simd/fp8_mma_avx512.hpp)
+// run where the build has them; elsewhere each output goes through the scalar step. One thread
+// computes an output start to end, so the result does not depend on the thread count.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "nvfp4/gemm/fp8_layout.hpp"
+
+#if NVFP4_HAS_AVX512
+#include "nvfp4/gemm/simd/fp8_mma_avx512.hpp"
+#endif
+
+namespace nvfp4::fp8_gemm_detail {
+
+/// Runs steps [s0, s1) of the block: acc[r * stride + t * 16 + lane] is the accumulator of output
+/// (i0 + r, j0[t] + lane), fed back as each step's c.
+inline void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
+#if NVFP4_HAS_AVX512
+  simd_fp8::run_steps(blk, s0, s1, acc, stride);
+#else
+  for (int r = 0; r < blk.rows; ++r)
+    for (int t = 0; t < blk.tile_count; ++t)
+      for (int lane = 0; lane < blk.tiles[t]->columns; ++lane) {
+        float& c = acc[r * stride + t * lanes + lane];
+        for (index_t s = s0; s < s1; ++s) c = scalar_step(blk, r, t, lane, s, c);
+      }
+#endif
+}
+
+inline constexpr int block_rows = 8, block_tiles = 2;
+inline constexpr index_t rows_per_item = 64, tiles_per_panel = 16, chunk_steps = 8;
+inline constexpr index_t panel_columns = tiles_per_panel * lanes;
+
+/// Calls run(block, s0, s1, acc, stride) over every block and K chunk: acc starts as init(i, j)
+/// (padding columns 0), chunks are whole multiples of `granule` steps (so a promotion or a scale
+/// block never straddles two), and store(i, j, value) receives the final accumulators.
+template <class Init, class Run, class Store>
+void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_core core, gemm_mode mode, index_t granule,
+                    Init&& init, Run&& run, Store&& store) {
+  const index_t m = a.rows, n = b.rows, steps = a.steps;
+  if (m == 0 || n == 0) return;
+  const index_t tiles = (n + lanes - 1) / lanes, panels = (tiles + tiles_per_panel - 1) / tiles_per_panel;
+  const index_t row_groups = (m + rows_per_item - 1) / rows_per_item;
+  const index_t items = panels * row_groups;
+  const index_t chunk = granule <= 0 ? chunk_steps : granule * std::max<index_t>(1, chunk_steps / granule);
+#pragma omp parallel if (items > 1 && m * n * steps > 2048)
+  {
+    std::vector<column_tile> panel(static_cast<std::size_t>(tiles_per_panel));
+    std::vector<float> acc(static_cast<std::size_t>(rows_per_item * panel_columns));
+    row_staging staged;
+    index_t packed = -1;
+#pragma omp for schedule(dynamic, 1)
+    for (index_t item = 0; item < items; ++item) {
+      const index_t p = item / row_groups, i_begin = (item % row_groups) * rows_per_item;
+      const index_t t_begin = p * tiles_per_panel, t_count = std::min(tiles, t_begin + tiles_per_panel) - t_begin;
+      const int item_rows = static_cast<int>(std::min(rows_per_item, m - i_begin));
+      if (packed != p) {
+        for (index_t t = 0; t < t_count; ++t) pack_tile(b, (t_begin + t) * lanes, panel[static_cast<std::size_t>(t)]);
+        packed = p;
+      }
+      for (int r = 0; r < item_rows; ++r)
+        for (index_t c = 0; c < panel_columns; ++c) {
+          const index_t j = t_begin * lanes + c;
+          acc[static_cast<std::size_t>(r * panel_columns + c)] = (c < t_count * lanes && j < n) ? init(i_begin + r, j) : 0.0f;
+        }
+      for (index_t c0 = 0; c0 < steps; c0 += chunk) {
+        const index_t c1 = std::min(steps, c0 + chunk);
+        stage_rows(a, i_begin, item_rows, c0, c1, mode, staged);
+        for (index_t t0 = 0; t0 < t_count; t0 += block_tiles)
+          for (int r0 = 0; r0 < item_rows; r0 += block_rows) {
+            step_block blk{&a, &staged, r0, std::min(block_rows, item_rows - r0), &b, {nullptr, nullptr}, {0, 0},
+                           static_cast<int>(std::min<index_t>(block_tiles, t_count - t0)), core, mode};
+            for (int t = 0; t < blk.tile_count; ++t) {
+              blk.tiles[t] = &panel[static_cast<std::size_t>(t0 + t)];
+              blk.j0[t] = (t_begin + t0 + t) * lanes;
+            }
+            run(blk, c0, c1, acc.data() + r0 * panel_columns + t0 * lanes, panel_columns);
+          }
+      }
+      for (int r = 0; r < item_rows; ++r)
+        for (index_t c = 0; c < t_count * lanes; ++c) {
+          const index_t j = t_begin * lanes + c;
+          if (j < n) store(i_begin + r, j, acc[static_cast<std::size_t>(r * panel_columns + c)]);
+        }
+    }
+  }
+}
+
+/// For every accumulator of the block: body(r, t, lane, index into the block's buffer).
+template <class Body>
+void for_each_lane(const step_block& blk, index_t stride, Body&& body) {
+  for (int r = 0; r < blk.rows; ++r)
+    for (int t = 0; t < blk.tile_count; ++t)
+      for (int lane = 0; lane < lanes; ++lane) body(r, t, lane, r * stride + t * lanes + lane);
+}
+
+/// The split-accumulated chain over steps [s0, s1), which must start at a promotion boundary
+/// (see detail::promoted_chain): with promotion every `per_promotion` steps the chain restarts
+/// from zero and its result is added to acc in fp32; 0: one chain continuing from acc.
+inline void promoted_block(const step_block& blk, index_t s0, index_t s1, index_t per_promotion, float* acc, index_t stride) {
+  if (per_promotion == 0) {
+    run_steps(blk, s0, s1, acc, stride);
+    return;
+  }
+  float partial[block_rows * block_tiles * lanes];
+  constexpr index_t partial_stride = block_tiles * lanes;
+  for (index_t p0 = s0; p0 < s1; p0 += per_promotion) {
+    for (float& v : partial) v = 0.0f;
+    run_steps(blk, p0, std::min(s1, p0 + per_promotion), partial, partial_stride);
+    for_each_lane(blk, stride, [&](int r, int t, int lane, index_t at) { acc[at] += partial[r * partial_stride + t * lanes + lane]; });
+  }
+}
+
+}  // namespace nvfp4::fp8_gemm_detail

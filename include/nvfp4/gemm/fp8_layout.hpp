@@ -1,0 +1,218 @@
+// nvfp4/gemm/fp8_layout.hpp: FP8 / MXFP8 GEMM operands as the fast kernels read them: the codes in
+// place with per-step maxima, scales and specials beside them; a few rows of A decoded into a
+// staging buffer (values, §9 exponents, bf16 pairs); tiles of 16 rows of B (output columns) laid
+// out K-major; and the scalar step every kernel falls back to. Large buffers are made once per
+// call or per thread and reused: fresh memory is expensive to touch.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "nvfp4/config.hpp"
+#include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/gemm/fp8_mma_model.hpp"
+#include "nvfp4/gemm/operands.hpp"
+
+namespace nvfp4::fp8_gemm_detail {
+
+inline constexpr int lanes = 16;  ///< output columns per tile (one zmm of fp32)
+
+/// Decode tables of one FP8 format: value, §9 exponent, bf16 bits, NaN/Inf.
+struct code_tables {
+  float value[256];
+  std::int8_t exponent[256];
+  std::uint16_t bf16_bits[256];
+  bool special[256];
+  explicit code_tables(fp8_format format) {
+    for (int c = 0; c < 256; ++c) {
+      const auto code = static_cast<std::uint8_t>(c);
+      const auto parts = mma8::decompose(code, format);
+      value[c] = static_cast<float>(mma8::value_of(code, format));
+      exponent[c] = static_cast<std::int8_t>(parts.exponent);
+      bf16_bits[c] = bf16::from_float(value[c]).bits();
+      special[c] = parts.is_nan || parts.is_inf;
+    }
+  }
+};
+
+/// One operand: rows of K codes (row r at codes + r * stride, read in place), steps = ceil(K /
+/// 32), and per row and step the max §9 exponent of its 32 elements (zero padding past K included,
+/// as -126), the E8M0 scale byte (127 = 1 when unscaled) and whether it has a NaN / Inf code or a
+/// NaN scale.
+struct operand_rows {
+  const std::uint8_t* codes = nullptr;
+  index_t stride = 0, rows = 0, cols = 0, steps = 0;
+  fp8_format format = fp8_format::e4m3;
+  const code_tables* tables = nullptr;
+  std::vector<std::int32_t> max_exponent;
+  std::vector<std::uint8_t> scale;
+  std::vector<std::uint8_t> special;
+  std::size_t at(index_t r, index_t s) const { return static_cast<std::size_t>(r * steps + s); }
+  /// The 32 codes of row r, step s, zero past K (`pad` holds them when the step is partial).
+  const std::uint8_t* step_codes(index_t r, index_t s, std::uint8_t* pad) const {
+    const index_t k0 = s * mma8::step_k;
+    const std::uint8_t* row = codes + r * stride;
+    if (k0 + mma8::step_k <= cols) return row + k0;
+    std::memset(pad, 0, mma8::step_k);
+    if (k0 < cols) std::memcpy(pad, row + k0, static_cast<std::size_t>(cols - k0));
+    return pad;
+  }
+};
+
+/// Builds an operand_rows; `scales(r, s)` gives the E8M0 byte of row r, step s.
+template <class Scales>
+operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t rows, index_t cols, fp8_format format,
+                          const code_tables& tables, Scales&& scales) {
+  operand_rows o;
+  o.codes = codes;
+  o.stride = stride;
+  o.rows = rows;
+  o.cols = cols;
+  o.steps = (cols + mma8::step_k - 1) / mma8::step_k;
+  o.format = format;
+  o.tables = &tables;
+  o.max_exponent.resize(static_cast<std::size_t>(rows * o.steps));
+  o.scale.resize(o.max_exponent.size());
+  o.special.resize(o.max_exponent.size());
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t s = 0; s < o.steps; ++s) {
+      const index_t k0 = s * mma8::step_k, k1 = std::min(cols, k0 + mma8::step_k);
+      int max_e = -126;
+      bool special = false;
+      for (index_t k = k0; k < k1; ++k) {
+        const std::uint8_t c = codes[r * stride + k];
+        max_e = std::max<int>(max_e, tables.exponent[c]);
+        special = special || tables.special[c];
+      }
+      const std::uint8_t scale = scales(r, s);
+      o.max_exponent[o.at(r, s)] = max_e;
+      o.scale[o.at(r, s)] = scale;
+      o.special[o.at(r, s)] = special || scale == 0xFF;
+    }
+  return o;
+}
+
+/// Rows of A decoded for broadcasting, steps [s0, s1) of them: element k of step s of staged row
+/// r at r * padded_k + (s - s0) * 32 + k.
+struct row_staging {
+  index_t i0 = 0, s0 = 0, padded_k = 0;
+  int rows = 0;
+  std::vector<float> value;
+  std::vector<std::int32_t> exponent;  ///< int32, so a kernel can broadcast it from memory
+  std::vector<std::uint32_t> pair;     ///< bf16(value[2q]) | bf16(value[2q + 1]) << 16
+};
+
+/// Stages the rows; the relaxed kernels read only the pairs, the exact ones only values and
+/// exponents (the scalar fallback reads the codes).
+inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, index_t s1, gemm_mode mode, row_staging& out) {
+  out.i0 = i0;
+  out.s0 = s0;
+  out.rows = rows;
+  out.padded_k = (s1 - s0) * mma8::step_k;
+  const std::size_t size = static_cast<std::size_t>(rows * out.padded_k);
+  if (out.value.size() < size) {
+    out.value.resize(size);
+    out.exponent.resize(size);
+    out.pair.resize(size / 2);
+  }
+  const code_tables& t = *a.tables;
+  const index_t k_begin = s0 * mma8::step_k;
+  for (int r = 0; r < rows; ++r) {
+    const std::uint8_t* row = a.codes + (i0 + r) * a.stride;
+    float* value = out.value.data() + r * out.padded_k;
+    std::int32_t* exponent = out.exponent.data() + r * out.padded_k;
+    std::uint32_t* pair = out.pair.data() + r * out.padded_k / 2;
+    const index_t full = std::max<index_t>(0, std::min(out.padded_k, a.cols - k_begin));
+    if (mode == gemm_mode::exact) {
+      for (index_t k = 0; k < out.padded_k; ++k) {
+        const std::uint8_t c = k < full ? row[k_begin + k] : 0;
+        value[k] = t.value[c];
+        exponent[k] = t.exponent[c];
+      }
+      continue;
+    }
+    for (index_t q = 0; q < out.padded_k / 2; ++q) {
+      const std::uint8_t c0 = 2 * q < full ? row[k_begin + 2 * q] : 0, c1 = 2 * q + 1 < full ? row[k_begin + 2 * q + 1] : 0;
+      pair[q] = t.bf16_bits[c0] | (static_cast<std::uint32_t>(t.bf16_bits[c1]) << 16);
+    }
+  }
+}
+
+/// 16 rows of B (output columns j0 .. j0 + 15) laid out K-major for the vector kernels: per step
+/// and k the 16 columns' values, exponents and pairs side by side, and per step the 16 columns'
+/// max exponents, scale exponents and specials (bit j). Zero past the real columns.
+struct column_tile {
+  index_t steps = 0;
+  int columns = 0;
+  std::vector<float> value;                  ///< [steps][32][16]
+  std::vector<std::int8_t> exponent;         ///< [steps][32][16]
+  std::vector<std::uint32_t> pair;           ///< [steps][16][16]
+  std::vector<std::int32_t> max_exponent;    ///< [steps][16]
+  std::vector<std::int32_t> scale_exponent;  ///< [steps][16]
+  std::vector<std::uint16_t> special;        ///< [steps]
+};
+
+inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
+  const index_t steps = b.steps, padded = steps * mma8::step_k;
+  t.steps = steps;
+  t.columns = static_cast<int>(std::min<index_t>(lanes, b.rows - j0));
+  t.value.assign(static_cast<std::size_t>(padded * lanes), 0.0f);
+  t.exponent.assign(t.value.size(), static_cast<std::int8_t>(-126));
+  t.pair.assign(t.value.size() / 2, 0u);
+  t.max_exponent.assign(static_cast<std::size_t>(steps * lanes), -126);
+  t.scale_exponent.assign(t.max_exponent.size(), 0);
+  t.special.assign(static_cast<std::size_t>(steps), 0);
+  const code_tables& tables = *b.tables;
+  for (int lane = 0; lane < t.columns; ++lane) {
+    const index_t j = j0 + lane;
+    const std::uint8_t* row = b.codes + j * b.stride;
+    for (index_t k = 0; k < b.cols; ++k) {
+      const std::size_t dst = static_cast<std::size_t>(k * lanes + lane);
+      t.value[dst] = tables.value[row[k]];
+      t.exponent[dst] = tables.exponent[row[k]];
+    }
+    for (index_t q = 0; q < padded / 2; ++q) {
+      const std::uint8_t c0 = 2 * q < b.cols ? row[2 * q] : 0, c1 = 2 * q + 1 < b.cols ? row[2 * q + 1] : 0;
+      t.pair[static_cast<std::size_t>(q * lanes + lane)] = tables.bf16_bits[c0] | (static_cast<std::uint32_t>(tables.bf16_bits[c1]) << 16);
+    }
+    for (index_t s = 0; s < steps; ++s) {
+      t.max_exponent[static_cast<std::size_t>(s * lanes + lane)] = b.max_exponent[b.at(j, s)];
+      t.scale_exponent[static_cast<std::size_t>(s * lanes + lane)] = static_cast<int>(b.scale[b.at(j, s)]) - 127;
+      if (b.special[b.at(j, s)]) t.special[static_cast<std::size_t>(s)] |= static_cast<std::uint16_t>(1u << lane);
+    }
+  }
+}
+
+/// What the kernels need to run steps for `rows` rows (staged rows row_offset ..) against
+/// `tile_count` tiles (1 or 2). The accumulators of the block live at acc[r * acc_stride + t * 16
+/// + lane] (see run_steps).
+struct step_block {
+  const operand_rows* a;
+  const row_staging* staged;
+  int row_offset;
+  int rows;
+  const operand_rows* b;
+  const column_tile* tiles[2];
+  index_t j0[2];
+  int tile_count;
+  mma8::tensor_core core;
+  gemm_mode mode;
+  index_t i0() const { return staged->i0 + row_offset; }
+};
+
+/// One output's step by the scalar model (the portable path, and the vector kernels' fallback for
+/// lanes with NaN / Inf codes, NaN scales or a non-finite accumulator).
+inline float scalar_step(const step_block& blk, int r, int t, int lane, index_t s, float c) {
+  const index_t i = blk.i0() + r, j = blk.j0[t] + lane;
+  const auto sa = e8m0::from_bits(blk.a->scale[blk.a->at(i, s)]);
+  const auto sb = e8m0::from_bits(blk.b->scale[blk.b->at(j, s)]);
+  std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
+  const std::uint8_t* as = blk.a->step_codes(i, s, pad_a);
+  const std::uint8_t* bs = blk.b->step_codes(j, s, pad_b);
+  return blk.mode == gemm_mode::exact ? mma8::step(as, blk.a->format, bs, blk.b->format, c, blk.core, sa, sb)
+                                      : mma8::relaxed_step(as, blk.a->format, bs, blk.b->format, c, sa, sb);
+}
+
+}  // namespace nvfp4::fp8_gemm_detail
