@@ -25,7 +25,7 @@ using namespace nvfp4;
 
 struct problem {
   index_t m, n, k;
-  eigen::matrix_f32 x, w;  // [m, k], [n, k]
+  eigen::row_major_matrix_f32 x, w;  // [m, k], [n, k]
   nvfp4_tensor a, b;
 };
 
@@ -82,7 +82,7 @@ void BM_nvfp4_gemm(benchmark::State& state) {
 void BM_dequantize_then_eigen(benchmark::State& state) {
   set_threads(state);
   const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
-  eigen::matrix_f32 a_values(p.m, p.k), b_values(p.n, p.k), out(p.m, p.n);
+  eigen::row_major_matrix_f32 a_values(p.m, p.k), b_values(p.n, p.k), out(p.m, p.n);
   for (auto _ : state) {
     dequantize(p.a, matrix_view<float>::row_major(a_values.data(), p.m, p.k));
     dequantize(p.b, matrix_view<float>::row_major(b_values.data(), p.n, p.k));
@@ -94,7 +94,7 @@ void BM_dequantize_then_eigen(benchmark::State& state) {
 void BM_eigen_sgemm(benchmark::State& state) {
   set_threads(state);
   const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
-  eigen::matrix_f32 out(p.m, p.n);
+  eigen::row_major_matrix_f32 out(p.m, p.n);
   for (auto _ : state) {
     out.noalias() = p.x * p.w.transpose();
     benchmark::DoNotOptimize(out.data());

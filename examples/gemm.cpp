@@ -27,7 +27,7 @@ the fp32 Eigen product. Times are the best of R runs.
 defaults: --m 1024 --n 1024 --k 1024 --seed 1 --repeat 3
 )";
 
-using matrix = nvfp4::eigen::matrix_f32;
+using matrix = nvfp4::eigen::row_major_matrix_f32;
 
 template <class F>
 double best_ms(int repeat, F&& f) {
@@ -40,6 +40,7 @@ double best_ms(int repeat, F&& f) {
 
 int main(int argc, char** argv) {
   const examples::flags flags(argc, argv, usage);
+  examples::print_kernels();
   const long long m = flags.integer("m", 1024), n = flags.integer("n", 1024), k = flags.integer("k", 1024);
   const auto seed = static_cast<unsigned>(flags.integer("seed", 1));
   const int repeat = static_cast<int>(std::max<long long>(1, flags.integer("repeat", 3)));

@@ -30,7 +30,7 @@ the unquantized inputs and the time taken. OUT.npy receives D as float32.
 
 options:
   --mode M            exact (default): the Blackwell tensor core's block-scaled MMA, bit for bit
-                      (NUMERICS.md section 6), then TE's alpha epilogue
+                      (docs/numerics_spec.md section 6), then TE's alpha epilogue
                       relaxed: the same block terms accumulated with plain fp32 FMAs
                       dequant: dequantize both operands, fp32 product with Eigen (baseline)
   --b-kn              B is given as [K, N] (it is quantized along K all the same)
@@ -42,9 +42,9 @@ options:
 namespace detail {
 
 /// The quantized product D = A * B^T by the chosen mode.
-inline eigen::matrix_f32 quantized_product(const nvfp4_tensor& a, const nvfp4_tensor& b, const std::string& mode) {
+inline eigen::row_major_matrix_f32 quantized_product(const nvfp4_tensor& a, const nvfp4_tensor& b, const std::string& mode) {
   if (mode == "dequant") return eigen::dequantize_then_gemm(a, b);
-  eigen::matrix_f32 d(a.rows(), b.rows());
+  eigen::row_major_matrix_f32 d(a.rows(), b.rows());
   gemm_options options;
   options.mode = mode == "exact" ? gemm_mode::exact : gemm_mode::relaxed;
   gemm(a, b, matrix_view<float>::row_major(d.data(), a.rows(), b.rows()), options);
@@ -84,13 +84,13 @@ inline int run_gemm(int argc, char** argv) {
   const nvfp4_tensor qb = quantize<nvfp4_1x16>(b_view);
   const auto t1 = clock::now();
   progress.advance(1, "quantized product");
-  const eigen::matrix_f32 d = detail::quantized_product(qa, qb, mode);
+  const eigen::row_major_matrix_f32 d = detail::quantized_product(qa, qb, mode);
   const auto t2 = clock::now();
   progress.advance(1, "fp32 product");
-  const Eigen::Map<const eigen::matrix_f32> a_map(a.values.data(), m, k);
-  eigen::matrix_f32 reference;
-  if (b_kn) reference = a_map * Eigen::Map<const eigen::matrix_f32>(b.values.data(), k, n);
-  else reference = a_map * Eigen::Map<const eigen::matrix_f32>(b.values.data(), n, k).transpose();
+  const Eigen::Map<const eigen::row_major_matrix_f32> a_map(a.values.data(), m, k);
+  eigen::row_major_matrix_f32 reference;
+  if (b_kn) reference = a_map * Eigen::Map<const eigen::row_major_matrix_f32>(b.values.data(), k, n);
+  else reference = a_map * Eigen::Map<const eigen::row_major_matrix_f32>(b.values.data(), n, k).transpose();
   const auto t3 = clock::now();
   progress.advance(1, "writing");
   if (args.positional().size() == 3)
