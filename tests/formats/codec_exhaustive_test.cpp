@@ -1,7 +1,7 @@
 // Exhaustive codec test: every one of the 2^32 float bit patterns encoded to E2M1, E4M3 and E5M2
 // (satfinite, and the propagating policy where the format has one) by the vectorized fast path
 // (nvfp4/simd/dispatch.hpp), by the scalar minifloat<T>::from_float, and by an independent oracle
-// written here from NUMERICS.md §1. All three must agree on every input.
+// written here from docs/numerics_spec.md §1. All three must agree on every input.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/simd/dispatch.hpp"
 
@@ -27,7 +27,7 @@ struct oracle_format {
   int exponent_bits;
   int mantissa_bits;
   int bias;
-  int max_code;           ///< largest finite magnitude code (NUMERICS.md §1 table)
+  int max_code;           ///< largest finite magnitude code (docs/numerics_spec.md §1 table)
   bool has_inf;           ///< E5M2: code (all-ones exponent, zero mantissa) is Inf
   int nan_code;           ///< the magnitude code a NaN input becomes (none for E2M1, see below)
 };
@@ -93,7 +93,7 @@ struct codec_case {
   static constexpr overflow_policy policy = Policy;
 };
 
-// NUMERICS.md §1: E2M1 max 6 (code 7); E4M3 max 448 (0x7E), NaN 0x7F; E5M2 max 57344 (0x7B),
+// docs/numerics_spec.md §1: E2M1 max 6 (code 7); E4M3 max 448 (0x7E), NaN 0x7F; E5M2 max 57344 (0x7B),
 // Inf 0x7C, NaN code 0x7E (the library's choice among E5M2's NaNs).
 template <class Case>
 oracle_format oracle_for() {
@@ -170,7 +170,7 @@ TYPED_TEST(CodecExhaustive, FastEqualsScalarEqualsOracleForEveryFloat) {
   }
 }
 
-// The oracle itself, on the hand-listed cases of NUMERICS.md §1 (so a wrong oracle cannot pass
+// The oracle itself, on the hand-listed cases of docs/numerics_spec.md §1 (so a wrong oracle cannot pass
 // silently together with a wrong codec).
 TEST(CodecOracle, SpecExamples) {
   const oracle_format e2m1_spec{2, 1, 1, 0x7, false, -1};

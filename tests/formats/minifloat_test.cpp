@@ -1,5 +1,5 @@
 // Tests for nvfp4/formats/minifloat.hpp and its formats (e2m1, e4m3, ue4m3, e5m2): typed tests of
-// the properties every format shares, then the hand-checked values NUMERICS.md §1 states.
+// the properties every format shares, then the hand-checked values docs/numerics_spec.md §1 states.
 #include "nvfp4/formats.hpp"
 
 #include <gtest/gtest.h>
@@ -91,7 +91,7 @@ TYPED_TEST(MinifloatTest, SaturatesByDefaultAndOverflowsOnRequest) {
 }
 
 TEST(E2m1, TiesFromTheSpec) {
-  // NUMERICS.md §1: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4.
+  // docs/numerics_spec.md §1: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4.
   const std::pair<float, float> ties[] = {{0.25f, 0}, {0.75f, 1}, {1.25f, 1}, {1.75f, 2}, {2.5f, 2}, {3.5f, 4}, {5.0f, 4}};
   for (auto [x, expected] : ties) {
     EXPECT_EQ(e2m1::from_float(x).to_float(), expected) << x;

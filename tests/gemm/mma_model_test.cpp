@@ -1,4 +1,4 @@
-// Tests for nvfp4/gemm/mma_model.hpp: one directed test per rule of NUMERICS.md §6, each with an
+// Tests for nvfp4/gemm/mma_model.hpp: one directed test per rule of docs/numerics_spec.md §6, each with an
 // expected value worked out by hand, run through the reference GEMM and the public (fast) one.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/gemm/mma_model.hpp"

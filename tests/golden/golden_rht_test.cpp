@@ -1,5 +1,5 @@
 // Golden test, kind `nvfp4_quantize`, mode 1d_rht: TransformerEngine's reference quantizer with
-// the random Hadamard transform on the columnwise copy (NUMERICS.md §4). (a) our RHT of x against
+// the random Hadamard transform on the columnwise copy (docs/numerics_spec.md §4). (a) our RHT of x against
 // the peer's rht_col_input (at most 1 bf16 ulp, at most 1e-5 of all elements differing: the peer
 // accumulates in fp32 before its one bf16 rounding); (b) quantizing the peer's rht_col_input gives
 // data_t, scale_t_e4m3 and amax_col bit for bit; (c) the rowwise copy is the plain 1x16 of x.
@@ -89,7 +89,7 @@ TEST(GoldenRht, Mode1dRht) {
     ++checked;
   }
   EXPECT_GT(checked, 0);
-  // NUMERICS.md §4: the exact-sum rule differs from the peer's fp32 accumulation in at most 1e-5
+  // docs/numerics_spec.md §4: the exact-sum rule differs from the peer's fp32 accumulation in at most 1e-5
   // of the elements (measured: a handful in ~750k, all one ulp).
   EXPECT_LE(static_cast<double>(differing), 1e-5 * static_cast<double>(total)) << differing << " of " << total;
   std::printf("1d_rht: RHT differs from the peer's in %ld of %ld elements (1 ulp each)\n", differing, total);

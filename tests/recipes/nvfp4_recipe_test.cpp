@@ -1,5 +1,5 @@
 // Tests of nvfp4/recipes/nvfp4_recipe.hpp: each role's copies against the primitives and the
-// recipe's rules (NUMERICS.md §8), the recipe switches, the wgrad product with RHT on both
+// recipe's rules (docs/numerics_spec.md §8), the recipe switches, the wgrad product with RHT on both
 // operands against a double-precision dense product, determinism, bad shapes.
 #include <gtest/gtest.h>
 

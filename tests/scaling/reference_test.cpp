@@ -1,5 +1,5 @@
 // Tests for nvfp4/scaling/reference.hpp (and the checks of the public entry points in
-// quantize.hpp): hand-worked examples of NUMERICS.md §2 and §7, properties, and bad input.
+// quantize.hpp): hand-worked examples of docs/numerics_spec.md §2 and §7, properties, and bad input.
 #include "nvfp4/scaling/reference.hpp"
 
 #include <gtest/gtest.h>

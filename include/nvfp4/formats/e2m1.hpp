@@ -1,5 +1,5 @@
 // nvfp4/formats/e2m1.hpp: E2M1 (FP4), the NVFP4 / MXFP4 element: ±{0, 0.5, 1, 1.5, 2, 3, 4, 6},
-// no Inf, no NaN (NUMERICS.md §1). The code is sign<<3 | index into the magnitudes.
+// no Inf, no NaN (docs/numerics_spec.md §1). The code is sign<<3 | index into the magnitudes.
 #pragma once
 
 #include "nvfp4/formats/minifloat.hpp"

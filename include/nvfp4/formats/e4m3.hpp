@@ -1,5 +1,5 @@
 // nvfp4/formats/e4m3.hpp: E4M3 ("float8_e4m3fn": max 448, NaN = 0x7F/0xFF, no Inf) and UE4M3,
-// the unsigned view of it that NVFP4 uses for its block scales (NUMERICS.md §1).
+// the unsigned view of it that NVFP4 uses for its block scales (docs/numerics_spec.md §1).
 #pragma once
 
 #include "nvfp4/formats/minifloat.hpp"

@@ -1,4 +1,4 @@
-// nvfp4/formats/e5m2.hpp: E5M2 (FP8 with IEEE-like Inf and NaN, max 57344), NUMERICS.md §1.
+// nvfp4/formats/e5m2.hpp: E5M2 (FP8 with IEEE-like Inf and NaN, max 57344), docs/numerics_spec.md §1.
 #pragma once
 
 #include "nvfp4/formats/minifloat.hpp"

@@ -1,5 +1,5 @@
 // nvfp4/formats/e8m0.hpp: E8M0, the MX block scale: 2^(b - 127) for b = 0..254, NaN = 0xFF, no
-// zero, no sign (NUMERICS.md §1, OCP MX v1.0).
+// zero, no sign (docs/numerics_spec.md §1, OCP MX v1.0).
 #pragma once
 
 #include <cstdint>

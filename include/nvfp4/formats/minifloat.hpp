@@ -25,7 +25,7 @@ class minifloat {
     return v;
   }
 
-  /// Round-to-nearest-even encode with the given overflow policy (NUMERICS.md §1).
+  /// Round-to-nearest-even encode with the given overflow policy (docs/numerics_spec.md §1).
   static constexpr minifloat from_float(float x, overflow_policy policy = overflow_policy::saturate) {
     return from_bits(detail::encode_minifloat<Traits>(x, policy));
   }

@@ -1,5 +1,5 @@
 // nvfp4/formats/packed_fp4.hpp: e2m1x2, one byte holding two E2M1 codes: element 2i in the LOW
-// nibble, element 2i+1 in the HIGH nibble (NUMERICS.md §1, the layout every NVFP4 kernel reads).
+// nibble, element 2i+1 in the HIGH nibble (docs/numerics_spec.md §1, the layout every NVFP4 kernel reads).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // nvfp4/formats/stochastic_rounding.hpp: stochastic rounding of a float to E2M1 from 8 random
-// bits, the rule of the hardware's cvt.rs.satfinite.e2m1x4.f32 as TE models it (NUMERICS.md §5).
+// bits, the rule of the hardware's cvt.rs.satfinite.e2m1x4.f32 as TE models it (docs/numerics_spec.md §5).
 #pragma once
 
 #include <cmath>

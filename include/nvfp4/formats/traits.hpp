@@ -1,5 +1,5 @@
 // nvfp4/formats/traits.hpp: the numbers that define each small float format, stated once, and
-// the one generic float32 <-> code conversion every format type is built on (NUMERICS.md §1).
+// the one generic float32 <-> code conversion every format type is built on (docs/numerics_spec.md §1).
 #pragma once
 
 #include <bit>

@@ -1,5 +1,5 @@
 // nvfp4/gemm/mma_model.hpp: one K=64 step of the Blackwell block-scaled MMA (kind::mxf4nvf4, FP32
-// accumulate), bit-accurate, as NUMERICS.md §6 states it (the MMA-Sim model). Scalar and plain on
+// accumulate), bit-accurate, as docs/numerics_spec.md §6 states it (the MMA-Sim model). Scalar and plain on
 // purpose: this is the reference every fast GEMM path is checked against.
 #pragma once
 

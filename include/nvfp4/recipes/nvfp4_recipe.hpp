@@ -1,4 +1,4 @@
-// nvfp4/recipes/nvfp4_recipe.hpp: TransformerEngine's NVFP4BlockScaling recipe (NUMERICS.md §8, TE
+// nvfp4/recipes/nvfp4_recipe.hpp: TransformerEngine's NVFP4BlockScaling recipe (docs/numerics_spec.md §8, TE
 // common/recipe/__init__.py and pytorch/quantization.py) as one API: the recipe's switches, the
 // three tensor roles of a linear layer Y = X Wᵀ quantized into the operands the fprop, dgrad and
 // wgrad GEMMs read, and the GEMM with TE's epilogue (alpha from the amaxes and E4M3 bounds,

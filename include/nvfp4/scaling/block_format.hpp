@@ -1,5 +1,5 @@
 // nvfp4/scaling/block_format.hpp: block_format<Element, Scale, BlockRows, BlockCols>, the
-// descriptor of a block-scaled format, and the four the GPU stack uses (NUMERICS.md §2, §7).
+// descriptor of a block-scaled format, and the four the GPU stack uses (docs/numerics_spec.md §2, §7).
 #pragma once
 
 #include <type_traits>

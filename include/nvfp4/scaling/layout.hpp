@@ -1,4 +1,4 @@
-// nvfp4/scaling/layout.hpp: scale layouts (NUMERICS.md §3). Compact is row-major
+// nvfp4/scaling/layout.hpp: scale layouts (docs/numerics_spec.md §3). Compact is row-major
 // [rows, scale_cols]; "128x4" is the swizzled layout cuBLAS, cuDNN and CUTLASS block-scaled GEMMs
 // read: rows padded to 128, scale columns to 4, each 128x4 tile 512 contiguous bytes.
 #pragma once

@@ -1,5 +1,5 @@
 // nvfp4/scaling/reference.hpp: the scalar reference quantizer and dequantizer. Reads like
-// NUMERICS.md §2 and §7, one element at a time; every fast path is tested bit-for-bit against it.
+// docs/numerics_spec.md §2 and §7, one element at a time; every fast path is tested bit-for-bit against it.
 #pragma once
 
 #include <algorithm>

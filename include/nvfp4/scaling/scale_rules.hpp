@@ -1,5 +1,5 @@
 // nvfp4/scaling/scale_rules.hpp: how tensor and block scales are chosen, one function per rule of
-// NUMERICS.md §2 (NVFP4, TransformerEngine bit-exact) and §7 (MX). Shared by the scalar reference
+// docs/numerics_spec.md §2 (NVFP4, TransformerEngine bit-exact) and §7 (MX). Shared by the scalar reference
 // and the SIMD kernels, so both pick the very same scales.
 #pragma once
 

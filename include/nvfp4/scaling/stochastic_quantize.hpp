@@ -1,6 +1,6 @@
 // nvfp4/scaling/stochastic_quantize.hpp: the stochastic-rounding element encoder of the block
 // scaling walk (scaling/fast_quantize.hpp): random bytes keyed by each element's index in the
-// source (random/random_bytes.hpp), then NUMERICS.md §5's rule a vector at a time.
+// source (random/random_bytes.hpp), then docs/numerics_spec.md §5's rule a vector at a time.
 // Bit-identical to reference::quantize_with_amax with rounding_mode::stochastic.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 namespace nvfp4::detail {
 
-/// Stochastically rounds x[0..n) * factors[block] to E2M1 (NUMERICS.md §5) with random[0..n), and
+/// Stochastically rounds x[0..n) * factors[block] to E2M1 (docs/numerics_spec.md §5) with random[0..n), and
 /// packs the codes two per byte into out (element 2i in the low nibble of byte i). n may be odd:
 /// the last byte's high nibble is then left as it was.
 template <int BlockCols>

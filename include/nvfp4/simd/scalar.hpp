@@ -56,7 +56,7 @@ struct scalar_kernels {
     }
   }
 
-  /// NVFP4 block scales (NUMERICS.md §2 steps 3-4) for `count` block amaxes (as bits): the UE4M3
+  /// NVFP4 block scales (docs/numerics_spec.md §2 steps 3-4) for `count` block amaxes (as bits): the UE4M3
   /// code of each and the factor its elements are multiplied by.
   static void nvfp4_block_scales(const std::uint32_t* block_amax_bits, index_t count, tensor_scale scale,
                                  std::uint8_t* codes, float* factors) {
@@ -99,7 +99,7 @@ struct scalar_kernels {
   }
 
   /// Dequantizes n elements: (element * scale_values[i / Block]), times decode_scale when
-  /// TensorScale (NUMERICS.md §2 step 6). Elements are packed E2M1 (4-bit T) or one byte each.
+  /// TensorScale (docs/numerics_spec.md §2 step 6). Elements are packed E2M1 (4-bit T) or one byte each.
   template <minifloat_traits T, int Block, bool TensorScale>
   static void dequantize(const std::uint8_t* elements, index_t n, const float* scale_values, float decode_scale,
                          float* out) {

@@ -1,4 +1,4 @@
-// nvfp4/transforms/hadamard.hpp: the public random Hadamard transform (NUMERICS.md §4): the fast
+// nvfp4/transforms/hadamard.hpp: the public random Hadamard transform (docs/numerics_spec.md §4): the fast
 // paths (16-point bf16 blocks of a columnwise copy: float32 FWHT on 16 blocks per register; other
 // cases: float64 FWHT on 8 blocks per register; OpenMP over panels), bit-identical to
 // reference::hadamard_rows for every input and thread count, and the columnwise-copy helpers.
@@ -121,7 +121,7 @@ template <class T>
 
 /// Applies t to every block of n consecutive elements of each row of x (out(r, c) in bf16),
 /// forward (y = x * T) or inverse (x = y * Tᵀ). For the columnwise copy of a tensor (along the
-/// token dimension M, NUMERICS.md §4) pass x.transposed(). Bit-identical to
+/// token dimension M, docs/numerics_spec.md §4) pass x.transposed(). Bit-identical to
 /// reference::hadamard_rows. Throws shape_mismatch unless x.cols() is a multiple of n,
 /// non_finite_error on NaN/Inf, errc::overflow (naming the block) when a finite input's transform
 /// exceeds bf16; nothing is written before the checks pass.
@@ -147,7 +147,7 @@ void hadamard_rows(matrix_view<const T> x, const hadamard_transform& t, matrix_v
 }
 
 /// The input of a columnwise copy with RHT: RHT(xᵀ) as a row-major [N, M] bf16 matrix (for x of
-/// shape [M, N]), and its amax (taken after the transform, NUMERICS.md §4).
+/// shape [M, N]), and its amax (taken after the transform, docs/numerics_spec.md §4).
 struct columnwise_rht {
   std::vector<bf16> values;
   index_t rows = 0;  ///< N, the source's columns

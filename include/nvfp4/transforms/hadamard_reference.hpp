@@ -1,5 +1,5 @@
 // nvfp4/transforms/hadamard_reference.hpp: the scalar reference of the Hadamard transform, one
-// output at a time as NUMERICS.md §4 states it: the exact n-term sum, rounded once to bf16.
+// output at a time as docs/numerics_spec.md §4 states it: the exact n-term sum, rounded once to bf16.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,7 @@ void check_hadamard_shapes(matrix_view<const T> x, const hadamard_transform& t, 
 namespace reference {
 
 /// Applies t to every block of n consecutive elements of each row of x, out(r, c) in bf16. For
-/// the columnwise copy of a tensor (NUMERICS.md §4, along the token dimension M) pass
+/// the columnwise copy of a tensor (docs/numerics_spec.md §4, along the token dimension M) pass
 /// x.transposed(). Throws shape_mismatch unless x.cols() is a multiple of n, non_finite_error on
 /// NaN/Inf; nothing is written before the checks pass.
 template <quantizer_input T>

@@ -1,5 +1,5 @@
 // nvfp4/transforms/hadamard_transform.hpp: hadamard_transform, the descriptor of a random
-// Hadamard transform T = diag(s) * H_n / sqrt(n) (NUMERICS.md §4): size n and sign vector s.
+// Hadamard transform T = diag(s) * H_n / sqrt(n) (docs/numerics_spec.md §4): size n and sign vector s.
 #pragma once
 
 #include <array>
@@ -14,7 +14,7 @@
 
 namespace nvfp4 {
 
-/// TransformerEngine's fixed sign vector of its 16-point RHT (the "wgrad" signs, NUMERICS.md §4).
+/// TransformerEngine's fixed sign vector of its 16-point RHT (the "wgrad" signs, docs/numerics_spec.md §4).
 inline constexpr std::array<int, 16> te_rht_signs = {+1, +1, +1, -1, +1, -1, -1, -1, -1, -1, -1, +1, -1, +1, -1, -1};
 
 /// Which way a transform is applied to a row block x: forward y = x * T, inverse x = y * Tᵀ.
