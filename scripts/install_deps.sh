@@ -2,7 +2,9 @@
 # Installs what building nvfp4's programs needs on Debian/Ubuntu (idempotent, quick when all is
 # there). The library itself is header-only and needs only a C++20 compiler.
 set -euo pipefail
-packages=(cmake g++ make libeigen3-dev libopenblas-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev)
+# pybind11-dev, python3-dev, python3-numpy, python3-pytest: the Python module and its tests.
+packages=(cmake g++ make libeigen3-dev libopenblas-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
+          pybind11-dev python3-dev python3-numpy python3-pytest)
 if [ "${1:-}" = "--with-fuzz" ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
