@@ -1,0 +1,604 @@
+// python/nvfp4_module.cpp: the Python module `nvfp4` (pybind11). numpy arrays in and out; every
+// call goes to the C++ API (nvfp4::quantize, dequantize, gemm, the RHT, the error metrics, the
+// checkpoint files), so the bytes are the C++ library's. Reference: docs/python.md.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/io/quantized_checkpoint.hpp"
+#include "nvfp4/nvfp4.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using namespace nvfp4;
+
+static_assert(sizeof(e2m1x2) == 1 && sizeof(e4m3) == 1 && sizeof(ue4m3) == 1 && sizeof(e8m0) == 1 && sizeof(bf16) == 2,
+              "the element, scale and bf16 types are their bytes");
+
+// ---- the quantized tensor object -----------------------------------------------------------
+
+using any_tensor = std::variant<nvfp4_tensor, nvfp4_tile_tensor, mxfp4_tensor, mxfp8_tensor>;
+
+template <class Format>
+constexpr const char* format_name() {
+  if constexpr (std::is_same_v<Format, nvfp4_1x16>) return "nvfp4_1x16";
+  else if constexpr (std::is_same_v<Format, nvfp4_16x16>) return "nvfp4_16x16";
+  else if constexpr (std::is_same_v<Format, mxfp4>) return "mxfp4";
+  else return "mxfp8";
+}
+
+/// Calls f with a default-constructed Format tag for the format named `name`.
+template <class F>
+decltype(auto) with_format(const std::string& name, F&& f) {
+  if (name == "nvfp4_1x16" || name == "nvfp4") return f(nvfp4_1x16{});
+  if (name == "nvfp4_16x16") return f(nvfp4_16x16{});
+  if (name == "mxfp4") return f(mxfp4{});
+  if (name == "mxfp8") return f(mxfp8{});
+  throw error(errc::invalid_argument,
+              "unknown format '" + name + "' (one of: nvfp4_1x16, nvfp4_16x16, mxfp4, mxfp8)");
+}
+
+/// A quantized tensor of any format, with how it was made (recorded when saved to a checkpoint).
+struct py_quantized {
+  any_tensor tensor;
+  quantize_options made_with{};
+  bool rht = false;  ///< its rows went through TE's 16-point RHT before quantizing
+};
+
+template <class F>
+decltype(auto) visit(const py_quantized& q, F&& f) {
+  return std::visit(std::forward<F>(f), q.tensor);
+}
+
+/// A read-only numpy view of `count` bytes owned by `owner` (kept alive by the array).
+py::array byte_view(const void* data, std::vector<py::ssize_t> shape, py::handle owner) {
+  py::array out(py::dtype::of<std::uint8_t>(), shape, {}, data, owner);
+  out.attr("setflags")(py::arg("write") = false);
+  return out;
+}
+
+// ---- numpy input ---------------------------------------------------------------------------
+
+std::string dtype_text(const py::dtype& dtype) { return py::str(static_cast<const py::object&>(dtype)); }
+
+/// A 2-D float32 or bf16 (uint16 bits) numpy array as a matrix_view of its own memory, with its
+/// strides; `keep` holds a C-order copy when the strides are not usable as they are.
+struct input_matrix {
+  py::array keep;
+  bool is_bf16 = false;
+  matrix_view<const float> f32;
+  matrix_view<const bf16> b16;
+};
+
+input_matrix as_input(py::array x, const char* what) {
+  input_matrix in;
+  const py::dtype dtype = x.dtype();
+  if (dtype.is(py::dtype::of<std::uint16_t>())) {
+    in.is_bf16 = true;
+  } else if (!dtype.is(py::dtype::of<float>())) {
+    throw py::type_error(std::string(what) + " must be float32, or uint16 holding bfloat16 bits; got " +
+                         dtype_text(dtype) + " (convert with .astype(numpy.float32))");
+  }
+  if (x.ndim() != 2)
+    throw py::value_error(std::string(what) + " must be a 2-D array [rows, cols]; got " + std::to_string(x.ndim()) +
+                          " dimensions (reshape it first)");
+  const auto itemsize = static_cast<py::ssize_t>(dtype.itemsize());
+  bool usable = x.strides(0) >= 0 && x.strides(1) >= 0 && x.strides(0) % itemsize == 0 && x.strides(1) % itemsize == 0;
+  if (!usable) x = py::array::ensure(x, py::array::c_style);
+  in.keep = x;
+  const index_t rows = x.shape(0), cols = x.shape(1);
+  const index_t row_stride = x.strides(0) / itemsize, col_stride = x.strides(1) / itemsize;
+  if (in.is_bf16)
+    in.b16 = matrix_view<const bf16>(static_cast<const bf16*>(x.data()), rows, cols, row_stride, col_stride);
+  else
+    in.f32 = matrix_view<const float>(static_cast<const float*>(x.data()), rows, cols, row_stride, col_stride);
+  return in;
+}
+
+/// Calls f with the input's matrix_view (float or bf16).
+template <class F>
+decltype(auto) with_view(const input_matrix& in, F&& f) {
+  return in.is_bf16 ? f(in.b16) : f(in.f32);
+}
+
+py::array_t<float> new_float_matrix(index_t rows, index_t cols) {
+  return py::array_t<float>({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)});
+}
+
+matrix_view<float> view_of(py::array_t<float>& a) {
+  return matrix_view<float>::row_major(a.mutable_data(), a.shape(0), a.shape(1));
+}
+
+/// A float32 array's elements in C order (a copy only when it is not C-contiguous float32).
+py::array_t<float, py::array::c_style> float_values(const py::array& x, const char* what) {
+  if (!x.dtype().is(py::dtype::of<float>()))
+    throw py::type_error(std::string(what) + " must be float32; got " + dtype_text(x.dtype()));
+  return py::array_t<float, py::array::c_style>::ensure(x);
+}
+
+// ---- options --------------------------------------------------------------------------------
+
+quantize_options make_options(const std::string& rounding, std::uint64_t seed, const std::string& mx_rule,
+                              const std::string& axis) {
+  quantize_options o;
+  if (rounding == "nearest_even" || rounding == "nearest") o.rounding = rounding_mode::nearest_even;
+  else if (rounding == "stochastic") o.rounding = rounding_mode::stochastic;
+  else throw error(errc::invalid_argument, "rounding must be 'nearest_even' or 'stochastic', not '" + rounding + "'");
+  o.seed = seed;
+  if (mx_rule == "ocp_floor") o.mx_rule = mx_scale_rule::ocp_floor;
+  else if (mx_rule == "te_ceil") o.mx_rule = mx_scale_rule::te_ceil;
+  else throw error(errc::invalid_argument, "mx_rule must be 'ocp_floor' or 'te_ceil', not '" + mx_rule + "'");
+  if (axis == "rowwise") o.axis = quantized_axis::rowwise;
+  else if (axis == "columnwise") o.axis = quantized_axis::columnwise;
+  else throw error(errc::invalid_argument, "axis must be 'rowwise' or 'columnwise', not '" + axis + "'");
+  return o;
+}
+
+gemm_mode parse_mode(const std::string& mode) {
+  if (mode == "exact") return gemm_mode::exact;
+  if (mode == "relaxed") return gemm_mode::relaxed;
+  throw error(errc::invalid_argument, "mode must be 'exact' or 'relaxed', not '" + mode + "'");
+}
+
+hadamard_transform transform_or_default(const std::optional<hadamard_transform>& t) {
+  return t ? *t : hadamard_transform::te_default();
+}
+
+// ---- quantize / dequantize -----------------------------------------------------------------
+
+py_quantized quantize_py(py::array x, const std::string& format, const std::string& rounding, std::uint64_t seed,
+                         const std::string& mx_rule, const std::string& axis, std::optional<float> amax, bool rht) {
+  const input_matrix in = as_input(std::move(x), "x");
+  py_quantized out;
+  out.made_with = make_options(rounding, seed, mx_rule, axis);
+  out.rht = rht;
+  const index_t rows = in.is_bf16 ? in.b16.rows() : in.f32.rows(), cols = in.is_bf16 ? in.b16.cols() : in.f32.cols();
+  std::vector<bf16> rotated;
+  matrix_view<const bf16> rotated_view;
+  py::gil_scoped_release unlocked;
+  if (rht) {  // TE's 16-point RHT along each row, in bf16, then quantize that
+    rotated.resize(static_cast<std::size_t>(rows * cols));
+    const auto target = matrix_view<bf16>::row_major(rotated.data(), rows, cols);
+    with_view(in, [&](auto v) { hadamard_rows(v, hadamard_transform::te_default(), target); });
+    rotated_view = target;
+  }
+  with_format(format, [&](auto tag) {
+    using Format = decltype(tag);
+    auto run = [&](auto v) {
+      return amax ? quantize_with_amax<Format>(v, *amax, out.made_with) : nvfp4::quantize<Format>(v, out.made_with);
+    };
+    out.tensor = rht ? run(rotated_view) : with_view(in, run);
+  });
+  return out;
+}
+
+py::tuple quantize_both_py(py::array x, const std::string& format, const std::string& rounding, std::uint64_t seed,
+                           const std::string& mx_rule) {
+  const input_matrix in = as_input(std::move(x), "x");
+  py_quantized row, col;
+  row.made_with = make_options(rounding, seed, mx_rule, "rowwise");
+  col.made_with = row.made_with;
+  col.made_with.axis = quantized_axis::columnwise;
+  {
+    py::gil_scoped_release unlocked;
+    with_format(format, [&](auto tag) {
+      using Format = decltype(tag);
+      auto pair = with_view(in, [&](auto v) { return quantize_rowwise_and_columnwise<Format>(v, row.made_with); });
+      row.tensor = std::move(pair.rowwise);
+      col.tensor = std::move(pair.columnwise);
+    });
+  }
+  return py::make_tuple(std::move(row), std::move(col));
+}
+
+py::array_t<float> dequantize_py(const py_quantized& q) {
+  return visit(q, [](const auto& t) {
+    auto out = new_float_matrix(t.rows(), t.cols());
+    auto view = view_of(out);
+    {
+      py::gil_scoped_release unlocked;
+      nvfp4::dequantize(t, view);
+    }
+    return out;
+  });
+}
+
+py_quantized from_bytes_py(const std::string& format, index_t rows, index_t cols, py::array data, py::array scales,
+                           std::optional<float> amax, const std::string& axis) {
+  auto bytes_of = [](const py::array& a, const char* what) {
+    if (a.dtype().itemsize() != 1)
+      throw py::type_error(std::string(what) + " must hold bytes (uint8); got " + dtype_text(a.dtype()));
+    const auto c = py::array::ensure(a, py::array::c_style);
+    const auto* p = static_cast<const std::uint8_t*>(c.data());
+    return std::vector<std::uint8_t>(p, p + c.size());
+  };
+  const std::vector<std::uint8_t> d = bytes_of(data, "data"), s = bytes_of(scales, "scales");
+  py_quantized out;
+  out.made_with = make_options("nearest_even", 0, "ocp_floor", axis);
+  with_format(format, [&](auto tag) {
+    using Format = decltype(tag);
+    auto q = quantized_tensor<Format>::from_bytes(rows, cols, d, s, out.made_with.axis);
+    if constexpr (Format::has_tensor_scale) {
+      const float a = amax.value_or(0.0f);
+      const tensor_scale ts = nvfp4_tensor_scale(a);
+      q.set_tensor_scale(a, ts.encode, ts.decode);
+    } else {
+      q.set_tensor_scale(amax.value_or(0.0f), 1.0f, 1.0f);
+    }
+    out.tensor = std::move(q);
+  });
+  return out;
+}
+
+// ---- transforms ----------------------------------------------------------------------------
+
+py::array_t<float> hadamard_rows_py(py::array x, const std::optional<hadamard_transform>& transform, bool inverse) {
+  const input_matrix in = as_input(std::move(x), "x");
+  const hadamard_transform t = transform_or_default(transform);
+  const index_t rows = in.is_bf16 ? in.b16.rows() : in.f32.rows(), cols = in.is_bf16 ? in.b16.cols() : in.f32.cols();
+  std::vector<bf16> out(static_cast<std::size_t>(rows * cols));
+  {
+    py::gil_scoped_release unlocked;
+    with_view(in, [&](auto v) {
+      hadamard_rows(v, t, matrix_view<bf16>::row_major(out.data(), rows, cols),
+                    inverse ? hadamard_direction::inverse : hadamard_direction::forward);
+    });
+  }
+  auto result = new_float_matrix(rows, cols);
+  float* p = result.mutable_data();
+  for (std::size_t i = 0; i < out.size(); ++i) p[i] = out[i].to_float();
+  return result;
+}
+
+py::tuple rht_columnwise_py(py::array x, const std::optional<hadamard_transform>& transform) {
+  const input_matrix in = as_input(std::move(x), "x");
+  const hadamard_transform t = transform_or_default(transform);
+  columnwise_rht r;
+  {
+    py::gil_scoped_release unlocked;
+    r = with_view(in, [&](auto v) { return rht_columnwise(v, t); });
+  }
+  auto values = new_float_matrix(r.rows, r.cols);
+  float* p = values.mutable_data();
+  for (std::size_t i = 0; i < r.values.size(); ++i) p[i] = r.values[i].to_float();
+  return py::make_tuple(values, r.amax);
+}
+
+py_quantized quantize_columnwise_rht_py(py::array x, const std::string& format, const std::optional<hadamard_transform>& transform,
+                                        const std::string& rounding, std::uint64_t seed, const std::string& mx_rule) {
+  const input_matrix in = as_input(std::move(x), "x");
+  const hadamard_transform t = transform_or_default(transform);
+  py_quantized out;
+  out.made_with = make_options(rounding, seed, mx_rule, "columnwise");
+  out.rht = t.size() == 16 && t.signs() == hadamard_transform::te_default().signs();
+  py::gil_scoped_release unlocked;
+  with_format(format, [&](auto tag) {
+    using Format = decltype(tag);
+    out.tensor = with_view(in, [&](auto v) { return quantize_columnwise_rht<Format>(v, t, out.made_with); });
+  });
+  return out;
+}
+
+// ---- GEMM ------------------------------------------------------------------------------------
+
+/// Calls f(a, b) with both operands' concrete types when they form a GEMM pair (NVFP4 with NVFP4,
+/// MXFP4 with MXFP4); otherwise throws dtype_mismatch.
+template <class F>
+void with_gemm_pair(const py_quantized& a, const py_quantized& b, F&& f) {
+  std::visit(
+      [&](const auto& ta, const auto& tb) {
+        using A = typename std::decay_t<decltype(ta)>::format;
+        using B = typename std::decay_t<decltype(tb)>::format;
+        if constexpr (fp4_gemm_pair<A, B>) {
+          f(ta, tb);
+        } else {
+          throw error(errc::dtype_mismatch, std::string("gemm: ") + format_name<A>() + " x " + format_name<B>() +
+                                                " is not a block-scaled FP4 GEMM (NVFP4 x NVFP4 or MXFP4 x MXFP4)");
+        }
+      },
+      a.tensor, b.tensor);
+}
+
+index_t rows_of(const py_quantized& q) {
+  return visit(q, [](const auto& t) { return t.rows(); });
+}
+
+py::array gemm_py(const py_quantized& a, const py_quantized& b, const std::string& mode, bool apply_alpha, float beta,
+                  std::optional<py::array> c, const std::string& out_dtype) {
+  gemm_options options;
+  options.mode = parse_mode(mode);
+  options.apply_alpha = apply_alpha;
+  options.beta = beta;
+  const index_t m = rows_of(a), n = rows_of(b);
+  py::array_t<float, py::array::c_style> c_values;
+  matrix_view<const float> c_view;
+  if (c) {
+    c_values = float_values(*c, "c");
+    if (c_values.ndim() != 2 || c_values.shape(0) != m || c_values.shape(1) != n)
+      throw error(errc::shape_mismatch, "gemm: c must be [" + std::to_string(m) + ", " + std::to_string(n) + "]");
+    c_view = matrix_view<const float>::row_major(c_values.data(), m, n);
+  }
+  if (out_dtype == "float32") {
+    auto out = new_float_matrix(m, n);
+    auto view = view_of(out);
+    {
+      py::gil_scoped_release unlocked;
+      with_gemm_pair(a, b, [&](const auto& ta, const auto& tb) { nvfp4::gemm(ta, tb, view, options, c_view); });
+    }
+    return out;
+  }
+  if (out_dtype == "bfloat16") {
+    py::array_t<std::uint16_t> out({static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(n)});
+    const auto view = matrix_view<bf16>::row_major(reinterpret_cast<bf16*>(out.mutable_data()), m, n);
+    {
+      py::gil_scoped_release unlocked;
+      with_gemm_pair(a, b, [&](const auto& ta, const auto& tb) { nvfp4::gemm(ta, tb, view, options, c_view); });
+    }
+    return out;
+  }
+  throw error(errc::invalid_argument, "out_dtype must be 'float32' or 'bfloat16', not '" + out_dtype + "'");
+}
+
+py::array_t<float> block_scaled_mma_py(const py_quantized& a, const py_quantized& b, std::optional<py::array> c,
+                                       const std::string& mode) {
+  const gemm_mode parsed = parse_mode(mode);
+  const index_t m = rows_of(a), n = rows_of(b);
+  py::array_t<float, py::array::c_style> c_values;
+  matrix_view<const float> c_view;
+  if (c) {
+    c_values = float_values(*c, "c");
+    if (c_values.ndim() != 2 || c_values.shape(0) != m || c_values.shape(1) != n)
+      throw error(errc::shape_mismatch, "block_scaled_mma: c must be [" + std::to_string(m) + ", " + std::to_string(n) + "]");
+    c_view = matrix_view<const float>::row_major(c_values.data(), m, n);
+  }
+  auto out = new_float_matrix(m, n);
+  auto view = view_of(out);
+  {
+    py::gil_scoped_release unlocked;
+    with_gemm_pair(a, b, [&](const auto& ta, const auto& tb) { nvfp4::block_scaled_mma(ta, tb, c_view, view, parsed); });
+  }
+  return out;
+}
+
+float gemm_alpha_py(const py_quantized& a, const py_quantized& b) {
+  float alpha = 0.0f;
+  with_gemm_pair(a, b, [&](const auto& ta, const auto& tb) { alpha = nvfp4::gemm_alpha(ta, tb); });
+  return alpha;
+}
+
+// ---- metrics ---------------------------------------------------------------------------------
+
+error_report compare_py(const py::array& reference, const py::array& approx) {
+  const auto r = float_values(reference, "reference"), a = float_values(approx, "approx");
+  if (r.ndim() != a.ndim() || !std::equal(r.shape(), r.shape() + r.ndim(), a.shape()))
+    throw error(errc::shape_mismatch, "compare: reference and approx have different shapes");
+  return nvfp4::compare(std::span<const float>(r.data(), static_cast<std::size_t>(r.size())),
+                        std::span<const float>(a.data(), static_cast<std::size_t>(a.size())));
+}
+
+// ---- checkpoints -----------------------------------------------------------------------------
+
+void save_checkpoint_py(const std::string& path, const py::dict& tensors, bool swizzle) {
+  io::safetensors_file file;
+  for (const auto& [key, value] : tensors) {
+    const std::string name = py::cast<std::string>(key);
+    const auto& q = py::cast<const py_quantized&>(value);
+    io::store_options options;
+    options.swizzle = swizzle;
+    options.rht = q.rht;
+    options.quantize = q.made_with;
+    visit(q, [&](const auto& t) { io::add_quantized_tensor(file, name, t, options); });
+  }
+  io::write_safetensors(path, file);
+}
+
+py_quantized load_one(const io::safetensors_file& file, const std::string& name) {
+  const io::stored_tensor_info info = io::describe_quantized_tensor(file, name);
+  py_quantized out;
+  out.rht = info.rht;
+  out.made_with = make_options(info.rounding, info.seed, info.mx_rule, "rowwise");
+  switch (info.format) {
+    case io::stored_format::nvfp4_1x16: out.tensor = io::load_quantized_tensor<nvfp4_1x16>(file, name); break;
+    case io::stored_format::nvfp4_16x16: out.tensor = io::load_quantized_tensor<nvfp4_16x16>(file, name); break;
+    case io::stored_format::mxfp4: out.tensor = io::load_quantized_tensor<mxfp4>(file, name); break;
+    case io::stored_format::mxfp8: out.tensor = io::load_quantized_tensor<mxfp8>(file, name); break;
+  }
+  out.made_with.axis = visit(out, [](const auto& t) { return t.axis(); });
+  return out;
+}
+
+py::dict load_checkpoint_py(const std::string& path) {
+  const io::safetensors_file file = io::read_safetensors(path);
+  py::dict out;
+  for (const std::string& name : io::quantized_tensor_names(file)) out[py::str(name)] = load_one(file, name);
+  return out;
+}
+
+py::dict describe_py(const std::string& path, const std::string& name) {
+  const io::stored_tensor_info info = io::describe_quantized_tensor(io::read_safetensors(path), name);
+  py::dict d;
+  d["name"] = info.name;
+  d["format"] = info.format == io::stored_format::nvfp4_16x16 ? "nvfp4_16x16"
+                : info.format == io::stored_format::nvfp4_1x16 ? "nvfp4_1x16"
+                                                                : io::stored_format_name(info.format);
+  d["rows"] = info.rows;
+  d["cols"] = info.cols;
+  d["shape"] = info.shape;
+  d["swizzled"] = info.swizzled;
+  d["rht"] = info.rht;
+  d["rounding"] = info.rounding;
+  d["seed"] = info.seed;
+  d["mx_rule"] = info.mx_rule;
+  d["amax"] = info.amax;
+  d["has_metadata"] = info.has_metadata;
+  return d;
+}
+
+py::array_t<float> dequantize_checkpoint_tensor_py(const std::string& path, const std::string& name) {
+  io::restored_tensor r = io::dequantize_tensor(io::read_safetensors(path), name);
+  std::vector<py::ssize_t> shape(r.shape.begin(), r.shape.end());
+  py::array_t<float> out(shape);
+  std::memcpy(out.mutable_data(), r.values.data(), r.values.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(nvfp4, m) {
+  m.doc() =
+      "nvfp4: NVIDIA's NVFP4 / MXFP4 / MXFP8 block-scaled quantization and the Blackwell FP4 GEMM on the CPU, "
+      "bit for bit with the GPU stack (numpy arrays in and out). Reference: docs/python.md.";
+  m.attr("__version__") = NVFP4_PYTHON_VERSION;
+  m.attr("compiled_isa") = isa_name(compiled_isa);
+  m.attr("formats") = py::make_tuple("nvfp4_1x16", "nvfp4_16x16", "mxfp4", "mxfp8");
+
+  // nvfp4.Error (a ValueError) with .code, the errc name ("shape_mismatch", ...).
+  static py::exception<nvfp4::error> error_type(m, "Error", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const nvfp4::error& e) {
+      py::object instance = py::reinterpret_borrow<py::object>(error_type.ptr())(e.what());
+      instance.attr("code") = errc_name(e.code());
+      PyErr_SetObject(error_type.ptr(), instance.ptr());
+    }
+  });
+
+  py::class_<py_quantized>(m, "QuantizedTensor",
+                           "A block-scaled quantized matrix: packed elements, block scales, amax and tensor scale.")
+      .def_property_readonly("format", [](const py_quantized& q) {
+        return visit(q, [](const auto& t) { return format_name<typename std::decay_t<decltype(t)>::format>(); });
+      }, "'nvfp4_1x16', 'nvfp4_16x16', 'mxfp4' or 'mxfp8'")
+      .def_property_readonly("shape", [](const py_quantized& q) {
+        return visit(q, [](const auto& t) { return py::make_tuple(t.rows(), t.cols()); });
+      }, "(rows, cols) of the matrix it holds (for a columnwise copy of an M x N source: (N, M))")
+      .def_property_readonly("rows", [](const py_quantized& q) { return rows_of(q); })
+      .def_property_readonly("cols", [](const py_quantized& q) { return visit(q, [](const auto& t) { return t.cols(); }); })
+      .def_property_readonly("axis", [](const py_quantized& q) {
+        return visit(q, [](const auto& t) { return t.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise"; });
+      })
+      .def_property_readonly("block_shape", [](const py_quantized& q) {
+        return visit(q, [](const auto& t) {
+          using F = typename std::decay_t<decltype(t)>::format;
+          return py::make_tuple(F::block_rows, F::block_cols);
+        });
+      })
+      .def_property_readonly("data", [](py::object self) {
+        const auto& q = self.cast<const py_quantized&>();
+        return visit(q, [&](const auto& t) {
+          return byte_view(t.data().data(), {t.rows(), t.data_row_stride()}, self);
+        });
+      }, "uint8 [rows, ceil(cols/2)] packed E2M1 (element 2i in the low nibble), or uint8 [rows, cols] E4M3 codes for mxfp8; read-only view")
+      .def_property_readonly("scales", [](py::object self) {
+        const auto& q = self.cast<const py_quantized&>();
+        return visit(q, [&](const auto& t) { return byte_view(t.scales().data(), {t.rows(), t.scale_cols()}, self); });
+      }, "uint8 [rows, ceil(cols/16)] UE4M3 scale bytes (NVFP4; a 16x16 tile's scale on each of its rows) or [rows, ceil(cols/32)] E8M0 bytes (MX); read-only view")
+      .def_property_readonly("amax", [](const py_quantized& q) { return visit(q, [](const auto& t) { return t.amax(); }); })
+      .def_property_readonly("encode_scale", [](const py_quantized& q) { return visit(q, [](const auto& t) { return t.encode_scale(); }); },
+                             "S_enc = 2688 / amax (NVFP4; 1 for MX)")
+      .def_property_readonly("decode_scale", [](const py_quantized& q) { return visit(q, [](const auto& t) { return t.decode_scale(); }); },
+                             "S_dec = 1 / S_enc, the FP32 tensor scale (ModelOpt's weight_scale_2)")
+      .def_readwrite("rht", &py_quantized::rht, "True when its rows went through TE's 16-point RHT (recorded in checkpoints; dequantize_checkpoint_tensor inverts it)")
+      .def("swizzled_scales", [](const py_quantized& q) {
+        const swizzled_scales s = visit(q, [](const auto& t) { return swizzle_128x4(t); });
+        py::array_t<std::uint8_t> out({static_cast<py::ssize_t>(s.padded_rows()), static_cast<py::ssize_t>(s.padded_cols())});
+        std::memcpy(out.mutable_data(), s.bytes().data(), s.bytes().size());
+        return out;
+      }, "The scale bytes in cuBLAS's 128x4 layout: uint8 [rows padded to 128, scale cols padded to 4]")
+      .def("dequantize", &dequantize_py, "float32 [rows, cols]")
+      .def_static("from_bytes", &from_bytes_py, py::arg("format"), py::arg("rows"), py::arg("cols"), py::arg("data"),
+                  py::arg("scales"), py::arg("amax") = py::none(), py::arg("axis") = "rowwise",
+                  "A tensor from raw bytes laid out as .data and .scales are; for NVFP4 the tensor scale is set from amax")
+      .def("__repr__", [](const py_quantized& q) {
+        return visit(q, [](const auto& t) {
+          return "<nvfp4.QuantizedTensor " + std::string(format_name<typename std::decay_t<decltype(t)>::format>()) + " " +
+                 std::to_string(t.rows()) + "x" + std::to_string(t.cols()) + " " +
+                 (t.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise") + " amax=" + std::to_string(t.amax()) + ">";
+        });
+      });
+
+  m.def("quantize", &quantize_py, py::arg("x"), py::arg("format") = "nvfp4_1x16", py::kw_only(),
+        py::arg("rounding") = "nearest_even", py::arg("seed") = 0, py::arg("mx_rule") = "ocp_floor",
+        py::arg("axis") = "rowwise", py::arg("amax") = py::none(), py::arg("rht") = false,
+        "Quantizes a 2-D float32 (or bfloat16-as-uint16) array, blocks along its rows. rounding: 'nearest_even' or "
+        "'stochastic' (with seed); mx_rule: 'ocp_floor' or 'te_ceil' (MX formats); amax: use this tensor amax "
+        "instead of the array's own; rht: apply TE's 16-point RHT to each row first (values rounded to bf16).");
+  m.def("quantize_rowwise_and_columnwise", &quantize_both_py, py::arg("x"), py::arg("format") = "nvfp4_1x16",
+        py::kw_only(), py::arg("rounding") = "nearest_even", py::arg("seed") = 0, py::arg("mx_rule") = "ocp_floor",
+        "(rowwise, columnwise): x and x.T quantized with one shared tensor amax, as TransformerEngine does.");
+  m.def("dequantize", &dequantize_py, py::arg("q"), "float32 [rows, cols]: element * block scale * S_dec.");
+  m.def("amax", [](py::array x) {
+    const input_matrix in = as_input(std::move(x), "x");
+    return with_view(in, [](auto v) { return nvfp4::amax(v); });
+  }, py::arg("x"), "max |x| (raises nvfp4.Error on NaN/Inf).");
+
+  py::class_<hadamard_transform>(m, "HadamardTransform", "T = diag(signs) * H_n / sqrt(n), n a power of two in 16..256")
+      .def_static("te_default", &hadamard_transform::te_default, "TransformerEngine's 16-point transform")
+      .def_static("random", &hadamard_transform::random, py::arg("size"), py::arg("seed"))
+      .def_static("with_signs", &hadamard_transform::with_signs, py::arg("signs"))
+      .def_property_readonly("size", &hadamard_transform::size)
+      .def_property_readonly("signs", &hadamard_transform::signs)
+      .def("__repr__", [](const hadamard_transform& t) { return "<nvfp4.HadamardTransform size=" + std::to_string(t.size()) + ">"; });
+  m.def("hadamard_rows", &hadamard_rows_py, py::arg("x"), py::arg("transform") = py::none(), py::arg("inverse") = false,
+        "The transform on every block of n elements of each row; float32 array of the bf16 results (exact).");
+  m.def("rht_columnwise", &rht_columnwise_py, py::arg("x"), py::arg("transform") = py::none(),
+        "(RHT(x.T) as float32 [N, M] holding bf16 values, its amax): the input of TE's columnwise RHT copy.");
+  m.def("quantize_columnwise_rht", &quantize_columnwise_rht_py, py::arg("x"), py::arg("format") = "nvfp4_1x16",
+        py::arg("transform") = py::none(), py::kw_only(), py::arg("rounding") = "nearest_even", py::arg("seed") = 0,
+        py::arg("mx_rule") = "ocp_floor", "TE's columnwise copy with RHT: RHT(x.T) in bf16, quantized along M.");
+
+  m.def("gemm", &gemm_py, py::arg("a"), py::arg("b"), py::kw_only(), py::arg("mode") = "exact",
+        py::arg("apply_alpha") = true, py::arg("beta") = 1.0f, py::arg("c") = py::none(), py::arg("out_dtype") = "float32",
+        "alpha * a @ b.T (+ beta * c): a [M, K], b [N, K] quantized along K. mode 'exact' is the Blackwell tensor "
+        "core bit for bit, 'relaxed' an fp32 FMA chain. out_dtype 'bfloat16' returns uint16 bf16 bits.");
+  m.def("block_scaled_mma", &block_scaled_mma_py, py::arg("a"), py::arg("b"), py::arg("c") = py::none(),
+        py::kw_only(), py::arg("mode") = "exact", "c + a @ b.T in the scaled domain (no tensor scales), as the MMA computes it.");
+  m.def("gemm_alpha", &gemm_alpha_py, py::arg("a"), py::arg("b"), "TE's alpha: amax_a * amax_b / (6*6*448*448), 1 for MXFP4.");
+
+  py::class_<error_report>(m, "ErrorReport", "Error metrics of an approximation against a reference")
+      .def_readonly("mse", &error_report::mse)
+      .def_readonly("rmse", &error_report::rmse)
+      .def_readonly("sqnr_db", &error_report::sqnr_db)
+      .def_readonly("max_abs_error", &error_report::max_abs_error)
+      .def_readonly("max_rel_error", &error_report::max_rel_error)
+      .def_readonly("cosine_similarity", &error_report::cosine_similarity)
+      .def("as_dict", [](const error_report& e) {
+        py::dict d;
+        d["mse"] = e.mse;
+        d["rmse"] = e.rmse;
+        d["sqnr_db"] = e.sqnr_db;
+        d["max_abs_error"] = e.max_abs_error;
+        d["max_rel_error"] = e.max_rel_error;
+        d["cosine_similarity"] = e.cosine_similarity;
+        return d;
+      })
+      .def("__repr__", [](const error_report& e) {
+        return "<nvfp4.ErrorReport sqnr_db=" + std::to_string(e.sqnr_db) + " mse=" + std::to_string(e.mse) +
+               " max_abs_error=" + std::to_string(e.max_abs_error) + ">";
+      });
+  m.def("compare", &compare_py, py::arg("reference"), py::arg("approx"),
+        "All error metrics of approx against reference (float32 arrays of one shape), sums in double.");
+  m.def("sqnr_db", [](const py::array& r, const py::array& a) { return compare_py(r, a).sqnr_db; }, py::arg("reference"), py::arg("approx"));
+  m.def("mse", [](const py::array& r, const py::array& a) { return compare_py(r, a).mse; }, py::arg("reference"), py::arg("approx"));
+  m.def("max_abs_error", [](const py::array& r, const py::array& a) { return compare_py(r, a).max_abs_error; },
+        py::arg("reference"), py::arg("approx"));
+
+  m.def("save_checkpoint", &save_checkpoint_py, py::arg("path"), py::arg("tensors"), py::kw_only(), py::arg("swizzle") = false,
+        "Writes {name: QuantizedTensor} to a safetensors file in ModelOpt's layout (name.weight, name.weight_scale, "
+        "name.weight_scale_2) with nvfp4 metadata; swizzle=True stores the scales in the 128x4 layout. Atomic.");
+  m.def("load_checkpoint", &load_checkpoint_py, py::arg("path"),
+        "{name: QuantizedTensor} of every quantized tensor in a safetensors file (ours or ModelOpt / MX layouts).");
+  m.def("describe_checkpoint_tensor", &describe_py, py::arg("path"), py::arg("name"),
+        "What the file records about one quantized tensor (format, shape, layout, RHT, rounding, amax).");
+  m.def("dequantize_checkpoint_tensor", &dequantize_checkpoint_tensor_py, py::arg("path"), py::arg("name"),
+        "One stored tensor dequantized into its source shape (the RHT undone when it was recorded).");
+}
