@@ -191,6 +191,7 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 
 int main(int argc, char** argv) {
   const examples::flags flags(argc, argv, usage);
+  examples::print_kernels();
   const long long rows = flags.integer("rows", 256), cols = flags.integer("cols", 1024);
   const auto seed = static_cast<unsigned>(flags.integer("seed", 1));
   const std::filesystem::path out_dir = flags.text("out", "reports");

@@ -1,5 +1,6 @@
 // examples/example_support.hpp: what the example programs share: "--key value" flags, the test
-// distributions (normal with outliers, heavy-tailed Student-t, ...), and a millisecond timer.
+// distributions (normal with outliers, heavy-tailed Student-t, ...), a millisecond timer, and the
+// line saying which kernels the program was built with.
 #pragma once
 
 #include <chrono>
@@ -11,7 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "nvfp4/config.hpp"
+
 namespace examples {
+
+/// Prints which kernels this program was compiled for (nvfp4::compiled_isa), so nobody times
+/// the scalar paths unknowingly.
+inline void print_kernels() {
+  const bool scalar = nvfp4::compiled_isa == nvfp4::isa::scalar;
+  std::printf("kernels: %s%s\n", nvfp4::isa_name(nvfp4::compiled_isa),
+              scalar ? " (built without AVX2 / AVX-512 flags: the scalar paths, same results, 10-20x slower)" : "");
+}
 
 /// Flags of the form --key value (or --key=value); --help prints `usage` and exits.
 class flags {

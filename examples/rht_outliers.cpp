@@ -59,6 +59,7 @@ void print_stat(const char* name, const std::vector<double>& plain, const std::v
 
 int main(int argc, char** argv) {
   const examples::flags flags(argc, argv, usage);
+  examples::print_kernels();
   const long long tokens = flags.integer("tokens", 4096), hidden = flags.integer("hidden", 1024);
   const float dof = std::stof(flags.text("dof", "2"));
   const auto seed = static_cast<unsigned>(flags.integer("seed", 1));

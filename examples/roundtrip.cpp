@@ -1,9 +1,16 @@
 // examples/roundtrip.cpp: quantize one realistic tensor with every mode the library has and
-// print one table: SQNR, MSE, max abs error, bits per element, quantize/dequantize time.
+// print one table: SQNR, MSE, max abs error, bits per element, quantize/dequantize time. Times
+// are the median of --repeat runs after one warm-up run, each writing into buffers kept across
+// runs (quantize itself allocates the tensor it returns).
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "example_support.hpp"
 #include "nvfp4/io/npy.hpp"
@@ -11,10 +18,11 @@
 
 namespace {
 
-constexpr const char* usage = R"(usage: roundtrip [--rows N] [--cols N] [--seed S] [--input FILE.npy]
+constexpr const char* usage = R"(usage: roundtrip [--rows N] [--cols N] [--seed S] [--repeat R] [--input FILE.npy]
 Quantizes a rows x cols tensor (N(0,1) with a few outliers 40-100x larger, or the 2-D float
-.npy given by --input) with every NVFP4 / MX mode and prints the error and the time of each.
-defaults: --rows 2048 --cols 4096 --seed 1
+.npy given by --input) with every NVFP4 / MX mode and prints the error and the time of each
+(the median of R timed runs after one warm-up run).
+defaults: --rows 2048 --cols 4096 --seed 1 --repeat 5
 )";
 
 struct mode_result {
@@ -23,35 +31,51 @@ struct mode_result {
   double dequantize_ms = 0;
 };
 
-/// Quantize with Format, then dequantize, timing both.
+/// The median wall time of `repeat` calls of f, after one untimed warm-up call.
+template <class F>
+double median_ms(int repeat, F&& f) {
+  f();
+  std::vector<double> times;
+  for (int i = 0; i < repeat; ++i) times.push_back(examples::time_ms(f));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+/// Quantize with Format, then dequantize into a kept buffer, timing both.
 template <class Format>
-mode_result run_mode(nvfp4::matrix_view<const float> x, const nvfp4::quantize_options& options = {}) {
+mode_result run_mode(nvfp4::matrix_view<const float> x, int repeat, const nvfp4::quantize_options& options = {}) {
   mode_result r;
+  r.restored.resize(static_cast<std::size_t>(x.rows() * x.cols()));
+  const auto out = nvfp4::matrix_view<float>::row_major(r.restored.data(), x.rows(), x.cols());
   nvfp4::quantized_tensor<Format> q;
-  r.quantize_ms = examples::time_ms([&] { q = nvfp4::quantize<Format>(x, options); });
-  r.dequantize_ms = examples::time_ms([&] { r.restored = nvfp4::dequantize(q); });
+  r.quantize_ms = median_ms(repeat, [&] { q = nvfp4::quantize<Format>(x, options); });
+  r.dequantize_ms = median_ms(repeat, [&] { nvfp4::dequantize(q, out); });
   return r;
 }
 
 /// NVFP4 1x16 of RHT(x) (TE's 16-point transform on every row block), restored with the inverse
-/// transform, so the error is measured against x itself.
-mode_result run_rht(nvfp4::matrix_view<const float> x) {
+/// transform, so the error is measured against x itself. Both times include the transform.
+mode_result run_rht(nvfp4::matrix_view<const float> x, int repeat) {
   const auto transform = nvfp4::hadamard_transform::te_default();
   const auto rows = x.rows(), cols = x.cols();
   std::vector<nvfp4::bf16> rotated(static_cast<std::size_t>(rows * cols)), back(rotated.size());
+  std::vector<float> dequantized(rotated.size());
+  const auto rotated_view = nvfp4::matrix_view<nvfp4::bf16>::row_major(rotated.data(), rows, cols);
+  const auto back_view = nvfp4::matrix_view<nvfp4::bf16>::row_major(back.data(), rows, cols);
+  const auto dequantized_view = nvfp4::matrix_view<float>::row_major(dequantized.data(), rows, cols);
   mode_result r;
   nvfp4::nvfp4_tensor q;
-  r.quantize_ms = examples::time_ms([&] {
-    nvfp4::hadamard_rows(x, transform, nvfp4::matrix_view<nvfp4::bf16>::row_major(rotated.data(), rows, cols));
-    q = nvfp4::quantize<nvfp4::nvfp4_1x16>(nvfp4::matrix_view<const nvfp4::bf16>::row_major(rotated.data(), rows, cols));
+  r.quantize_ms = median_ms(repeat, [&] {
+    nvfp4::hadamard_rows(x, transform, rotated_view);
+    q = nvfp4::quantize<nvfp4::nvfp4_1x16>(nvfp4::matrix_view<const nvfp4::bf16>(rotated_view));
   });
-  r.dequantize_ms = examples::time_ms([&] {
-    const std::vector<float> restored = nvfp4::dequantize(q);
-    nvfp4::hadamard_rows(nvfp4::matrix_view<const float>::row_major(restored.data(), rows, cols), transform,
-                         nvfp4::matrix_view<nvfp4::bf16>::row_major(back.data(), rows, cols), nvfp4::hadamard_direction::inverse);
-    r.restored.resize(back.size());
-    for (std::size_t i = 0; i < back.size(); ++i) r.restored[i] = back[i].to_float();
+  r.dequantize_ms = median_ms(repeat, [&] {
+    nvfp4::dequantize(q, dequantized_view);
+    nvfp4::hadamard_rows(nvfp4::matrix_view<const float>(dequantized_view), transform, back_view,
+                         nvfp4::hadamard_direction::inverse);
   });
+  r.restored.resize(back.size());
+  for (std::size_t i = 0; i < back.size(); ++i) r.restored[i] = back[i].to_float();
   return r;
 }
 
@@ -59,8 +83,10 @@ mode_result run_rht(nvfp4::matrix_view<const float> x) {
 
 int main(int argc, char** argv) {
   const examples::flags flags(argc, argv, usage);
+  examples::print_kernels();
   long long rows = flags.integer("rows", 2048), cols = flags.integer("cols", 4096);
   const auto seed = static_cast<unsigned>(flags.integer("seed", 1));
+  const int repeat = static_cast<int>(std::max<long long>(1, flags.integer("repeat", 5)));
   std::vector<float> x;
   try {
     if (const std::string input = flags.text("input", ""); !input.empty()) {
@@ -91,13 +117,13 @@ int main(int argc, char** argv) {
       std::function<mode_result()> run;
     };
     const std::vector<mode> modes = {
-        {"NVFP4 1x16", 4.5 + tensor_scale_bits, [&] { return run_mode<nvfp4::nvfp4_1x16>(view); }},
-        {"NVFP4 16x16 (2-D)", 4 + 8.0 / 256 + tensor_scale_bits, [&] { return run_mode<nvfp4::nvfp4_16x16>(view); }},
-        {"NVFP4 1x16 + RHT", 4.5 + tensor_scale_bits, [&] { return run_rht(view); }},
-        {"NVFP4 1x16 SR", 4.5 + tensor_scale_bits, [&] { return run_mode<nvfp4::nvfp4_1x16>(view, stochastic); }},
-        {"MXFP4 (OCP)", 4.25, [&] { return run_mode<nvfp4::mxfp4>(view); }},
-        {"MXFP4 (TE ceil)", 4.25, [&] { return run_mode<nvfp4::mxfp4>(view, te_rule); }},
-        {"MXFP8 E4M3", 8.25, [&] { return run_mode<nvfp4::mxfp8>(view); }},
+        {"NVFP4 1x16", 4.5 + tensor_scale_bits, [&] { return run_mode<nvfp4::nvfp4_1x16>(view, repeat); }},
+        {"NVFP4 16x16 (2-D)", 4 + 8.0 / 256 + tensor_scale_bits, [&] { return run_mode<nvfp4::nvfp4_16x16>(view, repeat); }},
+        {"NVFP4 1x16 + RHT", 4.5 + tensor_scale_bits, [&] { return run_rht(view, repeat); }},
+        {"NVFP4 1x16 SR", 4.5 + tensor_scale_bits, [&] { return run_mode<nvfp4::nvfp4_1x16>(view, repeat, stochastic); }},
+        {"MXFP4 (OCP)", 4.25, [&] { return run_mode<nvfp4::mxfp4>(view, repeat); }},
+        {"MXFP4 (TE ceil)", 4.25, [&] { return run_mode<nvfp4::mxfp4>(view, repeat, te_rule); }},
+        {"MXFP8 E4M3", 8.25, [&] { return run_mode<nvfp4::mxfp8>(view, repeat); }},
     };
     std::printf("%-20s %9s %12s %12s %8s %12s %14s\n", "mode", "SQNR dB", "MSE", "max |err|", "bits/el", "quantize ms",
                 "dequantize ms");
@@ -111,6 +137,13 @@ int main(int argc, char** argv) {
       std::printf("%-20s %9.2f %12.4e %12.4e %8.3f %12.2f %14.2f\n", m.name, e.sqnr_db, e.mse, e.max_abs_error, m.bits,
                   r.quantize_ms, r.dequantize_ms);
     }
+    int threads = 1;
+#if defined(_OPENMP)
+    threads = omp_get_max_threads();
+#endif
+    std::printf("\nSQNR: higher is better (+6 dB ~ one more bit). Times: median of %d runs after a warm-up,\n"
+                "outputs into kept buffers (quantize allocates the tensor it returns), %d threads.\n",
+                repeat, threads);
   } catch (const nvfp4::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
