@@ -1,5 +1,5 @@
 // nvfp4/gemm/fp8_gemm.hpp: the FP8 and MXFP8 GEMMs of TransformerEngine's FP8 recipes, built on the
-// tensor-core step of fp8_mma_model.hpp (NUMERICS.md §9): the raw MMA chain (D = C + A·Bᵀ over FP8
+// tensor-core step of fp8_mma_model.hpp (docs/numerics_spec.md §9): the raw MMA chain (D = C + A·Bᵀ over FP8
 // codes, what MMA-Sim computes), the split accumulator (the tensor core's partial sums promoted
 // into an fp32 accumulator every `promotion_interval` elements of K, TE's use_split_accumulator),
 // and the epilogues: per-tensor scales (alpha = scale_inv_A * scale_inv_B), FP8 block scaling
@@ -27,7 +27,7 @@
 
 namespace nvfp4 {
 
-/// How an FP8 GEMM accumulates (NUMERICS.md §9 steps 7-8).
+/// How an FP8 GEMM accumulates (docs/numerics_spec.md §9 steps 7-8).
 struct fp8_gemm_options {
   /// Which tensor core's step (Hopper wgmma: 13 bits; Blackwell f8f6f4 / mxf8f6f4: 25 bits).
   mma8::tensor_core core = mma8::tensor_core::hopper;

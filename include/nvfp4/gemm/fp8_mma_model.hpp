@@ -1,5 +1,5 @@
 // nvfp4/gemm/fp8_mma_model.hpp: one K=32 step of the FP8 tensor-core MMA with fp32 accumulation,
-// bit-accurate, as NUMERICS.md §9 states it (the MMA-Sim model): Hopper `wgmma` (13 fractional
+// bit-accurate, as docs/numerics_spec.md §9 states it (the MMA-Sim model): Hopper `wgmma` (13 fractional
 // bits, results cut to 13 mantissa bits), Blackwell `kind::f8f6f4` (25 bits) and
 // `kind::mxf8f6f4` (25 bits, one E8M0 scale per 32). Scalar and plain on purpose: this is the
 // reference every fast FP8 GEMM path is checked against.
@@ -20,7 +20,7 @@ namespace nvfp4::mma8 {
 /// Elements one MMA step consumes per output (K of wgmma / tcgen05.mma for 8-bit types).
 inline constexpr int step_k = 32;
 
-/// Which tensor core's accumulation a step follows (NUMERICS.md §9 steps 5-6).
+/// Which tensor core's accumulation a step follows (docs/numerics_spec.md §9 steps 5-6).
 enum class tensor_core {
   hopper,    ///< wgmma, FP8 inputs: terms truncated to 13 fractional bits, result to 13 mantissa bits
   blackwell  ///< tcgen05.mma kind::f8f6f4 / kind::mxf8f6f4: 25 fractional bits, result to fp32 (RZ)

@@ -60,7 +60,7 @@ constexpr index_t fp8_block_rows(fp8_block_shape shape) { return shape == fp8_bl
 
 namespace reference {
 
-/// Per-tensor FP8 with a given encode scale (delayed scaling, NUMERICS.md §10): code = fp8(x *
+/// Per-tensor FP8 with a given encode scale (delayed scaling, docs/numerics_spec.md §10): code = fp8(x *
 /// scale) rounded to nearest even with saturation; scale_inv = 1 / scale (TE's reciprocal). The
 /// tensor records the input's amax. Throws non_finite_error on NaN/Inf.
 template <quantizer_input T>

@@ -28,7 +28,7 @@ constexpr const char* fp8_format_name(fp8_format f) { return f == fp8_format::e4
 /// The largest finite value of the format (TE's `fp8_max`).
 constexpr float fp8_max(fp8_format f) { return f == fp8_format::e4m3 ? e4m3_max : e5m2_max; }
 
-/// Round to nearest even with saturation (the hardware's cvt.rn.satfinite, NUMERICS.md §1).
+/// Round to nearest even with saturation (the hardware's cvt.rn.satfinite, docs/numerics_spec.md §1).
 constexpr std::uint8_t fp8_encode(float x, fp8_format f) {
   return f == fp8_format::e4m3 ? e4m3::from_float(x).bits() : e5m2::from_float(x).bits();
 }

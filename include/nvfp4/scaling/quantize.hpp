@@ -37,7 +37,7 @@ float amax(matrix_view<const T> x) {
 /// Throws invalid_argument when global_amax is NaN, Inf or negative, non_finite_error naming the
 /// first NaN/Inf of x (one extra pass over x, as amax()). An amax below the data's largest |x|
 /// is accepted, as TE's delayed scaling uses one: the blocks above it saturate (block scale 448,
-/// elements ±6), NUMERICS.md §2.
+/// elements ±6), docs/numerics_spec.md §2.
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
                                             const quantize_options& options = {}) {
