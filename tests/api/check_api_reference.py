@@ -283,8 +283,10 @@ def header_names(path, public):
         if parts[0] != "nvfp4" or any(p is None or INTERNAL_NAMESPACE.search(p) or p == "(anonymous)" for p in parts):
             continue
         if namespace not in public:
-            problems.append(f"{path.relative_to(ROOT)}:{line}: namespace `{namespace}` is neither listed on the "
-                            f"'Public namespaces:' line of docs/api.md nor internal (detail, fast, simd, *_detail)")
+            problem = (f"{path.relative_to(ROOT)}:{line}: namespace `{namespace}` is neither listed on the "
+                       f"'Public namespaces:' line of docs/api.md nor internal (detail, fast, simd, *_detail)")
+            if not any(f"namespace `{namespace}`" in p for p in problems):
+                problems.append(problem)
             continue
         for name in declared_names(statement):
             names.setdefault(name, line)
