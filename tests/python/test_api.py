@@ -114,3 +114,37 @@ def test_errors(call, kind, code):
     if code:
         assert info.value.code == code
         assert isinstance(info.value, ValueError)
+
+
+def test_linear_layer_and_recipes():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((32, 64)).astype(np.float32)
+    layer = nvfp4.Linear(64, 16, bias=True)  # no quantization: fp32 FMA chains in K order
+    assert nvfp4.recipe_name(layer.recipe) == "NoQuantization"
+    layer.weight[:] = rng.standard_normal((16, 64)).astype(np.float32)
+    layer.bias[:] = 1.0
+    y = layer.forward(x)
+    assert y.shape == (32, 16) and np.allclose(y, x @ layer.weight.T + 1, rtol=1e-5, atol=1e-5)
+    dy = np.ones((32, 16), np.float32)
+    dx = layer.backward(dy)
+    assert dx.shape == (32, 64) and np.allclose(dx, dy @ layer.weight, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(layer.bias_grad, np.full(16, 32, np.float32))  # the sum of dY's rows
+    assert np.allclose(layer.weight_grad, dy.T @ x, rtol=1e-5, atol=1e-4)
+    for recipe in (nvfp4.NVFP4BlockScaling(), nvfp4.Float8CurrentScaling(), nvfp4.DelayedScaling(),
+                   nvfp4.Float8BlockScaling(), nvfp4.MXFP8BlockScaling()):
+        layer.recipe = recipe
+        assert nvfp4.recipe_name(layer.recipe) == type(recipe).__name__
+        assert nvfp4.sqnr_db(x @ layer.weight.T + 1, layer.forward(x)) > 10
+        layer.backward(dy)
+        state = layer.scaling_state("input")
+        if isinstance(recipe, nvfp4.DelayedScaling):
+            assert state["scale"] > 0 and len(state["amax_history"]) == 1024
+        else:
+            assert state is None
+    bad = nvfp4.NVFP4BlockScaling()
+    bad.nvfp4_4over6 = "activations"  # needs disable_rht
+    with pytest.raises(nvfp4.Error) as info:
+        layer.recipe = bad
+    assert info.value.code == "invalid_argument"
+    with pytest.raises(nvfp4.Error):
+        bad.nvfp4_4over6 = "everything"

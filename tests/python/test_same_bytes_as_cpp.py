@@ -128,3 +128,16 @@ def test_a_checkpoint_written_here_has_the_cpp_bytes(ref, tmp_path):
             if name + suffix in tensors:
                 assert ours[name + suffix] == tensors[name + suffix], name + suffix
         assert our_metadata["nvfp4." + name] == metadata["nvfp4." + name], name
+
+
+def test_linear_layer_gives_the_cpp_bits(ref):
+    _, _, arrays = ref
+    recipe = nvfp4.NVFP4BlockScaling()
+    layer = nvfp4.Linear(256, 48, recipe, seed=5)
+    assert nvfp4.recipe_name(layer.recipe) == "NVFP4BlockScaling"
+    layer.weight[:] = arrays["b"]
+    y = layer.forward(arrays["x"])
+    dx = layer.backward(arrays["linear_dy"])
+    assert y.tobytes() == arrays["linear_y"].tobytes()
+    assert dx.tobytes() == arrays["linear_dx"].tobytes()
+    assert layer.weight_grad.tobytes() == arrays["linear_dw"].tobytes()

@@ -1,7 +1,8 @@
 // tests/python/write_reference.cpp: writes results of the C++ API (every quantization mode, the
-// RHT, the GEMMs, the metrics) for one deterministic input into a directory, so that
+// RHT, the GEMMs, the metrics, the Linear layer) for one deterministic input into a directory, so that
 // test_same_bytes_as_cpp.py can check that the Python module produces the very same bytes.
 // usage: python_reference_writer <directory>
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -115,6 +116,20 @@ int main(int argc, char** argv) {
     io::write_npy(dir / "gemm_exact_bf16.npy", array_of(bits_of(d_bf16), io::npy_dtype::uint16, rows, b_rows));
     io::write_npy(dir / "gemm_mxfp4.npy",
                   array_of(gemm(quantize<mxfp4>(xv), quantize<mxfp4>(bv)), io::npy_dtype::float32, rows, b_rows));
+
+    // The Linear layer under the NVFP4 recipe: W = b, forward x, backward dy (seed 5).
+    const std::vector<float> dy = input(rows * b_rows, 3);
+    nn::linear_options layer_options;
+    layer_options.seed = 5;
+    nn::linear layer(cols, b_rows, nvfp4_block_scaling{}, layer_options);
+    std::copy(b.begin(), b.end(), layer.weight().begin());
+    const std::vector<float> y = layer.forward(xv);
+    const std::vector<float> dx = layer.backward(matrix_view<const float>::row_major(dy.data(), rows, b_rows));
+    const std::vector<float> dw(layer.weight_grad().begin(), layer.weight_grad().end());
+    io::write_npy(dir / "linear_dy.npy", array_of(dy, io::npy_dtype::float32, rows, b_rows));
+    io::write_npy(dir / "linear_y.npy", array_of(y, io::npy_dtype::float32, rows, b_rows));
+    io::write_npy(dir / "linear_dx.npy", array_of(dx, io::npy_dtype::float32, rows, cols));
+    io::write_npy(dir / "linear_dw.npy", array_of(dw, io::npy_dtype::float32, b_rows, cols));
 
     // Metrics of the 1x16 round trip, in the order of error_report's fields.
     const std::vector<float> restored = dequantize(q1);
