@@ -1,4 +1,4 @@
-// Tests of nvfp4/gemm/fp8_mma_model.hpp against hand-worked steps of NUMERICS.md §9: the element
+// Tests of nvfp4/gemm/fp8_mma_model.hpp against hand-worked steps of docs/numerics_spec.md §9: the element
 // decomposition, each tensor core's alignment (13 / 25 fractional bits) and result width (13 / 23
 // bits), truncation toward zero of each term, gradual underflow at the result's granularity,
 // overflow, NaN / Inf rules, E8M0 block scales, and the relaxed step.

@@ -87,7 +87,7 @@ void block_scales(const std::uint32_t* amax_bits, index_t count, tensor_scale sc
   }
 }
 
-/// The round-to-nearest-even element encoder of quantize_panels (NUMERICS.md §2 step 5, §7).
+/// The round-to-nearest-even element encoder of quantize_panels (docs/numerics_spec.md §2 step 5, §7).
 template <block_scaled_format Format>
 struct nearest_encoder {
   nearest_encoder(const quantize_options&, index_t /*source_cols*/, index_t /*chunk_cols*/) {}

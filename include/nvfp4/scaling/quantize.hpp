@@ -24,7 +24,7 @@ float checked_amax(matrix_view<const T> x) {
 }
 }  // namespace detail
 
-/// max |x| over the tensor, exact (NUMERICS.md §2 step 1). Throws non_finite_error naming the
+/// max |x| over the tensor, exact (docs/numerics_spec.md §2 step 1). Throws non_finite_error naming the
 /// first NaN/Inf.
 template <quantizer_input T>
 float amax(matrix_view<const T> x) {

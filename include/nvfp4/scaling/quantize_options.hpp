@@ -19,7 +19,7 @@ concept quantizer_input = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
 constexpr float to_float32(float x) { return x; }
 constexpr float to_float32(bf16 x) { return x.to_float(); }
 
-/// How the E8M0 scale of an MX block is chosen (NUMERICS.md §7).
+/// How the E8M0 scale of an MX block is chosen (docs/numerics_spec.md §7).
 enum class mx_scale_rule {
   ocp_floor,  ///< OCP v1.0: 2^(floor(log2 amax) - emax_elem); may clip the block's largest values
   te_ceil     ///< TransformerEngine's reference: 2^ceil(log2(amax / max_elem)); never clips
@@ -28,7 +28,7 @@ enum class mx_scale_rule {
 /// How elements are rounded to the element format.
 enum class rounding_mode {
   nearest_even,  ///< RNE with saturation (the hardware's cvt.rn.satfinite)
-  stochastic     ///< stochastic rounding (NUMERICS.md §5); E2M1 elements only
+  stochastic     ///< stochastic rounding (docs/numerics_spec.md §5); E2M1 elements only
 };
 
 /// What a quantizer does beyond the format's defaults.
