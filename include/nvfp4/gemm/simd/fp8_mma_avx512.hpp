@@ -2,7 +2,7 @@
 // output columns per vector and up to four rows per block, bit-identical to mma8::step and
 // mma8::relaxed_step.
 //
-// Exact step (NUMERICS.md §9): per lane E_max = max(E_c, max_k(e_a + e_b) + s_a + s_b) (the pair
+// Exact step (docs/numerics_spec.md §9): per lane E_max = max(E_c, max_k(e_a + e_b) + s_a + s_b) (the pair
 // maximum is skipped when the row and column maxima cannot reach E_c); each product a_k * b_k is
 // exact in fp32, scaled by 2^(F - E_max + s_a + s_b) (vscalefps, exact) and truncated to an integer
 // (vcvttps2dq): that is the term truncated to a multiple of 2^(E_max - F), counted in those units.
