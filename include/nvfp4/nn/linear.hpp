@@ -70,8 +70,8 @@ class linear {
   /// sizes or a recipe TE rejects (nvfp4::validate).
   linear(index_t in_features, index_t out_features, recipe r = no_quantization{}, linear_options options = {})
       : in_(in_features), out_(out_features), options_(options) {
-    detail::require(in_features >= 0 && out_features >= 0, errc::invalid_argument, "linear: negative feature count");
-    detail::require(options.promotion_interval >= 0 && options.promotion_interval % mma8::step_k == 0, errc::invalid_argument,
+    nvfp4::detail::require(in_features >= 0 && out_features >= 0, errc::invalid_argument, "linear: negative feature count");
+    nvfp4::detail::require(options.promotion_interval >= 0 && options.promotion_interval % mma8::step_k == 0, errc::invalid_argument,
                     "linear: promotion_interval must be 0 or a multiple of 32");
     weight_.assign(static_cast<std::size_t>(in_ * out_), 0.0f);
     weight_grad_.assign(weight_.size(), 0.0f);
@@ -95,7 +95,7 @@ class linear {
     validate(r);
     recipe_ = std::move(r);
     if (const auto* d = std::get_if<delayed_scaling>(&recipe_)) {
-      for (tensor_role role : {tensor_role::input, tensor_role::weight, tensor_role::grad_output})
+      for (nvfp4::tensor_role role : {nvfp4::tensor_role::input, nvfp4::tensor_role::weight, nvfp4::tensor_role::grad_output})
         states_[static_cast<std::size_t>(role)] = delayed_scaling_state(*d, role_format(d->fp8_format, role));
     }
     saved_ = {};
@@ -121,10 +121,10 @@ class linear {
   std::uint64_t gradient_seed(std::uint64_t step) const { return nvfp4::detail::derived_seed(options_.seed, step); }
 
   /// The delayed-scaling state of a role (nullptr unless the recipe is delayed_scaling).
-  delayed_scaling_state* scaling_state(tensor_role role) {
+  delayed_scaling_state* scaling_state(nvfp4::tensor_role role) {
     return std::holds_alternative<delayed_scaling>(recipe_) ? &states_[static_cast<std::size_t>(role)] : nullptr;
   }
-  const delayed_scaling_state* scaling_state(tensor_role role) const {
+  const delayed_scaling_state* scaling_state(nvfp4::tensor_role role) const {
     return std::holds_alternative<delayed_scaling>(recipe_) ? &states_[static_cast<std::size_t>(role)] : nullptr;
   }
 
@@ -133,9 +133,9 @@ class linear {
   void forward(matrix_view<const float> x, matrix_view<float> y) {
     x.validate("linear input");
     y.validate("linear output");
-    detail::require(x.cols() == in_, errc::shape_mismatch,
+    nvfp4::detail::require(x.cols() == in_, errc::shape_mismatch,
                     "linear::forward: X has " + std::to_string(x.cols()) + " columns, the layer " + std::to_string(in_) + " inputs");
-    detail::require(y.rows() == x.rows() && y.cols() == out_, errc::shape_mismatch,
+    nvfp4::detail::require(y.rows() == x.rows() && y.cols() == out_, errc::shape_mismatch,
                     "linear::forward: Y is " + shape(y.rows(), y.cols()) + ", expected " + shape(x.rows(), out_));
     saved_ = {};
     const std::vector<float> xh = to_dtype(x, "input");
@@ -161,10 +161,10 @@ class linear {
   void backward(matrix_view<const float> dy, matrix_view<float> dx) {
     dy.validate("linear output gradient");
     dx.validate("linear input gradient");
-    detail::require(saved_.valid, errc::invalid_argument, "linear::backward: no forward to differentiate (call forward first)");
-    detail::require(dy.rows() == saved_.rows && dy.cols() == out_, errc::shape_mismatch,
+    nvfp4::detail::require(saved_.valid, errc::invalid_argument, "linear::backward: no forward to differentiate (call forward first)");
+    nvfp4::detail::require(dy.rows() == saved_.rows && dy.cols() == out_, errc::shape_mismatch,
                     "linear::backward: dY is " + shape(dy.rows(), dy.cols()) + ", expected " + shape(saved_.rows, out_));
-    detail::require(dx.rows() == saved_.rows && dx.cols() == in_, errc::shape_mismatch,
+    nvfp4::detail::require(dx.rows() == saved_.rows && dx.cols() == in_, errc::shape_mismatch,
                     "linear::backward: dX is " + shape(dx.rows(), dx.cols()) + ", expected " + shape(saved_.rows, in_));
     const std::vector<float> gh = to_dtype(dy, "output gradient");
     const auto gv = matrix_view<const float>::row_major(gh.data(), dy.rows(), out_);
@@ -276,7 +276,7 @@ class linear {
   }
 
   // ---- FP8 delayed scaling ----
-  fp8_tensor delayed_quantize(tensor_role role, matrix_view<const float> v) {
+  fp8_tensor delayed_quantize(nvfp4::tensor_role role, matrix_view<const float> v) {
     delayed_scaling_state& state = states_[static_cast<std::size_t>(role)];
     fp8_tensor q = quantize_fp8_with_scale(v, state.format(), state.scale());
     state.record(q.amax());
@@ -284,7 +284,7 @@ class linear {
   }
   void fprop(const delayed_scaling& r, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
     const float x_scale = states_[0].scale(), w_scale = states_[1].scale();
-    const fp8_tensor x8 = delayed_quantize(tensor_role::input, x), w8 = delayed_quantize(tensor_role::weight, w);
+    const fp8_tensor x8 = delayed_quantize(nvfp4::tensor_role::input, x), w8 = delayed_quantize(nvfp4::tensor_role::weight, w);
     fp8_gemm(x8, w8, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
     saved_.x_fp8 = quantize_fp8_with_scale(x.transposed(), x8.format(), x_scale, quantized_axis::columnwise);
     saved_.w_fp8 = quantize_fp8_with_scale(w.transposed(), w8.format(), w_scale, quantized_axis::columnwise);
@@ -293,7 +293,7 @@ class linear {
   }
   void bprop(const delayed_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
     const float g_scale = states_[2].scale();
-    const fp8_tensor g8 = delayed_quantize(tensor_role::grad_output, dy);
+    const fp8_tensor g8 = delayed_quantize(nvfp4::tensor_role::grad_output, dy);
     const fp8_tensor g8t = quantize_fp8_with_scale(dy.transposed(), g8.format(), g_scale, quantized_axis::columnwise);
     fp8_gemm(g8, saved_.w_fp8, dx, fp8_options(r.fp8_gemm_dgrad));
     fp8_gemm(g8t, saved_.x_fp8, dw, fp8_options(r.fp8_gemm_wgrad));
@@ -301,20 +301,20 @@ class linear {
   }
 
   // ---- FP8 block scaling ----
-  static std::pair<fp8_tensor, fp8_tensor> block_pair(const float8_block_scaling& r, tensor_role role, matrix_view<const float> v) {
+  static std::pair<fp8_tensor, fp8_tensor> block_pair(const float8_block_scaling& r, nvfp4::tensor_role role, matrix_view<const float> v) {
     const fp8_format f = role_format(r.fp8_format, role);
     return {quantize_fp8_blockwise(v, f, r.block_shape(role), r.scale_options(role)),
             quantize_fp8_blockwise(v.transposed(), f, r.block_shape(role), r.scale_options(role), quantized_axis::columnwise)};
   }
   void fprop(const float8_block_scaling& r, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
-    auto [x8, x8t] = block_pair(r, tensor_role::input, x);
-    auto [w8, w8t] = block_pair(r, tensor_role::weight, w);
+    auto [x8, x8t] = block_pair(r, nvfp4::tensor_role::input, x);
+    auto [w8, w8t] = block_pair(r, nvfp4::tensor_role::weight, w);
     fp8_gemm(x8, w8, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
     saved_.x_fp8 = std::move(x8t);
     saved_.w_fp8 = std::move(w8t);
   }
   void bprop(const float8_block_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
-    const auto [g8, g8t] = block_pair(r, tensor_role::grad_output, dy);
+    const auto [g8, g8t] = block_pair(r, nvfp4::tensor_role::grad_output, dy);
     fp8_gemm(g8, saved_.w_fp8, dx, fp8_options(r.fp8_gemm_dgrad));
     fp8_gemm(g8t, saved_.x_fp8, dw, fp8_options(r.fp8_gemm_wgrad));
   }
