@@ -1,23 +1,22 @@
-// Benchmarks of the block-scaled FP4 GEMM: exact (Blackwell-bit-exact) and relaxed modes, the
-// dequantize-then-Eigen path, and fp32 SGEMM by Eigen and OpenBLAS on the same shape, in the same
-// run. Counters: FLOP/s = 2·M·N·K / time (effective, as for a dense GEMM).
+// Benchmarks of the block-scaled FP4 GEMM: exact (Blackwell-bit-exact) and relaxed modes, with B
+// packed per call and (decode shape, M = 16) packed once beforehand, the AVX-512 kernels on
+// machines where the AMX ones run by default, the dequantize-then-Eigen path, and fp32 SGEMM by
+// Eigen and OpenBLAS on the same shape, in the same run. Thread counts: bench_threads.hpp.
+// Counters: FLOP/s = 2·M·N·K / time (effective, as for a dense GEMM).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/packed_weight.hpp"
 #include "nvfp4/interop/eigen_gemm.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
-#ifdef NVFP4_HAVE_CBLAS
-#include <cblas.h>
-#endif
+#include "bench_threads.hpp"
 
 namespace {
 
@@ -47,16 +46,7 @@ const problem& get_problem(index_t m, index_t n, index_t k) {
   return *cache.back();
 }
 
-void set_threads(benchmark::State& state) {
-  const int threads = static_cast<int>(state.range(3));
-#if NVFP4_HAS_OPENMP
-  omp_set_num_threads(threads);
-#endif
-  Eigen::setNbThreads(threads);
-#ifdef NVFP4_HAVE_CBLAS
-  openblas_set_num_threads(threads);
-#endif
-}
+void set_threads(benchmark::State& state) { nvfp4_bench::use_threads(state, 3); }
 
 void report(benchmark::State& state, const problem& p) {
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()),
@@ -73,6 +63,30 @@ void BM_nvfp4_gemm(benchmark::State& state) {
     benchmark::DoNotOptimize(d.data());
   }
   report(state, p);
+}
+
+/// B packed once (packed_weight), as an inference engine holds its weights.
+template <gemm_mode Mode>
+void BM_nvfp4_gemm_packed(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  static std::vector<std::pair<const problem*, std::unique_ptr<packed_weight<nvfp4_1x16>>>> packed;
+  auto it = std::find_if(packed.begin(), packed.end(), [&](const auto& e) { return e.first == &p; });
+  if (it == packed.end()) it = packed.insert(packed.end(), {&p, std::make_unique<packed_weight<nvfp4_1x16>>(p.b)});
+  std::vector<float> d(static_cast<std::size_t>(p.m * p.n));
+  for (auto _ : state) {
+    block_scaled_mma(p.a, *it->second, {}, matrix_view<float>::row_major(d.data(), p.m, p.n), Mode);
+    benchmark::DoNotOptimize(d.data());
+  }
+  report(state, p);
+}
+
+/// The AVX-512 kernels where the AMX ones would run (registered on AMX machines only).
+template <gemm_mode Mode>
+void BM_nvfp4_gemm_without_amx(benchmark::State& state) {
+  simd::amx::set_allowed(false);
+  BM_nvfp4_gemm<Mode>(state);
+  simd::amx::set_allowed(true);
 }
 
 /// What a user would otherwise write: dequantize both operands, then Eigen's SGEMM. The buffers
@@ -117,24 +131,9 @@ void BM_openblas_sgemm(benchmark::State& state) {
 }
 #endif
 
-/// Thread counts to run: 1 and 2, or the comma-separated list in $NVFP4_BENCH_THREADS (e.g.
-/// "1,2,4,8,16" to measure scaling on a bigger machine).
-std::vector<int> thread_counts() {
-  std::vector<int> counts;
-  if (const char* env = std::getenv("NVFP4_BENCH_THREADS")) {
-    for (const char* p = env; *p;) {
-      counts.push_back(std::atoi(p));
-      while (*p && *p != ',') ++p;
-      if (*p) ++p;
-    }
-  }
-  if (counts.empty()) counts = {1, 2};
-  return counts;
-}
-
 // {M, N, K, threads}: square 2048 and 4096, and a decode-like skinny M = 16.
 void shapes(benchmark::internal::Benchmark* b) {
-  for (int threads : thread_counts()) {
+  for (int threads : nvfp4_bench::thread_counts()) {
     b->Args({2048, 2048, 2048, threads});
     b->Args({4096, 4096, 4096, threads});
     b->Args({16, 4096, 4096, threads});
@@ -142,8 +141,23 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 }
 
+// The decode shape alone: M = 16 against a 4096 x 4096 weight.
+void decode_shape(benchmark::internal::Benchmark* b) {
+  for (int threads : nvfp4_bench::thread_counts()) b->Args({16, 4096, 4096, threads});
+  b->ArgNames({"M", "N", "K", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+}
+
 BENCHMARK(BM_nvfp4_gemm<gemm_mode::exact>)->Name("nvfp4_gemm_exact")->Apply(shapes);
 BENCHMARK(BM_nvfp4_gemm<gemm_mode::relaxed>)->Name("nvfp4_gemm_relaxed")->Apply(shapes);
+BENCHMARK(BM_nvfp4_gemm_packed<gemm_mode::exact>)->Name("nvfp4_gemm_exact_packed_weight")->Apply(decode_shape);
+BENCHMARK(BM_nvfp4_gemm_packed<gemm_mode::relaxed>)->Name("nvfp4_gemm_relaxed_packed_weight")->Apply(decode_shape);
+[[maybe_unused]] const bool amx_comparisons_registered = [] {
+  if (simd::amx::available()) {
+    benchmark::RegisterBenchmark("nvfp4_gemm_exact_avx512_on_amx_machine", BM_nvfp4_gemm_without_amx<gemm_mode::exact>)->Apply(shapes);
+    benchmark::RegisterBenchmark("nvfp4_gemm_relaxed_avx512_on_amx_machine", BM_nvfp4_gemm_without_amx<gemm_mode::relaxed>)->Apply(shapes);
+  }
+  return true;
+}();
 BENCHMARK(BM_dequantize_then_eigen)->Name("dequantize_then_eigen")->Apply(shapes);
 BENCHMARK(BM_eigen_sgemm)->Name("eigen_sgemm_fp32")->Apply(shapes);
 #ifdef NVFP4_HAVE_CBLAS

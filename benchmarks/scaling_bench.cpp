@@ -1,6 +1,6 @@
 // Benchmarks of the block-scaling layer's fast paths (nvfp4/scaling/quantize.hpp) and the bulk
-// format codecs (nvfp4/simd/dispatch.hpp) on a 4096x4096 fp32 matrix, with 1 and 2 OpenMP
-// threads, beside memory baselines (memcpy and a read-only pass over the same bytes) and the
+// format codecs (nvfp4/simd/dispatch.hpp) on a 4096x4096 fp32 matrix, with the thread counts of
+// bench_threads.hpp, beside memory baselines (memcpy and a read-only pass over the same bytes) and the
 // scalar references, all in this one binary.
 #include <benchmark/benchmark.h>
 
@@ -15,9 +15,7 @@
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "bench_threads.hpp"
 
 namespace {
 
@@ -40,17 +38,14 @@ const std::vector<float>& source() {
 
 matrix_view<const float> source_view() { return matrix_view<const float>::row_major(source().data(), kRows, kCols); }
 
-void set_threads(const benchmark::State& state) {
-#if NVFP4_HAS_OPENMP
-  omp_set_num_threads(static_cast<int>(state.range(0)));
-#endif
-}
+using nvfp4_bench::one_thread_args;
+using nvfp4_bench::thread_args;
+void set_threads(benchmark::State& state) { nvfp4_bench::use_threads(state); }
 
 /// Elements/s plus the bytes the operation reads and writes per element (its memory traffic).
 void report(benchmark::State& state, double bytes_per_element) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kElements));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kElements * bytes_per_element));
-  state.counters["threads"] = static_cast<double>(state.range(0));
 }
 
 // ---- baselines ------------------------------------------------------------------------------
@@ -193,13 +188,6 @@ void BM_reference_quantize_nvfp4_1x16(benchmark::State& state) {
   }
   report(state, 8.0 + 0.5 + 1.0 / 16);
 }
-
-void thread_args(benchmark::internal::Benchmark* b) {
-  b->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond);
-}
-
-/// The scalar references have no parallel path: one thread.
-void one_thread_args(benchmark::internal::Benchmark* b) { b->Arg(1)->ArgName("threads")->UseRealTime()->Unit(benchmark::kMillisecond); }
 
 BENCHMARK(BM_memcpy_fp32)->Apply(thread_args);
 BENCHMARK(BM_read_fp32)->Apply(thread_args);

@@ -1,4 +1,4 @@
-// Benchmarks of the transforms layer on 4096x4096 bf16, 1 and 2 threads, elements/s: RHT alone,
+// Benchmarks of the transforms layer on 4096x4096 bf16, elements/s, threads from bench_threads.hpp: RHT alone,
 // RHT + quantize of the columnwise copy, SR quantize, beside the plain 1x16 RN quantize (rowwise
 // and columnwise) as baselines in the same binary.
 #include <benchmark/benchmark.h>
@@ -9,9 +9,7 @@
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/transforms/hadamard.hpp"
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "bench_threads.hpp"
 
 namespace {
 
@@ -29,11 +27,9 @@ const std::vector<nvfp4::bf16>& input() {
 }
 nvfp4::matrix_view<const nvfp4::bf16> view() { return nvfp4::matrix_view<const nvfp4::bf16>::row_major(input().data(), kSize, kSize); }
 
-void set_threads(benchmark::State& state) {
-#if NVFP4_HAS_OPENMP
-  omp_set_num_threads(static_cast<int>(state.range(0)));
-#endif
-}
+using nvfp4_bench::one_thread_args;
+using nvfp4_bench::thread_args;
+void set_threads(benchmark::State& state) { nvfp4_bench::use_threads(state); }
 void finish(benchmark::State& state) { state.SetItemsProcessed(state.iterations() * kSize * kSize); }
 
 void BM_quantize_rn_rowwise(benchmark::State& state) {  // baseline: plain 1x16 quantize
@@ -88,14 +84,14 @@ void BM_random_bytes(benchmark::State& state) {
   finish(state);
 }
 
-BENCHMARK(BM_quantize_rn_rowwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_quantize_rn_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_rht_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_rht_columnwise_into)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_rht_quantize_columnwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_quantize_sr_rowwise)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_random_bytes)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_quantize_sr_reference_rowwise)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_quantize_rn_rowwise)->Apply(thread_args);
+BENCHMARK(BM_quantize_rn_columnwise)->Apply(thread_args);
+BENCHMARK(BM_rht_columnwise)->Apply(thread_args);
+BENCHMARK(BM_rht_columnwise_into)->Apply(thread_args);
+BENCHMARK(BM_rht_quantize_columnwise)->Apply(thread_args);
+BENCHMARK(BM_quantize_sr_rowwise)->Apply(thread_args);
+BENCHMARK(BM_random_bytes)->Apply(thread_args);
+BENCHMARK(BM_quantize_sr_reference_rowwise)->Apply(one_thread_args)->Iterations(1);
 
 }  // namespace
 

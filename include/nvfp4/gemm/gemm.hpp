@@ -77,48 +77,65 @@ struct gemm_options {
   float beta = 1.0f;
 };
 
+namespace detail {
+/// gemm()'s work once the operands and outputs are checked (`packed`: B packed by fast::pack_b,
+/// or null). With alpha <= 1, |alpha·d| <= |d| cannot overflow, so each output goes through the
+/// epilogue as it is finished (no [M, N] intermediate); otherwise D is computed first, so that an
+/// overflow is reported before anything is written.
+template <class FormatA, class FormatB, class Out>
+void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const fast::detail_gemm::packed_b* packed,
+                  matrix_view<Out> out, const gemm_options& options, matrix_view<const float> c) {
+  const bool has_c = !c.empty() || c.data() != nullptr;
+  const float alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
+  detail::check_alpha(alpha, a, b);
+  if (a.rows() == 0 || b.rows() == 0) return;  // nothing to write; the other dimension may be huge
+  const auto epilogue = [&](index_t i, index_t j, float d) {
+    float value = alpha * d;
+    if (has_c) value = std::fma(options.beta, c(i, j), value);
+    if constexpr (std::is_same_v<Out, float>) {
+      out(i, j) = value;
+    } else {
+      out(i, j) = bf16::from_float(value);
+    }
+  };
+  if (alpha <= 1.0f) {
+    fast::block_scaled_mma(a, b, packed, matrix_view<const float>{}, epilogue, options.mode);
+    return;
+  }
+  std::vector<float> d(static_cast<std::size_t>(a.rows() * b.rows()));
+  const auto d_view = matrix_view<float>::row_major(d.data(), a.rows(), b.rows());
+  fast::block_scaled_mma(a, b, packed, matrix_view<const float>{}, fast::detail_gemm::store_to_matrix{d_view}, options.mode);
+  // alpha * d can overflow only when alpha > 1; the first such element (row-major) is named.
+  index_t first = a.rows() * b.rows();
+#pragma omp parallel for schedule(static) reduction(min : first) if (a.rows() * b.rows() > (1 << 16))
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j)
+      if (std::isfinite(d_view(i, j)) && !std::isfinite(alpha * d_view(i, j))) first = std::min(first, i * b.rows() + j);
+  if (first < a.rows() * b.rows())
+    throw error(errc::overflow, "gemm: alpha (" + detail::number_text(alpha) + ") times the scaled-domain result at (" +
+                                    std::to_string(first / b.rows()) + ", " + std::to_string(first % b.rows()) +
+                                    ") overflows float: the product of A and B does not fit; scale A or B down");
+#pragma omp parallel for schedule(static) if (a.rows() * b.rows() > (1 << 16))
+  for (index_t i = 0; i < a.rows(); ++i)
+    for (index_t j = 0; j < b.rows(); ++j) epilogue(i, j, d_view(i, j));
+}
+}  // namespace detail
+
 /// out = alpha * (A·Bᵀ) + beta * C, the GEMM of TE's NVFP4 recipe: the MMA chain from a zero
 /// accumulator, then per element `alpha * d`, then `fma(beta, c, that)` when C is given, then
 /// rounding to Out (float, or bf16 with round-to-nearest-even). Throws errc::overflow, before
 /// writing `out`, when alpha is not finite (the amaxes' product overflows) or alpha * d overflows
-/// for some element (named); invalid_argument for an amax that is NaN, Inf or negative.
+/// for some element (named); invalid_argument for an amax that is NaN, Inf or negative. `out` is
+/// the caller's; with alpha <= 1 (NVFP4 data within its range, MXFP4) nothing of size [M, N] is
+/// allocated. `c` may alias a float `out` element for element.
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB, class Out>
   requires fp4_gemm_pair<FormatA, FormatB> && (std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
 void gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<Out> out,
           const gemm_options& options = {}, matrix_view<const float> c = {}) {
   detail::check_gemm_operands(a, b);
   detail::check_output(out, a.rows(), b.rows(), "output");
-  const bool has_c = !c.empty() || c.data() != nullptr;
-  if (has_c) detail::check_output(c, a.rows(), b.rows(), "C");
-  const float alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
-  detail::check_alpha(alpha, a, b);
-  if (a.rows() == 0 || b.rows() == 0) return;  // nothing to write; the other dimension may be huge
-  std::vector<float> d(static_cast<std::size_t>(a.rows() * b.rows()));
-  const auto d_view = matrix_view<float>::row_major(d.data(), a.rows(), b.rows());
-  fast::block_scaled_mma(a, b, matrix_view<const float>{}, d_view, options.mode);
-  if (alpha > 1.0f) {
-    // alpha * d can overflow only when alpha > 1; the first such element (row-major) is named.
-    index_t first = a.rows() * b.rows();
-#pragma omp parallel for schedule(static) reduction(min : first) if (a.rows() * b.rows() > (1 << 16))
-    for (index_t i = 0; i < a.rows(); ++i)
-      for (index_t j = 0; j < b.rows(); ++j)
-        if (std::isfinite(d_view(i, j)) && !std::isfinite(alpha * d_view(i, j))) first = std::min(first, i * b.rows() + j);
-    if (first < a.rows() * b.rows())
-      throw error(errc::overflow, "gemm: alpha (" + detail::number_text(alpha) + ") times the scaled-domain result at (" +
-                                      std::to_string(first / b.rows()) + ", " + std::to_string(first % b.rows()) +
-                                      ") overflows float: the product of A and B does not fit; scale A or B down");
-  }
-#pragma omp parallel for schedule(static) if (a.rows() * b.rows() > (1 << 16))
-  for (index_t i = 0; i < a.rows(); ++i)
-    for (index_t j = 0; j < b.rows(); ++j) {
-      float value = alpha * d_view(i, j);
-      if (has_c) value = std::fma(options.beta, c(i, j), value);
-      if constexpr (std::is_same_v<Out, float>) {
-        out(i, j) = value;
-      } else {
-        out(i, j) = bf16::from_float(value);
-      }
-    }
+  if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
+  detail::gemm_checked(a, b, nullptr, out, options, c);
 }
 
 /// gemm() into a new row-major [M, N] float buffer.

@@ -273,11 +273,28 @@ void scale_exponent_range(const quantized_tensor<Format>& q, float& exponent_min
 /// The scale-only conditions of the exact fast path for one row against a whole tile: no NaN
 /// scale; every pair of non-zero group terms within max_term_span binades; no term so small that a
 /// subnormal accumulator's alignment (exponent -126) would cut it; and sums that cannot reach
-/// 2^128 (terms below 2^(E+12), accumulator below 2^126).
-inline bool scales_allow_fast_step(const row_step& ra, const tile_step& tb) {
+/// 2^128 (terms below 2^(E+12), accumulator below 2^126). Row and Tile are row_step and tile_step
+/// or any layout with the same bound fields (the AMX kernels').
+template <class Row, class Tile>
+bool scales_allow_fast_step(const Row& ra, const Tile& tb) {
   return (ra.has_nan | tb.has_nan) == 0 && (ra.exponent_max - ra.exponent_min) + tb.span <= max_term_span &&
          ra.exponent_min + tb.exponent_min_low >= -126 - max_term_span &&
          ra.exponent_min + tb.exponent_min_high <= 125 - max_term_span && ra.exponent_max + tb.exponent_max_high <= 113;
+}
+
+/// The exact kernels can also add a step's four group terms t_g = 4P_g·(s_a/4)·s_b in fp32 (one
+/// fma each, from +0) and round c + T toward zero with one add: T is then exact, and RZ(c + T)
+/// is §6's result wherever the double sum is. Each t_g is a multiple of 2^(E_g - 8) below
+/// 2^(E_g + 11) (|4P_g·m_a·m_b| < 2^19), so T needs E_max - E_min + 21 bits: at most 24 when the
+/// lane's group exponents span at most max_float_sum_span binades, and its last bit must not be
+/// below fp32's (E_min - 8 >= -149: min_float_sum_exponent, only E8M0 goes that low). For the
+/// scale products s_a/4·s_b themselves (8 significant bits at most) the same bounds keep them
+/// exact. The check is per row and tile (the tile's widest lane), so it is a little stricter.
+inline constexpr float max_float_sum_span = 3;
+inline constexpr float min_float_sum_exponent = -141;
+template <class Row, class Tile>
+bool terms_add_exactly_in_float(const Row& ra, const Tile& tb) {
+  return (ra.exponent_max - ra.exponent_min) + tb.span <= max_float_sum_span && ra.exponent_min + tb.exponent_min_low >= min_float_sum_exponent;
 }
 
 /// The scalar §6 step of one output lane (the reference's own code, so exact by definition): the

@@ -1,9 +1,10 @@
 // nvfp4/gemm/simd/mma_avx512.hpp: the AVX-512 VNNI kernels of the block-scaled MMA, register
 // blocked over R rows of A and C tiles of 16 columns of B. vpdpbusd gives each 16-element group's
 // exact sum for 16 outputs at once. The relaxed kernel fused-multiply-adds it into fp32; the exact
-// kernel adds the step's five terms in double, which is the §6 fused sum bit for bit whenever
-// truncation removes nothing (checked per lane from the scale exponents and the accumulator's, see
-// exact_block); lanes where it might remove something go through the scalar §6 step.
+// kernel adds the step's four group terms in fp32 where that is exact (else in double) and rounds
+// c + T toward zero, which is the §6 fused sum bit for bit whenever truncation removes nothing
+// (checked per lane from the scale exponents and the accumulator's, see exact_block); lanes where
+// it might remove something go through the scalar §6 step.
 #pragma once
 
 #include "nvfp4/config.hpp"
@@ -102,13 +103,15 @@ template <class ScaleType>
 }
 
 /// Exact mode. Where truncation to 2^(E_max - 35) removes nothing, the fused sum is the plain
-/// sum c + Σ 4P_g·(s_a/4)·s_b, and in double every product and partial sum is exact (each term
-/// is a whole multiple of that unit and below 2^(E_max + 15)); rounding it toward zero to fp32 is
-/// §6 step 6. That holds when the non-zero terms lie within max_term_span binades of each other
-/// and of the accumulator, and the accumulator (unless zero) no more than max_accumulator_drop
-/// below the largest term; scales_allow_fast_step checks the scale part for the whole tile, the
-/// vector test below the accumulator per lane. Exponents of groups whose products happen to be
-/// all zero still count here, which can only make the test stricter.
+/// sum c + Σ 4P_g·(s_a/4)·s_b, rounded toward zero to fp32 (§6 step 6). That holds when the
+/// non-zero terms lie within max_term_span binades of each other and of the accumulator, and the
+/// accumulator (unless zero) no more than max_accumulator_drop below the largest term;
+/// scales_allow_fast_step checks the scale part for the whole tile, the vector test below the
+/// accumulator per lane. Exponents of groups whose products happen to be all zero still count
+/// here, which can only make the test stricter. The four terms are added in fp32 (one fma each,
+/// then c + T with one add rounding toward zero) where that is exact for every row and tile of
+/// the block (terms_add_exactly_in_float: the usual case), else in double, where every product
+/// and partial sum is exact (each term is a whole multiple of the unit and below 2^(E_max + 15)).
 template <class ScaleType, int R, int C>
 void exact_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
   __m512 acc[R][C];
@@ -119,30 +122,53 @@ void exact_block(const row_step* const* rows, const tile_step* const* tiles, ind
     const tile_step* tb[C];
     for (int r = 0; r < R; ++r) ra[r] = rows[r] + s;
     for (int c = 0; c < C; ++c) tb[c] = tiles[c] + s;
-    __m512d sum[R][C][2];
+    bool in_float = true;
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        sum[r][c][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][c]));
-        sum[r][c][1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1)));
-      }
-    for (int g = 0; g < 4; ++g) {
-      __m512i p[R][C];
-      group_sums<R, C>(ra, tb, g, p);
-      for (int c = 0; c < C; ++c) {
-        const __m512d scale_b0 = _mm512_load_pd(tb[c]->weight[g]), scale_b1 = _mm512_load_pd(tb[c]->weight[g] + 8);
-        for (int r = 0; r < R; ++r) {
-          const __m512d quarter_a = _mm512_set1_pd(static_cast<double>(ra[r]->quarter[g]));
-          sum[r][c][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(p[r][c])), _mm512_mul_pd(quarter_a, scale_b0),
-                                         sum[r][c][0]);
-          sum[r][c][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(p[r][c], 1)),
-                                         _mm512_mul_pd(quarter_a, scale_b1), sum[r][c][1]);
+      for (int c = 0; c < C; ++c) in_float &= terms_add_exactly_in_float(*ra[r], *tb[c]);
+    __m512 fast[R][C];
+    if (in_float) [[likely]] {
+      __m512 sum[R][C];
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) sum[r][c] = _mm512_setzero_ps();  // +0: an all-zero T stays +0
+      for (int g = 0; g < 4; ++g) {
+        __m512i p[R][C];
+        group_sums<R, C>(ra, tb, g, p);
+        for (int c = 0; c < C; ++c) {
+          const __m512 scale_b = _mm512_load_ps(tb[c]->value[g]);
+          for (int r = 0; r < R; ++r)
+            sum[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][c]), _mm512_mul_ps(_mm512_set1_ps(ra[r]->quarter[g]), scale_b), sum[r][c]);
         }
       }
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) fast[r][c] = _mm512_add_round_ps(acc[r][c], sum[r][c], truncate);
+    } else {
+      __m512d sum[R][C][2];
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) {
+          sum[r][c][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][c]));
+          sum[r][c][1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1)));
+        }
+      for (int g = 0; g < 4; ++g) {
+        __m512i p[R][C];
+        group_sums<R, C>(ra, tb, g, p);
+        for (int c = 0; c < C; ++c) {
+          const __m512d scale_b0 = _mm512_load_pd(tb[c]->weight[g]), scale_b1 = _mm512_load_pd(tb[c]->weight[g] + 8);
+          for (int r = 0; r < R; ++r) {
+            const __m512d quarter_a = _mm512_set1_pd(static_cast<double>(ra[r]->quarter[g]));
+            sum[r][c][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(p[r][c])), _mm512_mul_pd(quarter_a, scale_b0),
+                                           sum[r][c][0]);
+            sum[r][c][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(p[r][c], 1)),
+                                           _mm512_mul_pd(quarter_a, scale_b1), sum[r][c][1]);
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c)
+          fast[r][c] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum[r][c][0], truncate)),
+                                          _mm512_cvt_roundpd_ps(sum[r][c][1], truncate), 1);
     }
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {
-        const __m512 fast = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum[r][c][0], truncate)),
-                                               _mm512_cvt_roundpd_ps(sum[r][c][1], truncate), 1);
         __mmask16 ok = 0;
         if (scales_allow_fast_step(*ra[r], *tb[c])) {
           const __m512 exponent = _mm512_getexp_ps(acc[r][c]);  // -inf for 0, NaN for NaN, +inf for Inf
@@ -152,7 +178,8 @@ void exact_block(const row_step* const* rows, const tile_step* const* tiles, ind
               (_mm512_cmp_ps_mask(exponent, floor, _CMP_GE_OQ) & _mm512_cmp_ps_mask(exponent, ceiling, _CMP_LE_OQ)) |
               _mm512_cmp_ps_mask(acc[r][c], _mm512_setzero_ps(), _CMP_EQ_OQ));
         }
-        acc[r][c] = ok == 0xFFFF ? fast : exact_fallback<ScaleType>(fast, static_cast<__mmask16>(~ok), *ra[r], *tb[c], acc[r][c]);
+        acc[r][c] = ok == 0xFFFF ? fast[r][c]
+                                 : exact_fallback<ScaleType>(fast[r][c], static_cast<__mmask16>(~ok), *ra[r], *tb[c], acc[r][c]);
       }
   }
   store_block(acc, out, out_stride);

@@ -1,0 +1,68 @@
+// nvfp4/gemm/packed_weight.hpp: a GEMM operand B (a weight, [N, K]) packed once into the layout of
+// the kernels this machine runs, then used by any number of products with different A: what an
+// inference engine does with a linear layer's weight at load time. block_scaled_mma and gemm
+// take it in place of B and give the same bits as with the quantized tensor itself.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "nvfp4/gemm/fast_gemm.hpp"
+#include "nvfp4/gemm/gemm.hpp"
+
+namespace nvfp4 {
+
+/// A quantized weight and its packed form. The layout is chosen when it is packed: AMX tiles where
+/// the AMX kernels run (and accept this B), else the AVX-512/AVX2 kernels' tiles, else unpacked
+/// rows. A product that cannot use it (AMX turned off since, or operands the AMX kernels leave to
+/// the others) packs B itself as the unpacked call does: slower, never different.
+template <fp4_gemm_format Format>
+class packed_weight {
+ public:
+  packed_weight() = default;
+  /// Packs `weight` (kept, for the products' fallbacks and for tensor()).
+  explicit packed_weight(quantized_tensor<Format> weight) : weight_(std::move(weight)), packed_(fast::pack_b(weight_)) {}
+
+  index_t rows() const { return weight_.rows(); }
+  index_t cols() const { return weight_.cols(); }
+  const quantized_tensor<Format>& tensor() const { return weight_; }
+  /// Bytes of the packed form (besides the tensor's own).
+  std::size_t packed_bytes() const {
+    std::size_t bytes = packed_.tiles.size() * sizeof(gemm_detail::tile_step) + packed_.unpacked.values.size() +
+                        packed_.unpacked.scales.size() * sizeof(mma::scale_parts);
+#if NVFP4_HAS_AVX512_VNNI
+    bytes += packed_.amx_tiles.size() * sizeof(gemm_detail::amx::tile_block_step);
+#endif
+    return bytes;
+  }
+  const fast::detail_gemm::packed_b& packed() const { return packed_; }
+
+ private:
+  quantized_tensor<Format> weight_;
+  fast::detail_gemm::packed_b packed_;
+};
+
+/// D = C + A·Bᵀ with B packed beforehand; as block_scaled_mma(a, b.tensor(), c, d, mode).
+template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
+  requires fp4_gemm_pair<FormatA, FormatB>
+void block_scaled_mma(const quantized_tensor<FormatA>& a, const packed_weight<FormatB>& b, matrix_view<const float> c,
+                      matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
+  detail::check_gemm_operands(a, b.tensor());
+  detail::check_output(d, a.rows(), b.rows(), "D");
+  if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
+  fast::block_scaled_mma(a, b.tensor(), &b.packed(), c, fast::detail_gemm::store_to_matrix{d}, mode);
+}
+
+/// gemm() with B packed beforehand; as gemm(a, b.tensor(), out, options, c).
+template <fp4_gemm_format FormatA, fp4_gemm_format FormatB, class Out>
+  requires fp4_gemm_pair<FormatA, FormatB> && (std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
+void gemm(const quantized_tensor<FormatA>& a, const packed_weight<FormatB>& b, matrix_view<Out> out, const gemm_options& options = {},
+          matrix_view<const float> c = {}) {
+  detail::check_gemm_operands(a, b.tensor());
+  detail::check_output(out, a.rows(), b.rows(), "output");
+  if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
+  detail::gemm_checked(a, b.tensor(), &b.packed(), out, options, c);
+}
+
+}  // namespace nvfp4
