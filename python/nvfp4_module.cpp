@@ -469,6 +469,32 @@ py::array float_view(std::span<float> values, std::vector<py::ssize_t> shape, py
   return py::array(py::dtype::of<float>(), shape, {}, values.data(), owner);
 }
 
+/// A getter for the Python property of one of the layer's float buffers (W, b, dW, db): a
+/// writable numpy view of the layer's memory, [out_features, in_features] or flat.
+auto layer_array(std::span<float> (nn::linear::*get)(), bool is_matrix) {
+  return [get, is_matrix](py::object self) {
+    auto& l = self.cast<nn::linear&>();
+    const std::span<float> values = (l.*get)();
+    std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(values.size())};
+    if (is_matrix) shape = {l.out_features(), l.in_features()};
+    return float_view(values, shape, self);
+  };
+}
+
+/// forward or backward of the layer on a float32 [M, ·] array into a new [M, out_cols] array.
+py::array_t<float> layer_pass(nn::linear& l, const py::array& in, const char* what, index_t out_cols,
+                              void (nn::linear::*pass)(matrix_view<const float>, matrix_view<float>)) {
+  py::array_t<float, py::array::c_style> keep;
+  const auto view = float_matrix(in, keep, what);
+  auto result = new_float_matrix(view.rows(), out_cols);
+  auto out = view_of(result);
+  {
+    py::gil_scoped_release unlocked;
+    (l.*pass)(view, out);
+  }
+  return result;
+}
+
 tensor_role parse_role(const std::string& role) {
   if (role == "input") return tensor_role::input;
   if (role == "weight") return tensor_role::weight;
@@ -764,48 +790,18 @@ PYBIND11_MODULE(nvfp4, m) {
            py::arg("promotion_interval") = 128, py::arg("seed") = 0)
       .def_property_readonly("in_features", &nn::linear::in_features)
       .def_property_readonly("out_features", &nn::linear::out_features)
-      .def_property_readonly("weight", [](py::object self) {
-        auto& l = self.cast<nn::linear&>();
-        return float_view(l.weight(), {l.out_features(), l.in_features()}, self);
-      }, "W [out_features, in_features], float32, writable (the layer's own memory)")
-      .def_property_readonly("bias", [](py::object self) {
-        auto& l = self.cast<nn::linear&>();
-        return float_view(l.bias(), {static_cast<py::ssize_t>(l.bias().size())}, self);
-      })
-      .def_property_readonly("weight_grad", [](py::object self) {
-        auto& l = self.cast<nn::linear&>();
-        return float_view(l.weight_grad(), {l.out_features(), l.in_features()}, self);
-      }, "dW of the last backward, float32")
-      .def_property_readonly("bias_grad", [](py::object self) {
-        auto& l = self.cast<nn::linear&>();
-        return float_view(l.bias_grad(), {static_cast<py::ssize_t>(l.bias_grad().size())}, self);
-      })
+      .def_property_readonly("weight", layer_array(&nn::linear::weight, true), "W [out_features, in_features], float32, writable (the layer's own memory)")
+      .def_property_readonly("bias", layer_array(&nn::linear::bias, false), "b [out_features] (empty without a bias)")
+      .def_property_readonly("weight_grad", layer_array(&nn::linear::weight_grad, true), "dW of the last backward, float32")
+      .def_property_readonly("bias_grad", layer_array(&nn::linear::bias_grad, false), "db of the last backward, float32")
       .def_property("recipe", [](const nn::linear& l) { return from_recipe(l.current_recipe()); },
                     [](nn::linear& l, const py::object& r) { l.set_recipe(to_recipe(r)); },
                     "the recipe (a copy); assigning one switches it (e.g. a BF16 cooldown)")
       .def_property("steps", &nn::linear::steps, &nn::linear::set_steps)
-      .def("forward", [](nn::linear& l, const py::array& x) {
-        py::array_t<float, py::array::c_style> keep;
-        const auto view = float_matrix(x, keep, "x");
-        auto y = new_float_matrix(view.rows(), l.out_features());
-        auto out = view_of(y);
-        {
-          py::gil_scoped_release unlocked;
-          l.forward(view, out);
-        }
-        return y;
-      }, py::arg("x"), "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs")
-      .def("backward", [](nn::linear& l, const py::array& dy) {
-        py::array_t<float, py::array::c_style> keep;
-        const auto view = float_matrix(dy, keep, "dy");
-        auto dx = new_float_matrix(view.rows(), l.in_features());
-        auto out = view_of(dx);
-        {
-          py::gil_scoped_release unlocked;
-          l.backward(view, out);
-        }
-        return dx;
-      }, py::arg("dy"), "dX for dY [M, out_features]; dW and db into weight_grad / bias_grad")
+      .def("forward", [](nn::linear& l, const py::array& x) { return layer_pass(l, x, "x", l.out_features(), &nn::linear::forward); },
+           py::arg("x"), "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs")
+      .def("backward", [](nn::linear& l, const py::array& dy) { return layer_pass(l, dy, "dy", l.in_features(), &nn::linear::backward); },
+           py::arg("dy"), "dX for dY [M, out_features]; dW and db into weight_grad / bias_grad")
       .def("scaling_state", [](const nn::linear& l, const std::string& role) -> py::object {
         const delayed_scaling_state* s = l.scaling_state(parse_role(role));
         if (!s) return py::none();
