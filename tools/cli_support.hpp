@@ -1,17 +1,21 @@
 // tools/cli_support.hpp: what every nvfp4 subcommand shares: a small argument parser (positional
-// arguments, --option VALUE, --flag), usage errors, exit codes, a stderr progress bar, and
-// loading any input file (.npy, or a quantized tensor of a safetensors file) as float32.
+// arguments, --option VALUE, --flag), usage errors, the exit status table, a stderr progress bar,
+// and loading any input (.npy, or a quantized tensor of a safetensors file) as float32 from a
+// file or from bytes in memory (the fuzz harness calls the commands' cores that way).
 #pragma once
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,11 +28,45 @@
 namespace nvfp4::cli {
 
 /// Exit statuses (docs/cli.md): 0 success, 1 an unexpected runtime failure, 2 a usage error,
-/// 10 + errc for an nvfp4::error (11 invalid_argument ... 19 unsupported).
+/// 10 + errc for an nvfp4::error (11 invalid_argument ... 20 overflow).
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;
 inline constexpr int exit_usage = 2;
 inline constexpr int exit_code_for(errc code) { return 10 + static_cast<int>(code); }
+
+/// Every exit status with its meaning: the one table the help text prints, docs/cli.md
+/// reproduces and the tests check against both.
+struct exit_status_row {
+  int status;
+  const char* name;  ///< errc name, or a word for 0, 1, 2
+  const char* meaning;
+};
+inline constexpr exit_status_row exit_statuses[] = {
+    {0, "ok", "success"},
+    {1, "failure", "an unexpected failure (out of memory, an exception that is not an nvfp4::error)"},
+    {2, "usage", "usage error: unknown command or option, missing or extra argument, a bad option value"},
+    {exit_code_for(errc::invalid_argument), "invalid_argument", "a value out of its domain (no tensor of that name, ...)"},
+    {exit_code_for(errc::shape_mismatch), "shape_mismatch", "shapes that do not fit (GEMM K, stats of different shapes, --rht cols)"},
+    {exit_code_for(errc::non_finite_input), "non_finite_input", "NaN/Inf in an input array"},
+    {exit_code_for(errc::null_pointer), "null_pointer", "(library only; the tool does not produce it)"},
+    {exit_code_for(errc::misaligned), "misaligned", "(library only; the tool does not produce it)"},
+    {exit_code_for(errc::dtype_mismatch), "dtype_mismatch", "an element type the command cannot use (an integer .npy to quantize)"},
+    {exit_code_for(errc::io_error), "io_error", "a file that cannot be opened, read, written or renamed; a read-only output"},
+    {exit_code_for(errc::malformed_file), "malformed_file", "truncated, inconsistent or lying file; invalid scales; the wrong kind of file"},
+    {exit_code_for(errc::unsupported), "unsupported", "a valid file this version does not handle (big-endian, unknown dtype)"},
+    {exit_code_for(errc::overflow), "overflow", "finite input whose result does not fit (RHT beyond bf16, GEMM alpha)"},
+};
+
+/// The exit status section of the help text, from exit_statuses.
+inline std::string exit_status_help() {
+  std::string text = "exit status:\n";
+  for (const auto& row : exit_statuses) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  %2d  %-17s %s\n", row.status, row.name, row.meaning);
+    text += line;
+  }
+  return text + "See docs/cli.md.\n";
+}
 
 /// A command line that does not fit the subcommand's synopsis.
 class usage_error : public std::runtime_error {
@@ -166,10 +204,18 @@ class progress_bar {
 /// Jobs above this many elements get a progress bar (on a terminal).
 inline constexpr std::int64_t progress_threshold = std::int64_t{1} << 22;
 
-/// True when the file starts with the .npy magic.
-inline bool looks_like_npy(const std::vector<std::uint8_t>& image) {
-  return image.size() >= 6 && image[0] == 0x93 && std::string(image.begin() + 1, image.begin() + 6) == "NUMPY";
-}
+/// A file's bytes in memory with the name messages use.
+struct input_image {
+  std::span<const std::uint8_t> bytes;
+  std::string name;
+};
+
+/// How input files are read (the options several commands share).
+struct input_options {
+  bool bf16 = false;       ///< --input-dtype bf16: a raw 2-byte .npy array (|V2, <u2, <i2) holds bfloat16 bits
+  io::load_options load;   ///< --accept-invalid-scales
+  std::string tensor;      ///< --name: which quantized tensor of a safetensors file
+};
 
 /// An array loaded as float32: its shape and values (C order).
 struct float_array {
@@ -193,29 +239,77 @@ inline std::string pick_quantized_name(const io::safetensors_file& file, const s
                                                             : " holds several quantized tensors (" + all + "); pick one with --name"));
 }
 
-/// Loads a .npy (float32/float16/bfloat16/float64) or a quantized tensor of a safetensors file
-/// (dequantized; `name` picks it) as float32.
-inline float_array load_float_array(const std::filesystem::path& path, const std::string& name = "") {
-  const std::vector<std::uint8_t> image = io::read_file_bytes(path);
+/// An .npy image parsed (its dtype reinterpreted as bfloat16 when the options say so); a
+/// safetensors image is refused with a message saying what to do instead.
+inline io::npy_array parse_npy_input(const input_image& image, const input_options& options, const char* command) {
+  if (!io::looks_like_npy(image.bytes.data(), image.bytes.size()) && image.bytes.size() >= 9 && image.bytes[8] == '{')
+    throw error(errc::malformed_file, image.name + ": this is a safetensors file, but " + command +
+                                          " reads an .npy array (nvfp4 dequantize restores a quantized safetensors file)");
+  io::npy_array array = io::parse_npy(image.bytes.data(), image.bytes.size(), image.name);
+  if (options.bf16) array = io::reinterpret_as_bfloat16(std::move(array));
+  return array;
+}
+
+/// A safetensors image parsed; an .npy image is refused with a message saying what to do instead.
+inline io::safetensors_file parse_safetensors_input(const input_image& image, const char* command) {
+  if (io::looks_like_npy(image.bytes.data(), image.bytes.size()))
+    throw error(errc::malformed_file, image.name + ": this is an .npy file, but " + command +
+                                          " reads a safetensors file (nvfp4 quantize makes one from an .npy array)");
+  return io::parse_safetensors(image.bytes.data(), image.bytes.size(), image.name);
+}
+
+/// io::to_float32, its errors naming the file.
+inline std::vector<float> to_float32_of(const io::npy_array& array, const std::string& name) {
+  try {
+    return io::to_float32(array);
+  } catch (const error& e) {
+    throw nvfp4::detail::with_context(e, name);
+  }
+}
+
+/// Loads an .npy (float32/float16/bfloat16/float64) or a quantized tensor of a safetensors file
+/// (dequantized; options.tensor picks it) as float32.
+inline float_array load_float_array(const input_image& image, const input_options& options = {}) {
   float_array out;
-  if (looks_like_npy(image)) {
-    const io::npy_array array = io::parse_npy(image.data(), image.size(), path.string());
+  if (io::looks_like_npy(image.bytes.data(), image.bytes.size())) {
+    const io::npy_array array = parse_npy_input(image, options, "this command");
     out.shape = array.shape;
-    out.values = io::to_float32(array);
+    out.values = to_float32_of(array, image.name);
     return out;
   }
-  const io::safetensors_file file = io::parse_safetensors(image.data(), image.size(), path.string());
-  const std::string picked = pick_quantized_name(file, name, path.string());
-  io::restored_tensor restored = io::dequantize_tensor(file, picked);
+  const io::safetensors_file file = io::parse_safetensors(image.bytes.data(), image.bytes.size(), image.name);
+  const std::string picked = pick_quantized_name(file, options.tensor, image.name);
+  io::restored_tensor restored = io::dequantize_tensor(file, picked, options.load);
   out.shape = std::move(restored.shape);
   out.values = std::move(restored.values);
   return out;
 }
 
-inline std::string shape_string(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+/// load_float_array of a file.
+inline float_array load_float_array(const std::filesystem::path& path, const input_options& options = {}) {
+  const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
+  return load_float_array(input_image{bytes, path.string()}, options);
 }
+
+/// Throws non_finite_input naming `what` and the first NaN/Inf of `values` (C order, `shape`).
+inline void require_finite(std::span<const float> values, const std::vector<std::int64_t>& shape, const std::string& what) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (std::isfinite(values[i])) continue;
+    // The multi-index of element i, last dimension fastest.
+    std::vector<std::int64_t> index(shape.size(), 0);
+    std::size_t rest = i;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      const auto extent = static_cast<std::size_t>(shape[d]);
+      index[d] = static_cast<std::int64_t>(rest % extent);
+      rest /= extent;
+    }
+    throw error(errc::non_finite_input, what + " holds " + (std::isnan(values[i]) ? "NaN" : "Inf") + " at " + detail::shape_text(index));
+  }
+}
+
+inline std::string shape_string(const std::vector<std::int64_t>& shape) { return detail::shape_text(shape); }
+
+/// The --input-dtype option's value as input_options::bf16.
+inline bool input_is_bf16(const arguments& args) { return args.choice("--input-dtype", "auto", {"auto", "bf16"}) == "bf16"; }
 
 }  // namespace nvfp4::cli

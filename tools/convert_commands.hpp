@@ -1,5 +1,7 @@
 // tools/convert_commands.hpp: `nvfp4 quantize` (.npy -> safetensors in ModelOpt's layout) and
-// `nvfp4 dequantize` (safetensors -> .npy float32).
+// `nvfp4 dequantize` (safetensors -> .npy float32). Each command's core (quantize_array,
+// dequantize_image) works on bytes in memory and returns what the command writes, so the fuzz
+// harness runs it without files; run_* parse the command line, read, write and print.
 #pragma once
 
 #include <cstdio>
@@ -16,8 +18,10 @@ inline constexpr const char* quantize_help = R"(usage: nvfp4 quantize IN.npy OUT
 Quantizes a float32 / float16 / bfloat16 / float64 .npy array (C or Fortran order; N-D arrays
 are seen as [product of leading dims, last dim]) and writes it as a safetensors file in the
 layout of NVIDIA ModelOpt's NVFP4 checkpoints: W.weight (U8, packed FP4 [rows, cols/2]),
-W.weight_scale (F8_E4M3 [rows, cols/16]), W.weight_scale_2 (F32 scalar, amax/2688). MX
-formats store E8M0 scales as U8 and have no weight_scale_2 (see docs/cli.md).
+W.weight_scale (F8_E4M3 [rows, cols/16]), W.weight_scale_2 (F32 scalar S_dec = 1 / S_enc with
+S_enc = fp32(2688 / amax), TransformerEngine's rule: within 1 ulp of amax / 2688, which is what
+ModelOpt stores, so the two can differ in the last bit). MX formats store E8M0 scales as U8 and
+have no weight_scale_2 (see docs/cli.md).
 
 options:
   --name W            tensor name prefix (default: weight name "W")
@@ -29,6 +33,8 @@ options:
   --seed N            seed of the stochastic rounding stream (default 0)
   --mx-rule R         ocp (default, OCP MX v1.0 floor rule) | te (TransformerEngine's ceil rule)
   --swizzle           write the block scales in the 128x4 layout cuBLAS/CUTLASS GEMMs read
+  --input-dtype T     auto (default) | bf16: the .npy holds bfloat16 bits in a raw 2-byte dtype
+                      (|V2 or <u2, as NumPy saves bf16 data it has no type for)
   --quiet             print nothing on success
   -h, --help          this help
 The output is written to a temporary file and renamed, so it never exists half-written.
@@ -41,34 +47,86 @@ NVFP4 / MX checkpoint tensor) to a float32 .npy array of the source shape. Witho
 file must hold exactly one quantized tensor.
 
 options:
-  --name W            which tensor (the prefix of W.weight)
-  --quiet             print nothing on success
-  -h, --help          this help
+  --name W                  which tensor (the prefix of W.weight)
+  --accept-invalid-scales   read NaN / sign-bit block scales and a NaN, Inf or negative
+                            weight_scale_2 as they are (forensics; refused by default)
+  --quiet                   print nothing on success
+  -h, --help                this help
 )";
+
+/// What `nvfp4 quantize` does, as options.
+struct quantize_request {
+  std::string name = "W";
+  std::string format = "nvfp4";  ///< nvfp4 | mxfp4 | mxfp8
+  bool tiles = false;            ///< 16x16 tiles (nvfp4 only)
+  io::store_options store;       ///< swizzle, rht, rounding, seed, MX rule
+  input_options input;           ///< --input-dtype
+};
+
+/// What it produces: the file to write and the summary line's numbers.
+struct quantize_result {
+  io::safetensors_file file;
+  io::npy_matrix_shape shape;
+  double sqnr_db = 0;  ///< of the round trip, in the domain that was quantized (rotated with RHT)
+};
 
 namespace detail {
 
 /// Quantizes x with the chosen format and adds it to `file`; returns the dequantized values (in
 /// the domain that was quantized) for the summary line.
 template <class T>
-std::vector<float> quantize_into(io::safetensors_file& file, const std::string& name, const std::string& format, bool tiles,
-                                 matrix_view<const T> x, const io::store_options& store) {
-  const quantize_options& options = store.quantize;
+std::vector<float> quantize_into(io::safetensors_file& file, const quantize_request& request, matrix_view<const T> x) {
+  const quantize_options& options = request.store.quantize;
   auto store_one = [&](const auto& q) {
-    io::add_quantized_tensor(file, name, q, store);
+    io::add_quantized_tensor(file, request.name, q, request.store);
     return nvfp4::dequantize(q);
   };
-  if (format == "nvfp4") {
-    return tiles ? store_one(nvfp4::quantize<nvfp4_16x16>(x, options)) : store_one(nvfp4::quantize<nvfp4_1x16>(x, options));
+  if (request.format == "nvfp4") {
+    return request.tiles ? store_one(nvfp4::quantize<nvfp4_16x16>(x, options)) : store_one(nvfp4::quantize<nvfp4_1x16>(x, options));
   }
-  if (format == "mxfp4") return store_one(nvfp4::quantize<mxfp4>(x, options));
+  if (request.format == "mxfp4") return store_one(nvfp4::quantize<mxfp4>(x, options));
   return store_one(nvfp4::quantize<mxfp8>(x, options));
 }
 
 }  // namespace detail
 
+/// The core of `nvfp4 quantize`: the .npy image quantized into a safetensors file (not written).
+inline quantize_result quantize_array(const input_image& input, const quantize_request& request) {
+  const io::npy_array array = parse_npy_input(input, request.input, "quantize");
+  quantize_result result;
+  result.shape = io::matrix_shape_of(array);
+  const std::vector<float> values = to_float32_of(array, input.name);
+  io::store_options store = request.store;
+  store.source_shape = array.shape.size() < 2 ? std::vector<std::int64_t>{result.shape.rows, result.shape.cols} : array.shape;
+  quantize_request effective = request;
+  effective.store = store;
+  const auto x = matrix_view<const float>::row_major(values.data(), result.shape.rows, result.shape.cols);
+  result.file.metadata["source_file"] = std::filesystem::path(input.name).filename().string();
+  try {
+    std::vector<float> restored;
+    if (store.rht) {
+      const auto transform = hadamard_transform::te_default();
+      if (result.shape.cols % transform.size() != 0)
+        throw error(errc::shape_mismatch, "--rht needs the number of columns (" + std::to_string(result.shape.cols) +
+                                              ") to be a multiple of 16");
+      std::vector<bf16> rotated(values.size());
+      hadamard_rows(x, transform, matrix_view<bf16>::row_major(rotated.data(), result.shape.rows, result.shape.cols));
+      restored = detail::quantize_into(result.file, effective, matrix_view<const bf16>::row_major(rotated.data(), result.shape.rows, result.shape.cols));
+      std::vector<float> rotated_values(rotated.size());
+      for (std::size_t i = 0; i < rotated.size(); ++i) rotated_values[i] = rotated[i].to_float();
+      result.sqnr_db = compare(rotated_values, restored).sqnr_db;
+    } else {
+      restored = detail::quantize_into(result.file, effective, x);
+      result.sqnr_db = compare(values, restored).sqnr_db;
+    }
+  } catch (const error& e) {
+    throw nvfp4::detail::with_context(e, input.name);  // the library names the element, this the file
+  }
+  return result;
+}
+
 inline int run_quantize(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {"--name", "--format", "--mode", "--seed", "--mx-rule"},
+  const arguments args(argc, argv, 2, {"--name", "--format", "--mode", "--seed", "--mx-rule", "--input-dtype"},
                        {"--rht", "--sr", "--swizzle", "--quiet"});
   if (args.help()) {
     std::fputs(quantize_help, stdout);
@@ -76,81 +134,79 @@ inline int run_quantize(int argc, char** argv) {
   }
   args.expect_positional(2, 2);
   const std::string input = args.positional()[0], output = args.positional()[1];
-  const std::string name = args.value("--name", "W");
-  const std::string format = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4", "mxfp8"});
+  quantize_request request;
+  request.name = args.value("--name", "W");
+  request.format = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4", "mxfp8"});
   const std::string mode = args.choice("--mode", "1d", {"1d", "2d"});
+  request.tiles = mode == "2d";
   const std::string mx_rule = args.choice("--mx-rule", "ocp", {"ocp", "te"});
-  if (name.empty()) throw usage_error("--name must not be empty");
-  if (mode == "2d" && format != "nvfp4") throw usage_error("--mode 2d is defined for --format nvfp4 only");
-  if (args.flag("--sr") && format == "mxfp8") throw usage_error("--sr needs FP4 elements (nvfp4 or mxfp4)");
+  if (request.name.empty()) throw usage_error("--name must not be empty");
+  if (request.tiles && request.format != "nvfp4") throw usage_error("--mode 2d is defined for --format nvfp4 only");
+  if (args.flag("--sr") && request.format == "mxfp8") throw usage_error("--sr needs FP4 elements (nvfp4 or mxfp4)");
   if (args.has("--seed") && !args.flag("--sr")) throw usage_error("--seed only matters with --sr");
+  request.store.swizzle = args.flag("--swizzle");
+  request.store.rht = args.flag("--rht");
+  request.store.quantize.rounding = args.flag("--sr") ? rounding_mode::stochastic : rounding_mode::nearest_even;
+  request.store.quantize.seed = args.unsigned_value("--seed", 0);
+  request.store.quantize.mx_rule = mx_rule == "te" ? mx_scale_rule::te_ceil : mx_scale_rule::ocp_floor;
+  request.input.bf16 = input_is_bf16(args);
 
-  io::store_options store;
-  store.swizzle = args.flag("--swizzle");
-  store.rht = args.flag("--rht");
-  store.quantize.rounding = args.flag("--sr") ? rounding_mode::stochastic : rounding_mode::nearest_even;
-  store.quantize.seed = args.unsigned_value("--seed", 0);
-  store.quantize.mx_rule = mx_rule == "te" ? mx_scale_rule::te_ceil : mx_scale_rule::ocp_floor;
-
-  const io::npy_array array = io::read_npy(input);
-  const io::npy_matrix_shape shape = io::matrix_shape_of(array);
-  progress_bar progress("quantize", 3, shape.rows * shape.cols >= progress_threshold);
-  progress.set_stage("reading");
-  const std::vector<float> values = io::to_float32(array);
-  store.source_shape = array.shape.empty() ? std::vector<std::int64_t>{1, 1} : array.shape;
-  if (array.shape.size() < 2) store.source_shape = {shape.rows, shape.cols};
-  const auto x = matrix_view<const float>::row_major(values.data(), shape.rows, shape.cols);
-  progress.advance(1, store.rht ? "RHT + quantizing" : "quantizing");
-
-  io::safetensors_file file;
-  file.metadata["source_file"] = std::filesystem::path(input).filename().string();
-  std::vector<float> restored;
-  std::vector<float> reference_domain;  // what was quantized, to report the error against
-  if (store.rht) {
-    const auto transform = hadamard_transform::te_default();
-    if (shape.cols % transform.size() != 0)
-      throw error(errc::shape_mismatch, "--rht needs the number of columns (" + std::to_string(shape.cols) + ") to be a multiple of 16");
-    std::vector<bf16> rotated(values.size());
-    hadamard_rows(x, transform, matrix_view<bf16>::row_major(rotated.data(), shape.rows, shape.cols));
-    restored = detail::quantize_into(file, name, format, mode == "2d", matrix_view<const bf16>::row_major(rotated.data(), shape.rows, shape.cols), store);
-    reference_domain.reserve(rotated.size());
-    for (auto v : rotated) reference_domain.push_back(v.to_float());
-  } else {
-    restored = detail::quantize_into(file, name, format, mode == "2d", x, store);
-  }
+  const std::vector<std::uint8_t> bytes = io::read_file_bytes(input);
+  progress_bar progress("quantize", 2, bytes.size() >= static_cast<std::size_t>(progress_threshold) * 2);
+  progress.set_stage(request.store.rht ? "RHT + quantizing" : "quantizing");
+  const quantize_result result = quantize_array(input_image{bytes, input}, request);
   progress.advance(1, "writing");
-  io::write_safetensors(output, file);
+  io::write_safetensors(output, result.file);
   progress.finish();
 
   if (!args.flag("--quiet")) {
-    const error_report report = compare(store.rht ? std::span<const float>(reference_domain) : std::span<const float>(values), restored);
-    std::printf("%s: %s %s%s [%lld x %lld] -> %s (SQNR %.2f dB%s)\n", input.c_str(), format.c_str(),
-                format == "nvfp4" ? (mode == "2d" ? "16x16" : "1x16") : "1x32", store.rht ? " +RHT" : "",
-                static_cast<long long>(shape.rows), static_cast<long long>(shape.cols), output.c_str(), report.sqnr_db,
-                store.rht ? " in the rotated domain" : "");
+    std::printf("%s: %s %s%s [%lld x %lld] -> %s (SQNR %.2f dB%s)\n", input.c_str(), request.format.c_str(),
+                request.format == "nvfp4" ? (request.tiles ? "16x16" : "1x16") : "1x32", request.store.rht ? " +RHT" : "",
+                static_cast<long long>(result.shape.rows), static_cast<long long>(result.shape.cols), output.c_str(), result.sqnr_db,
+                request.store.rht ? " in the rotated domain" : "");
   }
   return exit_ok;
 }
 
+/// What `nvfp4 dequantize` produces: the tensor's name and its values in the source shape.
+struct dequantize_result {
+  std::string name;
+  io::restored_tensor restored;
+};
+
+/// The core of `nvfp4 dequantize`: the quantized tensor of a safetensors image, dequantized.
+inline dequantize_result dequantize_image(const input_image& input, const input_options& options) {
+  const io::safetensors_file file = parse_safetensors_input(input, "dequantize");
+  dequantize_result result;
+  result.name = pick_quantized_name(file, options.tensor, input.name);
+  try {
+    result.restored = io::dequantize_tensor(file, result.name, options.load);
+  } catch (const error& e) {
+    throw nvfp4::detail::with_context(e, input.name);
+  }
+  return result;
+}
+
 inline int run_dequantize(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {"--name"}, {"--quiet"});
+  const arguments args(argc, argv, 2, {"--name"}, {"--quiet", "--accept-invalid-scales"});
   if (args.help()) {
     std::fputs(dequantize_help, stdout);
     return exit_ok;
   }
   args.expect_positional(2, 2);
   const std::string input = args.positional()[0], output = args.positional()[1];
-  const io::safetensors_file file = io::read_safetensors(input);
-  const std::string name = pick_quantized_name(file, args.value("--name", ""), input);
-  const io::stored_tensor_info info = io::describe_quantized_tensor(file, name);
-  progress_bar progress("dequantize", 2, info.rows * info.cols >= progress_threshold);
+  input_options options;
+  options.tensor = args.value("--name", "");
+  options.load.accept_invalid_scales = args.flag("--accept-invalid-scales");
+  const std::vector<std::uint8_t> bytes = io::read_file_bytes(input);
+  progress_bar progress("dequantize", 2, bytes.size() >= static_cast<std::size_t>(progress_threshold) / 2);
   progress.set_stage("dequantizing");
-  const io::restored_tensor restored = io::dequantize_tensor(file, name);
+  const dequantize_result result = dequantize_image(input_image{bytes, input}, options);
   progress.advance(1, "writing");
-  io::write_npy(output, io::make_float32_array(restored.values, restored.shape));
+  io::write_npy(output, io::make_float32_array(result.restored.values, result.restored.shape));
   progress.finish();
   if (!args.flag("--quiet"))
-    std::printf("%s: %s -> %s %s float32\n", input.c_str(), name.c_str(), output.c_str(), shape_string(restored.shape).c_str());
+    std::printf("%s: %s -> %s %s float32\n", input.c_str(), result.name.c_str(), output.c_str(), shape_string(result.restored.shape).c_str());
   return exit_ok;
 }
 

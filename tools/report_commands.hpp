@@ -1,6 +1,7 @@
 // tools/report_commands.hpp: `nvfp4 inspect FILE` (what a .npy or safetensors file holds, with
 // value statistics and the layout of every quantized tensor) and `nvfp4 stats A B` (how far B is
-// from A: MSE, SQNR, max errors, cosine).
+// from A: MSE, SQNR, max errors, cosine). The cores (inspect_image, stats_report) work on bytes
+// in memory and return JSON, so the fuzz harness runs them without files.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,8 +28,10 @@ quantized tensor (ours or a ModelOpt NVFP4 / MX layout) its format, block, scale
 tensor scale, block-scale range and the statistics of its dequantized values.
 
 options:
-  --json              print one JSON object instead of text
-  -h, --help          this help
+  --json                    print one JSON object instead of text
+  --accept-invalid-scales   describe quantized tensors whose scales are NaN, negative or Inf
+                            (counted as such) instead of refusing the file
+  -h, --help                this help
 )";
 
 inline constexpr const char* stats_help = R"(usage: nvfp4 stats REFERENCE APPROX [--name W] [--json]
@@ -36,11 +39,14 @@ inline constexpr const char* stats_help = R"(usage: nvfp4 stats REFERENCE APPROX
 Error metrics of APPROX against REFERENCE, which must have the same shape: MSE, RMSE, SQNR (dB),
 max abs error, max rel error, cosine similarity. Each file is a .npy (float32/16, bfloat16,
 float64) or a safetensors file whose quantized tensor is dequantized first (--name picks it).
+NaN or Inf in either is refused (exit 13), naming the element: no metric is meaningful then.
 
 options:
-  --name W            the quantized tensor to use from a safetensors argument
-  --json              print one JSON object instead of text
-  -h, --help          this help
+  --name W                  the quantized tensor to use from a safetensors argument
+  --input-dtype T           auto (default) | bf16: raw 2-byte .npy arrays hold bfloat16 bits
+  --accept-invalid-scales   read invalid scales of a safetensors argument (its NaNs are then refused)
+  --json                    print one JSON object instead of text
+  -h, --help                this help
 )";
 
 /// Summary statistics of a float tensor (non-finite values counted, left out of the rest).
@@ -119,8 +125,8 @@ inline std::string format_label(const io::stored_tensor_info& info) {
   return "?";
 }
 
-inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& file, const std::string& name) {
-  const io::stored_tensor_info info = io::describe_quantized_tensor(file, name);
+inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& file, const std::string& name, const io::load_options& options) {
+  const io::stored_tensor_info info = io::describe_quantized_tensor(file, name, options);
   nlohmann::ordered_json q;
   q["name"] = name;
   q["format"] = format_label(info);
@@ -145,12 +151,13 @@ inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& fil
   // Block scales in value terms (E4M3 or E8M0 powers of two); padding of a swizzled layout included.
   const bool e8m0_scales = info.format == io::stored_format::mxfp4 || info.format == io::stored_format::mxfp8;
   double lo = std::numeric_limits<double>::infinity(), hi = 0;
-  std::int64_t zero_scales = 0, nan_scales = 0;
+  std::int64_t zero_scales = 0, nan_scales = 0, sign_bit_scales = 0;
   // Statistics over the real scales only: a swizzled layout's zero padding is left out.
+  const index_t scale_cols = (info.cols + (e8m0_scales ? 31 : 15)) / (e8m0_scales ? 32 : 16);
   const std::vector<std::uint8_t> compact_scales =
-      info.swizzled ? unswizzle_128x4(swizzled_scales{info.rows, (info.cols + (e8m0_scales ? 31 : 15)) / (e8m0_scales ? 32 : 16), scale.bytes})
-                    : scale.bytes;
+      info.swizzled ? unswizzle_128x4(swizzled_scales(info.rows, scale_cols, scale.bytes)) : scale.bytes;
   for (const std::uint8_t code : compact_scales) {
+    sign_bit_scales += !e8m0_scales && (code & 0x80) != 0;  // UE4M3 ignores it; PyTorch's E4M3 reads it as negative
     const float v = e8m0_scales ? e8m0::from_bits(code).to_float() : ue4m3::from_bits(code).to_float();
     if (std::isnan(v)) {
       ++nan_scales;
@@ -160,17 +167,19 @@ inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& fil
     lo = std::min<double>(lo, v);
     hi = std::max<double>(hi, v);
   }
-  q["block_scales"] = {{"count", compact_scales.size()}, {"min", std::isfinite(lo) ? lo : 0.0}, {"max", hi}, {"zero", zero_scales}, {"nan", nan_scales}};
-  q["dequantized"] = value_stats(io::dequantize_tensor(file, name).values);
+  q["block_scales"] = {{"count", compact_scales.size()}, {"min", std::isfinite(lo) ? lo : 0.0}, {"max", hi}, {"zero", zero_scales}, {"nan", nan_scales}, {"sign_bit", sign_bit_scales}};
+  q["dequantized"] = value_stats(io::dequantize_tensor(file, name, options).values);
   return q;
 }
 
-inline nlohmann::ordered_json inspect_file(const std::string& path) {
-  const std::vector<std::uint8_t> image = io::read_file_bytes(path);
+/// The core of `nvfp4 inspect`: what the image holds, as the JSON --json prints.
+inline nlohmann::ordered_json inspect_image(const input_image& input, const io::load_options& options = {}) {
+  const std::string& path = input.name;
+  const std::span<const std::uint8_t> image = input.bytes;
   nlohmann::ordered_json out;
   out["file"] = path;
   out["size_bytes"] = image.size();
-  if (looks_like_npy(image)) {
+  if (io::looks_like_npy(image.data(), image.size())) {
     const io::npy_array array = io::parse_npy(image.data(), image.size(), path);
     out["kind"] = "npy";
     out["dtype"] = std::string(io::npy_descr(array.dtype));
@@ -195,7 +204,13 @@ inline nlohmann::ordered_json inspect_file(const std::string& path) {
     out["tensors"].push_back(j);
   }
   out["quantized"] = nlohmann::ordered_json::array();
-  for (const auto& name : io::quantized_tensor_names(file)) out["quantized"].push_back(describe_quantized(file, name));
+  for (const auto& name : io::quantized_tensor_names(file)) {
+    try {
+      out["quantized"].push_back(describe_quantized(file, name, options));
+    } catch (const error& e) {
+      throw nvfp4::detail::with_context(e, path);
+    }
+  }
   return out;
 }
 
@@ -213,13 +228,15 @@ inline std::string stats_text(const nlohmann::ordered_json& s) {
 }
 
 inline int run_inspect(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {}, {"--json"});
+  const arguments args(argc, argv, 2, {}, {"--json", "--accept-invalid-scales"});
   if (args.help()) {
     std::fputs(inspect_help, stdout);
     return exit_ok;
   }
   args.expect_positional(1, 1);
-  const nlohmann::ordered_json info = inspect_file(args.positional()[0]);
+  const std::vector<std::uint8_t> bytes = io::read_file_bytes(args.positional()[0]);
+  const nlohmann::ordered_json info =
+      inspect_image(input_image{bytes, args.positional()[0]}, io::load_options{.accept_invalid_scales = args.flag("--accept-invalid-scales")});
   if (args.flag("--json")) {
     std::printf("%s\n", info.dump(2).c_str());
     return exit_ok;
@@ -234,10 +251,17 @@ inline int run_inspect(int argc, char** argv) {
   }
   for (const auto& [key, value] : info["metadata"].items())
     if (key.rfind("nvfp4.", 0) != 0) std::printf("  metadata %s = %s\n", key.c_str(), value.get<std::string>().c_str());
-  std::printf("  %-40s %-8s %-16s %10s\n", "tensor", "dtype", "shape", "bytes");
+  // Columns as wide as their longest entry, so long tensor names keep the table aligned.
+  int name_width = 6, shape_width = 5;
   for (const auto& t : info["tensors"]) {
-    std::printf("  %-40s %-8s %-16s %10llu\n", t["name"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(),
-                shape_string(t["shape"].get<std::vector<std::int64_t>>()).c_str(), static_cast<unsigned long long>(t["bytes"].get<std::uint64_t>()));
+    name_width = std::max(name_width, static_cast<int>(t["name"].get<std::string>().size()));
+    shape_width = std::max(shape_width, static_cast<int>(shape_string(t["shape"].get<std::vector<std::int64_t>>()).size()));
+  }
+  std::printf("  %-*s  %-8s %-*s %12s\n", name_width, "tensor", "dtype", shape_width, "shape", "bytes");
+  for (const auto& t : info["tensors"]) {
+    std::printf("  %-*s  %-8s %-*s %12llu\n", name_width, t["name"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(),
+                shape_width, shape_string(t["shape"].get<std::vector<std::int64_t>>()).c_str(),
+                static_cast<unsigned long long>(t["bytes"].get<std::uint64_t>()));
     if (t.contains("stats")) std::printf("      %s\n", stats_text(t["stats"]).c_str());
   }
   for (const auto& q : info["quantized"]) {
@@ -245,51 +269,69 @@ inline int run_inspect(int argc, char** argv) {
                 q["format"].get<std::string>().c_str(), static_cast<long long>(q["rows"].get<std::int64_t>()),
                 static_cast<long long>(q["cols"].get<std::int64_t>()), shape_string(q["shape"].get<std::vector<std::int64_t>>()).c_str(),
                 q["scale_layout"].get<std::string>().c_str(), q["rht"].get<bool>() ? ", RHT rows" : "", q["bits_per_element"].get<double>());
-    std::printf("      amax %.6g%s  block scales %.6g .. %.6g (%lld zero, %lld NaN)\n", q["amax"].get<double>(),
-                q.contains("weight_scale_2") ? (", weight_scale_2 " + std::to_string(q["weight_scale_2"].get<double>())).c_str() : "",
-                q["block_scales"]["min"].get<double>(), q["block_scales"]["max"].get<double>(),
+    const std::string scale_2 =
+        q.contains("weight_scale_2") ? ", weight_scale_2 " + nvfp4::detail::number_text(q["weight_scale_2"].get<double>()) : "";
+    std::printf("      amax %.6g%s  block scales %.6g .. %.6g (%lld zero, %lld NaN, %lld sign bit)\n", q["amax"].get<double>(),
+                scale_2.c_str(), q["block_scales"]["min"].get<double>(), q["block_scales"]["max"].get<double>(),
                 static_cast<long long>(q["block_scales"]["zero"].get<std::int64_t>()),
-                static_cast<long long>(q["block_scales"]["nan"].get<std::int64_t>()));
+                static_cast<long long>(q["block_scales"]["nan"].get<std::int64_t>()),
+                static_cast<long long>(q["block_scales"]["sign_bit"].get<std::int64_t>()));
     std::printf("      dequantized: %s\n", stats_text(q["dequantized"]).c_str());
   }
   return exit_ok;
 }
 
+/// The core of `nvfp4 stats`: the metrics of `approx` against `reference`, as --json prints them.
+/// Throws shape_mismatch for different shapes, non_finite_input naming a NaN/Inf element.
+inline nlohmann::ordered_json stats_report(const input_image& reference_image, const input_image& approx_image, const input_options& options) {
+  const float_array reference = load_float_array(reference_image, options);
+  const float_array approx = load_float_array(approx_image, options);
+  if (reference.shape != approx.shape)
+    throw error(errc::shape_mismatch, "stats: " + reference_image.name + " is " + shape_string(reference.shape) + " but " +
+                                          approx_image.name + " is " + shape_string(approx.shape));
+  require_finite(reference.values, reference.shape, reference_image.name);
+  require_finite(approx.values, approx.shape, approx_image.name);
+  const error_report r = compare(reference.values, approx.values);
+  nlohmann::ordered_json j;
+  j["count"] = reference.values.size();
+  j["mse"] = r.mse;
+  j["rmse"] = r.rmse;
+  // JSON has no Inf: an exact match reports sqnr_db null and exact true.
+  j["sqnr_db"] = std::isfinite(r.sqnr_db) ? nlohmann::ordered_json(r.sqnr_db) : nlohmann::ordered_json(nullptr);
+  j["exact"] = r.mse == 0;
+  j["max_abs_error"] = r.max_abs_error;
+  j["max_rel_error"] = r.max_rel_error;
+  j["cosine_similarity"] = r.cosine_similarity;
+  return j;
+}
+
 inline int run_stats(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {"--name"}, {"--json"});
+  const arguments args(argc, argv, 2, {"--name", "--input-dtype"}, {"--json", "--accept-invalid-scales"});
   if (args.help()) {
     std::fputs(stats_help, stdout);
     return exit_ok;
   }
   args.expect_positional(2, 2);
-  const std::string name = args.value("--name", "");
-  const float_array reference = load_float_array(args.positional()[0], name);
-  const float_array approx = load_float_array(args.positional()[1], name);
-  if (reference.shape != approx.shape)
-    throw error(errc::shape_mismatch, "stats: " + args.positional()[0] + " is " + shape_string(reference.shape) + " but " +
-                                          args.positional()[1] + " is " + shape_string(approx.shape));
-  const error_report r = compare(reference.values, approx.values);
+  input_options options;
+  options.tensor = args.value("--name", "");
+  options.bf16 = input_is_bf16(args);
+  options.load.accept_invalid_scales = args.flag("--accept-invalid-scales");
+  const std::vector<std::uint8_t> reference = io::read_file_bytes(args.positional()[0]);
+  const std::vector<std::uint8_t> approx = io::read_file_bytes(args.positional()[1]);
+  const nlohmann::ordered_json j =
+      stats_report(input_image{reference, args.positional()[0]}, input_image{approx, args.positional()[1]}, options);
   if (args.flag("--json")) {
-    nlohmann::ordered_json j;
-    j["count"] = reference.values.size();
-    j["mse"] = r.mse;
-    j["rmse"] = r.rmse;
-    // JSON has no Inf: an exact match reports sqnr_db null and exact true.
-    j["sqnr_db"] = std::isfinite(r.sqnr_db) ? nlohmann::ordered_json(r.sqnr_db) : nlohmann::ordered_json(nullptr);
-    j["exact"] = r.mse == 0;
-    j["max_abs_error"] = r.max_abs_error;
-    j["max_rel_error"] = r.max_rel_error;
-    j["cosine_similarity"] = r.cosine_similarity;
     std::printf("%s\n", j.dump(2).c_str());
     return exit_ok;
   }
-  std::printf("elements           %zu\n", reference.values.size());
-  std::printf("mse                %.6e\n", r.mse);
-  std::printf("rmse               %.6e\n", r.rmse);
-  std::printf("sqnr_db            %.3f\n", r.sqnr_db);
-  std::printf("max_abs_error      %.6e\n", r.max_abs_error);
-  std::printf("max_rel_error      %.6e\n", r.max_rel_error);
-  std::printf("cosine_similarity  %.9f\n", r.cosine_similarity);
+  std::printf("elements           %llu\n", static_cast<unsigned long long>(j["count"].get<std::uint64_t>()));
+  std::printf("mse                %.6e\n", j["mse"].get<double>());
+  std::printf("rmse               %.6e\n", j["rmse"].get<double>());
+  if (j["sqnr_db"].is_null()) std::printf("sqnr_db            inf (exact)\n");
+  else std::printf("sqnr_db            %.3f\n", j["sqnr_db"].get<double>());
+  std::printf("max_abs_error      %.6e\n", j["max_abs_error"].get<double>());
+  std::printf("max_rel_error      %.6e\n", j["max_rel_error"].get<double>());
+  std::printf("cosine_similarity  %.9f\n", j["cosine_similarity"].get<double>());
   return exit_ok;
 }
 

@@ -3,13 +3,15 @@
 // and the absence of output files for every bad input.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -21,63 +23,15 @@
 #include "nvfp4/io/safetensors.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/transforms/hadamard.hpp"
+#include "test_support.hpp"
+#include "tools/cli_fixture.hpp"
 
 namespace nvfp4 {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct run_result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("nvfp4_cli_test_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path path(const std::string& name) const { return dir_ / name; }
-
-  /// Runs `nvfp4 ARGS` (ARGS already shell-quoted where needed).
-  run_result run(const std::string& args) const {
-    const std::string command = std::string("'") + NVFP4_CLI_PATH + "' " + args + " >'" + path("stdout.txt").string() + "' 2>'" +
-                                path("stderr.txt").string() + "'";
-    const int raw = std::system(command.c_str());
-    run_result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(path("stdout.txt"));
-    r.err = slurp(path("stderr.txt"));
-    fs::remove(path("stdout.txt"));
-    fs::remove(path("stderr.txt"));
-    return r;
-  }
-  std::string q(const std::string& name) const { return "'" + path(name).string() + "'"; }
-
-  /// No file in the directory except those listed (no partial outputs, no temporaries).
-  void expect_only_files(std::vector<std::string> names) const {
-    std::vector<std::string> found;
-    for (const auto& e : fs::directory_iterator(dir_)) found.push_back(e.path().filename().string());
-    std::sort(found.begin(), found.end());
-    std::sort(names.begin(), names.end());
-    EXPECT_EQ(found, names);
-  }
-
-  fs::path dir_;
-};
+using test::Cli;
+using test::slurp;
 
 std::vector<float> outlier_matrix(index_t rows, index_t cols, unsigned seed) {
   std::mt19937 rng(seed);
@@ -307,9 +261,6 @@ TEST_F(Cli, BadInputsFailCleanlyWithoutOutput) {
   const auto x = outlier_matrix(kRows, kCols, 6);
   io::write_npy(path("x.npy"), io::make_float32_array(x, {kRows, kCols}));
   const std::string good_image = slurp(path("x.npy"));
-  auto write_raw = [&](const std::string& name, const std::string& bytes) {
-    std::ofstream(path(name), std::ios::binary) << bytes;
-  };
   write_raw("garbage.npy", "this is not an array");
   write_raw("truncated.npy", good_image.substr(0, good_image.size() - 10));
   write_raw("empty.npy", "");
@@ -358,7 +309,6 @@ TEST_F(Cli, MalformedSafetensorsAreRejected) {
   io::write_npy(path("x.npy"), io::make_float32_array(x, {kRows, kCols}));
   ASSERT_EQ(run("quantize " + q("x.npy") + " " + q("w.safetensors") + " --quiet").status, 0);
   const std::string image = slurp(path("w.safetensors"));
-  auto write_raw = [&](const std::string& name, const std::string& bytes) { std::ofstream(path(name), std::ios::binary) << bytes; };
   write_raw("truncated.safetensors", image.substr(0, image.size() - 1));
   std::string huge = image;
   huge[7] = 0x40;  // header length ~2^62
@@ -436,6 +386,196 @@ TEST_F(Cli, GemmReportsErrorAndWritesTheProduct) {
       EXPECT_NEAR(got[static_cast<std::size_t>(i * n + jn)], sum, 1e-5 * magnitude + 1e-30) << i << "," << jn;
     }
   EXPECT_EQ(run("gemm " + q("a.npy") + " " + q("b.npy") + " --b-kn").status, 12);  // B read as [K = 16, N = 64]
+}
+
+// ---- exit statuses: one table, in the code, the help text and docs/cli.md ---------------------
+
+/// The rows "| N | `name` ... |" of the exit status table of docs/cli.md.
+std::map<int, std::string> documented_exit_statuses() {
+  std::ifstream doc(std::string(NVFP4_SOURCE_DIR) + "/docs/cli.md");
+  std::map<int, std::string> rows;
+  std::string line;
+  bool in_table = false;
+  while (std::getline(doc, line)) {
+    if (line.rfind("## Exit status", 0) == 0) in_table = true;
+    else if (line.rfind("## ", 0) == 0) in_table = false;
+    if (!in_table || line.rfind("| ", 0) != 0 || line.size() < 3 || !std::isdigit(static_cast<unsigned char>(line[2]))) continue;
+    const int status = std::stoi(line.substr(2));
+    const auto open = line.find('`'), close = line.find('`', open + 1);
+    rows[status] = open == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+  }
+  return rows;
+}
+
+TEST_F(Cli, ExitStatusTableIsTheSameInDocsHelpAndCode) {
+  const auto documented = documented_exit_statuses();
+  std::map<int, std::string> expected = {{0, "ok"}, {1, "failure"}, {2, "usage"}};
+  for (int code = static_cast<int>(errc::invalid_argument); code <= static_cast<int>(errc::overflow); ++code)
+    expected[10 + code] = errc_name(static_cast<errc>(code));
+  EXPECT_EQ(documented, expected) << "docs/cli.md's exit status table";
+  const auto help = run("--help");
+  for (const auto& [status, name] : expected) {
+    char line[64];
+    std::snprintf(line, sizeof line, "  %2d  %s", status, name.c_str());
+    EXPECT_NE(help.out.find(line), std::string::npos) << line << "\n" << help.out;
+  }
+}
+
+TEST_F(Cli, EveryFailureStatusTheToolProducesHasACase) {
+  io::write_npy(path("x.npy"), io::make_float32_array(outlier_matrix(kRows, kCols, 11), {kRows, kCols}));
+  io::write_npy(path("y.npy"), io::make_float32_array(outlier_matrix(kRows, kCols + 16, 12), {kRows, kCols + 16}));
+  auto nan = outlier_matrix(kRows, kCols, 13);
+  nan[7] = NAN;
+  io::write_npy(path("nan.npy"), io::make_float32_array(nan, {kRows, kCols}));
+  io::npy_array ints;
+  ints.dtype = io::npy_dtype::int32;
+  ints.shape = {16};
+  ints.bytes.resize(64);
+  io::write_npy(path("ints.npy"), ints);
+  std::string big_endian = slurp(path("x.npy"));
+  big_endian.replace(big_endian.find("<f4"), 3, ">f4");
+  write_raw("big_endian.npy", big_endian);
+  io::write_npy(path("huge.npy"), io::make_float32_array(std::vector<float>(16, 3e38f), {1, 16}));
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"quantize " + q("x.npy"), 2},
+      {"stats " + q("x.npy") + " " + q("x.npy") + " --name nothing", 0},
+      {"dequantize " + q("w.safetensors") + " " + q("out.npy") + " --name V", 11},
+      {"stats " + q("x.npy") + " " + q("y.npy"), 12},
+      {"quantize " + q("nan.npy") + " " + q("out.safetensors"), 13},
+      {"quantize " + q("ints.npy") + " " + q("out.safetensors"), 16},
+      {"inspect " + q("missing.npy"), 17},
+      {"inspect " + q("x.npy") + "x", 17},
+      {"dequantize " + q("x.npy") + " " + q("out.npy"), 18},
+      {"quantize " + q("big_endian.npy") + " " + q("out.safetensors"), 19},
+      {"quantize --rht " + q("huge.npy") + " " + q("out.safetensors"), 20},
+  };
+  ASSERT_EQ(run("quantize --quiet " + q("x.npy") + " " + q("w.safetensors")).status, 0);
+  for (const auto& [args, status] : cases) EXPECT_EQ(run(args).status, status) << args;
+  expect_only_files({"x.npy", "y.npy", "nan.npy", "ints.npy", "big_endian.npy", "huge.npy", "w.safetensors"});
+}
+
+TEST_F(Cli, VersionNamesTheLibraryVersionAndTheCompiledIsa) {
+  const auto r = run("--version");
+  ASSERT_EQ(r.status, 0);
+  // The test is built with the CLI's flags, so its compiled_isa is the CLI's.
+  const std::string expected = "nvfp4 " + std::to_string(NVFP4_VERSION_MAJOR) + "." + std::to_string(NVFP4_VERSION_MINOR) + "." +
+                               std::to_string(NVFP4_VERSION_PATCH) + "\nisa: " + isa_name(compiled_isa) + "\nopenmp: " +
+                               (NVFP4_HAS_OPENMP ? "on" : "off") + "\n";
+  EXPECT_EQ(r.out, expected);
+}
+
+TEST_F(Cli, HelpSaysHowWeightScale2IsComputed) {
+  const auto help = run("quantize --help").out;
+  EXPECT_NE(help.find("S_enc = fp32(2688 / amax)"), std::string::npos) << help;
+  EXPECT_NE(help.find("1 ulp"), std::string::npos) << help;
+  EXPECT_EQ(help.find("W.weight_scale_2 (F32 scalar, amax/2688)"), std::string::npos);
+}
+
+// ---- gemm: exact vs relaxed, and the same bits for any thread count ------------------------
+
+TEST_F(Cli, GemmCountsElementsWhereExactAndRelaxedDifferAndIsThreadCountIndependent) {
+  const index_t m = 70, n = 40, k = 256;  // 70 rows: two 64-row blocks of the fp32 product, one partial
+  test::value_spread spread;
+  spread.log2_spread = 6;  // many binades, so relaxed accumulation rounds differently somewhere
+  const auto a = test::random_values(m * k, 21, spread), b = test::random_values(n * k, 22, spread);
+  io::write_npy(path("a.npy"), io::make_float32_array(a, {m, k}));
+  io::write_npy(path("b.npy"), io::make_float32_array(b, {n, k}));
+  const auto qa = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(a.data(), m, k));
+  const auto qb = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(b.data(), n, k));
+  const auto exact = gemm(qa, qb, {.mode = gemm_mode::exact}), relaxed = gemm(qa, qb, {.mode = gemm_mode::relaxed});
+  std::int64_t differing = 0;
+  for (std::size_t i = 0; i < exact.size(); ++i) differing += std::memcmp(&exact[i], &relaxed[i], 4) != 0;
+  ASSERT_GT(differing, 0) << "the inputs should make the modes differ somewhere";
+  for (const std::string mode : {"exact", "relaxed", "dequant"}) {
+    std::string first_d, first_metrics;
+    for (const int threads : {1, 2, 3}) {
+      const auto r = run("gemm --json --mode " + mode + " " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy"),
+                         "OMP_NUM_THREADS=" + std::to_string(threads));
+      ASSERT_EQ(r.status, 0) << r.err;
+      auto j = nlohmann::json::parse(r.out);
+      if (mode != "dequant") {
+        EXPECT_EQ(j["compared_mode"], mode == "exact" ? "relaxed" : "exact");
+        EXPECT_EQ(j["differing_elements"], differing);
+      }
+      for (const char* timing : {"quantize_ms", "gemm_ms", "fp32_gemm_ms"}) j.erase(timing);
+      const std::string d = slurp(path("d.npy"));
+      if (threads == 1) {
+        first_d = d;
+        first_metrics = j.dump();
+      } else {
+        EXPECT_EQ(d, first_d) << mode << ": D differs between 1 and " << threads << " threads";
+        EXPECT_EQ(j.dump(), first_metrics) << mode << ": metrics differ between 1 and " << threads << " threads";
+      }
+    }
+  }
+  const auto text = run("gemm " + q("a.npy") + " " + q("b.npy"));
+  EXPECT_NE(text.out.find("exact vs relaxed: " + std::to_string(differing) + " of " + std::to_string(m * n) + " elements differ"),
+            std::string::npos)
+      << text.out;
+}
+
+// ---- inputs and outputs -------------------------------------------------------------------
+
+TEST_F(Cli, Bfloat16SavedAsRawTwoByteArraysWithInputDtype) {
+  // bf16 bits of an outlier matrix, saved as '|V2' and as '<u2' (NumPy has no bf16 type).
+  const auto x = outlier_matrix(kRows, kCols, 14);
+  std::vector<bf16> as_bf16(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) as_bf16[i] = bf16::from_float(x[i]);
+  for (const auto dtype : {io::npy_dtype::void2, io::npy_dtype::uint16}) {
+    io::npy_array raw;
+    raw.dtype = dtype;
+    raw.shape = {kRows, kCols};
+    raw.bytes.resize(as_bf16.size() * 2);
+    std::memcpy(raw.bytes.data(), as_bf16.data(), raw.bytes.size());
+    io::write_npy(path("raw.npy"), raw);
+    EXPECT_EQ(run("quantize " + q("raw.npy") + " " + q("w.safetensors")).status, 16);
+    ASSERT_EQ(run("quantize --quiet --input-dtype bf16 " + q("raw.npy") + " " + q("w.safetensors")).status, 0);
+    const auto expected = quantize<nvfp4_1x16>(matrix_view<const bf16>::row_major(as_bf16.data(), kRows, kCols));
+    const auto stored = io::read_safetensors(path("w.safetensors"));
+    std::vector<std::uint8_t> expected_bytes;
+    for (auto unit : expected.data()) expected_bytes.push_back(unit.bits());
+    EXPECT_EQ(stored.at("W.weight").bytes, expected_bytes);
+    const auto stats = nlohmann::json::parse(run("stats --json --input-dtype bf16 " + q("raw.npy") + " " + q("raw.npy")).out);
+    EXPECT_TRUE(stats["exact"].get<bool>());
+  }
+}
+
+TEST_F(Cli, OutputsThroughSymlinksAndNeverOverAReadOnlyFile) {
+  io::write_npy(path("x.npy"), io::make_float32_array(outlier_matrix(kRows, kCols, 15), {kRows, kCols}));
+  write_raw("real.safetensors", "old");
+  fs::create_symlink("real.safetensors", path("link.safetensors"));
+  ASSERT_EQ(run("quantize --quiet " + q("x.npy") + " " + q("link.safetensors")).status, 0);
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(path("link.safetensors"))));
+  EXPECT_NO_THROW((void)io::read_safetensors(path("real.safetensors")));
+  write_raw("locked.safetensors", "keep");
+  fs::permissions(path("locked.safetensors"), fs::perms::owner_read);
+  const auto r = run("quantize " + q("x.npy") + " " + q("locked.safetensors"));
+  EXPECT_EQ(r.status, 17);
+  EXPECT_NE(r.err.find("read-only"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(path("locked.safetensors")), "keep");
+  // Stopped by the file size limit (SIGXFSZ): an I/O error, and no temporary left behind.
+  const auto limited = run("quantize " + q("x.npy") + " " + q("out.safetensors"), "ulimit -f 1;");
+  EXPECT_EQ(limited.status, 17) << limited.err;
+  expect_only_files({"x.npy", "real.safetensors", "link.safetensors", "locked.safetensors"});
+}
+
+TEST_F(Cli, InspectAlignsLongTensorNames) {
+  io::safetensors_file file;
+  file.add({"short", io::safetensors_dtype::f32, {2}, std::vector<std::uint8_t>(8)});
+  file.add({"model.layers.31.self_attn.o_proj.weight_scale_inverse.long_name", io::safetensors_dtype::u8, {3, 5},
+            std::vector<std::uint8_t>(15)});
+  io::write_safetensors(path("t.safetensors"), file);
+  const auto r = run("inspect " + q("t.safetensors"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::size_t> dtype_columns;
+  while (std::getline(lines, line))
+    for (const std::string dtype : {" dtype ", " F32 ", " U8 "})
+      if (const auto at = line.find(dtype); at != std::string::npos && line.rfind("  ", 0) == 0) dtype_columns.push_back(at);
+  ASSERT_EQ(dtype_columns.size(), 3u) << r.out;
+  EXPECT_EQ(dtype_columns[0], dtype_columns[1]) << r.out;
+  EXPECT_EQ(dtype_columns[0], dtype_columns[2]) << r.out;
 }
 
 }  // namespace

@@ -198,11 +198,16 @@ class header_parser {
     skip_spaces();
     while (peek() != ')') {
       if (peek() < '0' || peek() > '9') fail("bad 'shape' entry at " + excerpt());
+      const std::size_t first_digit = at_;
       std::int64_t d = 0;
       while (peek() >= '0' && peek() <= '9') {
-        // Any value above the limit is refused below; stop accumulating before int64 overflows.
-        if (d <= max_element_count) d = d * 10 + (text_[at_] - '0');
-        ++at_;
+        d = d * 10 + (text_[at_++] - '0');
+        // Refused as soon as it passes the limit, long before int64 could overflow.
+        if (d > max_element_count) {
+          while (peek() >= '0' && peek() <= '9') ++at_;
+          fail("shape entry " + std::string(text_.substr(first_digit, at_ - first_digit)) + " exceeds the limit of " +
+               std::to_string(max_element_count) + " (nvfp4::max_element_count)");
+        }
       }
       if (peek() == 'L') ++at_;  // Python 2 long
       shape.push_back(d);

@@ -1,0 +1,95 @@
+// tests/tools/cli_fixture.hpp: the fixture the CLI's end-to-end tests share: a scratch directory
+// per test, running the built `nvfp4` binary (with an optional environment prefix) and capturing
+// its status, output and run time, and checking which files the directory holds afterwards.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace nvfp4::test {
+
+namespace fs = std::filesystem;
+
+struct run_result {
+  int status = -1;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("nvfp4_cli_test_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path path(const std::string& name) const { return dir_ / name; }
+
+  /// Runs `ENV nvfp4 ARGS` through the shell (ARGS already shell-quoted where needed; ENV such as
+  /// "OMP_NUM_THREADS=2" or "ulimit -f 1;"). Its output goes to files outside the directory.
+  run_result run(const std::string& args, const std::string& env = "") const {
+    const fs::path out = dir_.string() + ".stdout", err = dir_.string() + ".stderr";
+    const std::string command = "(" + env + " '" + NVFP4_CLI_PATH + "' " + args + ") >'" + out.string() + "' 2>'" + err.string() + "'";
+    const auto start = std::chrono::steady_clock::now();
+    const int raw = std::system(command.c_str());
+    run_result r;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    fs::remove(out);
+    fs::remove(err);
+    return r;
+  }
+  /// The path of `name` in the directory, single-quoted for the shell.
+  std::string q(const std::string& name) const {
+    std::string quoted = "'";  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "'" + string
+    quoted += path(name).string();
+    quoted += '\'';
+    return quoted;
+  }
+
+  void write_raw(const std::string& name, const std::string& bytes) const { std::ofstream(path(name), std::ios::binary) << bytes; }
+  void write_raw(const std::string& name, const std::vector<std::uint8_t>& bytes) const {
+    write_raw(name, std::string(bytes.begin(), bytes.end()));
+  }
+
+  /// The files in the directory, sorted.
+  std::vector<std::string> files() const {
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(dir_)) found.push_back(e.path().filename().string());
+    std::sort(found.begin(), found.end());
+    return found;
+  }
+  /// No file in the directory except those listed (no partial outputs, no temporaries).
+  void expect_only_files(std::vector<std::string> names) const {
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(files(), names);
+  }
+
+  fs::path dir_;
+};
+
+}  // namespace nvfp4::test
