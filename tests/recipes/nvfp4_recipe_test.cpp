@@ -118,6 +118,47 @@ TEST(Nvfp4Recipe, WgradProductWithRhtMatchesDenseProduct) {
             0.5);
 }
 
+// TE's NVFP4 epilogue on hand-made operands: one K=16 block whose MMA result D is known.
+TEST(Nvfp4Recipe, GemmEpilogueAlphaBoundsRowScalingBias) {
+  // A: 2 rows, B: 3 rows, K = 16; every element code 0x2 (E2M1 1.0) at k = 0 only, block scale
+  // 1.0 (UE4M3 0x38): D = 1 for every output.
+  const auto make = [](index_t rows) {
+    nvfp4_tensor t(rows, 16);
+    for (index_t r = 0; r < rows; ++r) {
+      t.data()[static_cast<std::size_t>(r * t.data_row_stride())] = e2m1x2(e2m1::from_bits(0x2), e2m1::from_bits(0));
+      t.scales()[static_cast<std::size_t>(r)] = ue4m3::from_bits(0x38);
+    }
+    return t;
+  };
+  nvfp4_operand a{make(2), 448.0f, {}}, b{make(3), 256.0f, {}};
+  a.tensor.set_tensor_scale(10.0f, 1.0f, 1.0f);
+  b.tensor.set_tensor_scale(3.0f, 1.0f, 1.0f);
+  std::vector<float> out(6);
+  const auto view = matrix_view<float>::row_major(out.data(), 2, 3);
+  // Per tensor: alpha = (10 * 3) * (1 / (36 * 448 * 256)), B's bound 256 (a 4over6 tensor).
+  const std::vector<float> bias = {0.5f, -1.0f, 2.0f};
+  nvfp4_gemm(a, b, view, gemm_mode::exact, bias);
+  const float factor = 1.0f / (6.0f * 6.0f * 448.0f * 256.0f);
+  EXPECT_EQ(nvfp4_alpha_factor(448.0f, 256.0f), factor);
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(out[std::size_t(3 + j)], 30.0f * factor + bias[std::size_t(j)]) << j;
+  // Row-scaled A (amaxes 2 and 5) with per-tensor B: factor * D, times r_i * 3.
+  a.row_amax = {2.0f, 5.0f};
+  nvfp4_gemm(a, b, view);
+  EXPECT_EQ(out[0], factor * (2.0f * 3.0f));
+  EXPECT_EQ(out[4], factor * (5.0f * 3.0f));
+  // Both row-scaled: times r_i, then times c_j.
+  b.row_amax = {7.0f, 11.0f, 13.0f};
+  nvfp4_gemm(a, b, view);
+  EXPECT_EQ(out[5], (factor * 5.0f) * 13.0f);
+  // bf16 output: the fp32 value rounded once.
+  std::vector<bf16> out16(6);
+  nvfp4_gemm(a, b, matrix_view<bf16>::row_major(out16.data(), 2, 3));
+  EXPECT_EQ(out16[5], bf16::from_float((factor * 5.0f) * 13.0f));
+  // A bad row-amax count is a shape mismatch.
+  b.row_amax.pop_back();
+  EXPECT_THROW(nvfp4_gemm(a, b, view), error);
+}
+
 TEST(Nvfp4Recipe, BadShapes) {
   const auto v = gaussian(M * K, 7);
   const auto x = matrix_view<const float>::row_major(v.data(), M, K);

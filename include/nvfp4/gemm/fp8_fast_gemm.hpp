@@ -52,9 +52,10 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
   const index_t chunk = granule <= 0 ? chunk_steps : granule * std::max<index_t>(1, chunk_steps / granule);
 #pragma omp parallel if (items > 1 && m * n * steps > 2048)
   {
-    std::vector<column_tile> panel(static_cast<std::size_t>(tiles_per_panel));
-    std::vector<float> acc(static_cast<std::size_t>(rows_per_item * panel_columns));
-    row_staging staged;
+    // Per-thread buffers kept across calls: touching fresh memory costs more than the work here.
+    static thread_local std::vector<column_tile> panel(static_cast<std::size_t>(tiles_per_panel));
+    static thread_local std::vector<float> acc(static_cast<std::size_t>(rows_per_item * panel_columns));
+    static thread_local row_staging staged;
     index_t packed = -1;
 #pragma omp for schedule(dynamic, 1)
     for (index_t item = 0; item < items; ++item) {

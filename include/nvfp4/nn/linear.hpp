@@ -137,13 +137,10 @@ class linear {
                     "linear::forward: X has " + std::to_string(x.cols()) + " columns, the layer " + std::to_string(in_) + " inputs");
     nvfp4::detail::require(y.rows() == x.rows() && y.cols() == out_, errc::shape_mismatch,
                     "linear::forward: Y is " + shape(y.rows(), y.cols()) + ", expected " + shape(x.rows(), out_));
-    saved_ = {};
-    const std::vector<float> xh = to_dtype(x, "input");
-    const std::vector<float> wh = to_dtype(weight_view(), "weight");
-    const auto xv = matrix_view<const float>::row_major(xh.data(), x.rows(), in_);
-    const auto wv = matrix_view<const float>::row_major(wh.data(), out_, in_);
-    std::vector<float> result(static_cast<std::size_t>(x.rows() * out_));
-    const auto rv = matrix_view<float>::row_major(result.data(), x.rows(), out_);
+    saved_.valid = false;
+    const auto xv = to_dtype(x, "input", x_scratch_);
+    const auto wv = to_dtype(weight_view(), "weight", w_scratch_);
+    const auto rv = scratch(x.rows(), out_, y_scratch_);
     std::visit([&](const auto& r) { fprop(r, xv, wv, rv); }, recipe_);
     write_output(rv, y);
     saved_.rows = x.rows();
@@ -166,10 +163,8 @@ class linear {
                     "linear::backward: dY is " + shape(dy.rows(), dy.cols()) + ", expected " + shape(saved_.rows, out_));
     nvfp4::detail::require(dx.rows() == saved_.rows && dx.cols() == in_, errc::shape_mismatch,
                     "linear::backward: dX is " + shape(dx.rows(), dx.cols()) + ", expected " + shape(saved_.rows, in_));
-    const std::vector<float> gh = to_dtype(dy, "output gradient");
-    const auto gv = matrix_view<const float>::row_major(gh.data(), dy.rows(), out_);
-    std::vector<float> dx_result(static_cast<std::size_t>(dy.rows() * in_));
-    const auto dxv = matrix_view<float>::row_major(dx_result.data(), dy.rows(), in_);
+    const auto gv = to_dtype(dy, "output gradient", g_scratch_);
+    const auto dxv = scratch(dy.rows(), in_, dx_scratch_);
     const auto dwv = matrix_view<float>::row_major(weight_grad_.data(), out_, in_);
     std::visit([&](const auto& r) { bprop(r, gv, dxv, dwv); }, recipe_);
     if (!bias_grad_.empty()) {
@@ -178,7 +173,7 @@ class linear {
         for (index_t j = 0; j < out_; ++j) bias_grad_[static_cast<std::size_t>(j)] += gv(i, j);
     }
     write_output(dxv, dx);
-    saved_ = {};
+    saved_.valid = false;
     ++steps_;
   }
   std::vector<float> backward(matrix_view<const float> dy) {
@@ -192,7 +187,6 @@ class linear {
   struct saved_state {
     bool valid = false;
     index_t rows = 0;
-    std::vector<float> x, w;                    // no quantization: X and W in the dtype
     nvfp4_operand x_nvfp4, w_nvfp4;             // NVFP4: the columnwise copies
     fp8_tensor x_fp8, w_fp8;                    // FP8 recipes: the columnwise copies
     quantized_tensor<mxfp8> x_mx, w_mx;         // MXFP8: the columnwise copies (forward tensors are E4M3)
@@ -200,14 +194,21 @@ class linear {
 
   static std::string shape(index_t r, index_t c) { return std::to_string(r) + "x" + std::to_string(c); }
 
-  /// A row-major copy of v in the layer's dtype; rejects NaN / Inf as the quantizers do.
-  std::vector<float> to_dtype(matrix_view<const float> v, const char* what) const {
-    std::vector<float> out(static_cast<std::size_t>(v.rows() * v.cols()));
+  /// A row-major [rows, cols] view of `buffer`, grown as needed (layer buffers are reused from
+  /// step to step: touching fresh memory costs more than the copies).
+  static matrix_view<float> scratch(index_t rows, index_t cols, std::vector<float>& buffer) {
+    const auto size = static_cast<std::size_t>(rows * cols);
+    if (buffer.size() < size) buffer.resize(size);
+    return matrix_view<float>::row_major(buffer.data(), rows, cols);
+  }
+  /// A row-major copy of v in the layer's dtype, in `buffer`; rejects NaN / Inf as the quantizers do.
+  matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer) const {
+    const matrix_view<float> out = scratch(v.rows(), v.cols(), buffer);
     for (index_t r = 0; r < v.rows(); ++r)
       for (index_t c = 0; c < v.cols(); ++c) {
         const float value = v(r, c);
         if (!std::isfinite(value)) throw non_finite_error(what, r, c, value);
-        out[static_cast<std::size_t>(r * v.cols() + c)] = options_.dtype == high_precision::bf16 ? bf16::from_float(value).to_float() : value;
+        out(r, c) = options_.dtype == high_precision::bf16 ? bf16::from_float(value).to_float() : value;
       }
     return out;
   }
@@ -226,13 +227,11 @@ class linear {
   // ---- no quantization ----
   void fprop(const no_quantization&, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
     float_gemm(x, w, {}, y);
-    add_bias(y);
-    saved_.x.assign(x.data(), x.data() + x.size());
-    saved_.w.assign(w.data(), w.data() + w.size());
+    add_bias(y);  // X and W in the dtype stay in their scratch buffers for backward
   }
   void bprop(const no_quantization&, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
-    const auto x = matrix_view<const float>::row_major(saved_.x.data(), saved_.rows, in_);
-    const auto w = matrix_view<const float>::row_major(saved_.w.data(), out_, in_);
+    const auto x = matrix_view<const float>::row_major(x_scratch_.data(), saved_.rows, in_);
+    const auto w = matrix_view<const float>::row_major(w_scratch_.data(), out_, in_);
     float_gemm(dy, w.transposed(), {}, dx);
     float_gemm(dy.transposed(), x.transposed(), {}, dw);
   }
@@ -352,6 +351,7 @@ class linear {
   std::array<delayed_scaling_state, 3> states_{};
   saved_state saved_;
   std::uint64_t steps_ = 0;
+  std::vector<float> x_scratch_, w_scratch_, y_scratch_, g_scratch_, dx_scratch_;
 };
 
 }  // namespace nvfp4::nn

@@ -247,8 +247,16 @@ void nvfp4_gemm(const nvfp4_operand& a, const nvfp4_operand& b, matrix_view<Out>
   detail::require(out.rows() == m && out.cols() == n, errc::shape_mismatch,
                   "nvfp4_gemm: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", expected " +
                       std::to_string(m) + "x" + std::to_string(n));
-  std::vector<float> d(static_cast<std::size_t>(m * n));
-  const auto d_view = matrix_view<float>::row_major(d.data(), m, n);
+  // The MMA writes straight into a contiguous fp32 output (no fresh buffer to touch), else into d.
+  std::vector<float> d;
+  matrix_view<float> d_view;
+  if constexpr (std::is_same_v<Out, float>) {
+    if (out.rows_contiguous() && out.row_stride() == n) d_view = out;
+  }
+  if (d_view.data() == nullptr) {
+    d.resize(static_cast<std::size_t>(m * n));
+    d_view = matrix_view<float>::row_major(d.data(), m, n);
+  }
   block_scaled_mma(a.tensor, b.tensor, matrix_view<const float>{}, d_view, mode);
   const float factor = nvfp4_alpha_factor(a.e4m3_max, b.e4m3_max);
   const bool row_scaled = a.row_scaled() || b.row_scaled();

@@ -14,75 +14,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "nvfp4/scaling/fp32_rounding.hpp"
+#include "nvfp4/scaling/four_over_six_rules.hpp"
 #include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/scaling/simd/four_over_six_avx512.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
-
-/// The error a 4over6 block choice minimises.
-enum class four_over_six_error {
-  mae,  ///< sum of |x̂ - x|
-  mse   ///< sum of (x̂ - x)^2
-};
-
-struct four_over_six_options {
-  four_over_six_error error = four_over_six_error::mae;
-  /// The E4M3 bound of the tensor scale: 256 (TE's default for 4over6 tensors) or 448.
-  int e4m3_max = 256;
-};
-
-namespace detail {
-
-inline void check_four_over_six(const four_over_six_options& options) {
-  require(options.e4m3_max == 256 || options.e4m3_max == 448, errc::invalid_argument,
-          "4over6: e4m3_max must be 256 or 448, got " + std::to_string(options.e4m3_max));
-}
-
-/// TE's compute_global_encode_scaling_factor_FP4<E4M3_MAX>: (E4M3_MAX * 6) / amax clamped to
-/// FLT_MAX, 1 when amax or the result is 0 (docs/numerics_spec.md §2 step 2 with the bound E4M3_MAX).
-inline tensor_scale four_over_six_tensor_scale(float amax, int e4m3_max) {
-  float encode = static_cast<float>(e4m3_max) * 6.0f / amax;
-  encode = std::min(encode, FLT_MAX);
-  if (amax == 0.0f || encode == 0.0f) encode = 1.0f;
-  return {encode, 1.0f / encode};
-}
-
-/// The two candidate scales of a block (TE's compute_scale_pair): base = block_amax / 6 * S_enc
-/// (a division, then a product), map4 = E4M3(min(1.5 * base, 448)), map6 = E4M3(min(base, 448)),
-/// and each one's element factor min(1 / (scale * S_dec), FLT_MAX).
-struct four_over_six_scales {
-  ue4m3 map4, map6;
-  float factor4, factor6;
-};
-inline four_over_six_scales four_over_six_block_scales(float block_amax, tensor_scale ts) {
-  const float base = block_amax / 6.0f * ts.encode;
-  four_over_six_scales s;
-  s.map4 = ue4m3::from_float(std::min(base * 1.5f, 448.0f));
-  s.map6 = ue4m3::from_float(std::min(base, 448.0f));
-  s.factor4 = std::min(1.0f / (s.map4.to_float() * ts.decode), FLT_MAX);
-  s.factor6 = std::min(1.0f / (s.map6.to_float() * ts.decode), FLT_MAX);
-  return s;
-}
-
-/// One element's contribution to a candidate's error (TE's accumulate_dequant_error): x̂ =
-/// ((e2m1 * scale) * amax) / (6 * E4M3_MAX), diff = x̂ - x, then |diff| or diff^2, each step one
-/// fp32 rounding.
-inline float four_over_six_element_error(e2m1 q, ue4m3 scale, float global_amax, float denominator, float x,
-                                         four_over_six_error mode) {
-  const float dequantized = materialize(materialize(q.to_float() * scale.to_float()) * global_amax) / denominator;
-  const float diff = dequantized - x;
-  return mode == four_over_six_error::mse ? materialize(diff * diff) : std::fabs(diff);
-}
-
-/// Sums 16 row errors in the order of TE's warp reduction (shfl_down by 8, 4, 2, 1): a tree.
-inline float four_over_six_tree_sum(float (&e)[16]) {
-  for (int width = 8; width >= 1; width /= 2)
-    for (int i = 0; i < width; ++i) e[i] = e[i] + e[i + width];
-  return e[0];
-}
-
-}  // namespace detail
 
 namespace reference {
 
@@ -142,8 +79,10 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
 }  // namespace reference
 
 /// 4over6 quantization (see reference::quantize_4over6_with_amax), bit-identical to the reference
-/// for any thread count: block rows are split across threads. NaN/Inf must have been rejected by
-/// the caller (amax() does that); throws invalid_argument for a bound other than 256 / 448.
+/// for any thread count: bands of block rows are split across threads; within a band, groups of 16
+/// full blocks go through the vector kernel where the build has one, the rest through the
+/// reference. NaN/Inf must have been rejected by the caller (amax() does that); throws
+/// invalid_argument for a bound other than 256 / 448.
 template <block_scaled_format Format, quantizer_input T>
   requires(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16>)
 quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float global_amax,
@@ -151,17 +90,34 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
                                                    quantized_axis axis = quantized_axis::rowwise) {
   x.validate("quantize input");
   detail::check_four_over_six(options);
-  constexpr index_t block_rows = Format::block_rows;
-  const index_t bands = (x.rows() + block_rows - 1) / block_rows;
-  if (bands <= 1 || x.size() < simd::parallel_threshold_elements) return reference::quantize_4over6_with_amax<Format>(x, global_amax, options, axis);
+  constexpr int block_rows = Format::block_rows;
   quantized_tensor<Format> q(x.rows(), x.cols(), axis);
-  simd::parallel_ranges(bands, true, [&](index_t begin, index_t end) {
-    const index_t r0 = begin * block_rows, r1 = std::min(end * block_rows, x.rows());
-    const matrix_view<const T> band(&x(r0, 0), r1 - r0, x.cols(), x.row_stride(), x.col_stride());
-    const auto part = reference::quantize_4over6_with_amax<Format>(band, global_amax, options, axis);
-    std::copy(part.data().begin(), part.data().end(), q.data().begin() + r0 * q.data_row_stride());
-    std::copy(part.scales().begin(), part.scales().end(), q.scales().begin() + r0 * q.scale_cols());
-    if (begin == 0) q.set_tensor_scale(part.amax(), part.encode_scale(), part.decode_scale());
+  const tensor_scale ts = detail::four_over_six_tensor_scale(global_amax, options.e4m3_max);
+  q.set_tensor_scale(global_amax, ts.encode, ts.decode);
+  if (x.empty()) return q;
+  auto* const data = reinterpret_cast<std::uint8_t*>(q.data().data());
+  auto* const scales = reinterpret_cast<std::uint8_t*>(q.scales().data());
+  const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
+  const index_t bands = (x.rows() + block_rows - 1) / block_rows;
+  const index_t groups = detail::four_over_six_vector_kernel ? x.cols() / 256 : 0;
+  simd::parallel_ranges(bands, x.size() >= simd::parallel_threshold_elements, [&](index_t begin, index_t end) {
+    for (index_t band = begin; band < end; ++band) {
+      const index_t r0 = band * block_rows, rows = std::min<index_t>(block_rows, x.rows() - r0);
+      const index_t vector_cols = rows == block_rows ? groups * 256 : 0;
+      if (vector_cols > 0)
+        detail::four_over_six_groups<block_rows>(x, r0, groups, global_amax, ts, options.error, options.e4m3_max,
+                                                 data + r0 * data_stride, data_stride, scales + r0 * scale_stride, scale_stride);
+      if (vector_cols == x.cols()) continue;
+      // The rest of the band (partial groups, a partial band) through the reference.
+      const matrix_view<const T> rest(&x(r0, vector_cols), rows, x.cols() - vector_cols, x.row_stride(), x.col_stride());
+      const auto part = reference::quantize_4over6_with_amax<Format>(rest, global_amax, options);
+      const auto* part_data = reinterpret_cast<const std::uint8_t*>(part.data().data());
+      const auto* part_scales = reinterpret_cast<const std::uint8_t*>(part.scales().data());
+      for (index_t r = 0; r < rows; ++r) {
+        std::copy_n(part_data + r * part.data_row_stride(), part.data_row_stride(), data + (r0 + r) * data_stride + vector_cols / 2);
+        std::copy_n(part_scales + r * part.scale_cols(), part.scale_cols(), scales + (r0 + r) * scale_stride + vector_cols / 16);
+      }
+    }
   });
   return q;
 }

@@ -1,0 +1,242 @@
+// Benchmarks of the training recipes: one Linear layer step (forward + backward: quantize
+// everything the recipe quantizes, then fprop, dgrad and wgrad) per recipe, beside the same three
+// GEMMs in fp32 by Eigen and OpenBLAS in the same run; and the FP8 / MXFP8 GEMMs (exact and
+// relaxed) beside SGEMM. Counters: FLOP/s = 2·M·N·K per GEMM (x3 for a step) / time.
+// NVFP4_BENCH_THREADS (e.g. "1,2") sets the thread counts, 1 by default.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "nvfp4/interop/eigen.hpp"
+#include "nvfp4/nn/linear.hpp"
+
+#if NVFP4_HAS_OPENMP
+#include <omp.h>
+#endif
+#ifdef NVFP4_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace {
+
+using namespace nvfp4;
+using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// X [m, k], W [n, k], dY [m, n] with N(0, 1) values (W and dY scaled like a layer's).
+struct problem {
+  index_t m, n, k;
+  matrix x, w, dy;
+};
+
+const problem& get_problem(index_t m, index_t n, index_t k) {
+  static std::vector<std::unique_ptr<problem>> cache;
+  for (const auto& p : cache)
+    if (p->m == m && p->n == n && p->k == k) return *p;
+  auto p = std::make_unique<problem>();
+  p->m = m, p->n = n, p->k = k;
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal;
+  p->x.resize(m, k);
+  p->w.resize(n, k);
+  p->dy.resize(m, n);
+  for (index_t i = 0; i < p->x.size(); ++i) p->x.data()[i] = normal(rng);
+  for (index_t i = 0; i < p->w.size(); ++i) p->w.data()[i] = normal(rng) * 0.02f;
+  for (index_t i = 0; i < p->dy.size(); ++i) p->dy.data()[i] = normal(rng) * 0.01f;
+  cache.push_back(std::move(p));
+  return *cache.back();
+}
+
+void set_threads(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(3));
+#if NVFP4_HAS_OPENMP
+  omp_set_num_threads(threads);
+#endif
+  Eigen::setNbThreads(threads);
+#ifdef NVFP4_HAVE_CBLAS
+  openblas_set_num_threads(threads);
+#endif
+}
+
+void report(benchmark::State& state, const problem& p, double gemms) {
+  state.counters["FLOP/s"] = benchmark::Counter(gemms * 2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
+/// The recipes a step is measured for, by index (Google Benchmark arguments are integers).
+struct named_recipe {
+  const char* name;
+  recipe value;
+  nn::linear_options options;
+};
+const std::vector<named_recipe>& recipes() {
+  static const std::vector<named_recipe> list = {
+      {"fp32", no_quantization{}, {}},
+      {"bf16", no_quantization{}, {.dtype = high_precision::bf16}},
+      {"nvfp4", nvfp4_block_scaling{}, {.dtype = high_precision::bf16}},
+      {"nvfp4_4over6_weights", nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::weights}, {.dtype = high_precision::bf16}},
+      {"fp8_current_hopper", float8_current_scaling{}, {.dtype = high_precision::bf16}},
+      {"fp8_current_hopper_relaxed", float8_current_scaling{}, {.dtype = high_precision::bf16, .mode = gemm_mode::relaxed}},
+      {"fp8_delayed_hopper", delayed_scaling{}, {.dtype = high_precision::bf16}},
+      {"fp8_block_hopper", float8_block_scaling{}, {.dtype = high_precision::bf16}},
+      {"mxfp8_blackwell", mxfp8_block_scaling{}, {.dtype = high_precision::bf16}},
+      {"mxfp8_blackwell_relaxed", mxfp8_block_scaling{}, {.dtype = high_precision::bf16, .mode = gemm_mode::relaxed}},
+  };
+  return list;
+}
+
+/// One training step of a Linear layer: forward then backward (the layer keeps its buffers, as a
+/// training loop's layer does).
+void BM_linear_step(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  const named_recipe& r = recipes()[static_cast<std::size_t>(state.range(4))];
+  state.SetLabel(r.name);
+  nn::linear layer(p.k, p.n, r.value, r.options);
+  std::copy(p.w.data(), p.w.data() + p.w.size(), layer.weight().begin());
+  std::vector<float> y(static_cast<std::size_t>(p.m * p.n)), dx(static_cast<std::size_t>(p.m * p.k));
+  const auto x = matrix_view<const float>::row_major(p.x.data(), p.m, p.k);
+  const auto dy = matrix_view<const float>::row_major(p.dy.data(), p.m, p.n);
+  // One untimed step first: a training loop's layer has its buffers from earlier steps.
+  layer.forward(x, matrix_view<float>::row_major(y.data(), p.m, p.n));
+  layer.backward(dy, matrix_view<float>::row_major(dx.data(), p.m, p.k));
+  for (auto _ : state) {
+    layer.forward(x, matrix_view<float>::row_major(y.data(), p.m, p.n));
+    layer.backward(dy, matrix_view<float>::row_major(dx.data(), p.m, p.k));
+    benchmark::DoNotOptimize(dx.data());
+  }
+  report(state, p, 3.0);
+}
+
+/// The fp32 step by Eigen: Y = X Wᵀ, dX = dY W, dW = dYᵀ X, outputs allocated once.
+void BM_eigen_step(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  matrix y(p.m, p.n), dx(p.m, p.k), dw(p.n, p.k);
+  for (auto _ : state) {
+    y.noalias() = p.x * p.w.transpose();
+    dx.noalias() = p.dy * p.w;
+    dw.noalias() = p.dy.transpose() * p.x;
+    benchmark::DoNotOptimize(dw.data());
+  }
+  report(state, p, 3.0);
+}
+
+#ifdef NVFP4_HAVE_CBLAS
+void BM_openblas_step(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  std::vector<float> y(static_cast<std::size_t>(p.m * p.n)), dx(static_cast<std::size_t>(p.m * p.k)),
+      dw(static_cast<std::size_t>(p.n * p.k));
+  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, p.x.data(), k, p.w.data(), k, 0.0f, y.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, p.dy.data(), n, p.w.data(), k, 0.0f, dx.data(), k);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, p.dy.data(), n, p.x.data(), k, 0.0f, dw.data(), k);
+    benchmark::DoNotOptimize(dw.data());
+  }
+  report(state, p, 3.0);
+}
+void BM_openblas_sgemm(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  std::vector<float> out(static_cast<std::size_t>(p.m * p.n));
+  const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, p.x.data(), k, p.w.data(), k, 0.0f, out.data(), n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, p, 1.0);
+}
+#endif
+
+void BM_eigen_sgemm(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  matrix out(p.m, p.n);
+  for (auto _ : state) {
+    out.noalias() = p.x * p.w.transpose();
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, p, 1.0);
+}
+
+/// FP8 per-tensor GEMM (E4M3 x E4M3 current scaling) with the given tensor core and mode, split
+/// accumulation every 128; and the MXFP8 GEMM.
+template <mma8::tensor_core Core, gemm_mode Mode>
+void BM_fp8_gemm(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  const auto a = quantize_fp8_current(matrix_view<const float>::row_major(p.x.data(), p.m, p.k), fp8_format::e4m3);
+  const auto b = quantize_fp8_current(matrix_view<const float>::row_major(p.w.data(), p.n, p.k), fp8_format::e4m3);
+  std::vector<float> out(static_cast<std::size_t>(p.m * p.n));
+  for (auto _ : state) {
+    fp8_gemm(a, b, matrix_view<float>::row_major(out.data(), p.m, p.n), {.core = Core, .mode = Mode});
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, p, 1.0);
+}
+template <gemm_mode Mode>
+void BM_mxfp8_gemm(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  const auto a = quantize_mxfp8_te<mxfp8>(matrix_view<const float>::row_major(p.x.data(), p.m, p.k));
+  const auto b = quantize_mxfp8_te<mxfp8>(matrix_view<const float>::row_major(p.w.data(), p.n, p.k));
+  std::vector<float> out(static_cast<std::size_t>(p.m * p.n));
+  for (auto _ : state) {
+    mxfp8_gemm(a, b, matrix_view<float>::row_major(out.data(), p.m, p.n), {.mode = Mode, .promotion_interval = 0});
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, p, 1.0);
+}
+
+std::vector<int> thread_counts() {
+  std::vector<int> counts;
+  if (const char* env = std::getenv("NVFP4_BENCH_THREADS")) {
+    for (const char* p = env; *p;) {
+      counts.push_back(std::atoi(p));
+      while (*p && *p != ',') ++p;
+      if (*p) ++p;
+    }
+  }
+  if (counts.empty()) counts = {1};
+  return counts;
+}
+
+// Steps: {M, N, K, threads, recipe}: 4096 tokens x 4096 x 4096, and a decode-like 16 tokens.
+void step_shapes(benchmark::internal::Benchmark* b, bool per_recipe) {
+  for (int threads : thread_counts())
+    for (auto [m, n, k] : {std::tuple{4096, 4096, 4096}, std::tuple{16, 4096, 4096}}) {
+      if (!per_recipe) {
+        b->Args({m, n, k, threads, 0});
+        continue;
+      }
+      for (int r = 0; r < static_cast<int>(recipes().size()); ++r) b->Args({m, n, k, threads, r});
+    }
+  b->ArgNames({"M", "N", "K", "threads", "recipe"})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+}
+void gemm_shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : thread_counts()) b->Args({2048, 2048, 2048, threads});
+  b->ArgNames({"M", "N", "K", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+}
+
+BENCHMARK(BM_linear_step)->Name("linear_step")->Apply([](auto* b) { step_shapes(b, true); });
+BENCHMARK(BM_eigen_step)->Name("eigen_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
+#ifdef NVFP4_HAVE_CBLAS
+BENCHMARK(BM_openblas_step)->Name("openblas_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
+#endif
+BENCHMARK(BM_fp8_gemm<mma8::tensor_core::hopper, gemm_mode::exact>)->Name("fp8_gemm_hopper_exact")->Apply(gemm_shapes);
+BENCHMARK(BM_fp8_gemm<mma8::tensor_core::blackwell, gemm_mode::exact>)->Name("fp8_gemm_blackwell_exact")->Apply(gemm_shapes);
+BENCHMARK(BM_fp8_gemm<mma8::tensor_core::hopper, gemm_mode::relaxed>)->Name("fp8_gemm_relaxed")->Apply(gemm_shapes);
+BENCHMARK(BM_mxfp8_gemm<gemm_mode::exact>)->Name("mxfp8_gemm_exact")->Apply(gemm_shapes);
+BENCHMARK(BM_mxfp8_gemm<gemm_mode::relaxed>)->Name("mxfp8_gemm_relaxed")->Apply(gemm_shapes);
+BENCHMARK(BM_eigen_sgemm)->Name("eigen_sgemm_fp32")->Apply(gemm_shapes);
+#ifdef NVFP4_HAVE_CBLAS
+BENCHMARK(BM_openblas_sgemm)->Name("openblas_sgemm_fp32")->Apply(gemm_shapes);
+#endif
+
+}  // namespace
+
+BENCHMARK_MAIN();
