@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses for the .npy and safetensors readers with clang
-# (-fsanitize=fuzzer,address,undefined) and runs each for SECONDS (default 20) on a scratch copy
-# of the seed corpus in tests/fuzz/corpus/. Exits non-zero on the first crash, leak or UB report.
+# Builds every libFuzzer harness of tests/fuzz/ (the .npy and safetensors readers, and the
+# command-line pipeline of tools/) with clang -fsanitize=fuzzer,address,undefined plus
+# float-cast-overflow (an out-of-range float-to-int conversion; GCC's and clang's `undefined`
+# group leaves it out) and runs each for SECONDS (default 20) on a scratch copy of its seed
+# corpus in tests/fuzz/corpus/ (the cli seeds hold the hand-made pathological files of issue 10;
+# tests/fuzz/make_pathological_corpus.py writes them). Every seed is run first, so each file of
+# the corpus is checked even when SECONDS is small. Exits non-zero on the first crash, leak,
+# UB report, uncaught exception or time-out (a run over 10 s).
 # usage: tests/fuzz/run_fuzz_smoke.sh [SECONDS] [BUILD_DIR]
 set -euo pipefail
 seconds="${1:-20}"
@@ -10,18 +15,21 @@ root="$(cd "$here/../.." && pwd)"
 build="${2:-$root/build/fuzz}"
 cxx="${CXX_FUZZ:-clang++}"
 mkdir -p "$build"
-flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$root/include")
-for harness in npy safetensors; do
+eigen_include="$(pkg-config --cflags-only-I eigen3 2>/dev/null || echo -I/usr/include/eigen3)"
+flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow -fno-sanitize-recover=all
+       -I"$root/include" -I"$root/tools" $eigen_include)
+harnesses=(npy safetensors cli)
+for harness in "${harnesses[@]}"; do
   echo "== building ${harness}_fuzzer"
   "$cxx" "${flags[@]}" "$here/${harness}_fuzzer.cpp" -o "$build/${harness}_fuzzer"
 done
-for harness in npy safetensors; do
+for harness in "${harnesses[@]}"; do
   scratch="$build/${harness}_corpus"
   rm -rf "$scratch"
   mkdir -p "$scratch"
   cp "$here/corpus/$harness/"* "$scratch/"
   echo "== running ${harness}_fuzzer for ${seconds} s"
-  (cd "$build" && "./${harness}_fuzzer" -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=2048 \
+  (cd "$build" && "./${harness}_fuzzer" -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -timeout=10 -print_final_stats=1 "$scratch") 2>&1 | tail -n 12
 done
 echo "== fuzz smoke passed"
