@@ -2,13 +2,16 @@
 // bf16), the bytes of a quantized tensor, the OpenMP thread count. Test-only; not installed.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <random>
 #include <type_traits>
 #include <vector>
 
 #include "nvfp4/config.hpp"
+#include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 
@@ -62,6 +65,25 @@ inline void set_threads(int threads) {
 #else
   (void)threads;
 #endif
+}
+
+/// The nvfp4::errc that f() throws, or errc{} when it throws none.
+template <class F>
+errc error_code_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e.code();
+  }
+  return errc{};
+}
+
+/// The bit patterns of floats, to compare results bit for bit (NaNs included).
+inline std::vector<std::uint32_t> float_bits(std::span<const float> values) {
+  std::vector<std::uint32_t> out;
+  out.reserve(values.size());
+  for (float v : values) out.push_back(std::bit_cast<std::uint32_t>(v));
+  return out;
 }
 
 }  // namespace nvfp4::test

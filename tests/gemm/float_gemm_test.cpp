@@ -14,15 +14,10 @@
 #endif
 
 #include "nvfp4/gemm/float_gemm.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
-
-std::vector<std::uint32_t> bits_of(const std::vector<float>& v) {
-  std::vector<std::uint32_t> out;
-  for (float f : v) out.push_back(std::bit_cast<std::uint32_t>(f));
-  return out;
-}
 
 TEST(FloatGemm, OneFmaChainInKOrder) {
   // [1e8, 1, -1e8, 1] . [1, 1, 1, 1]: in K order with one rounding per step, 1e8 + 1 rounds to 1e8
@@ -57,30 +52,22 @@ TEST(FloatGemm, FastEqualsReference) {
       omp_set_num_threads(threads);
 #endif
       float_gemm(av, bt, cv, matrix_view<float>::row_major(got.data(), m, n));
-      EXPECT_EQ(bits_of(got), bits_of(want)) << m << " " << n << " " << k << " threads " << threads;
+      EXPECT_EQ(test::float_bits(got), test::float_bits(want)) << m << " " << n << " " << k << " threads " << threads;
     }
     // C aliasing D.
     std::vector<float> in_place = c;
     float_gemm(av, bt, matrix_view<const float>::row_major(in_place.data(), m, n), matrix_view<float>::row_major(in_place.data(), m, n));
-    EXPECT_EQ(bits_of(in_place), bits_of(want));
+    EXPECT_EQ(test::float_bits(in_place), test::float_bits(want));
   }
 }
 
 TEST(FloatGemm, BadShapes) {
   std::vector<float> a(12), b(12), d(16);
-  const auto code_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const error& e) {
-      return e.code();
-    }
-    return errc{};
-  };
   const auto av = matrix_view<const float>::row_major(a.data(), 4, 3), bv = matrix_view<const float>::row_major(b.data(), 3, 4);
-  EXPECT_EQ(code_of([&] { float_gemm(av, bv, {}, matrix_view<float>::row_major(d.data(), 4, 3)); }), errc::shape_mismatch);
-  EXPECT_EQ(code_of([&] { float_gemm(av, av, {}, matrix_view<float>::row_major(d.data(), 4, 3)); }), errc::shape_mismatch);
-  EXPECT_EQ(code_of([&] { float_gemm(av, av, {}, matrix_view<float>(nullptr, 4, 4, 4, 1)); }), errc::null_pointer);
-  EXPECT_EQ(code_of([&] { float_gemm(av, av, {}, matrix_view<float>::row_major(d.data(), 4, 4)); }), errc{});
+  EXPECT_EQ(test::error_code_of([&] { float_gemm(av, bv, {}, matrix_view<float>::row_major(d.data(), 4, 3)); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { float_gemm(av, av, {}, matrix_view<float>::row_major(d.data(), 4, 3)); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { float_gemm(av, av, {}, matrix_view<float>(nullptr, 4, 4, 4, 1)); }), errc::null_pointer);
+  EXPECT_EQ(test::error_code_of([&] { float_gemm(av, av, {}, matrix_view<float>::row_major(d.data(), 4, 4)); }), errc{});
 }
 
 }  // namespace

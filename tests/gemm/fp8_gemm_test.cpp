@@ -15,6 +15,7 @@
 #endif
 
 #include "nvfp4/gemm/fp8_gemm.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
@@ -25,12 +26,6 @@ fp8_tensor codes(index_t rows, index_t cols, fp8_format f, std::initializer_list
   fp8_tensor t(rows, cols, f);
   for (auto [i, code] : set) t.codes()[static_cast<std::size_t>(i)] = code;
   return t;
-}
-
-std::vector<std::uint32_t> bits_of(const std::vector<float>& v) {
-  std::vector<std::uint32_t> out;
-  for (float f : v) out.push_back(std::bit_cast<std::uint32_t>(f));
-  return out;
 }
 
 TEST(Fp8Gemm, SplitAccumulatorKeepsWhatTheChainTruncates) {
@@ -128,7 +123,7 @@ TEST(Fp8Gemm, FastEqualsReference) {
               omp_set_num_threads(threads);
 #endif
               fp8_gemm(a, b, matrix_view<float>::row_major(got.data(), m, n), options);
-              ASSERT_EQ(bits_of(got), bits_of(want)) << int(core) << int(mode) << interval << threads;
+              ASSERT_EQ(test::float_bits(got), test::float_bits(want)) << int(core) << int(mode) << interval << threads;
             }
           }
     }
@@ -143,17 +138,17 @@ TEST(Fp8Gemm, FastEqualsReference) {
   std::vector<float> want(m * n), got(m * n);
   reference::fp8_gemm(a1, b2, matrix_view<float>::row_major(want.data(), m, n));
   fp8_gemm(a1, b2, matrix_view<float>::row_major(got.data(), m, n));
-  EXPECT_EQ(bits_of(got), bits_of(want));
+  EXPECT_EQ(test::float_bits(got), test::float_bits(want));
   const auto ma = quantize_mxfp8_te<mxfp8>(va);
   const auto mb = quantize_mxfp8_te<mxfp8_e5m2>(vb);
   reference::mxfp8_gemm(ma, mb, matrix_view<float>::row_major(want.data(), m, n));
   mxfp8_gemm(ma, mb, matrix_view<float>::row_major(got.data(), m, n));
-  EXPECT_EQ(bits_of(got), bits_of(want));
+  EXPECT_EQ(test::float_bits(got), test::float_bits(want));
   // The GEMM is the MMA from zero with its outputs rounded as asked.
   std::vector<float> d(m * n);
   mxfp8_mma(ma, mb, {}, matrix_view<float>::row_major(d.data(), m, n), {.promotion_interval = 0});
   mxfp8_gemm(ma, mb, matrix_view<float>::row_major(got.data(), m, n), {.promotion_interval = 0});
-  EXPECT_EQ(bits_of(got), bits_of(d));
+  EXPECT_EQ(test::float_bits(got), test::float_bits(d));
 }
 
 TEST(Fp8Gemm, QuantizedProductIsClose) {
@@ -184,22 +179,14 @@ TEST(Fp8Gemm, BadInput) {
   const fp8_tensor blocks(3, 64, fp8_format::e4m3, 1, 128);
   std::vector<float> out(12);
   const auto o = matrix_view<float>::row_major(out.data(), 4, 3);
-  const auto code_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const error& e) {
-      return e.code();
-    }
-    return errc{};
-  };
-  EXPECT_EQ(code_of([&] { fp8_gemm(a, b, o); }), errc::shape_mismatch);
-  EXPECT_EQ(code_of([&] { fp8_gemm(a, c, matrix_view<float>::row_major(out.data(), 3, 4)); }), errc::shape_mismatch);
-  EXPECT_EQ(code_of([&] { fp8_gemm(a, c, o, {.promotion_interval = 48}); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { fp8_gemm(a, b, o); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { fp8_gemm(a, c, matrix_view<float>::row_major(out.data(), 3, 4)); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { fp8_gemm(a, c, o, {.promotion_interval = 48}); }), errc::invalid_argument);
   const std::vector<float> bias(2);
-  EXPECT_EQ(code_of([&] { fp8_gemm(a, c, o, {.bias = bias}); }), errc::shape_mismatch);
-  EXPECT_EQ(code_of([&] { fp8_gemm(a, blocks, o); }), errc::invalid_argument);  // per-tensor with blocks
-  EXPECT_EQ(code_of([&] { fp8_mma(a, c, {}, matrix_view<float>(nullptr, 4, 3, 3, 1)); }), errc::null_pointer);
-  EXPECT_EQ(code_of([&] { fp8_gemm(a, c, o); }), errc{});
+  EXPECT_EQ(test::error_code_of([&] { fp8_gemm(a, c, o, {.bias = bias}); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { fp8_gemm(a, blocks, o); }), errc::invalid_argument);  // per-tensor with blocks
+  EXPECT_EQ(test::error_code_of([&] { fp8_mma(a, c, {}, matrix_view<float>(nullptr, 4, 3, 3, 1)); }), errc::null_pointer);
+  EXPECT_EQ(test::error_code_of([&] { fp8_gemm(a, c, o); }), errc{});
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nvfp4/nn/linear.hpp"
+#include "test_support.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -20,13 +21,6 @@ namespace {
 
 constexpr index_t M = 48, K = 160, N = 64;
 
-std::vector<float> gaussian(index_t n, unsigned seed, float sigma = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> out(static_cast<std::size_t>(n));
-  for (auto& v : out) v = normal(gen);
-  return out;
-}
 matrix_view<const float> cview(const std::vector<float>& v, index_t rows, index_t cols) {
   return matrix_view<const float>::row_major(v.data(), rows, cols);
 }
@@ -46,7 +40,8 @@ struct layer_run {
 
 /// Inputs shared by the tests: X [M, K], W [N, K], b [N], dY [M, N].
 struct inputs {
-  std::vector<float> x = gaussian(M * K, 1), w = gaussian(N * K, 2, 0.1f), b = gaussian(N, 3), dy = gaussian(M * N, 4, 0.01f);
+  std::vector<float> x = test::random_values(M * K, 1), w = test::random_values(N * K, 2, {.sigma = 0.1});
+  std::vector<float> b = test::random_values(N, 3), dy = test::random_values(M * N, 4, {.sigma = 0.01});
 };
 
 layer_run run_layer(const recipe& r, const nn::linear_options& options, const inputs& in) {
@@ -264,7 +259,7 @@ TEST(Linear, SeedDecidesTheStochasticRounding) {
 TEST(Linear, ThreadCountDoesNotChangeResults) {
   // Big enough for every parallel path (more than 2^16 elements per tensor).
   constexpr index_t m = 320, k = 256, n = 288;
-  const auto x = gaussian(m * k, 5), w = gaussian(n * k, 6, 0.1f), dy = gaussian(m * n, 7);
+  const auto x = test::random_values(m * k, 5), w = test::random_values(n * k, 6, {.sigma = 0.1}), dy = test::random_values(m * n, 7);
   for (const recipe& r : {recipe{no_quantization{}}, recipe{nvfp4_block_scaling{}}, recipe{float8_current_scaling{}},
                           recipe{float8_block_scaling{}}, recipe{mxfp8_block_scaling{}}}) {
     std::vector<float> results[2];
@@ -313,30 +308,22 @@ TEST(Linear, RecipeSwitchKeepsWeightsAndRejectsWhatTeRejects) {
 
 TEST(Linear, BadInput) {
   nn::linear layer(K, N, float8_current_scaling{});
-  const auto x = gaussian(M * K, 8), dy = gaussian(M * N, 9);
+  const auto x = test::random_values(M * K, 8), dy = test::random_values(M * N, 9);
   std::vector<float> y(M * N), dx(M * K);
-  const auto code_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const error& e) {
-      return e.code();
-    }
-    return errc{};
-  };
-  EXPECT_EQ(code_of([&] { layer.backward(cview(dy, M, N), mview(dx, M, K)); }), errc::invalid_argument);  // no forward yet
-  EXPECT_EQ(code_of([&] { layer.forward(cview(x, M, K - 1), mview(y, M, N)); }), errc::shape_mismatch);
-  EXPECT_EQ(code_of([&] { layer.forward(cview(x, M, K), mview(y, M, N - 1)); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { layer.backward(cview(dy, M, N), mview(dx, M, K)); }), errc::invalid_argument);  // no forward yet
+  EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(x, M, K - 1), mview(y, M, N)); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(x, M, K), mview(y, M, N - 1)); }), errc::shape_mismatch);
   auto bad = x;
   bad[5] = std::nanf("");
-  EXPECT_EQ(code_of([&] { layer.forward(cview(bad, M, K), mview(y, M, N)); }), errc::non_finite_input);
+  EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(bad, M, K), mview(y, M, N)); }), errc::non_finite_input);
   layer.forward(cview(x, M, K), mview(y, M, N));
-  EXPECT_EQ(code_of([&] { layer.backward(cview(dy, M - 1, N), mview(dx, M - 1, K)); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { layer.backward(cview(dy, M - 1, N), mview(dx, M - 1, K)); }), errc::shape_mismatch);
   auto bad_dy = dy;
   bad_dy[7] = INFINITY;
-  EXPECT_EQ(code_of([&] { layer.backward(cview(bad_dy, M, N), mview(dx, M, K)); }), errc::non_finite_input);
+  EXPECT_EQ(test::error_code_of([&] { layer.backward(cview(bad_dy, M, N), mview(dx, M, K)); }), errc::non_finite_input);
   EXPECT_NO_THROW(layer.backward(cview(dy, M, N), mview(dx, M, K)));
-  EXPECT_EQ(code_of([] { nn::linear(-1, 4); }), errc::invalid_argument);
-  EXPECT_EQ(code_of([] { nn::linear(4, 4, no_quantization{}, {.promotion_interval = 48}); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { nn::linear(-1, 4); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { nn::linear(4, 4, no_quantization{}, {.promotion_interval = 48}); }), errc::invalid_argument);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nvfp4/recipes/delayed_scaling.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
@@ -148,19 +149,11 @@ TEST(DelayedScaling, RestoreAndValidation) {
   s.restore(saved, 2.0f);
   EXPECT_EQ(s.scale(), 2.0f);
   EXPECT_EQ(history_of(s), saved);
-  const auto code_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const error& e) {
-      return e.code();
-    }
-    return errc{};
-  };
-  EXPECT_EQ(code_of([&] { s.restore(std::vector<float>(3), 1.0f); }), errc::shape_mismatch);
-  EXPECT_EQ(code_of([&] { s.restore(saved, 0.0f); }), errc::invalid_argument);
-  EXPECT_EQ(code_of([] { delayed_scaling{.fp8_format = recipe_format::e5m2}.validate(); }), errc::invalid_argument);
-  EXPECT_EQ(code_of([] { delayed_scaling_state({.amax_history_len = 0}, fp8_format::e4m3); }), errc::invalid_argument);
-  EXPECT_EQ(code_of([] { delayed_scaling{.margin = 200}.validate(); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { s.restore(std::vector<float>(3), 1.0f); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { s.restore(saved, 0.0f); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { delayed_scaling{.fp8_format = recipe_format::e5m2}.validate(); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { delayed_scaling_state({.amax_history_len = 0}, fp8_format::e4m3); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { delayed_scaling{.margin = 200}.validate(); }), errc::invalid_argument);
 }
 
 }  // namespace

@@ -11,17 +11,11 @@
 #include <vector>
 
 #include "nvfp4/scaling/fp8_quantize.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
 
-std::vector<float> gaussian(index_t n, unsigned seed, float sigma = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> out(static_cast<std::size_t>(n));
-  for (auto& v : out) v = normal(gen);
-  return out;
-}
 
 bool same(const fp8_tensor& a, const fp8_tensor& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && std::equal(a.codes().begin(), a.codes().end(), b.codes().begin()) &&
@@ -91,7 +85,7 @@ TEST(Fp8Quantize, BlocksByHand) {
 }
 
 TEST(Fp8Quantize, TransposedCopies) {
-  const auto x = gaussian(96 * 200, 1);
+  const auto x = test::random_values(96 * 200, 1);
   const auto v = matrix_view<const float>::row_major(x.data(), 96, 200);
   // Per tensor: the columnwise copy is the transpose with the same scale.
   const auto q = quantize_fp8_current(v, fp8_format::e4m3);
@@ -111,7 +105,7 @@ TEST(Fp8Quantize, TransposedCopies) {
 TEST(Fp8Quantize, FastEqualsReference) {
   // Sizes across the parallel threshold, odd widths, bf16 and strided (transposed) inputs.
   for (auto [rows, cols] : {std::pair<index_t, index_t>{3, 7}, {130, 257}, {300, 260}}) {
-    const auto x = gaussian(rows * cols, unsigned(rows + cols), 3.0f);
+    const auto x = test::random_values(rows * cols, unsigned(rows + cols), {.sigma = 3.0});
     const auto v = matrix_view<const float>::row_major(x.data(), rows, cols);
     std::vector<bf16> xb;
     for (float f : x) xb.push_back(bf16::from_float(f));

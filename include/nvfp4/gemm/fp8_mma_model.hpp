@@ -13,6 +13,7 @@
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/formats/e8m0.hpp"
+#include "nvfp4/gemm/mma_model.hpp"
 #include "nvfp4/scaling/fp8_tensor.hpp"
 
 namespace nvfp4::mma8 {
@@ -83,13 +84,8 @@ constexpr double value_of(std::uint8_t code, fp8_format format) {
 /// The canonical NaN every step writes (§9 step 3).
 inline constexpr std::uint32_t canonical_nan_bits = 0x7FFFFFFFu;
 
-/// v * 2^shift truncated toward zero (sign-magnitude) for |v| < 2^40; zero stays zero.
-constexpr std::int64_t shift_toward_zero(std::int64_t v, int shift) {
-  if (v == 0) return 0;
-  if (shift >= 0) return v << shift;
-  if (shift <= -63) return 0;
-  return v < 0 ? -((-v) >> -shift) : (v >> -shift);
-}
+/// v * 2^shift truncated toward zero (sign-magnitude); the FP4 model's (§6 step 5).
+using mma::shift_toward_zero;
 
 /// S * 2^lsb_exponent converted to fp32 toward zero, keeping `fraction_bits` bits below the
 /// leading one (23 on Blackwell, 13 on Hopper); below 2^-126 the quantum stays 2^(-126 -
