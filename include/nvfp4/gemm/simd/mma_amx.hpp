@@ -198,8 +198,12 @@ void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_block_step* o
       const __m512i values = l < valid ? avx512::decode_step(data + (j0 + l) * stride + s * 32, std::min<index_t>(32, stride - s * 32), decode_table)
                                        : _mm512_setzero_si512();
       __m256i group_words[4];
+      // Immediates, not the loop counter: without full unrolling (-O1/-O2, the sanitizer build)
+      // GCC refuses a variable as extracti32x4's 2-bit immediate.
+      const __m128i groups[4] = {_mm512_extracti32x4_epi32(values, 0), _mm512_extracti32x4_epi32(values, 1),
+                                 _mm512_extracti32x4_epi32(values, 2), _mm512_extracti32x4_epi32(values, 3)};
       for (int g = 0; g < 4; ++g) {
-        const __m512 b2 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(values, g)));
+        const __m512 b2 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(groups[g]));
         const __m512 scaled = _mm512_mul_ps(b2, _mm512_set1_ps(scales.value[g][l]));  // exact: see the file comment
         group_words[g] = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(scaled), 16));
       }
