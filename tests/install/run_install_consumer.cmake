@@ -1,10 +1,11 @@
 # Installs the library as a user would and builds downstream projects against the INSTALLED
 # package (never the build tree). Run by ctest as `cmake -P` with -DSTEP=<step>:
 #   install         cmake --install BUILD_DIR --prefix WORK_DIR/prefix, then check what was installed
+#                   (and, when the build has the Python module, that the installed one imports)
 #   core            consumer/ linking nvfp4::nvfp4, configured with Eigen hidden: must build and run
 #   eigen           consumer/ linking nvfp4::eigen + nvfp4::native (COMPONENTS eigen): must build and run
 #   eigen_missing   consumer/ asking for COMPONENTS eigen with Eigen hidden: configure must fail, saying why
-# Also: WORK_DIR, CONSUMER_DIR, BUILD_DIR, SOURCE_DIR, CXX (the compiler).
+# Also: WORK_DIR, CONSUMER_DIR, BUILD_DIR, SOURCE_DIR, CXX (the compiler), PYTHON (may be empty).
 function(run_step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -34,6 +35,16 @@ if(STEP STREQUAL "install")
       message(FATAL_ERROR "the installed nvfp4Targets.cmake names ${tree}: the package would depend on the build machine")
     endif()
   endforeach()
+  file(GLOB built_module ${BUILD_DIR}/python/nvfp4*.so)
+  if(built_module AND PYTHON)
+    file(GLOB_RECURSE installed_module ${prefix}/lib/nvfp4*.so)
+    if(NOT installed_module)
+      message(FATAL_ERROR "the Python module was built but cmake --install did not install it")
+    endif()
+    get_filename_component(site ${installed_module} DIRECTORY)
+    run_step(${CMAKE_COMMAND} -E env PYTHONPATH=${site} ${PYTHON} -c
+             "import nvfp4, numpy; q = nvfp4.quantize(numpy.ones((2, 32), numpy.float32)); assert q.scales.shape == (2, 2)")
+  endif()
   foreach(target nvfp4::nvfp4 nvfp4::eigen nvfp4::native)
     string(FIND "${targets}" "add_library(${target} INTERFACE IMPORTED)" at)
     if(at EQUAL -1)
