@@ -152,7 +152,10 @@ inline gemm_result gemm_arrays(const input_image& a_image, const input_image& b_
   std::vector<float> reference(static_cast<std::size_t>(d_count));
   detail::deterministic_product(a.values.data(), m, k, b.values.data(), n, request.b_kn, reference.data());
   const auto t3 = clock::now();
-  require_finite(reference, {m, n}, "gemm: the fp32 product of the unquantized inputs (it overflows float)");
+  for (std::size_t i = 0; i < reference.size(); ++i)
+    if (!std::isfinite(reference[i]))
+      throw error(errc::overflow, "gemm: the fp32 product of the unquantized inputs overflows float at (" +
+                                      std::to_string(static_cast<index_t>(i) / n) + ", " + std::to_string(static_cast<index_t>(i) % n) + ")");
   result.report = compare(reference, result.d);
   result.quantize_ms = ms(t0, t1);
   result.gemm_ms = ms(t1, t2);
