@@ -1,6 +1,6 @@
 // Benchmarks of the block-scaled FP4 GEMM: exact (Blackwell-bit-exact) and relaxed modes, with B
-// packed per call and (decode shape, M = 16) packed once beforehand, the AVX-512 kernels on
-// machines where the AMX ones run by default, the dequantize-then-Eigen path, and fp32 SGEMM by
+// packed per call and (decode shape, M = 16) packed once beforehand, the AMX kernels and isolated
+// pieces of them on AMX machines, the dequantize-then-Eigen path, and fp32 SGEMM by
 // Eigen and OpenBLAS on the same shape, in the same run. Thread counts: bench_threads.hpp.
 // Counters: FLOP/s = 2·M·N·K / time (effective, as for a dense GEMM).
 #include <benchmark/benchmark.h>
@@ -81,13 +81,80 @@ void BM_nvfp4_gemm_packed(benchmark::State& state) {
   report(state, p);
 }
 
-/// The AVX-512 kernels where the AMX ones would run (registered on AMX machines only).
+/// The AMX kernels (off by default, see simd/amx/tiles.hpp; registered on AMX machines only).
 template <gemm_mode Mode>
-void BM_nvfp4_gemm_without_amx(benchmark::State& state) {
-  simd::amx::set_allowed(false);
-  BM_nvfp4_gemm<Mode>(state);
+void BM_nvfp4_gemm_amx(benchmark::State& state) {
   simd::amx::set_allowed(true);
+  BM_nvfp4_gemm<Mode>(state);
+  simd::amx::set_allowed(false);
 }
+
+#if NVFP4_HAS_AVX512_VNNI && NVFP4_AMX_COMPILED
+/// Isolated pieces of the AMX kernels (registered on AMX machines only), to see what bounds them:
+/// 4096 groups per iteration, each the kernel's 2 x 2 block of tile multiplies of one group
+/// (A 16 rows x 16 bf16, B 8 pair rows x 16 columns, 16 x 16 fp32 products): the multiplies alone
+/// (zero + multiply), with the products stored, and stored then read back by vector loads as the
+/// kernel does; and full-width multiplies (32 bf16 of K) accumulating in place, the unit's peak.
+/// Counter `ns/multiply`: time per tile multiply; FLOP/s counts 2·16·16·K per multiply.
+enum class amx_piece { multiply, multiply_store, multiply_store_reload, full_width_accumulate };
+template <amx_piece Piece>
+void BM_amx_piece(benchmark::State& state) {
+  using tiles = simd::amx::hardware_tiles;
+  constexpr int groups = 4096;
+  struct alignas(64) operands {
+    std::uint16_t a[2][16][64];
+    std::uint16_t b[2][16][32];
+    float products[2][4][2][2][256];
+  };
+  auto buffers = std::make_unique<operands>();
+  for (int t = 0; t < 2; ++t)
+    for (int r = 0; r < 16; ++r)
+      for (int k = 0; k < 64; ++k) buffers->a[t][r][k] = 0x3F80;  // bf16 1.0
+  for (int t = 0; t < 2; ++t)
+    for (int r = 0; r < 16; ++r)
+      for (int k = 0; k < 32; ++k) buffers->b[t][r][k] = 0x3F80;
+  simd::amx::tile_config config = gemm_detail::amx::tile_setup();
+  if constexpr (Piece == amx_piece::full_width_accumulate) {
+    for (int t = 0; t < 2; ++t) config.set(t, 16, 64);
+    for (int t = 2; t < 4; ++t) config.set(t, 16, 64);
+  }
+  tiles::configure(config);
+  __m512 sink = _mm512_setzero_ps();
+  for (auto _ : state) {
+    for (int g = 0; g < groups; ++g) {
+      float(&out)[4][2][2][256] = buffers->products[g & 1];
+      const int group = g & 3;
+      tiles::load<0>(buffers->a[0][0] + (Piece == amx_piece::full_width_accumulate ? 0 : group * 16), 128);
+      tiles::load<1>(buffers->a[1][0] + (Piece == amx_piece::full_width_accumulate ? 0 : group * 16), 128);
+      tiles::load<2>(buffers->b[0][0], 64);
+      tiles::load<3>(buffers->b[1][0], 64);
+      if constexpr (Piece != amx_piece::full_width_accumulate) {
+        tiles::zero<4>(), tiles::zero<5>(), tiles::zero<6>(), tiles::zero<7>();
+      }
+      tiles::dot_bf16<4, 0, 2>();
+      tiles::dot_bf16<5, 0, 3>();
+      tiles::dot_bf16<6, 1, 2>();
+      tiles::dot_bf16<7, 1, 3>();
+      if constexpr (Piece == amx_piece::multiply_store || Piece == amx_piece::multiply_store_reload) {
+        tiles::store<4>(out[group][0][0], 64);
+        tiles::store<5>(out[group][0][1], 64);
+        tiles::store<6>(out[group][1][0], 64);
+        tiles::store<7>(out[group][1][1], 64);
+      }
+      if constexpr (Piece == amx_piece::multiply_store_reload)
+        for (int t = 0; t < 4; ++t)
+          for (int row = 0; row < 16; ++row) sink = _mm512_add_ps(sink, _mm512_load_ps(out[group][t / 2][t % 2] + row * 16));
+    }
+  }
+  if constexpr (Piece == amx_piece::full_width_accumulate) tiles::store<4>(buffers->products[0][0][0][0], 64);
+  tiles::release();
+  benchmark::DoNotOptimize(sink);
+  const double multiplies = 4.0 * groups * static_cast<double>(state.iterations());
+  const double k = Piece == amx_piece::full_width_accumulate ? 32 : 16;
+  state.counters["ns/multiply"] = benchmark::Counter(multiplies * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["FLOP/s"] = benchmark::Counter(multiplies * 2 * 16 * 16 * k, benchmark::Counter::kIsRate);
+}
+#endif
 
 /// What a user would otherwise write: dequantize both operands, then Eigen's SGEMM. The buffers
 /// are allocated once (as the SGEMM baseline's output is), so that first-touch page faults of
@@ -151,10 +218,38 @@ BENCHMARK(BM_nvfp4_gemm<gemm_mode::exact>)->Name("nvfp4_gemm_exact")->Apply(shap
 BENCHMARK(BM_nvfp4_gemm<gemm_mode::relaxed>)->Name("nvfp4_gemm_relaxed")->Apply(shapes);
 BENCHMARK(BM_nvfp4_gemm_packed<gemm_mode::exact>)->Name("nvfp4_gemm_exact_packed_weight")->Apply(decode_shape);
 BENCHMARK(BM_nvfp4_gemm_packed<gemm_mode::relaxed>)->Name("nvfp4_gemm_relaxed_packed_weight")->Apply(decode_shape);
+/// The kernels with the other schedule of the tile work (see gemm/simd/mma_amx.hpp), for comparison.
+template <gemm_mode Mode>
+void BM_nvfp4_gemm_amx_phased(benchmark::State& state) {
+#if NVFP4_HAS_AVX512_VNNI && NVFP4_AMX_COMPILED
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  std::vector<float> d(static_cast<std::size_t>(p.m * p.n));
+  const auto d_view = matrix_view<float>::row_major(d.data(), p.m, p.n);
+  for (auto _ : state) {
+    gemm_detail::amx::block_scaled_mma<simd::amx::hardware_tiles, gemm_detail::amx::schedule::phased>(
+        p.a, p.b, nullptr, {}, fast::detail_gemm::store_to_matrix{d_view}, Mode);
+    benchmark::DoNotOptimize(d.data());
+  }
+  report(state, p);
+#else
+  state.SkipWithError("no AMX kernels in this build");
+#endif
+}
+
 [[maybe_unused]] const bool amx_comparisons_registered = [] {
   if (simd::amx::available()) {
-    benchmark::RegisterBenchmark("nvfp4_gemm_exact_avx512_on_amx_machine", BM_nvfp4_gemm_without_amx<gemm_mode::exact>)->Apply(shapes);
-    benchmark::RegisterBenchmark("nvfp4_gemm_relaxed_avx512_on_amx_machine", BM_nvfp4_gemm_without_amx<gemm_mode::relaxed>)->Apply(shapes);
+    benchmark::RegisterBenchmark("nvfp4_gemm_exact_amx_phased", BM_nvfp4_gemm_amx_phased<gemm_mode::exact>)->Apply(shapes);
+    benchmark::RegisterBenchmark("nvfp4_gemm_relaxed_amx_phased", BM_nvfp4_gemm_amx_phased<gemm_mode::relaxed>)->Apply(shapes);
+#if NVFP4_HAS_AVX512_VNNI && NVFP4_AMX_COMPILED
+    for (auto [name, f] : {std::pair{"amx_piece_multiply", &BM_amx_piece<amx_piece::multiply>},
+                           std::pair{"amx_piece_multiply_store", &BM_amx_piece<amx_piece::multiply_store>},
+                           std::pair{"amx_piece_multiply_store_reload", &BM_amx_piece<amx_piece::multiply_store_reload>},
+                           std::pair{"amx_piece_full_width_accumulate", &BM_amx_piece<amx_piece::full_width_accumulate>}})
+      benchmark::RegisterBenchmark(name, f)->Unit(benchmark::kMicrosecond)->UseRealTime();
+#endif
+    benchmark::RegisterBenchmark("nvfp4_gemm_exact_amx", BM_nvfp4_gemm_amx<gemm_mode::exact>)->Apply(shapes);
+    benchmark::RegisterBenchmark("nvfp4_gemm_relaxed_amx", BM_nvfp4_gemm_amx<gemm_mode::relaxed>)->Apply(shapes);
   }
   return true;
 }();

@@ -100,6 +100,37 @@ void BM_quantize(benchmark::State& state) {
   report(state, 8.0 + written + 1.0 / (Format::block_cols * Format::block_rows));
 }
 
+/// quantize_into(): the same amax pass + quantize pass into a tensor kept across iterations (no
+/// allocation, no zero-fill): the form the bandwidth target is about, beside memcpy.
+template <class Format>
+void BM_quantize_into(benchmark::State& state) {
+  set_threads(state);
+  quantized_tensor<Format> q(kRows, kCols);
+  for (auto _ : state) {
+    quantize_into(source_view(), q);
+    benchmark::DoNotOptimize(q.data().data());
+    benchmark::ClobberMemory();
+  }
+  const double written = Format::is_fp4 ? 0.5 : 1.0;
+  report(state, 8.0 + written + 1.0 / (Format::block_cols * Format::block_rows));
+}
+
+/// An isolated piece: the quantize pass alone (amax given) on the first 32 rows (512 KiB, resident
+/// in L2 after the first iteration): the kernel's own speed without DRAM, to tell a compute bound
+/// from a memory bound in the full-size rows above. One thread only.
+void BM_quantize_pass_cache_resident_nvfp4_1x16(benchmark::State& state) {
+  constexpr index_t rows = 32;
+  const auto x = matrix_view<const float>::row_major(source().data(), rows, kCols);
+  quantized_tensor<nvfp4_1x16> q(rows, kCols);
+  const float global_amax = amax(x);
+  for (auto _ : state) {
+    detail::quantize_with_amax_fast(x, global_amax, {}, q);
+    benchmark::DoNotOptimize(q.data().data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * rows * kCols));
+}
+
 /// The columnwise copy: the 1x16 quantization of xᵀ (a view with non-contiguous rows).
 void BM_quantize_nvfp4_1x16_columnwise(benchmark::State& state) {
   set_threads(state);
@@ -194,6 +225,8 @@ BENCHMARK(BM_read_fp32)->Apply(thread_args);
 BENCHMARK(BM_amax)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize, nvfp4_1x16)->Apply(thread_args);
 BENCHMARK(BM_quantize_with_amax_nvfp4_1x16)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_into, nvfp4_1x16)->Apply(thread_args);
+BENCHMARK(BM_quantize_pass_cache_resident_nvfp4_1x16)->Apply(one_thread_args);
 BENCHMARK_TEMPLATE(BM_quantize, nvfp4_16x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize, mxfp4)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize, mxfp8)->Apply(thread_args);

@@ -109,10 +109,12 @@ TEST(PackedWeight, GemmEpilogueMatchesThePlainTensor) {
 }
 
 TEST(PackedWeight, StaysRightWhenTheKernelChoiceChangesAfterPacking) {
-  // Packed for AMX where it runs; the products below run with AMX turned off (the vector kernels
-  // then pack B themselves), then on again. Elsewhere this runs the vector kernels twice.
+  // Packed for AMX where it runs (turned on for the packing); the products below run with AMX
+  // off (the vector kernels then pack B themselves), then on. Elsewhere this runs the vector
+  // kernels twice.
   std::mt19937 rng(4);
   const index_t m = 20, n = 40, k = 192;
+  simd::amx::set_allowed(true);
   const packed_weight<nvfp4_1x16> w(random_tensor<nvfp4_1x16>(n, k, style::normal, rng));
   const auto a = random_tensor<nvfp4_1x16>(m, k, style::normal, rng);
   std::vector<float> expected(static_cast<std::size_t>(m * n)), got(expected.size());
@@ -122,6 +124,7 @@ TEST(PackedWeight, StaysRightWhenTheKernelChoiceChangesAfterPacking) {
     block_scaled_mma(a, w, {}, matrix_view<float>::row_major(got.data(), m, n));
     EXPECT_EQ(got, expected) << "AMX allowed: " << allowed;
   }
+  simd::amx::set_allowed(false);
 }
 
 TEST(PackedWeight, ShapesAreChecked) {

@@ -235,6 +235,11 @@ void check_case(const std::vector<float>& values, shape s, layout l) {
     const float fast_amax = amax(x);
     EXPECT_EQ(std::bit_cast<std::uint32_t>(fast_amax), std::bit_cast<std::uint32_t>(ref_amax));
     expect_identical(quantize<format>(x, options), ref);
+    // quantize_into over a kept tensor full of other bytes writes every one of them.
+    const std::vector<std::uint8_t> junk_data(ref.data().size(), 0xA7), junk_scales(ref.scales().size(), 0x5B);
+    auto reused = quantized_tensor<format>::from_bytes(x.rows(), x.cols(), junk_data, junk_scales);
+    quantize_into(x, reused, options);
+    expect_identical(reused, ref);
     options.axis = quantized_axis::columnwise;  // recorded, not applied: the data is the view's
     expect_identical(quantize_with_amax<format>(x, ref_amax, options),
                      reference::quantize_with_amax<format>(x, ref_amax, options));
@@ -359,6 +364,36 @@ TEST(FastDequantizeBadInput, ShapeMismatchWritesNothing) {
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::null_pointer);
   }
+}
+
+TEST(QuantizeInto, WrongShapeAxisOrNonFiniteInputLeavesTheOutputAsItWas) {
+  auto values = make_values(distribution::normal, 20, 64, 9);
+  const auto x = matrix_view<const float>::row_major(values.data(), 20, 64);
+  const auto first = quantize<nvfp4_1x16>(x);
+  const auto expect_untouched = [&](const quantized_tensor<nvfp4_1x16>& q) {
+    EXPECT_EQ(test::bytes_of(q), test::bytes_of(first));
+    EXPECT_EQ(q.amax(), first.amax());
+  };
+  auto out = first;
+  const auto expect_code = [](auto&& call, errc code) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception";
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+    }
+  };
+  auto wide = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(values.data(), 10, 128));
+  expect_code([&] { quantize_into(x, wide, {}); }, errc::shape_mismatch);
+  expect_code([&] { quantize_into(x, out, {.axis = quantized_axis::columnwise}); }, errc::shape_mismatch);
+  values[100] = std::numeric_limits<float>::quiet_NaN();
+  expect_code([&] { quantize_into(x, out, {}); }, errc::non_finite_input);
+  expect_untouched(out);
+  // dequantize_into is dequantize into the caller's buffer.
+  std::vector<float> a(20 * 64), b(20 * 64);
+  dequantize_into(first, matrix_view<float>::row_major(a.data(), 20, 64));
+  dequantize(first, matrix_view<float>::row_major(b.data(), 20, 64));
+  EXPECT_EQ(a, b);
 }
 
 TEST(FastQuantizeBadInput, NegativeShapeAndNullData) {

@@ -88,7 +88,6 @@ struct broadcast_rows {
 struct alignas(64) tile_step {
   std::uint8_t bytes[16][64];          ///< [g*4 + q][lane*4 + e] = b2 + 12 of element g*16 + q*4 + e
   float value[4][tile_lanes];          ///< s_g per lane
-  double weight[4][tile_lanes];        ///< s_g per lane, as a double (the exact kernels' form)
   float accumulator_floor[tile_lanes];    ///< max_g e_g - 12: the accumulator's exponent must reach it
   float accumulator_ceiling[tile_lanes];  ///< min_g e_g + 27: ... and stay at or below it
   std::uint8_t codes[4][tile_lanes];   ///< scale codes, for the exact fallback
@@ -146,7 +145,6 @@ void set_tile_step_scales(const quantized_tensor<Format>& q, index_t j0, index_t
       ts.codes[g][l] = code;
       if (!present) ts.zero_scale_lanes[g] |= static_cast<std::uint16_t>(1u << l);
       ts.value[g][l] = f.value;
-      ts.weight[g][l] = f.value;
       ts.has_nan |= static_cast<std::uint8_t>(f.is_nan);
       if (f.nonzero) {
         e_min = std::min(e_min, f.exponent);

@@ -28,6 +28,9 @@ inline constexpr index_t panel_rows = 16;
 /// Columns per chunk of a copied panel: 16 rows of it (32 KiB of float) stay in L1/L2 between the
 /// block-amax pass and the encode pass. A multiple of every block width.
 inline constexpr index_t panel_cols = 512;
+/// Columns per piece of a row's encode pass: between pieces, the walk prefetches the same columns
+/// of the row the next tile reads (a multiple of every block width).
+inline constexpr index_t encode_piece_cols = 512;
 /// Columns per work item of amax on contiguous rows, so a few long rows still split over threads.
 inline constexpr index_t amax_chunk_cols = index_t{1} << 14;
 
@@ -129,16 +132,16 @@ std::uint32_t amax_bits_fast(matrix_view<const T> x) {
 /// The block-scaling walk, written once: OpenMP over panels of 16 rows, each panel in chunks of
 /// columns; per block_rows x block_cols tile the block amax, the block scales, then every row's
 /// elements through the Encoder policy (nearest_encoder, stochastic_encoder). Same contract as
-/// reference::quantize_with_amax for finite x.
+/// reference::quantize_with_amax for finite x. Writes every byte of q's data and scales (q has
+/// x's shape; what it held before does not matter) and its tensor scale.
 template <block_scaled_format Format, class Encoder, quantizer_input T>
-quantized_tensor<Format> quantize_panels(matrix_view<const T> x, float global_amax, const quantize_options& options) {
+void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_options& options, quantized_tensor<Format>& q) {
   static_assert(panel_rows % Format::block_rows == 0 && panel_cols % Format::block_cols == 0);
   constexpr int block_cols = Format::block_cols;
-  quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);
   tensor_scale scale{1.0f, 1.0f};
   if constexpr (Format::has_tensor_scale) scale = nvfp4_tensor_scale(global_amax);
   q.set_tensor_scale(global_amax, scale.encode, scale.decode);
-  if (x.empty()) return q;
+  if (x.empty()) return;
 
   std::uint8_t* const data = bytes_of(q.data());
   std::uint8_t* const scales = bytes_of(q.scales());
@@ -180,24 +183,41 @@ quantized_tensor<Format> quantize_panels(matrix_view<const T> x, float global_am
           block_scales<Format>(amax_bits.data(), blocks, scale, options.mx_rule, codes.data(), factors.data());
           for (index_t i = t0; i < t0 + tile_rows; ++i) {
             std::memcpy(row_scales + i * scale_stride, codes.data(), static_cast<std::size_t>(blocks));
-            encoder.encode(tile + i * stride, cols, factors.data(), row_data + i * data_stride, r0 + i, c0);
+            // Read in place, the row the next tile reads at this position is fetched while this one
+            // is encoded (from cache), piece by piece, so the memory stream does not pause.
+            const index_t next = r0 + i + Format::block_rows;
+            const float* const ahead = in_place && next < x.rows() ? tile + (i + Format::block_rows) * stride : nullptr;
+            for (index_t c = 0; c < cols; c += encode_piece_cols) {
+              const index_t n = std::min(encode_piece_cols, cols - c);
+              if (ahead)
+                for (index_t k = 0; k < n; k += 16) __builtin_prefetch(ahead + c + k, 0, 3);
+              encoder.encode(tile + i * stride + c, n, factors.data() + c / block_cols,
+                             row_data + i * data_stride + c / Format::elements_per_storage, r0 + i, c0 + c);
+            }
           }
         }
       }
     }
   });
-  return q;
 }
 
-/// The fast path of nvfp4::quantize_with_amax: the walk with the encoder options.rounding names.
-/// x must be finite and the rounding valid for Format (the entry points check both).
+/// The fast path of nvfp4::quantize_with_amax into q (x's shape): the walk with the encoder
+/// options.rounding names. x must be finite and the rounding valid for Format (the entry points
+/// check both).
+template <block_scaled_format Format, quantizer_input T>
+void quantize_with_amax_fast(matrix_view<const T> x, float global_amax, const quantize_options& options, quantized_tensor<Format>& q) {
+  if constexpr (Format::is_fp4) {
+    if (options.rounding == rounding_mode::stochastic) return quantize_panels<Format, stochastic_encoder<Format>>(x, global_amax, options, q);
+  }
+  quantize_panels<Format, nearest_encoder<Format>>(x, global_amax, options, q);
+}
+
+/// The same into a new tensor.
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_with_amax_fast(matrix_view<const T> x, float global_amax, const quantize_options& options) {
-  if constexpr (Format::is_fp4) {
-    if (options.rounding == rounding_mode::stochastic)
-      return quantize_panels<Format, stochastic_encoder<Format>>(x, global_amax, options);
-  }
-  return quantize_panels<Format, nearest_encoder<Format>>(x, global_amax, options);
+  quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);
+  quantize_with_amax_fast(x, global_amax, options, q);
+  return q;
 }
 
 /// The fast path of nvfp4::dequantize; out must already have q's shape.

@@ -58,6 +58,24 @@ quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options
   return detail::quantize_with_amax_fast<Format>(x, global_amax, options);
 }
 
+/// quantize() into `out`, a tensor the caller keeps and reuses (shape x.rows() x x.cols(), axis
+/// options.axis, any content): out ends up with the bytes and tensor scale quantize(x, options)
+/// would return, written over its storage; nothing is allocated or zero-filled (the form for a
+/// hot loop that quantizes same-shape tensors again and again). Throws shape_mismatch when out's
+/// shape or axis differ, and what quantize() throws, before anything of out is written.
+template <block_scaled_format Format, quantizer_input T>
+void quantize_into(matrix_view<const T> x, quantized_tensor<Format>& out, const quantize_options& options = {}) {
+  x.validate("quantize input");
+  detail::require(out.rows() == x.rows() && out.cols() == x.cols() && out.axis() == options.axis, errc::shape_mismatch,
+                  "quantize_into: the output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
+                      (out.axis() == quantized_axis::rowwise ? " rowwise" : " columnwise") + ", the input " +
+                      std::to_string(x.rows()) + "x" + std::to_string(x.cols()) +
+                      (options.axis == quantized_axis::rowwise ? " rowwise" : " columnwise") + ": they must match");
+  detail::check_rounding<Format>(options);
+  const float global_amax = detail::checked_amax(x);
+  detail::quantize_with_amax_fast<Format>(x, global_amax, options, out);
+}
+
 /// Both copies TransformerEngine's quantizer produces: x blocked along rows, and xᵀ (the
 /// columnwise copy). They share the tensor amax, so the tensor scale is the same.
 template <block_scaled_format Format>
@@ -83,6 +101,13 @@ template <block_scaled_format Format>
 void dequantize(const quantized_tensor<Format>& q, matrix_view<float> out) {
   detail::check_dequantize_output(q, out);
   detail::dequantize_fast(q, out);
+}
+
+/// dequantize() into the caller's buffer, by the name of quantize_into (the same function as
+/// dequantize(q, out)).
+template <block_scaled_format Format>
+void dequantize_into(const quantized_tensor<Format>& q, matrix_view<float> out) {
+  dequantize(q, out);
 }
 
 /// Dequantizes q into a new row-major [rows, cols] buffer.

@@ -335,17 +335,25 @@ template <class FormatA, class FormatB>
   return _mm512_load_ps(result);
 }
 
+/// When the tile products of a step are issued: `interleaved`, those of step s + 1 between the
+/// vector work of step s (both units busy, the products read a step after they are stored);
+/// `phased`, all of step s, then its vector work (each product read right after its store).
+enum class schedule { interleaved, phased };
+
 /// An R x C block (R row blocks of A at rows i0.., C tiles of B at columns j0..) over `steps`
-/// steps from step s0, into out (rows out_stride floats apart); products[0..1] is scratch. The tile products of step s + 1
-/// are issued between the vector work of step s, so that both units stay busy.
-template <class Tiles, bool Exact, int R, int C, class FormatA, class FormatB>
+/// steps from step s0, into out (rows out_stride floats apart); products[0..1] is scratch.
+template <class Tiles, schedule Schedule, bool Exact, int R, int C, class FormatA, class FormatB>
 void block(const quantized_tensor<FormatA>& qa, const quantized_tensor<FormatB>& qb, const row_block_step* const (&a)[R],
            const tile_block_step* const (&b)[C], index_t i0, index_t j0, index_t s0, index_t steps, float* out, index_t out_stride,
            step_products* products) {
-  const auto issue = [&](index_t s, int g) { multiply_group<Tiles, R, C>(a, b, s, g, products[s & 1]); };
-  for (int g = 0; g < 4; ++g) issue(0, g);
+  constexpr bool ahead = Schedule == schedule::interleaved;
+  const auto issue = [&](index_t s, int g) { multiply_group<Tiles, R, C>(a, b, s, g, products[ahead ? s & 1 : 0]); };
+  if constexpr (ahead)
+    for (int g = 0; g < 4; ++g) issue(0, g);
   for (index_t s = 0; s < steps; ++s) {
-    const step_products& u = products[s & 1];
+    if constexpr (!ahead)
+      for (int g = 0; g < 4; ++g) issue(s, g);
+    const step_products& u = products[ahead ? s & 1 : 0];
     int issued = 0;
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {
@@ -357,11 +365,11 @@ void block(const quantized_tensor<FormatA>& qa, const quantized_tensor<FormatB>&
         } else {
           relaxed_rows(a[r][s], u.u[r][c], o, out_stride);
         }
-        if (s + 1 < steps) issue(s + 1, issued);
+        if (ahead && s + 1 < steps) issue(s + 1, issued);
         ++issued;
       }
     for (; issued < 4; ++issued)
-      if (s + 1 < steps) issue(s + 1, issued);
+      if (ahead && s + 1 < steps) issue(s + 1, issued);
   }
 }
 
@@ -381,7 +389,7 @@ NVFP4_ALWAYS_INLINE void for_block_shape(int rows, int tiles, Body&& body) {
 /// each output handed to store(i, j, value). `packed` is B packed by pack_tile for all its tiles
 /// ([tile][step], whole panels of 8), or null to pack each panel as it is needed. Call only where
 /// eligible(a, b, mode).
-template <class Tiles, class FormatA, class FormatB, class Store>
+template <class Tiles, schedule Schedule = schedule::interleaved, class FormatA, class FormatB, class Store>
 void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const tile_block_step* packed,
                       matrix_view<const float> c, const Store& store, gemm_mode mode) {
   const index_t m = a.rows(), n = b.rows();
@@ -426,8 +434,8 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
               for (int t = 0; t < C; ++t) tb[t] = panel + (t0 + t) * steps + s0;
               float* out = staged.data() + b0 * block_rows * panel_cols + t0 * tile_lanes;
               const index_t i0 = i_begin + b0 * block_rows, jt = j0 + t0 * tile_lanes;
-              if (mode == gemm_mode::exact) block<Tiles, true, R, C>(a, b, ra, tb, i0, jt, s0, chunk, out, panel_cols, products);
-              else block<Tiles, false, R, C>(a, b, ra, tb, i0, jt, s0, chunk, out, panel_cols, products);
+              if (mode == gemm_mode::exact) block<Tiles, Schedule, true, R, C>(a, b, ra, tb, i0, jt, s0, chunk, out, panel_cols, products);
+              else block<Tiles, Schedule, false, R, C>(a, b, ra, tb, i0, jt, s0, chunk, out, panel_cols, products);
             });
           }
       }

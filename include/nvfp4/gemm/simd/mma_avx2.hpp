@@ -113,7 +113,7 @@ void exact_block(const row_step* const* rows, const tile_step* const* tiles, ind
           const __m256i p = group_sum(ra, tb, g, h, a_quads);
           for (int part = 0; part < 2; ++part) {
             const __m128i p4 = part == 0 ? _mm256_castsi256_si128(p) : _mm256_extracti128_si256(p, 1);
-            const __m256d weight = _mm256_mul_pd(quarter_a, _mm256_load_pd(tb.weight[g] + 8 * h + 4 * part));
+            const __m256d weight = _mm256_mul_pd(quarter_a, _mm256_cvtps_pd(_mm_load_ps(tb.value[g] + 8 * h + 4 * part)));
             sum[h][part] = _mm256_fmadd_pd(_mm256_cvtepi32_pd(p4), weight, sum[h][part]);
           }
         }

@@ -102,6 +102,38 @@ template <class ScaleType>
   return _mm512_load_ps(result);
 }
 
+/// One step of an R x C block with the terms added in double (see exact_block); out of line, so
+/// that the fp32 sum, the usual case, keeps its registers.
+template <int R, int C>
+[[gnu::noinline]] void exact_step_in_double(const row_step* const (&ra)[R], const tile_step* const (&tb)[C], const __m512 (&acc)[R][C],
+                                            __m512 (&fast)[R][C]) {
+  constexpr int truncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+  __m512d sum[R][C][2];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      sum[r][c][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][c]));
+      sum[r][c][1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1)));
+    }
+  for (int g = 0; g < 4; ++g) {
+    __m512i p[R][C];
+    group_sums<R, C>(ra, tb, g, p);
+    for (int c = 0; c < C; ++c) {
+      const __m512d scale_b0 = _mm512_cvtps_pd(_mm256_load_ps(tb[c]->value[g])), scale_b1 = _mm512_cvtps_pd(_mm256_load_ps(tb[c]->value[g] + 8));
+      for (int r = 0; r < R; ++r) {
+        const __m512d quarter_a = _mm512_set1_pd(static_cast<double>(ra[r]->quarter[g]));
+        sum[r][c][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(p[r][c])), _mm512_mul_pd(quarter_a, scale_b0),
+                                       sum[r][c][0]);
+        sum[r][c][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(p[r][c], 1)), _mm512_mul_pd(quarter_a, scale_b1),
+                                       sum[r][c][1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      fast[r][c] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum[r][c][0], truncate)),
+                                      _mm512_cvt_roundpd_ps(sum[r][c][1], truncate), 1);
+}
+
 /// Exact mode. Where truncation to 2^(E_max - 35) removes nothing, the fused sum is the plain
 /// sum c + Σ 4P_g·(s_a/4)·s_b, rounded toward zero to fp32 (§6 step 6). That holds when the
 /// non-zero terms lie within max_term_span binades of each other and of the accumulator, and the
@@ -142,30 +174,7 @@ void exact_block(const row_step* const* rows, const tile_step* const* tiles, ind
       for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) fast[r][c] = _mm512_add_round_ps(acc[r][c], sum[r][c], truncate);
     } else {
-      __m512d sum[R][C][2];
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) {
-          sum[r][c][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][c]));
-          sum[r][c][1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1)));
-        }
-      for (int g = 0; g < 4; ++g) {
-        __m512i p[R][C];
-        group_sums<R, C>(ra, tb, g, p);
-        for (int c = 0; c < C; ++c) {
-          const __m512d scale_b0 = _mm512_load_pd(tb[c]->weight[g]), scale_b1 = _mm512_load_pd(tb[c]->weight[g] + 8);
-          for (int r = 0; r < R; ++r) {
-            const __m512d quarter_a = _mm512_set1_pd(static_cast<double>(ra[r]->quarter[g]));
-            sum[r][c][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(p[r][c])), _mm512_mul_pd(quarter_a, scale_b0),
-                                           sum[r][c][0]);
-            sum[r][c][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(p[r][c], 1)),
-                                           _mm512_mul_pd(quarter_a, scale_b1), sum[r][c][1]);
-          }
-        }
-      }
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c)
-          fast[r][c] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum[r][c][0], truncate)),
-                                          _mm512_cvt_roundpd_ps(sum[r][c][1], truncate), 1);
+      exact_step_in_double<R, C>(ra, tb, acc, fast);
     }
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {

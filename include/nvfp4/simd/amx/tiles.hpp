@@ -73,7 +73,7 @@ inline bool detect() {
 inline std::atomic<bool>& allowed_flag() {
   static std::atomic<bool> flag{[] {
     const char* env = std::getenv("NVFP4_AMX");
-    return !(env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "off") == 0));
+    return env && (std::strcmp(env, "1") == 0 || std::strcmp(env, "on") == 0);
   }()};
   return flag;
 }
@@ -86,11 +86,15 @@ inline bool available() {
   return result;
 }
 
-/// True where AMX is available and not turned off (environment NVFP4_AMX=0, or set_allowed(false)).
+/// True where AMX is available and turned on: environment NVFP4_AMX=1, or set_allowed(true). Off
+/// by default: on the one AMX machine measured (a 16-core Sapphire Rapids class Xeon, see
+/// docs/benchmarks.md) the block-scaled GEMM's AMX kernels ran no faster than the AVX-512 ones
+/// (every 16-element group needs its own tile product stored and read back, and that round trip
+/// bounds them), so the AVX-512 kernels are the better default there.
 inline bool usable() { return available() && detail::allowed_flag().load(std::memory_order_relaxed); }
 
-/// Lets the AMX kernels run where available (the default) or not, e.g. to time the AVX-512 ones
-/// on an AMX machine. Results do not change: every kernel gives the reference's bits.
+/// Lets the AMX kernels run where available, or not (the default). Results do not change: every
+/// kernel gives the reference's bits.
 inline void set_allowed(bool allowed) { detail::allowed_flag().store(allowed, std::memory_order_relaxed); }
 
 #if NVFP4_AMX_COMPILED
