@@ -2,7 +2,7 @@
 // everything the recipe quantizes, then fprop, dgrad and wgrad) per recipe, beside the same three
 // GEMMs in fp32 by Eigen and OpenBLAS in the same run; and the FP8 / MXFP8 GEMMs (exact and
 // relaxed) beside SGEMM. Counters: FLOP/s = 2·M·N·K per GEMM (x3 for a step) / time.
-// NVFP4_BENCH_THREADS (e.g. "1,2") sets the thread counts, 1 by default.
+// Thread counts: NVFP4_BENCH_THREADS, through benchmarks/bench_threads.hpp (1 and 2 by default).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -13,12 +13,7 @@
 #include "nvfp4/interop/eigen.hpp"
 #include "nvfp4/nn/linear.hpp"
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
-#ifdef NVFP4_HAVE_CBLAS
-#include <cblas.h>
-#endif
+#include "bench_threads.hpp"
 
 namespace {
 
@@ -49,16 +44,7 @@ const problem& get_problem(index_t m, index_t n, index_t k) {
   return *cache.back();
 }
 
-void set_threads(benchmark::State& state) {
-  const int threads = static_cast<int>(state.range(3));
-#if NVFP4_HAS_OPENMP
-  omp_set_num_threads(threads);
-#endif
-  Eigen::setNbThreads(threads);
-#ifdef NVFP4_HAVE_CBLAS
-  openblas_set_num_threads(threads);
-#endif
-}
+void set_threads(benchmark::State& state) { nvfp4_bench::use_threads(state, 3); }
 
 void report(benchmark::State& state, const problem& p, double gemms) {
   state.counters["FLOP/s"] = benchmark::Counter(gemms * 2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()),
@@ -192,22 +178,9 @@ void BM_mxfp8_gemm(benchmark::State& state) {
   report(state, p, 1.0);
 }
 
-std::vector<int> thread_counts() {
-  std::vector<int> counts;
-  if (const char* env = std::getenv("NVFP4_BENCH_THREADS")) {
-    for (const char* p = env; *p;) {
-      counts.push_back(std::atoi(p));
-      while (*p && *p != ',') ++p;
-      if (*p) ++p;
-    }
-  }
-  if (counts.empty()) counts = {1};
-  return counts;
-}
-
 // Steps: {M, N, K, threads, recipe}: 4096 tokens x 4096 x 4096, and a decode-like 16 tokens.
 void step_shapes(benchmark::internal::Benchmark* b, bool per_recipe) {
-  for (int threads : thread_counts())
+  for (int threads : nvfp4_bench::thread_counts())
     for (auto [m, n, k] : {std::tuple{4096, 4096, 4096}, std::tuple{16, 4096, 4096}}) {
       if (!per_recipe) {
         b->Args({m, n, k, threads, 0});
@@ -218,7 +191,7 @@ void step_shapes(benchmark::internal::Benchmark* b, bool per_recipe) {
   b->ArgNames({"M", "N", "K", "threads", "recipe"})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 }
 void gemm_shapes(benchmark::internal::Benchmark* b) {
-  for (int threads : thread_counts()) b->Args({2048, 2048, 2048, threads});
+  for (int threads : nvfp4_bench::thread_counts()) b->Args({2048, 2048, 2048, threads});
   b->ArgNames({"M", "N", "K", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 }
 

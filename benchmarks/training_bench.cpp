@@ -1,7 +1,8 @@
 // Benchmarks of training: one step (forward + backward + AdamW update) of the tiny transformer LM
 // under every recipe of the catalog, FP32 first (the baseline), in tokens/s; and one AdamW update
 // of a 1M-parameter matrix per optimizer-state storage, FP32 states first (the baseline), in
-// parameters/s. One OpenMP thread unless the name says otherwise.
+// parameters/s. Training steps at the thread counts of benchmarks/bench_threads.hpp
+// (NVFP4_BENCH_THREADS), the optimizer step at one thread.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -13,21 +14,13 @@
 #include "nvfp4/training/recipe_catalog.hpp"
 #include "nvfp4/training/text_dataset.hpp"
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "bench_threads.hpp"
 
 namespace {
 
 using namespace nvfp4;
 
-void set_threads(int threads) {
-#if NVFP4_HAS_OPENMP
-  omp_set_num_threads(threads);
-#else
-  (void)threads;
-#endif
-}
+using nvfp4_bench::set_threads;
 
 /// Random bytes as the text: the step's cost does not depend on the content.
 std::vector<std::uint8_t> random_text(std::size_t n) {
@@ -76,7 +69,7 @@ void BM_optimizer_step(benchmark::State& state, training::state_format format) {
 
 const bool registered = [] {
   for (const auto& recipe : training::recipe_catalog()) {
-    for (int threads : {1, 2}) {
+    for (int threads : nvfp4_bench::thread_counts()) {
       benchmark::RegisterBenchmark(("BM_train_step/" + recipe.name + "/threads:" + std::to_string(threads)).c_str(),
                                    [recipe, threads](benchmark::State& s) { BM_train_step(s, recipe, threads); })
           ->Unit(benchmark::kMillisecond)
