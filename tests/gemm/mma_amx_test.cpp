@@ -28,6 +28,7 @@ namespace {
 
 #if NVFP4_HAS_AVX512_VNNI
 
+using gemm_test_data::count_mismatches;
 using gemm_test_data::emulated_tiles;
 using gemm_test_data::random_accumulator;
 using gemm_test_data::random_operand;
@@ -74,14 +75,11 @@ index_t check_problem(index_t m, index_t n, index_t k, style s, gemm_mode mode, 
     else
       gemm_detail::amx::block_scaled_mma<Tiles, gemm_detail::amx::schedule::phased>(a, b, prepack ? packed.data() : nullptr, c_view,
                                                                                    into(got, n), mode);
-    index_t mismatches = 0;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(expected[i]) && mismatches++ < 3)
-        ADD_FAILURE() << "D[" << i / static_cast<std::size_t>(n) << "][" << i % static_cast<std::size_t>(n) << "] amx "
-                      << std::hexfloat << got[i] << " reference " << expected[i] << std::defaultfloat << " (" << m << "x" << n
-                      << "x" << k << ", style " << static_cast<int>(s) << (mode == gemm_mode::exact ? ", exact, " : ", relaxed, ")
-                      << threads << " threads)";
-    EXPECT_EQ(mismatches, 0);
+    EXPECT_EQ(count_mismatches(got, expected, n,
+                               std::string("amx, ") + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + ", style " +
+                                   std::to_string(static_cast<int>(s)) + (mode == gemm_mode::exact ? ", exact, " : ", relaxed, ") +
+                                   std::to_string(threads) + " threads"),
+              0);
   }
 #if NVFP4_HAS_OPENMP
   omp_set_num_threads(2);

@@ -21,6 +21,7 @@
 namespace nvfp4 {
 namespace {
 
+using gemm_test_data::count_mismatches;
 using gemm_test_data::random_accumulator;
 using gemm_test_data::random_operand;
 using gemm_test_data::style;
@@ -49,13 +50,10 @@ index_t check_packed(index_t m, index_t n, index_t k, style s, gemm_mode mode, u
 #endif
       std::fill(got.begin(), got.end(), std::bit_cast<float>(0x7FC0DEADu));
       block_scaled_mma(a, w, c_view, matrix_view<float>::row_major(got.data(), m, n), mode);
-      index_t mismatches = 0;
-      for (std::size_t i = 0; i < got.size(); ++i)
-        if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(expected[i]) && mismatches++ < 3)
-          ADD_FAILURE() << "D[" << i / static_cast<std::size_t>(n) << "][" << i % static_cast<std::size_t>(n) << "] packed "
-                        << std::hexfloat << got[i] << " reference " << expected[i] << std::defaultfloat << " (" << m << "x" << n
-                        << "x" << k << ", style " << static_cast<int>(s) << ", " << threads << " threads)";
-      EXPECT_EQ(mismatches, 0);
+      EXPECT_EQ(count_mismatches(got, expected, n,
+                                 "packed, " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + ", style " +
+                                     std::to_string(static_cast<int>(s)) + ", " + std::to_string(threads) + " threads"),
+                0);
     }
     compared += m * n;
   }

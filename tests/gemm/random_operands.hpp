@@ -9,8 +9,12 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <sstream>
+#include <string>
 #include <type_traits>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "nvfp4/scaling/quantized_tensor.hpp"
 
@@ -77,6 +81,20 @@ std::vector<float> random_accumulator(index_t count, style s, std::mt19937& rng)
                                                                                : std::numeric_limits<float>::quiet_NaN());
   }
   return c;
+}
+
+/// Adds a failure for each of the first three outputs of a row-major [*, n] result whose bits
+/// differ from the expected ones (`what` says which problem); returns how many differ.
+inline index_t count_mismatches(const std::vector<float>& got, const std::vector<float>& expected, index_t n, const std::string& what) {
+  index_t mismatches = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(expected[i]) && mismatches++ < 3) {
+      std::ostringstream text;
+      text << "D[" << i / static_cast<std::size_t>(n) << "][" << i % static_cast<std::size_t>(n) << "] " << std::hexfloat << got[i]
+           << ", reference " << expected[i] << " (" << what << ")";
+      ADD_FAILURE() << text.str();
+    }
+  return mismatches;
 }
 
 }  // namespace nvfp4::gemm_test_data

@@ -375,19 +375,11 @@ TEST(QuantizeInto, WrongShapeAxisOrNonFiniteInputLeavesTheOutputAsItWas) {
     EXPECT_EQ(q.amax(), first.amax());
   };
   auto out = first;
-  const auto expect_code = [](auto&& call, errc code) {
-    try {
-      call();
-      ADD_FAILURE() << "no exception";
-    } catch (const error& e) {
-      EXPECT_EQ(e.code(), code) << e.what();
-    }
-  };
   auto wide = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(values.data(), 10, 128));
-  expect_code([&] { quantize_into(x, wide, {}); }, errc::shape_mismatch);
-  expect_code([&] { quantize_into(x, out, {.axis = quantized_axis::columnwise}); }, errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { quantize_into(x, wide, {}); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { quantize_into(x, out, {.axis = quantized_axis::columnwise}); }), errc::shape_mismatch);
   values[100] = std::numeric_limits<float>::quiet_NaN();
-  expect_code([&] { quantize_into(x, out, {}); }, errc::non_finite_input);
+  EXPECT_EQ(test::error_code_of([&] { quantize_into(x, out, {}); }), errc::non_finite_input);
   expect_untouched(out);
   // dequantize_into is dequantize into the caller's buffer.
   std::vector<float> a(20 * 64), b(20 * 64);
