@@ -42,6 +42,7 @@ const char* usage =
     "  --seq N --batch N        sequence length and sequences per step (64, 16); MLP: batch rows\n"
     "  --lr X --warmup N --clip X      AdamW learning rate (3e-3), warmup steps (30), clip norm (1)\n"
     "  --optimizer adamw|muon|sgd      (default adamw)\n"
+    "  --gemm exact|relaxed     quantized GEMMs as the tensor core computes them, or FP32-accumulated\n"
     "  --text FILE              the training text (default data/shakespeare.txt)\n"
     "  --threads N              OpenMP threads per run (default 1)\n"
     "  --jobs N                 runs trained at the same time (default 2)\n"
@@ -71,7 +72,7 @@ std::vector<std::string> split(const std::string& list) {
 }
 
 struct settings {
-  std::string model, optimizer, text;
+  std::string model, optimizer, text, gemm;
   long long steps, width, depth, heads, seq, batch, warmup, threads, jobs, eval_every, eval_batches, log_every, seed;
   double lr, clip;
 };
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
   using namespace nvfp4;
   const examples::flags f(argc, argv, usage);
   settings s{f.text("model", "transformer"), f.text("optimizer", "adamw"), f.text("text", NVFP4_DATA_DIR "/shakespeare.txt"),
+             f.text("gemm", "exact"),
              f.integer("steps", 300), f.integer("width", 64), f.integer("depth", 2), f.integer("heads", 4), f.integer("seq", 64),
              f.integer("batch", 16), f.integer("warmup", 30), f.integer("threads", 1), f.integer("jobs", 2),
              f.integer("eval-every", 50), f.integer("eval-batches", 8), f.integer("log-every", 50), f.integer("seed", 1),
@@ -116,6 +118,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--model must be transformer or mlp\n");
     return 2;
   }
+  if (s.gemm != "exact" && s.gemm != "relaxed") {
+    std::fprintf(stderr, "--gemm must be exact or relaxed\n");
+    return 2;
+  }
+  const gemm_mode mode = s.gemm == "exact" ? gemm_mode::exact : gemm_mode::relaxed;
   if (s.optimizer != "adamw" && s.optimizer != "muon" && s.optimizer != "sgd") {
     std::fprintf(stderr, "--optimizer must be adamw, muon or sgd\n");
     return 2;
@@ -125,9 +132,9 @@ int main(int argc, char** argv) {
     std::vector<training::training_recipe> recipes;
     const std::string list = f.text("recipes", "all");
     if (list == "all") {
-      recipes = training::recipe_catalog();
+      recipes = training::recipe_catalog(mode);
     } else {
-      for (const auto& name : split(list)) recipes.push_back(training::find_recipe(name));
+      for (const auto& name : split(list)) recipes.push_back(training::find_recipe(name, mode));
     }
     if (recipes.empty()) throw error(errc::invalid_argument, "--recipes names no recipe");
 
@@ -143,7 +150,7 @@ int main(int argc, char** argv) {
           training::text_config{.seq_len = s.seq, .batch_size = s.batch, .seed = static_cast<std::uint64_t>(s.seed)});
     }
     {
-      const auto probe = make_model(s, nn::every_layer<nn::fp32_engine>());
+      const auto probe = make_model(s, nn::fp32_engines());
       std::printf("model: %s, %zu parameters, %d layers for the precision controls; data: %s\n", probe->name().c_str(),
                   probe->parameter_count(), probe->layer_count(), data->name().c_str());
     }
@@ -188,7 +195,7 @@ int main(int argc, char** argv) {
       if (!failures[i].empty()) throw error(errc::invalid_argument, "recipe " + recipes[i].name + ": " + failures[i]);
 
     const std::vector<std::pair<std::string, std::string>> settings_json{
-        {"model", s.model}, {"optimizer", s.optimizer}, {"text", s.model == "mlp" ? "" : s.text},
+        {"model", s.model}, {"optimizer", s.optimizer}, {"gemm", s.gemm}, {"text", s.model == "mlp" ? "" : s.text},
         {"steps", std::to_string(s.steps)}, {"width", std::to_string(s.width)}, {"depth", std::to_string(s.depth)},
         {"heads", std::to_string(s.heads)}, {"seq", std::to_string(s.seq)}, {"batch", std::to_string(s.batch)},
         {"lr", std::to_string(s.lr)}, {"threads", std::to_string(s.threads)}, {"jobs", std::to_string(s.jobs)},

@@ -23,12 +23,12 @@ batch feature_batch(index_t rows, index_t inputs, index_t classes, unsigned seed
 }
 
 TEST(Mlp, GradientsMatchCentralDifferences) {
-  mlp_classifier m({.inputs = 6, .hidden = 10, .depth = 2, .classes = 4, .seed = 2}, every_layer<fp32_engine>());
+  mlp_classifier m({.inputs = 6, .hidden = 10, .depth = 2, .classes = 4, .seed = 2}, fp32_engines());
   testing::expect_gradients_match(m, feature_batch(5, 6, 4, 1), 1, 1e-2f, 2e-3, 0.03);
 }
 
 TEST(Mlp, LayerMap) {
-  mlp_classifier m({.inputs = 8, .hidden = 16, .depth = 3, .classes = 5}, every_layer<fp32_engine>());
+  mlp_classifier m({.inputs = 8, .hidden = 16, .depth = 3, .classes = 5}, fp32_engines());
   EXPECT_EQ(m.layer_count(), 4);
   const auto d = m.dense_layers();
   ASSERT_EQ(d.size(), 4u);
@@ -39,9 +39,9 @@ TEST(Mlp, LayerMap) {
 }
 
 TEST(Mlp, RejectsBadConfigurationsAndBatches) {
-  EXPECT_THROW(mlp_classifier({.classes = 1}, every_layer<fp32_engine>()), error);
-  EXPECT_THROW(mlp_classifier({.depth = 0}, every_layer<fp32_engine>()), error);
-  mlp_classifier m({.inputs = 4, .hidden = 8, .depth = 1, .classes = 3}, every_layer<fp32_engine>());
+  EXPECT_THROW(mlp_classifier({.classes = 1}, fp32_engines()), error);
+  EXPECT_THROW(mlp_classifier({.depth = 0}, fp32_engines()), error);
+  mlp_classifier m({.inputs = 4, .hidden = 8, .depth = 1, .classes = 3}, fp32_engines());
   batch b = feature_batch(2, 4, 3, 0);
   b.features.pop_back();
   EXPECT_THROW(m.evaluate(b), error);

@@ -29,12 +29,12 @@ batch token_batch(index_t rows, index_t seq, index_t vocab, unsigned seed) {
 TEST(Transformer, GradientsMatchCentralDifferences) {
   // Large init so every gradient is well above the FP32 noise of the difference quotient.
   transformer_lm m({.vocab = 11, .width = 8, .depth = 2, .heads = 2, .seq_len = 6, .mlp_ratio = 2, .init_std = 0.5f, .seed = 3},
-                   every_layer<fp32_engine>());
+                   fp32_engines());
   testing::expect_gradients_match(m, token_batch(2, 5, 11, 1), 3, 1e-2f, 2e-3, 0.03);
 }
 
 TEST(Transformer, LayerMapAndParameters) {
-  transformer_lm m({.width = 16, .depth = 3, .heads = 2, .seq_len = 8}, every_layer<fp32_engine>());
+  transformer_lm m({.width = 16, .depth = 3, .heads = 2, .seq_len = 8}, fp32_engines());
   EXPECT_EQ(m.layer_count(), 4);
   const auto dense = m.dense_layers();
   ASSERT_EQ(dense.size(), 13u);  // 4 per block + head
@@ -54,7 +54,7 @@ TEST(Transformer, SameBitsForOneAndTwoThreads) {
   const batch b = token_batch(8, 32, 256, 2);
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
-    transformer_lm m({.width = 64, .depth = 1, .heads = 4, .seq_len = 32}, every_layer<bf16_engine>());
+    transformer_lm m({.width = 64, .depth = 1, .heads = 4, .seq_len = 32}, bf16_engines());
     std::vector<float> out{m.forward_backward(b, 1.0f)};
     for (parameter* p : m.parameters()) out.insert(out.end(), p->grad.begin(), p->grad.end());
     return out;
@@ -66,10 +66,10 @@ TEST(Transformer, SameBitsForOneAndTwoThreads) {
 }
 
 TEST(Transformer, RejectsBadConfigurationsAndBatches) {
-  EXPECT_THROW(transformer_lm({.width = 10, .heads = 4}, every_layer<fp32_engine>()), error);
-  EXPECT_THROW(transformer_lm({.depth = 0}, every_layer<fp32_engine>()), error);
+  EXPECT_THROW(transformer_lm({.width = 10, .heads = 4}, fp32_engines()), error);
+  EXPECT_THROW(transformer_lm({.depth = 0}, fp32_engines()), error);
   EXPECT_THROW(transformer_lm({}, engine_factory{}), error);
-  transformer_lm m({.vocab = 16, .width = 8, .depth = 1, .heads = 2, .seq_len = 4}, every_layer<fp32_engine>());
+  transformer_lm m({.vocab = 16, .width = 8, .depth = 1, .heads = 2, .seq_len = 4}, fp32_engines());
   EXPECT_THROW(m.evaluate(token_batch(1, 5, 16, 0)), error);  // longer than seq_len
   batch bad = token_batch(1, 4, 16, 0);
   bad.inputs[2] = 16;  // outside the vocabulary

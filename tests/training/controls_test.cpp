@@ -41,7 +41,7 @@ TEST(PrecisionControls, EachControlSwitchesExactlyItsLayersAndSteps) {
 }
 
 TEST(PrecisionControls, ApplyOnATransformerSetsItsDenseLayers) {
-  nn::transformer_lm m({.width = 16, .depth = 3, .heads = 2, .seq_len = 8}, nn::every_layer<nn::fp32_engine>());
+  nn::transformer_lm m({.width = 16, .depth = 3, .heads = 2, .seq_len = 8}, nn::fp32_engines());
   const precision_controls c{.skip_quant_first_layers = 1, .skip_quant_last_layers = 1, .cooldown_fraction = 0.5};
   c.apply(m, 0, 4);
   for (nn::dense* d : m.dense_layers()) {

@@ -33,7 +33,7 @@ train_result run(const nn::engine_factory& engines, train_options options, std::
 }
 
 TEST(Trainer, LossFallsBelowHalfItsStartForFp32AndBf16) {
-  for (const auto& engines : {nn::every_layer<nn::fp32_engine>(), nn::every_layer<nn::bf16_engine>()}) {
+  for (const auto& engines : {nn::fp32_engines(), nn::bf16_engines()}) {
     const auto r = run(engines, {.steps = 60, .eval_every = 0});
     ASSERT_EQ(r.steps.size(), 60u);
     EXPECT_NEAR(r.steps[0].loss, std::log(8.0f), 0.8);  // chance level at the start
@@ -46,8 +46,8 @@ TEST(Trainer, LossFallsBelowHalfItsStartForFp32AndBf16) {
 
 TEST(Trainer, RunsAreReproducibleAndIndependentOfThreads) {
   std::vector<float> w1, w2, w3;
-  const auto a = run(nn::every_layer<nn::bf16_engine>(), {.steps = 12, .eval_every = 6}, &w1);
-  const auto b = run(nn::every_layer<nn::bf16_engine>(), {.steps = 12, .eval_every = 6}, &w2);
+  const auto a = run(nn::bf16_engines(), {.steps = 12, .eval_every = 6}, &w1);
+  const auto b = run(nn::bf16_engines(), {.steps = 12, .eval_every = 6}, &w2);
   EXPECT_EQ(w1, w2);
   for (std::size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(a.steps[i].loss, b.steps[i].loss);
 #if NVFP4_HAS_OPENMP
@@ -55,7 +55,7 @@ TEST(Trainer, RunsAreReproducibleAndIndependentOfThreads) {
   auto wide = [](int threads, std::vector<float>* w) {
     omp_set_num_threads(threads);
     cluster_dataset data({.features = 64, .classes = 8, .batch_size = 512, .seed = 1});
-    nn::mlp_classifier m({.inputs = 64, .hidden = 256, .depth = 2, .classes = 8}, nn::every_layer<nn::fp32_engine>());
+    nn::mlp_classifier m({.inputs = 64, .hidden = 256, .depth = 2, .classes = 8}, nn::fp32_engines());
     adamw opt(m.parameters(), {.lr = 1e-3f});
     const auto r = train(m, data, opt, {.steps = 3, .eval_every = 0});
     for (nn::parameter* p : m.parameters()) w->insert(w->end(), p->value.begin(), p->value.end());
@@ -69,7 +69,8 @@ TEST(Trainer, RunsAreReproducibleAndIndependentOfThreads) {
 #endif
 }
 
-/// Wraps an engine and turns one entry of dX into NaN at steps [first, last].
+/// Wraps an FP32 engine (of a 64 x 64 layer, fc1's shape) and turns one entry of dX into NaN at
+/// steps [first, last].
 class nan_in_input_gradient final : public nn::gemm_engine {
  public:
   nan_in_input_gradient(long long first, long long last) : first_(first), last_(last) {}
@@ -84,22 +85,22 @@ class nan_in_input_gradient final : public nn::gemm_engine {
   }
 
  private:
-  nn::fp32_engine inner_;
+  nn::linear_engine inner_{64, 64, no_quantization{}, {}};
   long long first_, last_, step_ = 0;
 };
 
 /// fc1 gets a fault-injecting engine (NaN in its dX at steps [first, last]); the others FP32.
 nn::engine_factory faulty_fc1(long long first, long long last) {
-  return [=](const std::string& name, int) -> std::unique_ptr<nn::gemm_engine> {
+  return [=](const std::string& name, int layer, index_t in, index_t out) -> std::unique_ptr<nn::gemm_engine> {
     if (name == "fc1") return std::make_unique<nan_in_input_gradient>(first, last);
-    return std::make_unique<nn::fp32_engine>();
+    return nn::fp32_engines()(name, layer, in, out);
   };
 }
 
 TEST(Trainer, NanMonitorNamesStepLayerAndTensorAndSkipsTheStep) {
   // A NaN written into fc1's weight before step 5: seen as fc1's weight at step 5.
   {
-    const auto r = run(nn::every_layer<nn::fp32_engine>(),
+    const auto r = run(nn::fp32_engines(),
                        {.steps = 8, .eval_every = 0, .max_skipped_steps = 100, .before_step = [](long long step, nn::model& m) {
                           if (step == 5) m.dense_layers()[1]->weight().value[3] = std::numeric_limits<float>::quiet_NaN();
                         }});
@@ -133,7 +134,7 @@ TEST(Trainer, NanMonitorNamesStepLayerAndTensorAndSkipsTheStep) {
       }
       nn::batch validation_batch(int i) const override { return inner.validation_batch(i); }
     } data;
-    nn::mlp_classifier m(net, nn::every_layer<nn::fp32_engine>());
+    nn::mlp_classifier m(net, nn::fp32_engines());
     adamw opt(m.parameters(), {});
     const auto r = train(m, data, opt, {.steps = 4, .eval_every = 0});
     ASSERT_EQ(r.nan_events.size(), 1u);
@@ -156,8 +157,8 @@ TEST(Trainer, DynamicLossScalingBacksOffAndGrows) {
   EXPECT_FALSE(r.steps[2].skipped);
   EXPECT_EQ(r.nan_events.size(), 2u);
   // A fixed scale that fits changes nothing but rounding: the same loss curve up to FP32 noise.
-  const auto plain = run(nn::every_layer<nn::fp32_engine>(), {.steps = 10, .eval_every = 0});
-  const auto fixed = run(nn::every_layer<nn::fp32_engine>(),
+  const auto plain = run(nn::fp32_engines(), {.steps = 10, .eval_every = 0});
+  const auto fixed = run(nn::fp32_engines(),
                          {.steps = 10, .scaling = {.kind = loss_scaling::mode::fixed, .initial_scale = 1024.0f}, .eval_every = 0});
   for (std::size_t i = 0; i < plain.steps.size(); ++i) EXPECT_NEAR(plain.steps[i].loss, fixed.steps[i].loss, 1e-4);
 }
@@ -165,7 +166,7 @@ TEST(Trainer, DynamicLossScalingBacksOffAndGrows) {
 TEST(Trainer, ClippingBoundsTheUpdate) {
   // SGD without momentum, lr 1: the update is the clipped gradient, whose norm is the clip.
   cluster_dataset data(task);
-  nn::mlp_classifier m(net, nn::every_layer<nn::fp32_engine>());
+  nn::mlp_classifier m(net, nn::fp32_engines());
   std::vector<float> before;
   for (nn::parameter* p : m.parameters()) before.insert(before.end(), p->value.begin(), p->value.end());
   sgd_momentum opt(m.parameters(), {.lr = 1.0f, .momentum = 0.0f});
@@ -183,7 +184,7 @@ TEST(Trainer, ClippingBoundsTheUpdate) {
 
 TEST(Trainer, PerLayerLogs) {
   cluster_dataset data(task);
-  nn::mlp_classifier m(net, nn::every_layer<nn::bf16_engine>());
+  nn::mlp_classifier m(net, nn::bf16_engines());
   adamw opt(m.parameters(), {});
   const auto r = train(m, data, opt, {.steps = 4, .eval_every = 0, .log_every = 2});
   ASSERT_EQ(r.layer_log.size(), 6u);  // steps 0 and 2, three layers each
@@ -199,7 +200,7 @@ TEST(Trainer, PerLayerLogs) {
     EXPECT_GT(s.weight_gradient_norm, 0.0);
   }
   // The first step's weight amax is that of the initial weights.
-  nn::mlp_classifier fresh(net, nn::every_layer<nn::bf16_engine>());
+  nn::mlp_classifier fresh(net, nn::bf16_engines());
   float amax = 0;
   for (float v : fresh.dense_layers()[0]->weight().value) amax = std::max(amax, std::fabs(v));
   EXPECT_EQ(r.layer_log[0].weight_amax, amax);
@@ -209,7 +210,7 @@ TEST(Trainer, PerLayerLogs) {
 
 TEST(Trainer, BadOptionsAreRefusedBeforeAnyStep) {
   cluster_dataset data(task);
-  nn::mlp_classifier m(net, nn::every_layer<nn::fp32_engine>());
+  nn::mlp_classifier m(net, nn::fp32_engines());
   adamw opt(m.parameters(), {});
   auto refuses = [&](const train_options& o, const char* text) {
     try {

@@ -1,25 +1,28 @@
 // nvfp4/nn/dense.hpp: a dense (fully connected, bias-free) layer of a model, Y = X·Wᵀ, whose three
-// GEMMs run through a pluggable engine: FP32, plain BF16, or an emulated low-precision recipe.
+// GEMMs run through a pluggable engine: by default the emulated TE Linear layer (nn/linear.hpp)
+// with any recipe, FP32 and BF16 included.
 // The layer owns the FP32 master weight, lets an observer see every tensor before it is used
 // (NaN/Inf monitoring, amax logs), and can switch to a high-precision engine step by step (the
 // training controls: BF16 first/last layers, BF16 cooldown).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "nvfp4/error.hpp"
-#include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/nn/matmul.hpp"
+#include "nvfp4/nn/linear.hpp"
 #include "nvfp4/nn/parameter.hpp"
 
 namespace nvfp4::nn {
 
 /// A tensor of a dense layer, as an observer sees it.
-enum class tensor_role {
+enum class dense_tensor {
   activation,       ///< X, the layer's input [M, K]
   weight,           ///< W, the FP32 master weight [N, K]
   output,           ///< Y, the layer's output [M, N]
@@ -27,13 +30,13 @@ enum class tensor_role {
   weight_gradient   ///< dW, the weight's gradient [N, K]
 };
 
-constexpr const char* tensor_role_name(tensor_role role) {
+constexpr const char* dense_tensor_name(dense_tensor role) {
   switch (role) {
-    case tensor_role::activation: return "activation";
-    case tensor_role::weight: return "weight";
-    case tensor_role::output: return "output";
-    case tensor_role::output_gradient: return "gradient";
-    case tensor_role::weight_gradient: return "weight_gradient";
+    case dense_tensor::activation: return "activation";
+    case dense_tensor::weight: return "weight";
+    case dense_tensor::output: return "output";
+    case dense_tensor::output_gradient: return "gradient";
+    case dense_tensor::weight_gradient: return "weight_gradient";
   }
   return "?";
 }
@@ -46,22 +49,22 @@ class tensor_observer {
   virtual ~tensor_observer() = default;
   /// Returns false when the tensor must not be used (it holds NaN/Inf): the layer then throws
   /// non_finite_tensor instead of handing it to a quantizer.
-  virtual bool observe(const dense& layer, tensor_role role, std::span<const float> values) = 0;
+  virtual bool observe(const dense& layer, dense_tensor role, std::span<const float> values) = 0;
 };
 
 /// Thrown by a dense layer whose observer rejected a tensor; says which layer and tensor.
 class non_finite_tensor : public error {
  public:
-  non_finite_tensor(const std::string& layer, tensor_role role)
-      : error(errc::non_finite_input, "dense layer '" + layer + "': the " + tensor_role_name(role) + " holds NaN or Inf"),
+  non_finite_tensor(const std::string& layer, dense_tensor role)
+      : error(errc::non_finite_input, "dense layer '" + layer + "': the " + dense_tensor_name(role) + " holds NaN or Inf"),
         layer_(layer),
         role_(role) {}
   const std::string& layer() const noexcept { return layer_; }
-  tensor_role role() const noexcept { return role_; }
+  dense_tensor role() const noexcept { return role_; }
 
  private:
   std::string layer_;
-  tensor_role role_;
+  dense_tensor role_;
 };
 
 /// How a dense layer computes its GEMMs. An engine belongs to one layer and may keep state from
@@ -80,87 +83,99 @@ class gemm_engine {
   virtual void backward(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) = 0;
 };
 
-/// FP32 GEMMs (nn::matmul): the reference every recipe is compared with.
-class fp32_engine final : public gemm_engine {
- public:
-  std::string name() const override { return "fp32"; }
-  void forward(matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y, bool training) override {
-    matmul(x, w.transposed(), y);
-    if (training) keep(x, w);
-  }
-  void backward(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) override {
-    const auto x = matrix_view<const float>::row_major(x_.data(), rows_, k_);
-    const auto w = matrix_view<const float>::row_major(w_.data(), n_, k_);
-    matmul(dy, w, dx);
-    matmul(dy.transposed(), x, dw);
-  }
+namespace detail {
+/// FNV-1a of a layer's name: a per-layer seed that does not depend on construction order.
+constexpr std::uint64_t name_hash(std::string_view name) {
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  for (const char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
+  return h;
+}
+}  // namespace detail
 
- protected:
-  void keep(matrix_view<const float> x, matrix_view<const float> w) {
-    rows_ = x.rows(), k_ = x.cols(), n_ = w.rows();
-    x_.resize(static_cast<std::size_t>(rows_ * k_));
-    w_.resize(static_cast<std::size_t>(n_ * k_));
-    for (index_t i = 0; i < rows_; ++i)
-      for (index_t j = 0; j < k_; ++j) x_[static_cast<std::size_t>(i * k_ + j)] = x(i, j);
-    for (index_t i = 0; i < n_; ++i)
-      for (index_t j = 0; j < k_; ++j) w_[static_cast<std::size_t>(i * k_ + j)] = w(i, j);
-  }
-  std::vector<float> x_, w_;
-  index_t rows_ = 0, k_ = 0, n_ = 0;
-};
-
-/// Rounds every value to the nearest bf16 (ties to even) in place.
-inline void round_to_bf16(std::span<float> values) {
-  for (float& v : values) v = bf16::from_float(v).to_float();
+/// A short name of a recipe for reports: fp32 / bf16 (no quantization in that dtype), nvfp4,
+/// fp8_current, fp8_delayed, fp8_block, mxfp8.
+inline std::string recipe_short_name(const recipe& r, high_precision dtype) {
+  constexpr const char* names[] = {"", "nvfp4", "fp8_current", "fp8_delayed", "fp8_block", "mxfp8"};
+  return r.index() == 0 ? high_precision_name(dtype) : names[r.index()];
 }
 
-/// A plain BF16 baseline: X, W and dY rounded to BF16, products summed in FP32 (as a tensor core
-/// does for BF16), Y, dX and dW rounded to BF16 (TE's BF16 outputs).
-class bf16_engine final : public gemm_engine {
+/// The emulated TE Linear layer (nn/linear.hpp) as a dense layer's engine: any recipe, exact or
+/// relaxed GEMMs, FP32 or BF16 high precision. The dense layer owns the master weight; it is
+/// copied into the Linear before each forward, and the Linear's dW copied out after backward.
+/// An evaluation forward leaves a delayed-scaling history as it was (restored afterwards).
+class linear_engine final : public gemm_engine {
  public:
-  std::string name() const override { return "bf16"; }
+  linear_engine(index_t in, index_t out, recipe r, linear_options options)
+      : linear_(in, out, std::move(r), options), name_(recipe_short_name(linear_.current_recipe(), options.dtype)) {}
+  std::string name() const override { return name_; }
+  linear& layer() { return linear_; }
+
   void forward(matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y, bool training) override {
-    copy_rounded(x, x_);
-    copy_rounded(w, w_);
-    rows_ = x.rows(), k_ = x.cols(), n_ = w.rows();
-    matmul(view(x_, rows_, k_), view(w_, n_, k_).transposed(), y);
-    round_rows(y);
-    (void)training;  // the rounded copies are all backward needs; no state across steps
+    std::span<float> weight = linear_.weight();
+    for (index_t i = 0; i < w.rows(); ++i)
+      for (index_t j = 0; j < w.cols(); ++j) weight[static_cast<std::size_t>(i * w.cols() + j)] = w(i, j);
+    if (training) {
+      linear_.forward(x, y);
+      return;
+    }
+    struct saved {
+      std::vector<float> history;
+      float scale;
+    };
+    std::vector<saved> states;
+    for (nvfp4::tensor_role role : {nvfp4::tensor_role::input, nvfp4::tensor_role::weight, nvfp4::tensor_role::grad_output})
+      if (const delayed_scaling_state* s = linear_.scaling_state(role))
+        states.push_back({{s->amax_history().begin(), s->amax_history().end()}, s->scale()});
+    linear_.forward(x, y);
+    std::size_t i = 0;
+    for (nvfp4::tensor_role role : {nvfp4::tensor_role::input, nvfp4::tensor_role::weight, nvfp4::tensor_role::grad_output})
+      if (delayed_scaling_state* s = linear_.scaling_state(role)) s->restore(states[i].history, states[i].scale), ++i;
   }
+
   void backward(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) override {
-    copy_rounded(dy, dy_);
-    const auto dyv = view(dy_, dy.rows(), dy.cols());
-    matmul(dyv, view(w_, n_, k_), dx);
-    matmul(dyv.transposed(), view(x_, rows_, k_), dw);
-    round_rows(dx);
-    round_rows(dw);
+    linear_.backward(dy, dx);
+    const std::span<const float> grad = linear_.weight_grad();
+    for (index_t i = 0; i < dw.rows(); ++i)
+      for (index_t j = 0; j < dw.cols(); ++j) dw(i, j) = grad[static_cast<std::size_t>(i * dw.cols() + j)];
   }
 
  private:
-  static matrix_view<const float> view(const std::vector<float>& v, index_t rows, index_t cols) {
-    return matrix_view<const float>::row_major(v.data(), rows, cols);
-  }
-  static void copy_rounded(matrix_view<const float> from, std::vector<float>& to) {
-    to.resize(static_cast<std::size_t>(from.rows() * from.cols()));
-    for (index_t i = 0; i < from.rows(); ++i)
-      for (index_t j = 0; j < from.cols(); ++j) to[static_cast<std::size_t>(i * from.cols() + j)] = bf16::from_float(from(i, j)).to_float();
-  }
-  static void round_rows(matrix_view<float> m) {
-    for (index_t i = 0; i < m.rows(); ++i) round_to_bf16(std::span<float>(m.row(i), static_cast<std::size_t>(m.cols())));
-  }
-  std::vector<float> x_, w_, dy_;
-  index_t rows_ = 0, k_ = 0, n_ = 0;
+  linear linear_;
+  std::string name_;
 };
+
+/// Makes the engine of the dense layer `name` [out, in] in model layer `layer`: how a model's
+/// layers get their recipe.
+using engine_factory = std::function<std::unique_ptr<gemm_engine>(const std::string& name, int layer, index_t in, index_t out)>;
+
+/// Every layer a linear_engine with this recipe and options; each layer's seed (NVFP4 stochastic
+/// rounding) is derived from options.seed and the layer's name.
+inline engine_factory linear_engines(recipe r, linear_options options = {}) {
+  return [r, options](const std::string& name, int, index_t in, index_t out) -> std::unique_ptr<gemm_engine> {
+    linear_options o = options;
+    o.seed = nvfp4::detail::derived_seed(options.seed, detail::name_hash(name));
+    return std::make_unique<linear_engine>(in, out, r, o);
+  };
+}
+
+/// FP32 everywhere (no quantization), the reference every recipe is compared with.
+inline engine_factory fp32_engines() { return linear_engines(no_quantization{}, {.dtype = high_precision::fp32}); }
+/// BF16 everywhere (no quantization in BF16).
+inline engine_factory bf16_engines() { return linear_engines(no_quantization{}, {.dtype = high_precision::bf16}); }
 
 /// A dense layer Y = X·Wᵀ, W [out, in] in FP32. `layer` is the index of the model layer it belongs
 /// to (a transformer block, or the head), which the precision controls count.
 class dense {
  public:
-  dense(std::string name, int layer, index_t in, index_t out, parameter_kind kind, std::unique_ptr<gemm_engine> engine)
-      : weight_(name, kind, out, in), name_(std::move(name)), layer_(layer), engine_(std::move(engine)),
-        high_precision_(std::make_unique<bf16_engine>()) {
-    nvfp4::detail::require(engine_ != nullptr, errc::null_pointer, "dense '" + name_ + "': null engine");
+  /// A layer whose engine comes from `engines`, and whose high-precision engine (the controls'
+  /// BF16) is the Linear layer without quantization in BF16.
+  dense(std::string name, int layer, index_t in, index_t out, parameter_kind kind, const engine_factory& engines)
+      : weight_(name, kind, out, in), name_(std::move(name)), layer_(layer) {
     nvfp4::detail::require(in > 0 && out > 0, errc::invalid_argument, "dense '" + name_ + "': in and out must be positive");
+    nvfp4::detail::require(static_cast<bool>(engines), errc::null_pointer, "dense '" + name_ + "': no engine factory");
+    engine_ = engines(name_, layer, in, out);
+    nvfp4::detail::require(engine_ != nullptr, errc::null_pointer, "dense '" + name_ + "': the factory made no engine");
+    high_precision_ = bf16_engines()(name_, layer, in, out);
   }
 
   const std::string& name() const { return name_; }
@@ -191,15 +206,15 @@ class dense {
     nvfp4::detail::require(rows >= 0 && static_cast<index_t>(x.size()) == rows * in_features(), errc::shape_mismatch,
                            "dense '" + name_ + "': input of " + std::to_string(x.size()) + " values is not [" + std::to_string(rows) +
                                ", " + std::to_string(in_features()) + "]");
-    check(tensor_role::activation, x);
-    check(tensor_role::weight, weight_.value);
+    check(dense_tensor::activation, x);
+    check(dense_tensor::weight, weight_.value);
     y.assign(static_cast<std::size_t>(rows * out_features()), 0.0f);
     active_ = &active_engine();
     active_->forward(matrix_view<const float>::row_major(x.data(), rows, in_features()),
                      matrix_view<const float>::row_major(weight_.value.data(), out_features(), in_features()),
                      matrix_view<float>::row_major(y.data(), rows, out_features()), training);
     rows_ = rows;
-    check(tensor_role::output, y);
+    check(dense_tensor::output, y);
   }
 
   /// dX [M, in] for dY [M, out] of the last training forward; writes dW into weight().grad.
@@ -207,16 +222,16 @@ class dense {
     nvfp4::detail::require(active_ != nullptr && static_cast<index_t>(dy.size()) == rows_ * out_features(), errc::shape_mismatch,
                            "dense '" + name_ + "': backward needs dY [" + std::to_string(rows_) + ", " +
                                std::to_string(out_features()) + "] after a training forward");
-    check(tensor_role::output_gradient, dy);
+    check(dense_tensor::output_gradient, dy);
     dx.assign(static_cast<std::size_t>(rows_ * in_features()), 0.0f);
     active_->backward(matrix_view<const float>::row_major(dy.data(), rows_, out_features()),
                       matrix_view<float>::row_major(dx.data(), rows_, in_features()),
                       matrix_view<float>::row_major(weight_.grad.data(), out_features(), in_features()));
-    check(tensor_role::weight_gradient, weight_.grad);
+    check(dense_tensor::weight_gradient, weight_.grad);
   }
 
  private:
-  void check(tensor_role role, std::span<const float> values) const {
+  void check(dense_tensor role, std::span<const float> values) const {
     if (observer_ != nullptr && !observer_->observe(*this, role, values)) throw non_finite_tensor(name_, role);
   }
 

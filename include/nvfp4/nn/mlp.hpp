@@ -27,13 +27,12 @@ class mlp_classifier final : public model {
   mlp_classifier(const mlp_config& config, const engine_factory& engines) : config_(config) {
     nvfp4::detail::require(config.inputs > 0 && config.hidden > 0 && config.classes > 1 && config.depth >= 1, errc::invalid_argument,
                            "mlp: inputs, hidden > 0, classes > 1 and depth >= 1 needed");
-    nvfp4::detail::require(static_cast<bool>(engines), errc::null_pointer, "mlp: no engine factory");
     for (int i = 0; i <= config.depth; ++i) {
       const bool head = i == config.depth;
       const index_t in = i == 0 ? config.inputs : config.hidden;
       const index_t out = head ? config.classes : config.hidden;
       const std::string name = head ? "head" : "fc" + std::to_string(i);
-      layers_.push_back(std::make_unique<dense>(name, i, in, out, head ? parameter_kind::head : parameter_kind::matrix, engines(name, i)));
+      layers_.push_back(std::make_unique<dense>(name, i, in, out, head ? parameter_kind::head : parameter_kind::matrix, engines));
       parameter& w = layers_.back()->weight();
       fill_normal(w.value, 1.0f / std::sqrt(static_cast<float>(in)), config.seed, static_cast<std::uint64_t>(i));
     }

@@ -26,15 +26,6 @@ struct batch {
   index_t predictions() const { return static_cast<index_t>(targets.size()); }
 };
 
-/// Makes the GEMM engine of the dense layer `name` in model layer `layer`: how a recipe is chosen.
-using engine_factory = std::function<std::unique_ptr<gemm_engine>(const std::string& name, int layer)>;
-
-/// An engine factory that gives every layer the same kind of engine.
-template <class Engine>
-engine_factory every_layer() {
-  return [](const std::string&, int) -> std::unique_ptr<gemm_engine> { return std::make_unique<Engine>(); };
-}
-
 class model {
  public:
   virtual ~model() = default;

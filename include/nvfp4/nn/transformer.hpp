@@ -40,7 +40,6 @@ class transformer_lm final : public model {
     nvfp4::detail::require(config.heads > 0 && config.width % config.heads == 0, errc::invalid_argument,
                            "transformer: width " + std::to_string(config.width) + " is not a multiple of heads " +
                                std::to_string(config.heads));
-    nvfp4::detail::require(static_cast<bool>(engines), errc::null_pointer, "transformer: no engine factory");
     std::uint64_t stream = 0;
     fill_normal(token_embedding_.value, config.init_std, config.seed, stream++);
     fill_normal(position_embedding_.value, config.init_std, config.seed, stream++);
@@ -50,7 +49,7 @@ class transformer_lm final : public model {
     for (int l = 0; l < config.depth; ++l) {
       const std::string p = "blk" + std::to_string(l) + ".";
       auto make = [&](const std::string& name, index_t in, index_t out, float stddev) {
-        auto d = std::make_unique<dense>(p + name, l, in, out, parameter_kind::matrix, engines(p + name, l));
+        auto d = std::make_unique<dense>(p + name, l, in, out, parameter_kind::matrix, engines);
         fill_normal(d->weight().value, stddev, config.seed, stream++);
         return d;
       };
@@ -59,7 +58,7 @@ class transformer_lm final : public model {
               make("down", hidden, w, residual_std), {}};
       blocks_.push_back(std::move(b));
     }
-    head_ = std::make_unique<dense>("head", config.depth, w, config.vocab, parameter_kind::head, engines("head", config.depth));
+    head_ = std::make_unique<dense>("head", config.depth, w, config.vocab, parameter_kind::head, engines);
     fill_normal(head_->weight().value, config.init_std, config.seed, stream++);
   }
 

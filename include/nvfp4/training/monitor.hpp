@@ -43,11 +43,11 @@ class training_monitor final : public nn::tensor_observer {
     event_this_step_ = false;
   }
 
-  bool observe(const nn::dense& layer, nn::tensor_role role, std::span<const float> values) override {
+  bool observe(const nn::dense& layer, nn::dense_tensor role, std::span<const float> values) override {
     float amax = 0.0f;
     double squares = 0.0;
     bool finite = true;
-    const bool norm = role == nn::tensor_role::weight_gradient && logging();
+    const bool norm = role == nn::dense_tensor::weight_gradient && logging();
     for (float v : values) {
       if (!std::isfinite(v)) {
         finite = false;
@@ -57,17 +57,17 @@ class training_monitor final : public nn::tensor_observer {
       if (norm) squares += static_cast<double>(v) * static_cast<double>(v);
     }
     if (!finite) {
-      record({step_, layer.name(), layer.layer(), nn::tensor_role_name(role)});
+      record({step_, layer.name(), layer.layer(), nn::dense_tensor_name(role)});
       return false;
     }
     if (logging()) {
       layer_stats& s = current_stats(layer);
       switch (role) {
-        case nn::tensor_role::activation: s.activation_amax = amax; break;
-        case nn::tensor_role::weight: s.weight_amax = amax; break;
-        case nn::tensor_role::output: s.output_amax = amax; break;
-        case nn::tensor_role::output_gradient: s.gradient_amax = amax; break;
-        case nn::tensor_role::weight_gradient: s.weight_gradient_norm = std::sqrt(squares); break;
+        case nn::dense_tensor::activation: s.activation_amax = amax; break;
+        case nn::dense_tensor::weight: s.weight_amax = amax; break;
+        case nn::dense_tensor::output: s.output_amax = amax; break;
+        case nn::dense_tensor::output_gradient: s.gradient_amax = amax; break;
+        case nn::dense_tensor::weight_gradient: s.weight_gradient_norm = std::sqrt(squares); break;
       }
     }
     return true;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "nvfp4/error.hpp"
-#include "nvfp4/nn/matmul.hpp"
+#include "nvfp4/gemm/float_gemm.hpp"
 #include "nvfp4/nn/parameter.hpp"
 #include "nvfp4/training/optimizer_state.hpp"
 
@@ -249,12 +249,13 @@ inline std::vector<float> newton_schulz_orthogonalize(std::span<const float> g, 
     }
   using view = matrix_view<float>;
   using cview = matrix_view<const float>;
+  // float_gemm computes A·Bᵀ: X·Xᵀ directly, A·A as A·Aᵀ (A is symmetric), B·X as B·(Xᵀ)ᵀ.
   for (int s = 0; s < steps; ++s) {
-    const cview xv = cview::row_major(x.data(), r, k);
-    nn::matmul(xv, xv.transposed(), view::row_major(gram.data(), r, r));
-    nn::matmul(cview::row_major(gram.data(), r, r), cview::row_major(gram.data(), r, r), view::row_major(gram2.data(), r, r));
+    const cview xv = cview::row_major(x.data(), r, k), gv = cview::row_major(gram.data(), r, r);
+    float_gemm(xv, xv, {}, view::row_major(gram.data(), r, r));
+    float_gemm(gv, gv, {}, view::row_major(gram2.data(), r, r));
     for (std::size_t i = 0; i < gram.size(); ++i) poly[i] = b * gram[i] + c * gram2[i];
-    nn::matmul(cview::row_major(poly.data(), r, r), xv, view::row_major(next.data(), r, k));
+    float_gemm(cview::row_major(poly.data(), r, r), xv.transposed(), {}, view::row_major(next.data(), r, k));
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = a * x[i] + next[i];
   }
   if (!transpose) return x;
