@@ -7,22 +7,15 @@
 
 #include <cmath>
 #include <functional>
-#include <random>
 #include <vector>
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "test_support.hpp"
 
 namespace nvfp4::nn {
 namespace {
 
-std::vector<float> random_values(std::size_t n, unsigned seed, float stddev = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, stddev);
-  std::vector<float> v(n);
-  for (auto& x : v) x = normal(rng);
-  return v;
+std::vector<float> random_values(std::size_t n, unsigned seed, double stddev = 1.0) {
+  return test::random_values(static_cast<index_t>(n), seed, {.sigma = stddev});
 }
 
 /// Σ w·f(x) for fixed random weights w: a scalar whose gradient with respect to f's output is w.
@@ -77,7 +70,7 @@ TEST(Gelu, ValuesAndDerivative) {
   EXPECT_NEAR(y[1], 0.8411920, 1e-6);
   EXPECT_NEAR(y[2], -0.1588080, 1e-6);
   EXPECT_NEAR(y[3], 10.0f, 1e-5);
-  auto x = random_values(50, 3, 2.0f);
+  auto x = random_values(50, 3, 2.0);
   const auto w = random_values(50, 4);
   std::vector<float> dx;
   gelu_backward(x, w, dx);
@@ -155,7 +148,7 @@ TEST(Functional, SameBitsForOneAndTwoThreads) {
   const auto qkv = random_values(static_cast<std::size_t>(batch * seq * 3 * width), 9);
   const auto dout = random_values(static_cast<std::size_t>(batch * seq * width), 10);
   auto run = [&](int threads) {
-    omp_set_num_threads(threads);
+    test::set_threads(threads);
     causal_attention att(width, heads);
     rms_norm norm("g", width);
     std::vector<float> out, d_qkv, normed, d_norm;

@@ -8,9 +8,7 @@
 
 #include "nn/model_test_support.hpp"
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "test_support.hpp"
 
 namespace nvfp4::nn {
 namespace {
@@ -53,7 +51,7 @@ TEST(Transformer, SameBitsForOneAndTwoThreads) {
 #if NVFP4_HAS_OPENMP
   const batch b = token_batch(8, 32, 256, 2);
   auto run = [&](int threads) {
-    omp_set_num_threads(threads);
+    test::set_threads(threads);
     transformer_lm m({.width = 64, .depth = 1, .heads = 4, .seq_len = 32}, bf16_engines());
     std::vector<float> out{m.forward_backward(b, 1.0f)};
     for (parameter* p : m.parameters()) out.insert(out.end(), p->grad.begin(), p->grad.end());

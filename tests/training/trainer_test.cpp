@@ -12,9 +12,7 @@
 
 #include "nvfp4/nn/mlp.hpp"
 
-#if NVFP4_HAS_OPENMP
-#include <omp.h>
-#endif
+#include "test_support.hpp"
 
 namespace nvfp4::training {
 namespace {
@@ -53,7 +51,7 @@ TEST(Trainer, RunsAreReproducibleAndIndependentOfThreads) {
 #if NVFP4_HAS_OPENMP
   // A larger batch so the parallel paths run; 1 vs 2 threads give the same bits.
   auto wide = [](int threads, std::vector<float>* w) {
-    omp_set_num_threads(threads);
+    test::set_threads(threads);
     cluster_dataset data({.features = 64, .classes = 8, .batch_size = 512, .seed = 1});
     nn::mlp_classifier m({.inputs = 64, .hidden = 256, .depth = 2, .classes = 8}, nn::fp32_engines());
     adamw opt(m.parameters(), {.lr = 1e-3f});

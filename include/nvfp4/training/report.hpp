@@ -115,10 +115,11 @@ struct chart_options {
   bool zero_line = false;
 };
 
-/// The palette: ten distinct colors, then the same with dashes.
+/// The palette: sixteen distinct colors, then the same with dashes.
 inline const std::vector<std::string>& chart_colors() {
-  static const std::vector<std::string> colors{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                               "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  static const std::vector<std::string> colors{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+                                               "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#393b79",
+                                               "#637939", "#843c39", "#7b4173", "#e7ba52"};
   return colors;
 }
 
@@ -237,7 +238,7 @@ inline std::string loss_chart_svg(const std::vector<run_report>& runs, const std
 
 /// Smoothed training loss of every run minus that of `baseline`, by step (positive: worse).
 inline std::string gap_chart_svg(const std::vector<run_report>& runs, const std::string& baseline, const std::string& title,
-                                 double smoothing = 0.9) {
+                                 double smoothing = 0.95) {
   const auto base = std::find_if(runs.begin(), runs.end(), [&](const run_report& r) { return r.name == baseline; });
   nvfp4::detail::require(base != runs.end(), errc::invalid_argument, "gap chart: no run named '" + baseline + "'");
   const auto reference = detail::smoothed(loss_curve(base->result), smoothing);
