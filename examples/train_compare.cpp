@@ -48,6 +48,9 @@ const char* usage =
     "  --jobs N                 runs trained at the same time (default 2)\n"
     "  --eval-every N --eval-batches N  validation cadence (50) and batches (8)\n"
     "  --log-every N            per-layer amax / gradient-norm logs every N steps (0: off; default 50)\n"
+    "  --cooldown-fraction X    the BF16 cooldown of the recipes that have one (default 0.2), in [0, 1]\n"
+    "  --skip-quant-first N --skip-quant-last N   BF16 first / last model layers of the recipes that\n"
+    "                           keep layers in BF16 (nvfp4_last_bf16: 0 and 1)\n"
     "  --seed N                 model, data and rounding seed (default 1)\n"
     "  --out DIR                report directory (default reports)\n";
 
@@ -102,6 +105,16 @@ std::unique_ptr<nvfp4::training::optimizer> make_optimizer(const settings& s, nv
   return std::make_unique<adamw>(m.parameters(), adam);
 }
 
+void require_option(bool ok, const char* what) {
+  if (!ok) throw nvfp4::error(nvfp4::errc::invalid_argument, what);
+}
+
+/// A message without the library's "nvfp4: " prefix, to put behind a recipe's name.
+std::string bare_message(const std::exception& e) {
+  std::string message = e.what();
+  return message.rfind("nvfp4: ", 0) == 0 ? message.substr(7) : message;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +150,9 @@ int main(int argc, char** argv) {
       for (const auto& name : split(list)) recipes.push_back(training::find_recipe(name, mode));
     }
     if (recipes.empty()) throw error(errc::invalid_argument, "--recipes names no recipe");
+    require_option(s.steps >= 1, "--steps must be >= 1");
+    require_option(s.threads >= 1 && s.jobs >= 1, "--threads and --jobs must be >= 1");
+    require_option(s.batch >= 1 && s.eval_batches >= 1, "--batch and --eval-batches must be >= 1");
 
     std::unique_ptr<training::dataset> data;
     std::string unit = "tokens";
@@ -151,6 +167,23 @@ int main(int argc, char** argv) {
     }
     {
       const auto probe = make_model(s, nn::fp32_engines());
+      // The controls' flags replace the catalog's settings of the recipes that use that control;
+      // every recipe's controls are checked against this model before any run starts.
+      const std::string cooldown = f.text("cooldown-fraction", ""), first = f.text("skip-quant-first", ""),
+                        last = f.text("skip-quant-last", "");
+      for (auto& r : recipes) {
+        training::precision_controls& c = r.controls;
+        if (!cooldown.empty() && c.cooldown_fraction > 0.0) c.cooldown_fraction = real_flag(f, "cooldown-fraction", 0.0);
+        if ((!first.empty() || !last.empty()) && c.skip_quant_first_layers + c.skip_quant_last_layers > 0) {
+          c.skip_quant_first_layers = static_cast<int>(std::min<long long>(f.integer("skip-quant-first", 0), 1 << 20));
+          c.skip_quant_last_layers = static_cast<int>(std::min<long long>(f.integer("skip-quant-last", 0), 1 << 20));
+        }
+        try {
+          c.validate(probe->layer_count());
+        } catch (const error& e) {
+          throw error(errc::invalid_argument, "recipe " + r.name + ": " + bare_message(e));
+        }
+      }
       std::printf("model: %s, %zu parameters, %d layers for the precision controls; data: %s\n", probe->name().c_str(),
                   probe->parameter_count(), probe->layer_count(), data->name().c_str());
     }
@@ -183,7 +216,7 @@ int main(int argc, char** argv) {
           };
           reports[i] = {recipe.name, recipe.description, training::train(*model, *data, *opt, options)};
         } catch (const std::exception& e) {
-          failures[i] = e.what();
+          failures[i] = bare_message(e);
         }
       }
     };
