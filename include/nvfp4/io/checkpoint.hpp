@@ -1,0 +1,354 @@
+// nvfp4/io/checkpoint.hpp: a whole quantized checkpoint in a form no file format owns: its NVFP4 /
+// MXFP4 weights as the bits they are stored with (codes, block scale bytes, the FP32 tensor scale),
+// every other tensor unchanged, and what the configs say (ignored modules, producer). The readers
+// and writers of ModelOpt, compressed-tensors, GGUF and torchao files (io/modelopt.hpp, ...) meet
+// here, so a conversion is a read and a write; the checks every reader runs on load live here too.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nvfp4/error.hpp"
+#include "nvfp4/io/safetensors.hpp"
+#include "nvfp4/scaling/quantized_tensor.hpp"
+
+namespace nvfp4::io {
+
+/// The checkpoint file formats.
+enum class checkpoint_format { modelopt, compressed_tensors, gguf, torchao };
+
+constexpr const char* checkpoint_format_name(checkpoint_format f) {
+  switch (f) {
+    case checkpoint_format::modelopt: return "modelopt";
+    case checkpoint_format::compressed_tensors: return "compressed-tensors";
+    case checkpoint_format::gguf: return "gguf";
+    case checkpoint_format::torchao: return "torchao";
+  }
+  return "?";
+}
+
+/// A tensor-level FP32 scale, which formats store in one of two senses: as the decode factor
+/// (ModelOpt `weight_scale_2` / `input_scale`, torchao `per_tensor_scale`, GGUF `.scale`:
+/// amax / 2688) or as the encode factor (compressed-tensors `weight_global_scale` /
+/// `input_global_scale`: 2688 / amax). The sense a file stores is kept exactly; the other is its
+/// fp32 reciprocal unless the file said otherwise (see checkpoint_annotation_key).
+struct scale_pair {
+  float decode = 1.0f;
+  float encode = 1.0f;
+  static scale_pair from_decode(float d) { return {d, 1.0f / d}; }
+  static scale_pair from_encode(float e) { return {1.0f / e, e}; }
+  friend bool operator==(const scale_pair& a, const scale_pair& b) {
+    return std::bit_cast<std::uint32_t>(a.decode) == std::bit_cast<std::uint32_t>(b.decode) &&
+           std::bit_cast<std::uint32_t>(a.encode) == std::bit_cast<std::uint32_t>(b.encode);
+  }
+};
+
+/// Which block-scaled format a stored weight is.
+enum class weight_format {
+  nvfp4,  ///< E2M1, UE4M3 per 16 consecutive elements of a row, FP32 tensor scale
+  mxfp4,  ///< E2M1, E8M0 per 32, no tensor scale
+};
+
+constexpr const char* weight_format_name(weight_format f) { return f == weight_format::nvfp4 ? "nvfp4" : "mxfp4"; }
+
+/// One quantized weight matrix [rows, cols] (out_features x in_features), in the canonical layout
+/// every format is converted from and to: `data` row-major [rows, ceil(cols / 2)], element 2i in
+/// the low nibble of byte i (ModelOpt's packing); `scales` compact row-major
+/// [rows, ceil(cols / block)].
+struct quantized_weight {
+  std::string name;  ///< the module: "model.layers.0.mlp.down_proj" for its "....weight"
+  weight_format format = weight_format::nvfp4;
+  index_t rows = 0;
+  index_t cols = 0;
+  std::vector<std::uint8_t> data;
+  std::vector<std::uint8_t> scales;
+  scale_pair weight_scale;                 ///< NVFP4's tensor scale (1 / 1 for MXFP4)
+  std::optional<scale_pair> input_scale;   ///< the activation's tensor scale, if calibrated
+  bool rht = false;                        ///< quantized after TE's RHT (our own files only)
+  std::string original_dtype = "bfloat16"; ///< the unquantized weight's dtype (torchao records it)
+
+  index_t block_cols() const { return format == weight_format::nvfp4 ? 16 : 32; }
+  index_t data_cols() const { return (cols + 1) / 2; }
+  index_t scale_cols() const { return (cols + block_cols() - 1) / block_cols(); }
+  friend bool operator==(const quantized_weight&, const quantized_weight&) = default;
+};
+
+/// A checkpoint: quantized weights, other tensors, and what the configs say.
+struct checkpoint {
+  std::vector<quantized_weight> weights;
+  std::vector<safetensors_tensor> tensors;  ///< everything else (norms, embeddings, KV scales), as stored
+  std::map<std::string, std::string> metadata;  ///< safetensors __metadata__ entries of the source ("format": "pt")
+  nlohmann::ordered_json hf_quant_config;   ///< ModelOpt's hf_quant_config.json, as read (null if none)
+  nlohmann::ordered_json model_config;      ///< config.json without quantization_config (null if none)
+  std::vector<std::string> ignore;          ///< modules left unquantized (exclude_modules / ignore)
+  std::vector<std::string> warnings;        ///< what the load-time checks found that is not fatal
+
+  const quantized_weight* find_weight(const std::string& name) const {
+    for (const auto& w : weights)
+      if (w.name == name) return &w;
+    return nullptr;
+  }
+  const safetensors_tensor* find_tensor(const std::string& name) const {
+    for (const auto& t : tensors)
+      if (t.name == name) return &t;
+    return nullptr;
+  }
+};
+
+/// The __metadata__ key (GGUF: the KV key) under which a writer records, as JSON, what its format
+/// cannot hold natively but another format needs back: the other sense of a tensor scale when it
+/// is not the fp32 reciprocal of the stored one ("scale_bits"), the source's safetensors metadata,
+/// hf_quant_config.json, config.json and the original dtype. Readers apply it; other tools ignore it.
+inline constexpr const char* checkpoint_annotation_key = "nvfp4.checkpoint";
+
+namespace detail_checkpoint_model {
+
+inline std::string hex_bits(float v) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%08x", std::bit_cast<std::uint32_t>(v));
+  return text;
+}
+
+inline std::optional<float> parse_hex_bits(const nlohmann::json& j) {
+  if (!j.is_string()) return std::nullopt;
+  const std::string s = j.get<std::string>();
+  if (s.size() != 8 || s.find_first_not_of("0123456789abcdef") != std::string::npos) return std::nullopt;
+  return std::bit_cast<float>(static_cast<std::uint32_t>(std::stoul(s, nullptr, 16)));
+}
+
+[[noreturn]] inline void fail(errc code, const std::string& where, const std::string& what) {
+  throw error(code, where + ": " + what);
+}
+
+}  // namespace detail_checkpoint_model
+
+/// What a writer that stores `stored_decode` (true: decode sense) must add to its annotation for
+/// `w`: the unstored sense of each tensor scale whose bits are not the reciprocal of the stored one.
+inline nlohmann::ordered_json unstored_scale_bits(const quantized_weight& w, bool stored_decode) {
+  using detail_checkpoint_model::hex_bits;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  auto add = [&](const char* field, const scale_pair& s) {
+    const scale_pair derived = stored_decode ? scale_pair::from_decode(s.decode) : scale_pair::from_encode(s.encode);
+    if (!(derived == s)) out[field] = {hex_bits(s.decode), hex_bits(s.encode)};
+  };
+  if (w.format == weight_format::nvfp4) add("weight", w.weight_scale);
+  if (w.input_scale) add("input", *w.input_scale);
+  return out;
+}
+
+/// Applies a reader's annotation entry for `w` (from unstored_scale_bits): each pair replaces the
+/// derived one when its stored sense equals what the file holds (an edited file keeps its value).
+inline void apply_scale_bits(quantized_weight& w, const nlohmann::json& entry, bool stored_decode) {
+  using detail_checkpoint_model::parse_hex_bits;
+  if (!entry.is_object()) return;
+  auto apply = [&](const char* field, scale_pair& s) {
+    const auto it = entry.find(field);
+    if (it == entry.end() || !it->is_array() || it->size() != 2) return;
+    const auto d = parse_hex_bits((*it)[0]), e = parse_hex_bits((*it)[1]);
+    if (!d || !e) return;
+    const float stored = stored_decode ? s.decode : s.encode;
+    if (std::bit_cast<std::uint32_t>(stored) == std::bit_cast<std::uint32_t>(stored_decode ? *d : *e)) s = {*d, *e};
+  };
+  apply("weight", w.weight_scale);
+  if (w.input_scale) apply("input", *w.input_scale);
+}
+
+/// Checks one weight on load: byte counts against its shape (throws malformed_file naming `where`
+/// and the tensor), then adds a warning for each suspicious value: UE4M3 scale bytes with the
+/// sign bit set (read as their low 7 bits by the GPU, kept here) or 0x7F (NaN), E8M0 0xFF (NaN),
+/// a non-zero padding nibble at the end of an odd-length row, a tensor scale that is not a
+/// positive finite number.
+inline void check_weight_on_load(const quantized_weight& w, const std::string& where, std::vector<std::string>& warnings) {
+  using detail_checkpoint_model::fail;
+  const std::string what = "tensor '" + w.name + "'";
+  if (w.rows < 0 || w.cols <= 0) fail(errc::malformed_file, where, what + " has an empty or negative shape");
+  const auto expect = [&](const std::vector<std::uint8_t>& bytes, index_t cols, const char* part) {
+    if (static_cast<std::uint64_t>(bytes.size()) != static_cast<std::uint64_t>(w.rows) * static_cast<std::uint64_t>(cols))
+      fail(errc::malformed_file, where,
+           what + ": " + part + " holds " + std::to_string(bytes.size()) + " bytes, the shape [" + std::to_string(w.rows) +
+               ", " + std::to_string(w.cols) + "] needs " + std::to_string(w.rows) + " x " + std::to_string(cols));
+  };
+  expect(w.data, w.data_cols(), "the packed data");
+  expect(w.scales, w.scale_cols(), "the block scales");
+  std::size_t sign_bits = 0, nans = 0;
+  for (auto b : w.scales) {
+    if (w.format == weight_format::nvfp4) {
+      sign_bits += (b & 0x80) != 0;
+      nans += (b & 0x7F) == 0x7F;
+    } else {
+      nans += b == 0xFF;
+    }
+  }
+  if (sign_bits)
+    warnings.push_back(what + ": " + std::to_string(sign_bits) +
+                       " UE4M3 block scale bytes have the sign bit set (a GPU reads them as their low 7 bits; "
+                       "llama.cpp's converter strips it)");
+  if (nans)
+    warnings.push_back(what + ": " + std::to_string(nans) + " block scale bytes are NaN (" +
+                       (w.format == weight_format::nvfp4 ? "0x7F" : "0xFF") + "); their blocks decode to NaN");
+  if (w.cols % 2) {
+    std::size_t tails = 0;
+    for (index_t r = 0; r < w.rows; ++r) tails += (w.data[static_cast<std::size_t>(r * w.data_cols() + w.data_cols() - 1)] & 0xF0) != 0;
+    if (tails) warnings.push_back(what + ": " + std::to_string(tails) + " rows have a non-zero padding nibble after the last element");
+  }
+  auto check_scale = [&](const scale_pair& s, const char* name) {
+    if (!(std::isfinite(s.decode) && s.decode > 0.0f && std::isfinite(s.encode) && s.encode > 0.0f))
+      warnings.push_back(what + ": " + name + " is not a positive finite number (decode " + std::to_string(s.decode) +
+                         ", encode " + std::to_string(s.encode) + ")");
+  };
+  if (w.format == weight_format::nvfp4) check_scale(w.weight_scale, "the weight's tensor scale");
+  if (w.input_scale) check_scale(*w.input_scale, "the input scale");
+}
+
+/// Fused-layer check: modules that inference engines run as one GEMM (q/k/v_proj -> qkv,
+/// gate/up_proj -> gate_up, w1/w3 of an expert) need one weight tensor scale. Adds a warning for
+/// each such group of siblings whose scales differ (vLLM, for one, then uses the largest and
+/// rescales or warns).
+inline void check_fused_scales(const checkpoint& c, std::vector<std::string>& warnings) {
+  static const std::vector<std::vector<std::string>> groups = {
+      {"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}, {"w1", "w3"}};
+  std::map<std::string, std::vector<const quantized_weight*>> by_group;
+  for (const auto& w : c.weights) {
+    if (w.format != weight_format::nvfp4) continue;
+    const auto dot = w.name.rfind('.');
+    const std::string parent = dot == std::string::npos ? "" : w.name.substr(0, dot);
+    const std::string leaf = dot == std::string::npos ? w.name : w.name.substr(dot + 1);
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      if (std::find(groups[g].begin(), groups[g].end(), leaf) != groups[g].end())
+        by_group[parent + "#" + std::to_string(g)].push_back(&w);
+  }
+  for (const auto& [key, members] : by_group) {
+    if (members.size() < 2) continue;
+    bool differ = false;
+    for (const auto* m : members) differ |= m->weight_scale.decode != members[0]->weight_scale.decode;
+    if (!differ) continue;
+    std::string list;
+    for (const auto* m : members) list += (list.empty() ? "" : ", ") + m->name + " " + std::to_string(m->weight_scale.decode);
+    warnings.push_back("fused layers with different weight tensor scales (" + list +
+                       "): an engine that runs them as one GEMM must pick one scale");
+  }
+}
+
+/// The order the safetensors library writes tensors in (its `prepare`): by dtype, largest first
+/// in its enum order (U64 I64 F64 F32 U32 I32 BF16 F16 U16 I16 F8_E8M0 F8_E4M3 F8_E5M2 I8 U8
+/// BOOL), then by name. A file written so by a peer comes out byte-identical when rewritten.
+inline void sort_like_safetensors(std::vector<safetensors_tensor>& tensors) {
+  auto rank = [](safetensors_dtype d) {
+    switch (d) {
+      case safetensors_dtype::boolean: return 0;
+      case safetensors_dtype::u8: return 4;
+      case safetensors_dtype::i8: return 5;
+      case safetensors_dtype::f8_e5m2: return 6;
+      case safetensors_dtype::f8_e4m3: return 7;
+      case safetensors_dtype::f8_e8m0: return 8;
+      case safetensors_dtype::i16: return 11;
+      case safetensors_dtype::u16: return 12;
+      case safetensors_dtype::f16: return 13;
+      case safetensors_dtype::bf16: return 14;
+      case safetensors_dtype::i32: return 15;
+      case safetensors_dtype::u32: return 16;
+      case safetensors_dtype::f32: return 17;
+      case safetensors_dtype::f64: return 19;
+      case safetensors_dtype::i64: return 20;
+      case safetensors_dtype::u64: return 21;
+    }
+    return 0;
+  };
+  std::stable_sort(tensors.begin(), tensors.end(), [&](const safetensors_tensor& a, const safetensors_tensor& b) {
+    const int ra = rank(a.dtype), rb = rank(b.dtype);
+    return ra != rb ? ra > rb : a.name < b.name;
+  });
+}
+
+/// The annotation a writer adds to its file: `scale_bits` per weight (see unstored_scale_bits)
+/// and the checkpoint-level fields its format cannot hold (`with_metadata`: the source's
+/// safetensors metadata; `with_configs`: hf_quant_config.json and config.json). Empty when there
+/// is nothing to say.
+inline nlohmann::ordered_json make_annotation(const checkpoint& c, bool stored_decode, bool with_metadata, bool with_configs) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::object();
+  nlohmann::ordered_json bits = nlohmann::ordered_json::object();
+  nlohmann::ordered_json dtypes = nlohmann::ordered_json::object();
+  for (const auto& w : c.weights) {
+    auto entry = unstored_scale_bits(w, stored_decode);
+    if (!entry.empty()) bits[w.name] = entry;
+    if (w.original_dtype != "bfloat16") dtypes[w.name] = w.original_dtype;
+  }
+  if (!bits.empty()) a["scale_bits"] = bits;
+  if (!dtypes.empty()) a["original_dtype"] = dtypes;
+  if (with_metadata && !c.metadata.empty()) a["metadata"] = c.metadata;
+  if (with_configs) {
+    if (!c.hf_quant_config.is_null()) a["hf_quant_config"] = c.hf_quant_config;
+    if (!c.model_config.is_null()) a["model_config"] = c.model_config;
+    if (!c.ignore.empty()) a["ignore"] = c.ignore;
+  }
+  return a;
+}
+
+/// Applies an annotation (make_annotation's output, as text) to a checkpoint just read. Fields the
+/// file held natively win over the annotation's. A malformed annotation is a warning, not an error.
+inline void apply_annotation(checkpoint& c, const std::string& text, bool stored_decode) {
+  const nlohmann::ordered_json a = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!a.is_object()) {
+    c.warnings.push_back(std::string("the '") + checkpoint_annotation_key + "' annotation is not a JSON object; ignored");
+    return;
+  }
+  if (const auto it = a.find("scale_bits"); it != a.end() && it->is_object())
+    for (auto& w : c.weights)
+      if (const auto e = it->find(w.name); e != it->end()) apply_scale_bits(w, *e, stored_decode);
+  if (const auto it = a.find("original_dtype"); it != a.end() && it->is_object())
+    for (auto& w : c.weights)
+      if (const auto e = it->find(w.name); e != it->end() && e->is_string()) w.original_dtype = e->get<std::string>();
+  if (const auto it = a.find("metadata"); it != a.end() && it->is_object() && c.metadata.empty())
+    for (const auto& [k, v] : it->items())
+      if (v.is_string()) c.metadata[k] = v.get<std::string>();
+  if (const auto it = a.find("hf_quant_config"); it != a.end() && c.hf_quant_config.is_null()) c.hf_quant_config = *it;
+  if (const auto it = a.find("model_config"); it != a.end() && c.model_config.is_null()) c.model_config = *it;
+  if (const auto it = a.find("ignore"); it != a.end() && it->is_array() && c.ignore.empty())
+    for (const auto& v : *it)
+      if (v.is_string()) c.ignore.push_back(v.get<std::string>());
+}
+
+/// Rebuilds an NVFP4 weight as a quantized_tensor (for dequantizing or comparing): bytes as they
+/// are, tensor scale (amax = decode * 2688, encode, decode) from the stored pair.
+inline nvfp4_tensor to_nvfp4_tensor(const quantized_weight& w) {
+  detail::require(w.format == weight_format::nvfp4, errc::dtype_mismatch, "tensor '" + w.name + "' is not NVFP4");
+  auto q = nvfp4_tensor::from_bytes(w.rows, w.cols, w.data, w.scales);
+  q.set_tensor_scale(w.weight_scale.decode * 2688.0f, w.weight_scale.encode, w.weight_scale.decode);
+  return q;
+}
+
+/// The same for an MXFP4 weight.
+inline mxfp4_tensor to_mxfp4_tensor(const quantized_weight& w) {
+  detail::require(w.format == weight_format::mxfp4, errc::dtype_mismatch, "tensor '" + w.name + "' is not MXFP4");
+  return mxfp4_tensor::from_bytes(w.rows, w.cols, w.data, w.scales);
+}
+
+/// A weight made from a quantized tensor (e.g. a quantizer's output) under module name `name`.
+template <class Format>
+quantized_weight make_quantized_weight(const std::string& name, const quantized_tensor<Format>& q) {
+  static_assert(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16> || std::is_same_v<Format, mxfp4>,
+                "checkpoints hold NVFP4 and MXFP4 weights");
+  quantized_weight w;
+  w.name = name;
+  w.format = Format::has_tensor_scale ? weight_format::nvfp4 : weight_format::mxfp4;
+  w.rows = q.rows();
+  w.cols = q.cols();
+  w.data.reserve(q.data().size());
+  for (auto u : q.data()) w.data.push_back(u.bits());
+  w.scales.reserve(q.scales().size());
+  for (auto s : q.scales()) w.scales.push_back(s.bits());
+  if constexpr (Format::has_tensor_scale) w.weight_scale = {q.decode_scale(), q.encode_scale()};
+  return w;
+}
+
+}  // namespace nvfp4::io
