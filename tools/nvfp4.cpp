@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "checkpoint_commands.hpp"
 #include "cli_support.hpp"
 #include "convert_commands.hpp"
 #include "gemm_command.hpp"
@@ -24,6 +25,9 @@ commands:
   inspect FILE                       tensors, dtypes, shapes, formats and statistics of a file
   stats REFERENCE APPROX             error metrics (MSE, SQNR, max error, cosine) between two arrays
   gemm A B [OUT.npy]                 NVFP4 GEMM D = A * B^T, bit-exact model vs fp32
+  pack OUT INPUT...                  quantize many weights (or a model) into one checkpoint
+  convert IN OUT --to FORMAT         ModelOpt / compressed-tensors / GGUF / torchao, bits kept
+  diff A B                           where two checkpoints (or quantizer flavors) disagree
   help [COMMAND]                     this text, or a command's help
   --version                          the library version and the instruction set of this build
 
@@ -43,6 +47,9 @@ constexpr command commands[] = {
     {"inspect", nvfp4::cli::run_inspect, nvfp4::cli::inspect_help},
     {"stats", nvfp4::cli::run_stats, nvfp4::cli::stats_help},
     {"gemm", nvfp4::cli::run_gemm, nvfp4::cli::gemm_help},
+    {"pack", nvfp4::cli::run_pack, nvfp4::cli::pack_help},
+    {"convert", nvfp4::cli::run_convert, nvfp4::cli::convert_help},
+    {"diff", nvfp4::cli::run_diff, nvfp4::cli::diff_help},
 };
 
 const command* find_command(const std::string& name) {

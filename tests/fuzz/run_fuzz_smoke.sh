@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds every libFuzzer harness of tests/fuzz/ (the .npy and safetensors readers, and the
+# Builds every libFuzzer harness of tests/fuzz/ (the .npy, safetensors and GGUF readers, and the
 # command-line pipeline of tools/) with clang -fsanitize=fuzzer,address,undefined plus
 # float-cast-overflow (an out-of-range float-to-int conversion; GCC's and clang's `undefined`
 # group leaves it out) and runs each for SECONDS (default 20) on a scratch copy of its seed
@@ -18,7 +18,7 @@ mkdir -p "$build"
 eigen_include="$(pkg-config --cflags-only-I eigen3 2>/dev/null || echo -I/usr/include/eigen3)"
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow -fno-sanitize-recover=all
        -I"$root/include" -I"$root/tools" $eigen_include)
-harnesses=(npy safetensors cli)
+harnesses=(npy safetensors gguf cli)
 for harness in "${harnesses[@]}"; do
   echo "== building ${harness}_fuzzer"
   "$cxx" "${flags[@]}" "$here/${harness}_fuzzer.cpp" -o "$build/${harness}_fuzzer"

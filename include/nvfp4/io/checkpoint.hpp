@@ -126,6 +126,13 @@ inline std::optional<float> parse_hex_bits(const nlohmann::json& j) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(std::stoul(s, nullptr, 16)));
 }
 
+/// A float as printf's %.9g writes it (every float distinguishable).
+inline std::string float_text(float v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", static_cast<double>(v));
+  return text;
+}
+
 [[noreturn]] inline void fail(errc code, const std::string& where, const std::string& what) {
   throw error(code, where + ": " + what);
 }
@@ -203,8 +210,8 @@ inline void check_weight_on_load(const quantized_weight& w, const std::string& w
   }
   auto check_scale = [&](const scale_pair& s, const char* name) {
     if (!(std::isfinite(s.decode) && s.decode > 0.0f && std::isfinite(s.encode) && s.encode > 0.0f))
-      warnings.push_back(what + ": " + name + " is not a positive finite number (decode " + std::to_string(s.decode) +
-                         ", encode " + std::to_string(s.encode) + ")");
+      warnings.push_back(what + ": " + name + " is not a positive finite number (decode " +
+                         detail_checkpoint_model::float_text(s.decode) + ", encode " + detail_checkpoint_model::float_text(s.encode) + ")");
   };
   if (w.format == weight_format::nvfp4) check_scale(w.weight_scale, "the weight's tensor scale");
   if (w.input_scale) check_scale(*w.input_scale, "the input scale");
@@ -233,7 +240,8 @@ inline void check_fused_scales(const checkpoint& c, std::vector<std::string>& wa
     for (const auto* m : members) differ |= m->weight_scale.decode != members[0]->weight_scale.decode;
     if (!differ) continue;
     std::string list;
-    for (const auto* m : members) list += (list.empty() ? "" : ", ") + m->name + " " + std::to_string(m->weight_scale.decode);
+    for (const auto* m : members)
+      list.append(list.empty() ? "" : ", ").append(m->name).append(" ").append(detail_checkpoint_model::float_text(m->weight_scale.decode));
     warnings.push_back("fused layers with different weight tensor scales (" + list +
                        "): an engine that runs them as one GEMM must pick one scale");
   }

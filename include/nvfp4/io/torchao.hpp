@@ -196,9 +196,9 @@ inline checkpoint torchao_from_safetensors(const safetensors_file& file, const s
   return c;
 }
 
-/// Reads a torchao safetensors file.
+/// Reads a torchao safetensors file (or a directory holding one, as write_torchao makes).
 inline checkpoint read_torchao(const std::filesystem::path& path) {
-  return torchao_from_safetensors(read_safetensors(path), path.string());
+  return torchao_from_safetensors(read_safetensors_checkpoint(path), path.string());
 }
 
 /// Options of the torchao writer.

@@ -1,0 +1,394 @@
+// tools/checkpoint_commands.hpp: the whole-checkpoint commands. `nvfp4 convert` (ModelOpt,
+// compressed-tensors, GGUF, torchao into one another, bits kept), `nvfp4 pack` (quantize many
+// weights, or an unquantized checkpoint, into one checkpoint with input scales and configs, with
+// any project's quantizer flavor) and `nvfp4 diff` (where two checkpoints, or two flavors of one
+// tensor, disagree).
+#pragma once
+
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "cli_support.hpp"
+#include "nvfp4/io/checkpoint_diff.hpp"
+#include "nvfp4/io/checkpoint_formats.hpp"
+#include "nvfp4/scaling/quantizer_flavor.hpp"
+
+namespace nvfp4::cli {
+
+inline constexpr const char* convert_help = R"(usage: nvfp4 convert IN OUT --to FORMAT [options]
+
+Converts a quantized checkpoint between ModelOpt, compressed-tensors, GGUF and torchao, keeping
+every bit: the E2M1 codes, the block scale bytes and the FP32 tensor scales (a sense a format does
+not store, e.g. compressed-tensors' 2688/amax for ModelOpt's amax/2688, is kept exactly in an
+annotation when its fp32 reciprocal would not give it back). IN is a .safetensors or .gguf file or
+a Hugging Face directory (model.safetensors or shards + index, config.json,
+hf_quant_config.json); OUT likewise (a directory for ModelOpt / compressed-tensors unless it ends
+in .safetensors). A weight the target cannot hold is refused by name, with the reason, before
+anything is written (e.g. GGUF NVFP4 needs K % 64 == 0; compressed-tensors and torchao hold no
+MXFP4). Load-time findings (sign bits in scale bytes, NaN scales, fused layers with different
+tensor scales, ...) are printed as warnings.
+
+options:
+  --to FORMAT         modelopt | compressed-tensors | gguf | torchao
+  --from FORMAT       the input's format (default: detected)
+  --max-shard-size N  directory outputs: shard above N bytes (default 5 GiB)
+  --no-swizzle        torchao: compact block scales (default: the 128x4 layout torchao uses)
+  --hf-quant-config   ModelOpt .safetensors output: also write hf_quant_config.json beside it
+  --strict            treat warnings as errors (nothing is written)
+  --quiet             print nothing on success
+  -h, --help          this help
+)";
+
+inline constexpr const char* pack_help = R"(usage: nvfp4 pack OUT INPUT... [options]
+
+Quantizes many weights into one checkpoint. Each INPUT is NAME=FILE.npy (the weight of module NAME,
+[out_features, in_features], float32/float16/bfloat16/float64), or an unquantized checkpoint (a
+.safetensors file or a Hugging Face directory): its 2-D floating-point "*.weight" tensors are
+quantized unless --ignore matches them, every other tensor is kept.
+
+options:
+  --to FORMAT         modelopt (default) | compressed-tensors | gguf | torchao
+  --format F          nvfp4 (default) | mxfp4
+  --flavor F          whose quantizer: te (default, TransformerEngine) | modelopt | torchao |
+                      compressed_tensors | ggml; each bit-exact with that project's own code
+  --input-amax NAME=A the calibrated activation amax of module NAME: writes its input scale
+                      (ModelOpt input_scale = A/2688 by the flavor's arithmetic; repeatable)
+  --ignore PATTERN    leave matching modules unquantized (a module name, or a regex; repeatable);
+                      they are listed in hf_quant_config.json's exclude_modules / the config's ignore
+  --max-shard-size N  directory outputs: shard above N bytes (default 5 GiB)
+  --hf-quant-config   ModelOpt .safetensors output: also write hf_quant_config.json beside it
+  --quiet             print nothing on success
+  -h, --help          this help
+)";
+
+inline constexpr const char* diff_help = R"(usage: nvfp4 diff A B [options]
+       nvfp4 diff X.npy --flavors F1,F2[,F3...] [options]
+
+Compares two quantized checkpoints (any formats) weight by weight and block by block, or quantizes
+one tensor with several quantizer flavors and compares each with the first. For every weight: how
+many blocks differ in their effective scale (scale byte x tensor scale), how many in their codes,
+how many elements and by how much in value, the worst blocks, and why: a different tensor scale,
+the zero-block rule, a clamped scale, the block-scale formula, the tie rule (told only when the
+source values are known, as with --flavors), the element scaling's arithmetic, the sign of zero.
+
+options:
+  --flavors LIST      te | modelopt | torchao | compressed_tensors | ggml, comma separated
+  --format F          with --flavors: nvfp4 (default) | mxfp4 (flavors te and ggml)
+  --bf16              with --flavors: round the input to bf16 first (what the peers quantize)
+  --name W            compare only weight W
+  --worst N           worst blocks to list per weight (default 10)
+  --json FILE         also write the comparison as JSON (- for stdout, replacing the table)
+  -h, --help          this help
+)";
+
+namespace detail {
+
+inline std::pair<std::string, std::string> split_assignment(const std::string& arg, const char* what) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+    throw usage_error(std::string(what) + " must be NAME=VALUE, got '" + arg + "'");
+  return {arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
+inline io::checkpoint_format format_option(const arguments& args, const std::string& option, const std::string& fallback) {
+  const std::string v = args.value(option, fallback);
+  const auto f = io::parse_checkpoint_format(v);
+  if (!f) throw usage_error("option " + option + " must be modelopt, compressed-tensors, gguf or torchao, got '" + v + "'");
+  return *f;
+}
+
+inline quantizer_flavor flavor_option(const std::string& v) {
+  const auto f = parse_quantizer_flavor(v);
+  if (!f) throw usage_error("unknown quantizer flavor '" + v + "' (te, modelopt, torchao, compressed_tensors, ggml)");
+  return *f;
+}
+
+inline void print_warnings(const std::vector<std::string>& warnings, bool strict) {
+  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (strict && !warnings.empty())
+    throw error(errc::malformed_file, std::to_string(warnings.size()) + " warning(s) and --strict: nothing written");
+}
+
+/// A matrix to quantize, as the dtype it came in (bf16 stays bf16: some flavors compute in it).
+struct source_matrix {
+  index_t rows = 0, cols = 0;
+  std::vector<float> f32;
+  std::vector<bf16> b16;
+  bool is_bf16 = false;
+};
+
+inline source_matrix matrix_from_npy(const std::filesystem::path& path) {
+  const io::npy_array array = io::read_npy(path);
+  const io::npy_matrix_shape shape = io::matrix_shape_of(array);
+  source_matrix m;
+  m.rows = shape.rows;
+  m.cols = shape.cols;
+  m.f32 = io::to_float32(array);
+  if (array.dtype == io::npy_dtype::bfloat16) {
+    m.is_bf16 = true;
+    for (float v : m.f32) m.b16.push_back(bf16::from_float(v));
+  }
+  return m;
+}
+
+inline source_matrix matrix_from_tensor(const io::safetensors_tensor& t) {
+  source_matrix m;
+  m.rows = t.shape[0];
+  m.cols = t.shape[1];
+  const std::size_t n = static_cast<std::size_t>(m.rows * m.cols);
+  if (t.dtype == io::safetensors_dtype::bf16) {
+    m.is_bf16 = true;
+    m.b16.resize(n);
+    for (std::size_t i = 0; i < n; ++i) m.b16[i] = bf16::from_bits(static_cast<std::uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+  } else if (t.dtype == io::safetensors_dtype::f16) {
+    m.f32.resize(n);
+    for (std::size_t i = 0; i < n; ++i) m.f32[i] = io::half_to_float(static_cast<std::uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+  } else if (t.dtype == io::safetensors_dtype::f32) {
+    m.f32.resize(n);
+    std::memcpy(m.f32.data(), t.bytes.data(), n * 4);
+  } else {
+    m.f32.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, t.bytes.data() + 8 * i, 8);
+      m.f32[i] = static_cast<float>(v);
+    }
+  }
+  return m;
+}
+
+/// Quantizes m as `name` with the flavor and format.
+inline io::quantized_weight quantize_weight(const std::string& name, const source_matrix& m, quantizer_flavor flavor, bool mx) {
+  auto run = [&](auto view) {
+    return mx ? io::make_quantized_weight(name, quantize_mxfp4_flavor(view, flavor))
+              : io::make_quantized_weight(name, quantize_nvfp4_flavor(view, flavor));
+  };
+  try {
+    if (m.is_bf16) return run(matrix_view<const bf16>::row_major(m.b16.data(), m.rows, m.cols));
+    return run(matrix_view<const float>::row_major(m.f32.data(), m.rows, m.cols));
+  } catch (const error& e) {
+    throw error(e.code(), "weight '" + name + "': " + std::string(e.what()).substr(7));
+  }
+}
+
+/// The input scale of calibrated activation amax `a`, by the flavor's tensor-scale arithmetic.
+inline io::scale_pair input_scale_for(float a, quantizer_flavor flavor) {
+  nvfp4::detail::require(std::isfinite(a) && a > 0.0f, errc::invalid_argument, "--input-amax must be a positive finite number");
+  switch (flavor) {
+    case quantizer_flavor::te: {
+      const tensor_scale s = nvfp4_tensor_scale(a);
+      return {s.decode, s.encode};
+    }
+    case quantizer_flavor::torchao: return io::scale_pair::from_decode(flavor_rules::torchao_per_tensor_scale(a));
+    case quantizer_flavor::compressed_tensors:
+      return io::scale_pair::from_encode(flavor_rules::compressed_tensors_global_scale(a, false));
+    default: return io::scale_pair::from_decode(flavor_rules::modelopt_weight_scale_2(a));
+  }
+}
+
+inline bool ignored(const std::string& module, const std::vector<std::string>& patterns) {
+  for (const auto& p : patterns) {
+    if (module == p) return true;
+    try {
+      if (std::regex_match(module, std::regex(p))) return true;
+    } catch (const std::regex_error&) {
+      throw usage_error("--ignore '" + p + "' is neither a module name here nor a valid regex");
+    }
+  }
+  return false;
+}
+
+}  // namespace detail
+
+inline int run_convert(int argc, char** argv) {
+  const arguments args(argc, argv, 2, {"--to", "--from", "--max-shard-size"}, {"--no-swizzle", "--hf-quant-config", "--strict", "--quiet"});
+  if (args.help()) {
+    std::fputs(convert_help, stdout);
+    return exit_ok;
+  }
+  args.expect_positional(2, 2);
+  if (!args.has("--to")) throw usage_error("--to FORMAT is required");
+  const auto to = detail::format_option(args, "--to", "");
+  std::optional<io::checkpoint_format> from;
+  if (args.has("--from")) from = detail::format_option(args, "--from", "");
+  const std::string input = args.positional()[0], output = args.positional()[1];
+  io::checkpoint c = io::read_checkpoint(input, from);
+  detail::print_warnings(c.warnings, args.flag("--strict"));
+  io::checkpoint_write_options options;
+  options.max_shard_bytes = args.unsigned_value("--max-shard-size", options.max_shard_bytes);
+  options.torchao_swizzled_scales = !args.flag("--no-swizzle");
+  options.hf_quant_config_beside_file = args.flag("--hf-quant-config");
+  io::write_checkpoint(output, to, c, options);
+  if (!args.flag("--quiet"))
+    std::printf("%s (%s) -> %s (%s): %zu quantized weights, %zu other tensors\n", input.c_str(),
+                io::checkpoint_format_name(from ? *from : io::detect_checkpoint_format(input)), output.c_str(),
+                io::checkpoint_format_name(to), c.weights.size(), c.tensors.size());
+  return exit_ok;
+}
+
+inline int run_pack(int argc, char** argv) {
+  // --input-amax and --ignore repeat: collect them by hand before the common parser sees argv.
+  std::vector<std::string> amax_args, ignore_args;
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--input-amax" || a == "--ignore") && i >= 2) {
+      if (i + 1 >= argc) throw usage_error("option " + a + " needs a value");
+      (a == "--input-amax" ? amax_args : ignore_args).push_back(argv[++i]);
+    } else if (i >= 2 && (a.rfind("--input-amax=", 0) == 0 || a.rfind("--ignore=", 0) == 0)) {
+      (a[2] == 'i' && a[3] == 'n' ? amax_args : ignore_args).push_back(a.substr(a.find('=') + 1));
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  const arguments args(static_cast<int>(rest.size()), rest.data(), 2, {"--to", "--format", "--flavor", "--max-shard-size"},
+                       {"--hf-quant-config", "--quiet"});
+  if (args.help()) {
+    std::fputs(pack_help, stdout);
+    return exit_ok;
+  }
+  args.expect_positional(2, 1u << 20);
+  const auto to = detail::format_option(args, "--to", "modelopt");
+  const std::string format = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4"});
+  const quantizer_flavor flavor = detail::flavor_option(args.value("--flavor", "te"));
+  const bool mx = format == "mxfp4";
+  if (mx && flavor != quantizer_flavor::te && flavor != quantizer_flavor::ggml)
+    throw usage_error("--format mxfp4 has the flavors te and ggml");
+  std::map<std::string, float> input_amax;
+  for (const auto& a : amax_args) {
+    const auto [name, value] = detail::split_assignment(a, "--input-amax");
+    char* end = nullptr;
+    const float v = std::strtof(value.c_str(), &end);
+    if (end != value.c_str() + value.size()) throw usage_error("--input-amax " + name + ": '" + value + "' is not a number");
+    input_amax[name] = v;
+  }
+
+  io::checkpoint c;
+  c.ignore = ignore_args;
+  std::set<std::string> modules;
+  const auto& positional = args.positional();
+  progress_bar progress("pack", static_cast<std::int64_t>(positional.size() - 1), positional.size() > 2);
+  for (std::size_t i = 1; i < positional.size(); ++i) {
+    const std::string& in = positional[i];
+    const auto eq = in.find('=');
+    if (eq != std::string::npos && !std::filesystem::exists(in)) {
+      const auto [name, file] = detail::split_assignment(in, "an input");
+      if (!modules.insert(name).second) throw usage_error("module '" + name + "' is given twice");
+      progress.set_stage(name);
+      const auto m = detail::matrix_from_npy(file);
+      c.weights.push_back(detail::quantize_weight(name, m, flavor, mx));
+    } else {
+      const io::safetensors_file source = io::read_safetensors_checkpoint(in);
+      for (const auto& [k, v] : source.metadata) c.metadata.emplace(k, v);
+      for (const auto& t : source.tensors) {
+        const std::string suffix = ".weight";
+        const bool is_weight = t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        const bool floating = t.dtype == io::safetensors_dtype::f32 || t.dtype == io::safetensors_dtype::bf16 ||
+                              t.dtype == io::safetensors_dtype::f16 || t.dtype == io::safetensors_dtype::f64;
+        const std::string module = is_weight ? t.name.substr(0, t.name.size() - suffix.size()) : t.name;
+        if (is_weight && floating && t.shape.size() == 2 && !detail::ignored(module, ignore_args)) {
+          if (!modules.insert(module).second) throw usage_error("module '" + module + "' is given twice");
+          progress.set_stage(module);
+          c.weights.push_back(detail::quantize_weight(module, detail::matrix_from_tensor(t), flavor, mx));
+        } else {
+          c.tensors.push_back(t);
+        }
+      }
+    }
+    progress.advance();
+  }
+  for (const auto& [name, a] : input_amax) {
+    auto it = std::find_if(c.weights.begin(), c.weights.end(), [&](const io::quantized_weight& w) { return w.name == name; });
+    if (it == c.weights.end()) throw usage_error("--input-amax names module '" + name + "', which is not quantized here");
+    it->input_scale = detail::input_scale_for(a, flavor);
+  }
+  if (c.weights.empty()) throw usage_error("nothing to quantize");
+  io::check_fused_scales(c, c.warnings);
+  detail::print_warnings(c.warnings, false);
+  io::checkpoint_write_options options;
+  options.max_shard_bytes = args.unsigned_value("--max-shard-size", options.max_shard_bytes);
+  options.hf_quant_config_beside_file = args.flag("--hf-quant-config");
+  io::write_checkpoint(positional[0], to, c, options);
+  progress.finish();
+  if (!args.flag("--quiet"))
+    std::printf("%s: %zu %s weights (flavor %s), %zu other tensors, %s\n", positional[0].c_str(), c.weights.size(), format.c_str(),
+                std::string(quantizer_flavor_name(flavor)).c_str(), c.tensors.size(), io::checkpoint_format_name(to));
+  return exit_ok;
+}
+
+inline int run_diff(int argc, char** argv) {
+  const arguments args(argc, argv, 2, {"--flavors", "--format", "--name", "--worst", "--json"}, {"--bf16"});
+  if (args.help()) {
+    std::fputs(diff_help, stdout);
+    return exit_ok;
+  }
+  io::diff_options options;
+  options.worst = static_cast<std::size_t>(args.unsigned_value("--worst", 10));
+  const std::string json_path = args.value("--json", "");
+  nlohmann::ordered_json json;
+  std::string table;
+  if (args.has("--flavors")) {
+    args.expect_positional(1, 1);
+    std::vector<quantizer_flavor> flavors;
+    std::string list = args.value("--flavors", "");
+    for (std::size_t start = 0; start <= list.size();) {
+      const auto comma = list.find(',', start);
+      flavors.push_back(detail::flavor_option(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (flavors.size() < 2) throw usage_error("--flavors needs at least two flavors");
+    const bool mx = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4"}) == "mxfp4";
+    auto m = detail::matrix_from_npy(args.positional()[0]);
+    if (args.flag("--bf16") && !m.is_bf16) {
+      m.is_bf16 = true;
+      for (auto& v : m.f32) v = bf16::from_float(v).to_float();
+      for (float v : m.f32) m.b16.push_back(bf16::from_float(v));
+    }
+    const std::string name = args.value("--name", std::filesystem::path(args.positional()[0]).stem().string());
+    const auto first = detail::quantize_weight(name, m, flavors[0], mx);
+    json["source"] = args.positional()[0];
+    json["comparisons"] = nlohmann::ordered_json::array();
+    for (std::size_t k = 1; k < flavors.size(); ++k) {
+      const auto other = detail::quantize_weight(name, m, flavors[k], mx);
+      const auto d = io::diff_weights(first, other, m.f32.data(), options);
+      const std::string a = std::string(quantizer_flavor_name(flavors[0])), b = std::string(quantizer_flavor_name(flavors[k]));
+      table += io::format_table(d, a, b);
+      auto j = io::to_json(d);
+      j["a"] = a;
+      j["b"] = b;
+      json["comparisons"].push_back(j);
+    }
+  } else {
+    args.expect_positional(2, 2);
+    io::checkpoint a = io::read_checkpoint(args.positional()[0]);
+    io::checkpoint b = io::read_checkpoint(args.positional()[1]);
+    detail::print_warnings(a.warnings, false);
+    detail::print_warnings(b.warnings, false);
+    if (args.has("--name")) {
+      const std::string only = args.value("--name", "");
+      std::erase_if(a.weights, [&](const io::quantized_weight& w) { return w.name != only; });
+      std::erase_if(b.weights, [&](const io::quantized_weight& w) { return w.name != only; });
+      a.tensors.clear();
+      b.tensors.clear();
+      if (a.weights.empty() && b.weights.empty()) throw error(errc::invalid_argument, "no quantized weight '" + only + "' in either checkpoint");
+    }
+    const auto d = io::diff_checkpoints(a, b, options);
+    table = io::format_table(d, args.positional()[0], args.positional()[1]);
+    json = io::to_json(d);
+  }
+  if (json_path == "-") {
+    std::printf("%s\n", json.dump(2).c_str());
+  } else {
+    std::fputs(table.c_str(), stdout);
+    if (!json_path.empty()) {
+      const std::string text = json.dump(2) + "\n";
+      io::write_file_atomically(json_path, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+    }
+  }
+  return exit_ok;
+}
+
+}  // namespace nvfp4::cli
