@@ -109,7 +109,8 @@ struct checkpoint {
 /// cannot hold natively but another format needs back: the other sense of a tensor scale when it
 /// is not the fp32 reciprocal of the stored one ("scale_bits"), the source's safetensors metadata,
 /// hf_quant_config.json, config.json and the original dtype. Readers apply it; other tools ignore it.
-inline constexpr const char* checkpoint_annotation_key = "nvfp4.checkpoint";
+/// (Not "nvfp4.<name>": that prefix is the per-tensor metadata of io/quantized_checkpoint.hpp.)
+inline constexpr const char* checkpoint_annotation_key = "nvfp4_checkpoint";
 
 namespace detail_checkpoint_model {
 
@@ -182,11 +183,11 @@ inline void check_weight_on_load(const quantized_weight& w, const std::string& w
   const auto expect = [&](const std::vector<std::uint8_t>& bytes, index_t cols, const char* part) {
     if (static_cast<std::uint64_t>(bytes.size()) != static_cast<std::uint64_t>(w.rows) * static_cast<std::uint64_t>(cols))
       fail(errc::malformed_file, where,
-           what + ": " + part + " holds " + std::to_string(bytes.size()) + " bytes, the shape [" + std::to_string(w.rows) +
-               ", " + std::to_string(w.cols) + "] needs " + std::to_string(w.rows) + " x " + std::to_string(cols));
+           what + ": " + part + ": " + std::to_string(bytes.size()) + " bytes, the shape [" + std::to_string(w.rows) + ", " +
+               std::to_string(w.cols) + "] needs " + std::to_string(w.rows) + " x " + std::to_string(cols));
   };
-  expect(w.data, w.data_cols(), "the packed data");
-  expect(w.scales, w.scale_cols(), "the block scales");
+  expect(w.data, w.data_cols(), "packed data");
+  expect(w.scales, w.scale_cols(), "block scales");
   std::size_t sign_bits = 0, nans = 0;
   for (auto b : w.scales) {
     if (w.format == weight_format::nvfp4) {

@@ -66,6 +66,13 @@ inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path&
       if (std::find(shard_names.begin(), shard_names.end(), s) == shard_names.end()) shard_names.push_back(s);
     }
     std::sort(shard_names.begin(), shard_names.end());
+    // A shard file beside the index that it does not list holds tensors the index would drop.
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+      const std::string n = entry.path().filename().string();
+      const bool shard_like = n.size() == 32 && n.rfind("model-", 0) == 0 && n.find("-of-") == 11 && n.ends_with(".safetensors");
+      if (shard_like && std::find(shard_names.begin(), shard_names.end(), n) == shard_names.end())
+        throw error(errc::malformed_file, index_path.string() + ": shard " + n + " is in the directory but the index lists none of its tensors");
+    }
   } else if (fs::exists(path / "model.safetensors", ec)) {
     shard_names = {"model.safetensors"};
   } else {
