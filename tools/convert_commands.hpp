@@ -9,6 +9,7 @@
 
 #include "cli_support.hpp"
 #include "nvfp4/metrics/error_metrics.hpp"
+#include "nvfp4/scaling/quantizer_flavor.hpp"
 #include "nvfp4/transforms/hadamard.hpp"
 
 namespace nvfp4::cli {
@@ -33,6 +34,10 @@ options:
   --seed N            seed of the stochastic rounding stream (default 0)
   --mx-rule R         ocp (default, OCP MX v1.0 floor rule) | te (TransformerEngine's ceil rule)
   --swizzle           write the block scales in the 128x4 layout cuBLAS/CUTLASS GEMMs read
+  --flavor F          whose quantizer (1x16 nvfp4, or mxfp4 with te/ggml): te (default,
+                      TransformerEngine) | modelopt | torchao | compressed_tensors | ggml, each
+                      bit-exact with that project (docs/formats_and_layouts.md); `nvfp4 pack`
+                      writes several weights, input scales and hf_quant_config.json
   --input-dtype T     auto (default) | bf16: the .npy holds bfloat16 bits in a raw 2-byte dtype
                       (|V2 or <u2, as NumPy saves bf16 data it has no type for)
   --quiet             print nothing on success
@@ -61,6 +66,7 @@ struct quantize_request {
   bool tiles = false;            ///< 16x16 tiles (nvfp4 only)
   io::store_options store;       ///< swizzle, rht, rounding, seed, MX rule
   input_options input;           ///< --input-dtype
+  quantizer_flavor flavor = quantizer_flavor::te;  ///< --flavor: whose quantizer (1x16 nvfp4, mxfp4)
 };
 
 /// What it produces: the file to write and the summary line's numbers.
@@ -81,6 +87,10 @@ std::vector<float> quantize_into(io::safetensors_file& file, const quantize_requ
     io::add_quantized_tensor(file, request.name, q, request.store);
     return nvfp4::dequantize(q);
   };
+  if (request.flavor != quantizer_flavor::te) {  // the peers' quantizers (checkpoint_commands.hpp's pack has the rest)
+    if (request.format == "mxfp4") return store_one(quantize_mxfp4_flavor(x, request.flavor));
+    return store_one(quantize_nvfp4_flavor(x, request.flavor));
+  }
   if (request.format == "nvfp4") {
     return request.tiles ? store_one(nvfp4::quantize<nvfp4_16x16>(x, options)) : store_one(nvfp4::quantize<nvfp4_1x16>(x, options));
   }
@@ -126,7 +136,7 @@ inline quantize_result quantize_array(const input_image& input, const quantize_r
 }
 
 inline int run_quantize(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {"--name", "--format", "--mode", "--seed", "--mx-rule", "--input-dtype"},
+  const arguments args(argc, argv, 2, {"--name", "--format", "--mode", "--seed", "--mx-rule", "--input-dtype", "--flavor"},
                        {"--rht", "--sr", "--swizzle", "--quiet"});
   if (args.help()) {
     std::fputs(quantize_help, stdout);
@@ -150,6 +160,13 @@ inline int run_quantize(int argc, char** argv) {
   request.store.quantize.seed = args.unsigned_value("--seed", 0);
   request.store.quantize.mx_rule = mx_rule == "te" ? mx_scale_rule::te_ceil : mx_scale_rule::ocp_floor;
   request.input.bf16 = input_is_bf16(args);
+  const auto flavor = parse_quantizer_flavor(args.value("--flavor", "te"));
+  if (!flavor) throw usage_error("unknown --flavor '" + args.value("--flavor", "") + "' (te, modelopt, torchao, compressed_tensors, ggml)");
+  request.flavor = *flavor;
+  if (request.flavor != quantizer_flavor::te &&
+      (request.tiles || args.flag("--sr") || args.flag("--rht") || request.format == "mxfp8" ||
+       (request.format == "mxfp4" && request.flavor != quantizer_flavor::ggml)))
+    throw usage_error("--flavor " + args.value("--flavor", "") + " quantizes 1x16 nvfp4 (and mxfp4 for ggml), without --sr or --rht");
 
   const std::vector<std::uint8_t> bytes = io::read_file_bytes(input);
   progress_bar progress("quantize", 2, bytes.size() >= static_cast<std::size_t>(progress_threshold) * 2);
