@@ -73,11 +73,17 @@ TEST(CheckpointDiff, ZeroBlocksAndTensorScales) {
   EXPECT_EQ(d.blocks_by_reason.at(diff_reason::zero_block), 1);
   EXPECT_EQ(d.values_differ, 0);  // both decode to zeros
   b = base();
-  b.weight_scale = scale_pair::from_decode(0.5000001f);
+  b.weight_scale = scale_pair::from_decode(0.5001f);  // beyond the 1e-6 "same scale" tolerance
   d = diff_weights(base(), b);
   EXPECT_TRUE(d.tensor_scale_differs);
   EXPECT_EQ(d.blocks_by_reason.at(diff_reason::tensor_scale), 8);
   EXPECT_EQ(d.scale_bytes_differ, 0);
+  // One ulp apart (TE's 1 / fp32(2688 / amax) vs ModelOpt's amax * fp32(1 / 2688)) is the same
+  // scale for the codes; only the tensor line says the tensor scales differ.
+  b.weight_scale = scale_pair::from_decode(std::nextafter(0.5f, 1.0f));
+  d = diff_weights(base(), b);
+  EXPECT_TRUE(d.tensor_scale_differs);
+  EXPECT_EQ(d.blocks_scale_differ, 0);
 }
 
 TEST(CheckpointDiff, FlavorsOnTiesAreToldApartAsTies) {

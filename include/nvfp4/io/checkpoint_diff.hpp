@@ -70,7 +70,7 @@ struct tensor_difference {
   std::int64_t blocks = 0;
   float decode_a = 1, decode_b = 1;  ///< tensor scales (decode sense)
   bool tensor_scale_differs = false;
-  std::int64_t blocks_scale_differ = 0;   ///< effective block scale (byte x tensor scale) differs
+  std::int64_t blocks_scale_differ = 0;   ///< effective block scale (byte x tensor scale) differs by more than 1e-6
   std::int64_t scale_bytes_differ = 0;    ///< scale bytes differ (not comparable if the tensor scale differs)
   std::int64_t blocks_codes_differ = 0;   ///< same effective scale, some codes differ
   std::int64_t codes_differ = 0;          ///< elements with different codes (any block)
@@ -152,7 +152,9 @@ inline tensor_difference diff_weights(const quantized_weight& a, const quantized
       bd.scale_a = a.scales[si];
       bd.scale_b = b.scales[si];
       const double sa = scale_value(a, bd.scale_a), sb = scale_value(b, bd.scale_b);
-      const bool scale_differs = !(sa == sb || (std::isnan(sa) && std::isnan(sb)));
+      // Effective scales a few ulp apart (equal bytes, tensor scales one rounding apart) are the
+      // same scale for the codes' purpose; the tensor-level line reports the tensor scales.
+      const bool scale_differs = !(std::fabs(sa - sb) <= 1e-6 * std::fabs(sa) || (std::isnan(sa) && std::isnan(sb)));
       d.scale_bytes_differ += bd.scale_a != bd.scale_b;
       bool all_zero = true, any_code = false;
       std::map<diff_reason, int> element_reasons;
