@@ -23,6 +23,33 @@ REVISIONS = {
 }
 
 
+README = """## Quantizer flavors and checkpoint layouts (kinds `nvfp4_flavor`, `checkpoint_layout`)
+
+| kind / mode | producer | what it pins down |
+|---|---|---|
+| `nvfp4_flavor modelopt` | NVIDIA ModelOpt 5a4242f `NVFP4QTensor` (`get_weights_scaling_factor_2`, `get_weights_scaling_factor`, `quantize`), torch 2.11.0+cu130 on an H100 (CUDA tensors) | weight_scale_2, E4M3 block scales (zero block 1.0), packed codes |
+| `nvfp4_flavor torchao` | torchao 36027d8 `nvfp4_quantize` with `per_tensor_amax_to_scale(max abs)`, same torch and GPU | per_tensor_scale, block scales (floor 2^-6), codes |
+| `nvfp4_flavor compressed_tensors` | compressed-tensors ac8e2ba `generate_gparam`, `calculate_qparams`, `quantize`, `pack_fp4_to_uint8`, driven as llm-compressor ab1ba3e's memoryless min-max observer does (NVFP4 preset), same torch and GPU | weight_global_scale (bf16-rounded), block scales (zero block 0.125), codes |
+| `nvfp4_flavor ggml` | ggml d99724f `quantize_row_nvfp4_ref`, `dequantize_row_nvfp4`, `quantize_row_mxfp4_ref`, gcc 12 x86-64 | GGUF type-40 and type-39 block bytes, ggml's dequantized values |
+| `checkpoint_layout` | the layouts ModelOpt's export, compressed-tensors' compressor and torchao's `flatten_tensor_state_dict` write, saved by safetensors 0.8.0 | tensor names, dtypes, shapes, header order, torchao's metadata text |
+
+The Python peers' functions were taken from their source files unmodified (no reimplementation) by
+`producers/run_python_peers.py`; inputs by `producers/make_flavor_inputs.py`; packing by
+`producers/pack_flavor_golden.py`. Fields: `input_bf16_as_f32` [M, N]; `data` uint8 [M, N/2];
+`scale_e4m3` uint8 [M, N/16]; `tensor_scale` float32 [1] (ModelOpt / torchao: decode sense,
+amax/2688; compressed-tensors: encode sense, 2688/amax); ggml: `nvfp4_blocks` uint8 [M, N/64*36],
+`nvfp4_dequantized` float32 [M, N], `mxfp4_blocks` uint8 [M, N/32*17]; `cuda_equals_cpu` says
+whether the peer's CPU run gave the same bytes (where not, the GPU's are stored). `checkpoint_layout`:
+`file`, `module`, and the arrays of input 0 it holds.
+
+Quirks found (documented, reproduced): on a GPU PyTorch divides by a Python number as a multiply
+by its fp32 reciprocal, so ModelOpt's and torchao's amax/2688 is amax * fp32(1/2688) there (one
+ulp from the CPU's quotient for some amax); torch's float8 cast is not saturating (above 464 is
+NaN); for an all-zero tensor ModelOpt writes NaN scales (0x7F) and code 7, torchao NaN scales and
+code 4.
+"""
+
+
 def main(inputs_dir, ggml_dir, device_dir, dest):
     os.makedirs(dest, exist_ok=True)
     inputs = json.load(open(os.path.join(inputs_dir, "flavor_inputs.json")))
@@ -76,6 +103,8 @@ def main(inputs_dir, ggml_dir, device_dir, dest):
                       "tensor_scale": f"flavor_{peer}_0_tensor_scale.npy"})
     with open(os.path.join(dest, "manifest_fragment.json"), "w") as f:
         json.dump(cases, f, indent=1)
+    with open(os.path.join(dest, "README.md"), "w") as f:
+        f.write(README)
     print(len(cases), "cases")
 
 
