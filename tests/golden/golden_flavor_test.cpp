@@ -92,7 +92,9 @@ bool check_ggml(const nlohmann::json& c) {
 TEST(GoldenFlavor, EachFlavorMatchesItsProject) {
   const auto cases = golden::cases_of("nvfp4_flavor");
   // The shipped archive has them; another directory (NVFP4_GOLDEN_DIR) may not.
-  if (golden::directory() == NVFP4_DEFAULT_GOLDEN_DIR) ASSERT_FALSE(cases.empty());
+  if (golden::directory() == NVFP4_DEFAULT_GOLDEN_DIR) {
+    ASSERT_FALSE(cases.empty());
+  }
   if (cases.empty()) GTEST_SKIP() << "no nvfp4_flavor cases in " << golden::directory();
   for (const auto& c : cases) {
     SCOPED_TRACE(golden::describe(c));
@@ -121,7 +123,9 @@ TEST(GoldenFlavor, Fp32AndBf16InputsAgreeWhereThePeerUpcasts) {
 
 TEST(GoldenCheckpointLayout, PeerWrittenFilesReadBackToThePeersBits) {
   const auto cases = golden::cases_of("checkpoint_layout");
-  if (golden::directory() == NVFP4_DEFAULT_GOLDEN_DIR) ASSERT_FALSE(cases.empty());
+  if (golden::directory() == NVFP4_DEFAULT_GOLDEN_DIR) {
+    ASSERT_FALSE(cases.empty());
+  }
   if (cases.empty()) GTEST_SKIP() << "no checkpoint_layout cases in " << golden::directory();
   for (const auto& c : cases) {
     SCOPED_TRACE(golden::describe(c) + " " + c.at("file").get<std::string>());

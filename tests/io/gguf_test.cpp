@@ -159,7 +159,7 @@ TEST(Gguf, TensorInfosAreChecked) {
   expect_malformed(with_tensor("w", {48, 1}, ggml_type::nvfp4, 0, 36), "whole number of 64-element blocks");
   expect_malformed(with_tensor("w", {4}, ggml_type::f32, 32, 48), "data offset 32, expected 0");
   expect_malformed(with_tensor("w", {64, 2}, ggml_type::nvfp4, 0, 71), "truncated");
-  expect_malformed(with_tensor("w", {std::int64_t{1} << 40, std::int64_t{1} << 40}, ggml_type::f32, 0, 0), "too large");
+  expect_malformed(with_tensor("w", {std::int64_t{1} << 40, std::int64_t{1} << 40}, ggml_type::f32, 0, 0), "tensor 'w'");
 }
 
 TEST(Gguf, OverlappingOrGappedTensorsAreRefused) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/io/checkpoint.hpp"
 #include "nvfp4/io/file_bytes.hpp"
@@ -32,11 +33,11 @@ enum class gguf_type : std::uint32_t {
   u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7, string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
 };
 
-/// The ggml tensor types (ggml.h enum ggml_type) this library maps to its own formats.
-namespace ggml_type {
-inline constexpr std::uint32_t f32 = 0, f16 = 1, i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, bf16 = 30, mxfp4 = 39,
-                               nvfp4 = 40;
-}
+/// The ggml tensor type ids (ggml.h enum ggml_type) this library maps to its own formats.
+struct ggml_type {
+  static constexpr std::uint32_t f32 = 0, f16 = 1, i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, bf16 = 30, mxfp4 = 39,
+                                 nvfp4 = 40;
+};
 
 /// What every ggml tensor type is: its name, elements per block and bytes per block (ggml.c
 /// type_traits at ggml d99724f). Types removed from GGUF files have block 0.
@@ -225,17 +226,14 @@ inline void put_string(std::vector<std::uint8_t>& out, const std::string& s) {
 
 inline std::uint64_t align_up(std::uint64_t n, std::uint64_t a) { return (n + a - 1) / a * a; }
 
-/// Bytes of a tensor with dims `ne` of `type`; nothing when the type is unknown or removed, a row
-/// is not a whole number of blocks, or the size overflows.
-inline std::optional<std::uint64_t> tensor_bytes(const std::vector<std::int64_t>& ne, std::uint32_t type) {
+/// Bytes of a tensor with dims `ne` of `type`: the element count checked as every tensor's is
+/// (detail::checked_element_count: throws `code` naming `what` above nvfp4::max_element_count);
+/// nothing when the type is unknown or removed, or a row is not a whole number of blocks.
+inline std::optional<std::uint64_t> tensor_bytes(const std::vector<std::int64_t>& ne, std::uint32_t type, errc code,
+                                                 const std::string& what) {
+  const auto elements = static_cast<std::uint64_t>(detail::checked_element_count(ne, code, what));
   if (type >= ggml_types.size() || ggml_types[type].block == 0) return std::nullopt;
   const auto& info = ggml_types[type];
-  std::uint64_t elements = 1;
-  for (auto d : ne) {
-    if (d < 0) return std::nullopt;
-    if (d != 0 && elements > (std::uint64_t{1} << 62) / static_cast<std::uint64_t>(d)) return std::nullopt;
-    elements *= static_cast<std::uint64_t>(d);
-  }
   const std::uint64_t row = ne.empty() ? 1 : static_cast<std::uint64_t>(ne[0]);
   if (row % info.block != 0) return std::nullopt;
   return elements / info.block * info.bytes;
@@ -321,10 +319,10 @@ inline gguf_file parse_gguf(const std::uint8_t* image, std::size_t size, const s
     t.type = r.scalar<std::uint32_t>("a tensor type");
     if (t.type >= ggml_types.size() || ggml_types[t.type].block == 0)
       r.fail("tensor '" + t.name + "' has " + ggml_type_text(t.type) + ", which is not a GGUF tensor type");
-    const auto bytes = tensor_bytes(t.ne, t.type);
+    const auto bytes = tensor_bytes(t.ne, t.type, errc::malformed_file, name + ": tensor '" + t.name + "'");
     if (!bytes)
       r.fail("tensor '" + t.name + "' of " + ggml_type_text(t.type) + " has a shape that is not a whole number of " +
-             std::to_string(ggml_types[t.type].block) + "-element blocks per row, or too large to address");
+             std::to_string(ggml_types[t.type].block) + "-element blocks per row");
     const auto offset = r.scalar<std::uint64_t>("a tensor offset");
     infos.push_back({offset, *bytes});
     file.tensors.push_back(std::move(t));
@@ -383,7 +381,7 @@ inline std::vector<std::uint8_t> serialize_gguf(const gguf_file& file) {
     detail::require(t.name.size() <= gguf_max_name_bytes, errc::invalid_argument,
                     "gguf: tensor name '" + t.name + "' is longer than 63 bytes (ggml's limit)");
     detail::require(names.insert(t.name).second, errc::invalid_argument, "gguf: tensor '" + t.name + "' is repeated");
-    const auto bytes = tensor_bytes(t.ne, t.type);
+    const auto bytes = tensor_bytes(t.ne, t.type, errc::invalid_argument, "gguf: tensor '" + t.name + "'");
     detail::require(bytes && *bytes == t.bytes.size() && t.ne.size() <= gguf_max_dims, errc::shape_mismatch,
                     "gguf: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) + " bytes, its shape and " +
                         ggml_type_text(t.type) + " need " + (bytes ? std::to_string(*bytes) : std::string("an invalid size")));

@@ -156,7 +156,7 @@ inline checkpoint torchao_from_safetensors(const safetensors_file& file, const s
       w.scales = unswizzle_128x4(swizzled_scales{w.rows, w.scale_cols(), scale->bytes});
       // The padding of the 128x4 tiles is zero in what torchao writes; anything else is lost here.
       const auto back = swizzle_128x4(w.scales, w.rows, w.scale_cols());
-      if (back.bytes != scale->bytes)
+      if (!std::equal(back.bytes().begin(), back.bytes().end(), scale->bytes.begin(), scale->bytes.end()))
         c.warnings.push_back(where + ": " + scale->name + " has non-zero bytes in the padding of its 128x4 tiles; they are dropped");
     } else {
       w.scales = scale->bytes;
@@ -228,9 +228,9 @@ inline safetensors_file torchao_to_safetensors(const checkpoint& c, const torcha
     const std::string prefix = data_prefix(name);
     file.tensors.push_back(u8_tensor(prefix + "qdata", safetensors_dtype::u8, w.rows, w.data_cols(), w.data));
     if (options.swizzled_scales) {
-      auto swizzled = swizzle_128x4(w.scales, w.rows, w.scale_cols());
+      const auto swizzled = swizzle_128x4(w.scales, w.rows, w.scale_cols());
       file.tensors.push_back(u8_tensor(prefix + "scale", safetensors_dtype::f8_e4m3, (w.rows + 127) / 128 * 32,
-                                       (w.cols + 63) / 64 * 16, std::move(swizzled.bytes)));
+                                       (w.cols + 63) / 64 * 16, {swizzled.bytes().begin(), swizzled.bytes().end()}));
     } else {
       file.tensors.push_back(u8_tensor(prefix + "scale", safetensors_dtype::f8_e4m3, w.rows, w.scale_cols(), w.scales));
     }
