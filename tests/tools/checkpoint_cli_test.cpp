@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <bit>
+#include <cstring>
 #include <random>
 #include <sstream>
 
@@ -76,6 +78,113 @@ TEST_F(CheckpointCli, PackWritesModelOptWithInputScaleAndConfig) {
   const auto hf = io::read_json_file(p("model") + "/hf_quant_config.json");
   EXPECT_EQ(hf["quantization"]["exclude_modules"], nlohmann::ordered_json({"lm_head"}));
   EXPECT_EQ(c.ignore, std::vector<std::string>{"lm_head"});
+}
+
+TEST_F(CheckpointCli, PackOneFileWithInputScalesAndHfQuantConfigBeside) {
+  // Issue 15 item 7: several weights in one ModelOpt-style file, each with its input_scale, and
+  // hf_quant_config.json beside it; ModelOpt's own arithmetic (zero block -> scale 1.0,
+  // weight_scale_2 = amax * fp32(1/2688), as its GPU division computes amax / 2688).
+  auto a = save_weight("a.npy", 16, 64, 7);
+  for (int c = 0; c < 16; ++c) a[static_cast<std::size_t>(c)] = 0.0f;  // row 0's first block is all zero
+  a[100] = -8.25f;                                                      // the tensor amax
+  io::write_npy(p("a.npy"), io::make_float32_array(a, {16, 64}));
+  save_weight("b.npy", 32, 32, 8);
+  std::string out;
+  ASSERT_EQ(run("pack out.safetensors x.a_proj=a.npy x.b_proj=b.npy --flavor modelopt --input-amax x.a_proj=8.25 "
+                "--input-amax x.b_proj=3 --ignore lm_head --hf-quant-config --quiet",
+                &out),
+            0)
+      << out;
+  const auto file = io::read_safetensors(p("out.safetensors"));
+  const auto scalar_bits = [&](const std::string& name) {
+    const auto* t = file.find(name);
+    EXPECT_NE(t, nullptr) << name;
+    if (!t) return std::uint32_t{0};
+    EXPECT_EQ(t->dtype, io::safetensors_dtype::f32) << name;
+    EXPECT_TRUE(t->shape.empty()) << name;  // a 0-D scalar, as ModelOpt stores it
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, t->bytes.data(), 4);
+    return bits;
+  };
+  const float inv_2688 = 1.0f / 2688.0f;
+  EXPECT_EQ(scalar_bits("x.a_proj.weight_scale_2"), std::bit_cast<std::uint32_t>(8.25f * inv_2688));
+  EXPECT_NE(8.25f * inv_2688, 8.25f / 2688.0f);  // the CPU's division would store the other value
+  EXPECT_EQ(scalar_bits("x.a_proj.input_scale"), std::bit_cast<std::uint32_t>(8.25f * inv_2688));
+  EXPECT_EQ(scalar_bits("x.b_proj.input_scale"), std::bit_cast<std::uint32_t>(3.0f * inv_2688));
+  const auto* data = file.find("x.a_proj.weight");
+  const auto* scale = file.find("x.a_proj.weight_scale");
+  ASSERT_NE(data, nullptr);
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(data->dtype, io::safetensors_dtype::u8);
+  EXPECT_EQ(data->shape, (std::vector<std::int64_t>{16, 32}));
+  EXPECT_EQ(scale->dtype, io::safetensors_dtype::f8_e4m3);
+  EXPECT_EQ(scale->shape, (std::vector<std::int64_t>{16, 4}));
+  EXPECT_EQ(scale->bytes[0], 0x38);  // the zero block's scale is 1.0, not 0
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(data->bytes[static_cast<std::size_t>(i)], 0) << i;
+  const auto hf = io::read_json_file(p("hf_quant_config.json"));
+  EXPECT_EQ(hf["quantization"]["quant_algo"], "NVFP4");
+  EXPECT_EQ(hf["quantization"]["group_size"], 16);
+  EXPECT_EQ(hf["quantization"]["exclude_modules"], nlohmann::ordered_json({"lm_head"}));
+  EXPECT_TRUE(hf["producer"].contains("name"));
+  // Read back: both weights, bit for bit what the library's ModelOpt flavor makes.
+  const auto c = io::read_checkpoint(p("out.safetensors"));
+  ASSERT_EQ(c.weights.size(), 2u);
+  const auto expected = io::make_quantized_weight("x.a_proj", quantize_nvfp4_flavor(matrix_view<const float>::row_major(a.data(), 16, 64),
+                                                                                     quantizer_flavor::modelopt));
+  EXPECT_EQ(c.find_weight("x.a_proj")->data, expected.data);
+  EXPECT_EQ(c.find_weight("x.a_proj")->scales, expected.scales);
+}
+
+TEST_F(CheckpointCli, MalformedInputsAreRefusedAndNothingIsWritten) {
+  save_weight("w.npy", 16, 64, 9);
+  ASSERT_EQ(run("pack m.safetensors w=w.npy --quiet"), 0);
+  ASSERT_EQ(run("convert m.safetensors g.gguf --to gguf --quiet"), 0);
+  const auto st = io::read_file_bytes(p("m.safetensors"));
+  const auto gg = io::read_file_bytes(p("g.gguf"));
+  const auto save = [&](const std::string& name, const std::vector<std::uint8_t>& bytes) {
+    std::ofstream(p(name), std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  };
+  auto lying = st;
+  lying[0] = 0xFF;  // the header length now runs past the end of the file
+  auto dtype = st;
+  const std::string text(st.begin(), st.end());
+  const auto at = text.find("F8_E4M3");
+  ASSERT_NE(at, std::string::npos);
+  dtype[at + 5] = 'X';  // "F8_E4X3": same length, a dtype no safetensors writer knows
+  auto magic = gg;
+  magic[0] = 'X';
+  auto future = gg;
+  future[4] = 9;  // a version after 3: malformed, as ggml refuses it
+  auto old = gg;
+  old[4] = 1;  // version 1: a valid file ggml no longer reads
+  struct bad_case {
+    const char* name;
+    std::vector<std::uint8_t> bytes;
+    int status;
+  };
+  const std::vector<bad_case> cases = {
+      {"truncated.safetensors", std::vector<std::uint8_t>(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(st.size() - 7)), 18},
+      {"lying.safetensors", lying, 18},
+      {"dtype.safetensors", dtype, 19},
+      {"magic.gguf", magic, 18},
+      {"future.gguf", future, 18},
+      {"old.gguf", old, 19},
+      {"past_end.gguf", std::vector<std::uint8_t>(gg.begin(), gg.begin() + static_cast<std::ptrdiff_t>(gg.size() - 40)), 18},
+  };
+  for (const auto& bad : cases) {
+    SCOPED_TRACE(bad.name);
+    save(bad.name, bad.bytes);
+    const std::string in = bad.name;
+    const bool gguf = in.ends_with(".gguf");
+    const auto before = std::distance(fs::directory_iterator(dir_), fs::directory_iterator());
+    std::string out;
+    EXPECT_EQ(run("convert " + in + " out" + (gguf ? " --to modelopt" : ".gguf --to gguf"), &out), bad.status) << out;
+    EXPECT_NE(out.find(in), std::string::npos) << "names the file: " << out;
+    EXPECT_FALSE(fs::exists(p("out")));
+    EXPECT_FALSE(fs::exists(p("out.gguf")));
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), before) << "no temporary left";
+    EXPECT_EQ(run("diff " + in + " m.safetensors", &out), bad.status) << out;
+  }
 }
 
 TEST_F(CheckpointCli, PackQuantizesAnUnquantizedCheckpoint) {
