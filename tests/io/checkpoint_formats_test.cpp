@@ -135,9 +135,11 @@ TEST_F(CheckpointFormats, OtherFormatsKeepTheirBitsThroughModelOpt) {
     SCOPED_TRACE(checkpoint_format_name(format));
     const std::string name = format == checkpoint_format::gguf ? "x.gguf" : "x.safetensors";
     write_checkpoint(path(name), format, c);
+    const auto written = bytes(path(name));
     const checkpoint first = read_checkpoint(path(name));
     write_checkpoint(path("mo.safetensors"), checkpoint_format::modelopt, first);
     write_checkpoint(path(name), format, read_checkpoint(path("mo.safetensors")));
+    EXPECT_EQ(bytes(path(name)), written) << "the file written back differs";
     const checkpoint second = read_checkpoint(path(name));
     ASSERT_EQ(second.weights.size(), c.weights.size());
     for (const auto& w : c.weights) {  // files list weights in their tensor order, not ours

@@ -1,6 +1,7 @@
 // Tests for nvfp4/io/checkpoint.hpp: the two senses of a tensor scale and the annotation that
 // keeps an unstored one exact, the load-time checks (byte counts, sign bits and NaN in scale
-// bytes, padding nibbles, fused layers with different scales), safetensors' own tensor order.
+// bytes, padding nibbles, fused layers with different scales), safetensors' own tensor order and
+// the annotation that keeps a source's order through a writer that sorts.
 #include "nvfp4/io/checkpoint.hpp"
 
 #include "nvfp4/scaling/quantize.hpp"
@@ -77,6 +78,33 @@ TEST(Checkpoint, AnnotationCarriesConfigsOnlyWhenAsked) {
   EXPECT_EQ(back.ignore, c.ignore);
   EXPECT_EQ(back.metadata, c.metadata);
   EXPECT_EQ(back.model_config, c.model_config);
+}
+
+TEST(Checkpoint, AnnotationKeepsTheSourceOrderForSortingWriters) {
+  checkpoint c;
+  c.weights = {weight("z.q", 2, 32, 0.5f), weight("a.k", 2, 32, 0.5f)};  // not by name, as in a GGUF file
+  safetensors_tensor norm{"norm", safetensors_dtype::bf16, {2}, {0, 0, 0, 0}};
+  safetensors_tensor kv{"kv_scale", safetensors_dtype::f32, {}, {0, 0, 0, 0}};
+  c.tensors = {norm, kv};  // safetensors would put the F32 tensor first
+  EXPECT_TRUE(make_annotation(c, true, false, false).empty());  // GGUF and torchao keep order themselves
+  const auto a = make_annotation(c, true, false, false, /*with_order=*/true);
+  EXPECT_EQ(a["weight_order"], nlohmann::ordered_json({"z.q", "a.k"}));
+  EXPECT_EQ(a["tensor_order"], nlohmann::ordered_json({"norm", "kv_scale"}));
+  // Read back from a sorted file: listed names in their order, others after as they were.
+  checkpoint read;
+  read.weights = {weight("a.k", 2, 32, 0.5f), weight("new", 2, 32, 0.5f), weight("z.q", 2, 32, 0.5f)};
+  read.tensors = {kv, norm};
+  apply_annotation(read, a.dump(), true);
+  ASSERT_EQ(read.weights.size(), 3u);
+  EXPECT_EQ(read.weights[0].name, "z.q");
+  EXPECT_EQ(read.weights[1].name, "a.k");
+  EXPECT_EQ(read.weights[2].name, "new");
+  EXPECT_EQ(read.tensors[0].name, "norm");
+  // Already in the sorted writers' order: nothing to say.
+  checkpoint sorted;
+  sorted.weights = {weight("a.k", 2, 32, 0.5f), weight("z.q", 2, 32, 0.5f)};
+  sorted.tensors = {kv, norm};
+  EXPECT_TRUE(make_annotation(sorted, true, false, false, true).empty());
 }
 
 TEST(Checkpoint, LoadChecksCountsAndWarnsOfSuspiciousScales) {

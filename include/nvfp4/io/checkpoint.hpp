@@ -281,9 +281,12 @@ inline void sort_like_safetensors(std::vector<safetensors_tensor>& tensors) {
 
 /// The annotation a writer adds to its file: `scale_bits` per weight (see unstored_scale_bits)
 /// and the checkpoint-level fields its format cannot hold (`with_metadata`: the source's
-/// safetensors metadata; `with_configs`: hf_quant_config.json and config.json). Empty when there
-/// is nothing to say.
-inline nlohmann::ordered_json make_annotation(const checkpoint& c, bool stored_decode, bool with_metadata, bool with_configs) {
+/// safetensors metadata; `with_configs`: hf_quant_config.json and config.json; `with_order`: for
+/// writers that sort tensors (ModelOpt, compressed-tensors), the weights' order when it is not by
+/// name and the other tensors' order when it is not safetensors' own, so that a GGUF or torchao
+/// source comes back in its order). Empty when there is nothing to say.
+inline nlohmann::ordered_json make_annotation(const checkpoint& c, bool stored_decode, bool with_metadata, bool with_configs,
+                                              bool with_order = false) {
   nlohmann::ordered_json a = nlohmann::ordered_json::object();
   nlohmann::ordered_json bits = nlohmann::ordered_json::object();
   nlohmann::ordered_json dtypes = nlohmann::ordered_json::object();
@@ -294,6 +297,24 @@ inline nlohmann::ordered_json make_annotation(const checkpoint& c, bool stored_d
   }
   if (!bits.empty()) a["scale_bits"] = bits;
   if (!dtypes.empty()) a["original_dtype"] = dtypes;
+  if (with_order) {
+    const bool weights_by_name =
+        std::is_sorted(c.weights.begin(), c.weights.end(), [](const auto& x, const auto& y) { return x.name < y.name; });
+    if (!weights_by_name) {
+      nlohmann::ordered_json names = nlohmann::ordered_json::array();
+      for (const auto& w : c.weights) names.push_back(w.name);
+      a["weight_order"] = names;
+    }
+    auto sorted = c.tensors;
+    sort_like_safetensors(sorted);
+    bool same = true;
+    for (std::size_t i = 0; same && i < sorted.size(); ++i) same = sorted[i].name == c.tensors[i].name;
+    if (!same) {
+      nlohmann::ordered_json names = nlohmann::ordered_json::array();
+      for (const auto& t : c.tensors) names.push_back(t.name);
+      a["tensor_order"] = names;
+    }
+  }
   if (with_metadata && !c.metadata.empty()) a["metadata"] = c.metadata;
   if (with_configs) {
     if (!c.hf_quant_config.is_null()) a["hf_quant_config"] = c.hf_quant_config;
@@ -325,6 +346,20 @@ inline void apply_annotation(checkpoint& c, const std::string& text, bool stored
   if (const auto it = a.find("ignore"); it != a.end() && it->is_array() && c.ignore.empty())
     for (const auto& v : *it)
       if (v.is_string()) c.ignore.push_back(v.get<std::string>());
+  // The source's order: listed names first in the listed order, any others after, as they were.
+  const auto reorder = [&](auto& items, const char* key) {
+    const auto it = a.find(key);
+    if (it == a.end() || !it->is_array()) return;
+    std::map<std::string, std::size_t> rank;
+    for (const auto& v : *it)
+      if (v.is_string()) rank.emplace(v.get<std::string>(), rank.size());
+    std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
+      const auto rx = rank.find(x.name), ry = rank.find(y.name);
+      return (rx == rank.end() ? rank.size() : rx->second) < (ry == rank.end() ? rank.size() : ry->second);
+    });
+  };
+  reorder(c.weights, "weight_order");
+  reorder(c.tensors, "tensor_order");
 }
 
 /// Rebuilds an NVFP4 weight as a quantized_tensor (for dequantizing or comparing): bytes as they

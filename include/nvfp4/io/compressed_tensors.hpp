@@ -199,7 +199,8 @@ inline safetensors_file compressed_tensors_to_safetensors(const checkpoint& c, b
     configs_only.model_config = nullptr;
     configs_only.ignore.clear();
   }
-  const auto annotation = make_annotation(configs_only, /*stored_decode=*/false, /*with_metadata=*/false, /*with_configs=*/true);
+  const auto annotation = make_annotation(configs_only, /*stored_decode=*/false, /*with_metadata=*/false, /*with_configs=*/true,
+                                          /*with_order=*/true);
   if (!annotation.empty()) file.metadata[checkpoint_annotation_key] = annotation.dump();
   sort_like_safetensors(file.tensors);
   return file;

@@ -220,7 +220,7 @@ inline safetensors_file modelopt_to_safetensors(const checkpoint& c, bool annota
       throw error(errc::unsupported, "modelopt writer: tensor '" + w.name +
                                          "' was quantized after TE's RHT; ModelOpt's layout cannot say so (use nvfp4 quantize's own files)");
   file.metadata = c.metadata;
-  const auto annotation = make_annotation(c, /*stored_decode=*/true, /*with_metadata=*/false, annotate_configs);
+  const auto annotation = make_annotation(c, /*stored_decode=*/true, /*with_metadata=*/false, annotate_configs, /*with_order=*/true);
   if (!annotation.empty()) file.metadata[checkpoint_annotation_key] = annotation.dump();
   sort_like_safetensors(file.tensors);
   return file;
