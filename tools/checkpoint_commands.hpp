@@ -5,8 +5,9 @@
 // tensor, disagree).
 #pragma once
 
+#include <fnmatch.h>
+
 #include <cstdio>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,8 @@ options:
                       compressed_tensors | ggml; each bit-exact with that project's own code
   --input-amax NAME=A the calibrated activation amax of module NAME: writes its input scale
                       (ModelOpt input_scale = A/2688 by the flavor's arithmetic; repeatable)
-  --ignore PATTERN    leave matching modules unquantized (a module name, or a regex; repeatable);
+  --ignore PATTERN    leave matching modules unquantized (a module name, or a wildcard pattern
+                      with * ? [...] as ModelOpt's exclude_modules; repeatable);
                       they are listed in hf_quant_config.json's exclude_modules / the config's ignore
   --max-shard-size N  directory outputs: shard above N bytes (default 5 GiB)
   --hf-quant-config   ModelOpt .safetensors output: also write hf_quant_config.json beside it
@@ -188,15 +190,11 @@ inline io::scale_pair input_scale_for(float a, quantizer_flavor flavor) {
   }
 }
 
+/// Whether --ignore skips `module`: an exact name, or a shell-style pattern (* ? [...]) matched
+/// as ModelOpt matches its exclude_modules (Python's fnmatch; POSIX fnmatch here).
 inline bool ignored(const std::string& module, const std::vector<std::string>& patterns) {
-  for (const auto& p : patterns) {
-    if (module == p) return true;
-    try {
-      if (std::regex_match(module, std::regex(p))) return true;
-    } catch (const std::regex_error&) {
-      throw usage_error("--ignore '" + p + "' is neither a module name here nor a valid regex");
-    }
-  }
+  for (const auto& p : patterns)
+    if (module == p || ::fnmatch(p.c_str(), module.c_str(), 0) == 0) return true;
   return false;
 }
 

@@ -196,7 +196,7 @@ TEST_F(CheckpointCli, PackQuantizesAnUnquantizedCheckpoint) {
   model.add({"model.norm.weight", io::safetensors_dtype::bf16, {64}, std::vector<std::uint8_t>(128, 0x3f)});
   io::write_safetensors(p("bf16.safetensors"), model);
   std::string out;
-  ASSERT_EQ(run("pack out.safetensors bf16.safetensors --ignore lm_head --flavor compressed_tensors --to compressed-tensors", &out), 0) << out;
+  ASSERT_EQ(run("pack out.safetensors bf16.safetensors --ignore 'lm_*' --flavor compressed_tensors --to compressed-tensors", &out), 0) << out;
   const auto c = io::read_checkpoint(p("out.safetensors"));
   ASSERT_EQ(c.weights.size(), 1u);
   EXPECT_EQ(c.weights[0].name, "model.layers.0.mlp.up_proj");
