@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
         training::precision_controls& c = r.controls;
         if (!cooldown.empty() && c.cooldown_fraction > 0.0) c.cooldown_fraction = real_flag(f, "cooldown-fraction", 0.0);
         if ((!first.empty() || !last.empty()) && c.skip_quant_first_layers + c.skip_quant_last_layers > 0) {
-          c.skip_quant_first_layers = static_cast<int>(std::min<long long>(f.integer("skip-quant-first", 0), 1 << 20));
-          c.skip_quant_last_layers = static_cast<int>(std::min<long long>(f.integer("skip-quant-last", 0), 1 << 20));
+          // A flag not given keeps the recipe's own count.
+          c.skip_quant_first_layers = static_cast<int>(std::min<long long>(f.integer("skip-quant-first", c.skip_quant_first_layers), 1 << 20));
+          c.skip_quant_last_layers = static_cast<int>(std::min<long long>(f.integer("skip-quant-last", c.skip_quant_last_layers), 1 << 20));
         }
         try {
           c.validate(probe->layer_count());
