@@ -113,7 +113,7 @@ void BM_amx_piece(benchmark::State& state) {
   for (int t = 0; t < 2; ++t)
     for (int r = 0; r < 16; ++r)
       for (int k = 0; k < 32; ++k) buffers->b[t][r][k] = 0x3F80;
-  simd::amx::tile_config config = gemm_detail::amx::tile_setup();
+  simd::amx::tile_config config = detail::amx::tile_setup();
   if constexpr (Piece == amx_piece::full_width_accumulate) {
     for (int t = 0; t < 2; ++t) config.set(t, 16, 64);
     for (int t = 2; t < 4; ++t) config.set(t, 16, 64);
@@ -227,8 +227,8 @@ void BM_nvfp4_gemm_amx_phased(benchmark::State& state) {
   std::vector<float> d(static_cast<std::size_t>(p.m * p.n));
   const auto d_view = matrix_view<float>::row_major(d.data(), p.m, p.n);
   for (auto _ : state) {
-    gemm_detail::amx::block_scaled_mma<simd::amx::hardware_tiles, gemm_detail::amx::schedule::phased>(
-        p.a, p.b, nullptr, {}, fast::detail_gemm::store_to_matrix{d_view}, Mode);
+    detail::amx::block_scaled_mma<simd::amx::hardware_tiles, detail::amx::schedule::phased>(
+        p.a, p.b, nullptr, {}, detail::store_to_matrix{d_view}, Mode);
     benchmark::DoNotOptimize(d.data());
   }
   report(state, p);

@@ -1,5 +1,5 @@
 // Benchmarks of the block-scaling layer's fast paths (nvfp4/scaling/quantize.hpp) and the bulk
-// format codecs (nvfp4/simd/dispatch.hpp) on a 4096x4096 fp32 matrix, with the thread counts of
+// format codecs (nvfp4/scaling/bulk_codecs.hpp) on a 4096x4096 fp32 matrix, with the thread counts of
 // bench_threads.hpp, beside memory baselines (memcpy and a read-only pass over the same bytes) and the
 // scalar references, all in this one binary.
 #include <benchmark/benchmark.h>
@@ -12,8 +12,8 @@
 #include "nvfp4/formats/e2m1.hpp"
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e5m2.hpp"
+#include "nvfp4/scaling/bulk_codecs.hpp"
 #include "nvfp4/scaling/quantize.hpp"
-#include "nvfp4/simd/dispatch.hpp"
 
 #include "bench_threads.hpp"
 
@@ -173,7 +173,7 @@ void BM_encode(benchmark::State& state) {
   std::vector<std::uint8_t> codes(source().size());
   for (auto _ : state) {
     simd::parallel_ranges(kRows, true, [&](index_t r0, index_t r1) {
-      simd::encode<T>(source().data() + r0 * kCols, (r1 - r0) * kCols, codes.data() + r0 * kCols);
+      encode_codes<T>(source().data() + r0 * kCols, (r1 - r0) * kCols, codes.data() + r0 * kCols);
     });
     benchmark::DoNotOptimize(codes.data());
     benchmark::ClobberMemory();
@@ -186,11 +186,11 @@ template <minifloat_traits T>
 void BM_decode(benchmark::State& state) {
   set_threads(state);
   std::vector<std::uint8_t> codes(source().size());
-  simd::encode<T>(source().data(), kRows * kCols, codes.data());
+  encode_codes<T>(source().data(), kRows * kCols, codes.data());
   std::vector<float> out(source().size());
   for (auto _ : state) {
     simd::parallel_ranges(kRows, true, [&](index_t r0, index_t r1) {
-      simd::decode<T>(codes.data() + r0 * kCols, (r1 - r0) * kCols, out.data() + r0 * kCols);
+      decode_codes<T>(codes.data() + r0 * kCols, (r1 - r0) * kCols, out.data() + r0 * kCols);
     });
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();

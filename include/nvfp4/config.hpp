@@ -43,10 +43,13 @@
   do {                          \
     if (!(condition)) __builtin_unreachable(); \
   } while (false)
+/// Fetches the cache line at `address` into L1 ahead of use (never faults).
+#define NVFP4_PREFETCH(address) __builtin_prefetch(address, 0, 3)
 #else
 #define NVFP4_ALWAYS_INLINE inline
 #define NVFP4_RESTRICT
 #define NVFP4_ASSUME(condition) ((void)0)
+#define NVFP4_PREFETCH(address) ((void)(address))
 #endif
 
 // Brackets code that calls x86 intrinsics. GCC 12's AVX-512 intrinsics self-initialize their
@@ -71,14 +74,17 @@ namespace nvfp4 {
 /// wrapped around.
 using index_t = std::ptrdiff_t;
 
-/// The instruction set the fast paths of this translation unit use.
-enum class isa { scalar, avx2, avx512 };
+/// Instruction sets the fast paths have kernels for (simd/dispatch.hpp picks one per kernel
+/// family): the widest one this translation unit is compiled for is compiled_isa.
+enum class isa { scalar, avx2, avx512, avx512_vnni, amx_bf16 };
 
 inline constexpr isa compiled_isa =
     NVFP4_HAS_AVX512 ? isa::avx512 : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
 
 constexpr const char* isa_name(isa value) {
   switch (value) {
+    case isa::amx_bf16: return "amx_bf16";
+    case isa::avx512_vnni: return "avx512_vnni";
     case isa::avx512: return "avx512";
     case isa::avx2: return "avx2";
     default: return "scalar";

@@ -1,9 +1,9 @@
 // Exhaustive codec test: every one of the 2^32 float bit patterns encoded to E2M1, E4M3 and E5M2
 // (satfinite, and the propagating policy where the format has one) by the vectorized fast path
-// (nvfp4/simd/dispatch.hpp), by the scalar minifloat<T>::from_float, and by an independent oracle
+// (nvfp4/scaling/bulk_codecs.hpp), by the scalar minifloat<T>::from_float, and by an independent oracle
 // written here from docs/numerics_spec.md §1. All three must agree on every input.
 // NVFP4_TEST_ALL_ISAS
-#include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/scaling/bulk_codecs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -133,7 +133,7 @@ TYPED_TEST(CodecExhaustive, FastEqualsScalarEqualsOracleForEveryFloat) {
       const std::uint32_t bits = first_bits + static_cast<std::uint32_t>(i);
       std::memcpy(&inputs[i], &bits, 4);
     }
-    simd::encode<traits, policy>(inputs.data(), static_cast<index_t>(chunk), fast.data());
+    encode_codes<traits, policy>(inputs.data(), static_cast<index_t>(chunk), fast.data());
     oracle_encode(oracle, policy == overflow_policy::saturate, first_bits, chunk, expected.data());
     for (std::size_t i = 0; i < chunk; ++i) {
       const std::uint8_t scalar = minifloat<traits>::from_float(inputs[i], policy).bits();
@@ -152,7 +152,7 @@ TYPED_TEST(CodecExhaustive, FastEqualsScalarEqualsOracleForEveryFloat) {
       }
     }
   }
-  EXPECT_EQ(fast_vs_oracle, 0u) << simd::kernels::name << " kernels";
+  EXPECT_EQ(fast_vs_oracle, 0u) << detail::fast_block_kernels::name << " kernels";
   EXPECT_EQ(scalar_vs_oracle, 0u);
   if (any_bad) {
     float x;
@@ -160,7 +160,7 @@ TYPED_TEST(CodecExhaustive, FastEqualsScalarEqualsOracleForEveryFloat) {
     // A full buffer, so the value goes through the vector body and not the scalar tail.
     std::vector<float> copies(64, x);
     std::vector<std::uint8_t> fast_codes(64);
-    simd::encode<traits, policy>(copies.data(), 64, fast_codes.data());
+    encode_codes<traits, policy>(copies.data(), 64, fast_codes.data());
     const std::uint8_t fast_code = fast_codes[0];
     std::uint8_t expected_code;
     oracle_encode(oracle, policy == overflow_policy::saturate, first_bad, 1, &expected_code);

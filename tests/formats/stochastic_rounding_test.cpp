@@ -1,6 +1,6 @@
 // Tests of nvfp4/formats/stochastic_rounding.hpp: the §5 rule exhaustively over the 256 random
-// bytes (exact up-counts from the spec), saturation, symmetry, and its statistics with Philox bytes;
-// the 16-lane AVX-512 kernel against the scalar rule over every 2^16-th float and every byte.
+// bytes (exact up-counts from the spec), saturation, symmetry, and its statistics with Philox bytes.
+// (The vector kernels of the rule are tested in tests/scaling/stochastic_quantize_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -9,7 +9,6 @@
 #include <limits>
 #include <vector>
 
-#include "nvfp4/formats/simd/stochastic_rounding_avx512.hpp"
 #include "nvfp4/formats/stochastic_rounding.hpp"
 #include "nvfp4/random/philox.hpp"
 
@@ -90,43 +89,6 @@ TEST(StochasticRounding, UnbiasedWithPhiloxBytes) {
   EXPECT_LT(chi2, degrees + 5 * std::sqrt(2.0 * degrees)) << degrees << " degrees of freedom";
 }
 
-#if NVFP4_HAS_AVX512
-// The kernel multiplies by 1 / step where the rule divides by step: equal only because the
-// product never rounds. Checked on floats spread over the whole range (subnormals, the values
-// near each grid point and step boundary, huge values, ±Inf) with all 256 random bytes.
-TEST(StochasticRounding, Avx512KernelEqualsScalarRule) {
-  std::vector<float> values;
-  for (std::uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 0x10000 + 7) {
-    const float v = std::bit_cast<float>(static_cast<std::uint32_t>(bits));
-    if (!std::isnan(v)) values.push_back(v);
-  }
-  for (float g : {0.25f, 0.75f, 1.75f, 2.0f, 2.5f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f})
-    for (float v : {std::nextafter(g, 0.0f), g, std::nextafter(g, 100.0f)}) {
-      values.push_back(v);
-      values.push_back(-v);
-    }
-  values.push_back(INFINITY);
-  values.push_back(-INFINITY);
-  values.push_back(std::numeric_limits<float>::denorm_min());
-  while (values.size() % 16 != 0) values.push_back(0.0f);
-  long mismatches = 0;
-  for (std::size_t i = 0; i < values.size(); i += 16)
-    for (int r = 0; r < 256; ++r) {
-      std::uint8_t random[16];
-      for (int lane = 0; lane < 16; ++lane) random[lane] = static_cast<std::uint8_t>(r + 17 * lane);
-      alignas(64) std::int32_t codes[16];
-      _mm512_store_si512(codes, simd::avx512::e2m1_stochastic_codes(_mm512_loadu_ps(values.data() + i),
-                                                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(random))));
-      for (int lane = 0; lane < 16; ++lane) {
-        const float v = values[i + static_cast<std::size_t>(lane)];
-        const std::uint8_t expected = std::isinf(v) ? static_cast<std::uint8_t>((v < 0 ? 8 : 0) | 7)
-                                                    : e2m1_from_float_stochastic(v, random[lane]).bits();
-        if (codes[lane] != expected && ++mismatches < 5) ADD_FAILURE() << v << " byte " << int(random[lane]) << ": " << codes[lane];
-      }
-    }
-  EXPECT_EQ(mismatches, 0);
-}
-#endif
 
 }  // namespace
 }  // namespace nvfp4

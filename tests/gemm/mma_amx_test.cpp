@@ -52,16 +52,16 @@ index_t check_problem(index_t m, index_t n, index_t k, style s, gemm_mode mode, 
   const auto b_bytes = random_operand<Format>(n, k, s, rng);
   const auto a = quantized_tensor<Format>::from_bytes(m, k, a_bytes.data, a_bytes.scales);
   const auto b = quantized_tensor<Format>::from_bytes(n, k, b_bytes.data, b_bytes.scales);
-  if (!gemm_detail::amx::eligible(a, b, mode)) return 0;
+  if (!detail::amx::eligible(a, b, mode)) return 0;
   const auto c = random_accumulator(m * n, s, rng);
   const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
   std::vector<float> expected(c.size()), got(c.size());
   reference::block_scaled_mma(a, b, c_view, matrix_view<float>::row_major(expected.data(), m, n), mode);
-  std::vector<gemm_detail::amx::tile_block_step> packed;
+  std::vector<detail::amx::tile_block_step> packed;
   if (prepack) {
     const index_t steps = (k + 63) / 64, tiles = (n + 15) / 16;
     packed.resize(static_cast<std::size_t>(((tiles + 7) / 8) * 8 * steps));
-    for (index_t t = 0; t < tiles; ++t) gemm_detail::amx::pack_tile(b, t * 16, packed.data() + t * steps);
+    for (index_t t = 0; t < tiles; ++t) detail::amx::pack_tile(b, t * 16, packed.data() + t * steps);
   }
   for (int threads : {1, 2}) {
 #if NVFP4_HAS_OPENMP
@@ -70,10 +70,10 @@ index_t check_problem(index_t m, index_t n, index_t k, style s, gemm_mode mode, 
     std::fill(got.begin(), got.end(), std::bit_cast<float>(0x7FC0DEADu));  // poison: every output must be written
     // Both schedules of the kernel: interleaved on odd seeds, phased on even ones.
     if (seed & 1)
-      gemm_detail::amx::block_scaled_mma<Tiles, gemm_detail::amx::schedule::interleaved>(a, b, prepack ? packed.data() : nullptr, c_view,
+      detail::amx::block_scaled_mma<Tiles, detail::amx::schedule::interleaved>(a, b, prepack ? packed.data() : nullptr, c_view,
                                                                                         into(got, n), mode);
     else
-      gemm_detail::amx::block_scaled_mma<Tiles, gemm_detail::amx::schedule::phased>(a, b, prepack ? packed.data() : nullptr, c_view,
+      detail::amx::block_scaled_mma<Tiles, detail::amx::schedule::phased>(a, b, prepack ? packed.data() : nullptr, c_view,
                                                                                    into(got, n), mode);
     EXPECT_EQ(count_mismatches(got, expected, n,
                                std::string("amx, ") + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + ", style " +
@@ -175,7 +175,7 @@ TEST(AmxExactSum, SpansOfThreeStayExactInFloatAndFourGoToDouble) {
   for (int span : {3, 4}) {
     const index_t m = 20, n = 18;
     const auto [a, b] = span_operands(span, m, n);
-    ASSERT_TRUE(gemm_detail::amx::eligible(a, b, gemm_mode::exact));
+    ASSERT_TRUE(detail::amx::eligible(a, b, gemm_mode::exact));
     std::vector<float> expected(static_cast<std::size_t>(m * n)), got(expected.size());
     reference::block_scaled_mma(a, b, {}, matrix_view<float>::row_major(expected.data(), m, n));
     // The hand-worked §6 value: T exactly, rounded toward zero (c = 0, nothing truncated).
@@ -190,12 +190,12 @@ TEST(AmxExactSum, SpansOfThreeStayExactInFloatAndFourGoToDouble) {
     block_scaled_mma(a, b, {}, matrix_view<float>::row_major(got.data(), m, n));
     for (std::size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i])) << "avx512, span " << span << ", output " << i;
-    gemm_detail::amx::block_scaled_mma<emulated_tiles>(a, b, nullptr, {}, into(got, n), gemm_mode::exact);
+    detail::amx::block_scaled_mma<emulated_tiles>(a, b, nullptr, {}, into(got, n), gemm_mode::exact);
     for (std::size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i])) << "span " << span << ", output " << i;
 #if NVFP4_AMX_COMPILED
     if (simd::amx::available()) {
-      gemm_detail::amx::block_scaled_mma<simd::amx::hardware_tiles>(a, b, nullptr, {}, into(got, n),
+      detail::amx::block_scaled_mma<simd::amx::hardware_tiles>(a, b, nullptr, {}, into(got, n),
                                                                     gemm_mode::exact);
       for (std::size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i])) << "hardware, span " << span;
@@ -219,11 +219,11 @@ TEST(AmxSignedZeros, AMinusZeroAccumulatorWithZeroProductsGivesPlusZero) {
     std::vector<float> expected(c.size()), got(c.size());
     reference::block_scaled_mma(a, b, c_view, matrix_view<float>::row_major(expected.data(), m, n), mode);
     ASSERT_EQ(std::bit_cast<std::uint32_t>(expected[0]), 0u);
-    gemm_detail::amx::block_scaled_mma<emulated_tiles>(a, b, nullptr, c_view, into(got, n), mode);
+    detail::amx::block_scaled_mma<emulated_tiles>(a, b, nullptr, c_view, into(got, n), mode);
     for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), 0u) << "output " << i;
 #if NVFP4_AMX_COMPILED
     if (simd::amx::available()) {
-      gemm_detail::amx::block_scaled_mma<simd::amx::hardware_tiles>(a, b, nullptr, c_view, into(got, n), mode);
+      detail::amx::block_scaled_mma<simd::amx::hardware_tiles>(a, b, nullptr, c_view, into(got, n), mode);
       for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), 0u) << "hardware, output " << i;
     }
 #endif
@@ -234,18 +234,18 @@ TEST(AmxEligibility, NanScalesAndOutOfRangeE8m0AreLeftToTheVectorKernels) {
   std::vector<std::uint8_t> bytes(32, 0x22), scales_nvfp4(4, 0x38), scales_mx(2, 127);
   auto nv = [&](std::vector<std::uint8_t> s) { return quantized_tensor<nvfp4_1x16>::from_bytes(1, 64, bytes, s); };
   auto mx = [&](std::vector<std::uint8_t> s) { return quantized_tensor<mxfp4>::from_bytes(1, 64, bytes, s); };
-  EXPECT_TRUE(gemm_detail::amx::eligible(nv(scales_nvfp4), nv(scales_nvfp4), gemm_mode::exact));
-  EXPECT_TRUE(gemm_detail::amx::eligible(nv({0x38, 0x7E, 0x01, 0}), nv(scales_nvfp4), gemm_mode::relaxed));
-  EXPECT_FALSE(gemm_detail::amx::eligible(nv({0x38, 0x7F, 0x38, 0x38}), nv(scales_nvfp4), gemm_mode::exact));
-  EXPECT_FALSE(gemm_detail::amx::eligible(nv(scales_nvfp4), nv({0x38, 0x38, 0xFF, 0x38}), gemm_mode::relaxed));
-  EXPECT_TRUE(gemm_detail::amx::eligible(mx(scales_mx), mx({127 + 120, 127 - 120}), gemm_mode::exact));
-  EXPECT_FALSE(gemm_detail::amx::eligible(mx(scales_mx), mx({127 + 121, 127}), gemm_mode::exact));
-  EXPECT_FALSE(gemm_detail::amx::eligible(mx(scales_mx), mx({127, 127 - 121}), gemm_mode::exact));
-  EXPECT_FALSE(gemm_detail::amx::eligible(mx({0xFF, 127}), mx(scales_mx), gemm_mode::exact));
+  EXPECT_TRUE(detail::amx::eligible(nv(scales_nvfp4), nv(scales_nvfp4), gemm_mode::exact));
+  EXPECT_TRUE(detail::amx::eligible(nv({0x38, 0x7E, 0x01, 0}), nv(scales_nvfp4), gemm_mode::relaxed));
+  EXPECT_FALSE(detail::amx::eligible(nv({0x38, 0x7F, 0x38, 0x38}), nv(scales_nvfp4), gemm_mode::exact));
+  EXPECT_FALSE(detail::amx::eligible(nv(scales_nvfp4), nv({0x38, 0x38, 0xFF, 0x38}), gemm_mode::relaxed));
+  EXPECT_TRUE(detail::amx::eligible(mx(scales_mx), mx({127 + 120, 127 - 120}), gemm_mode::exact));
+  EXPECT_FALSE(detail::amx::eligible(mx(scales_mx), mx({127 + 121, 127}), gemm_mode::exact));
+  EXPECT_FALSE(detail::amx::eligible(mx(scales_mx), mx({127, 127 - 121}), gemm_mode::exact));
+  EXPECT_FALSE(detail::amx::eligible(mx({0xFF, 127}), mx(scales_mx), gemm_mode::exact));
   // Relaxed: every scale product in [2^-124, 2^128).
-  EXPECT_TRUE(gemm_detail::amx::eligible(mx({127 + 7, 127}), mx({127 + 120, 127}), gemm_mode::relaxed));
-  EXPECT_FALSE(gemm_detail::amx::eligible(mx({127 + 8, 127}), mx({127 + 120, 127}), gemm_mode::relaxed));
-  EXPECT_TRUE(gemm_detail::amx::eligible(mx({127 + 8, 127}), mx({127 + 120, 127}), gemm_mode::exact));
+  EXPECT_TRUE(detail::amx::eligible(mx({127 + 7, 127}), mx({127 + 120, 127}), gemm_mode::relaxed));
+  EXPECT_FALSE(detail::amx::eligible(mx({127 + 8, 127}), mx({127 + 120, 127}), gemm_mode::relaxed));
+  EXPECT_TRUE(detail::amx::eligible(mx({127 + 8, 127}), mx({127 + 120, 127}), gemm_mode::exact));
 }
 
 #else

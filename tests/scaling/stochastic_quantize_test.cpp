@@ -1,12 +1,17 @@
-// Tests of nvfp4/scaling/stochastic_quantize.hpp: the SR encoder of the fast walk against the scalar reference,
-// bit for bit, for every FP4 format, input type, shape and layout; thread-count independence;
-// the statistical property TE tests (the mean of 50 SR draws beats RN); bad input.
+// Tests of nvfp4/scaling/stochastic_quantize.hpp: the SR encoder of the fast walk against the
+// scalar reference, bit for bit, for every FP4 format, input type, shape and layout; thread-count independence;
+// the statistical property TE tests (the mean of 50 SR draws beats RN); the vector kernel of the
+// rounding rule against the scalar rule; bad input.
 // NVFP4_TEST_ALL_ISAS
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
+#include "nvfp4/formats/stochastic_rounding.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 #include "test_support.hpp"
 
@@ -87,6 +92,46 @@ TYPED_TEST(StochasticQuantize, MeanOfFiftyDrawsBeatsRoundToNearest) {
     rn_error += (rn[i] - v) * (rn[i] - v);
   }
   EXPECT_LT(sr_error, rn_error);
+}
+
+// The kernel of this build's ISA multiplies by 1 / step where the rule divides by step: equal
+// only because the product never rounds. Checked on floats spread over the whole range
+// (subnormals, the values near each grid point and step boundary, huge values, ±Inf) with all 256
+// random bytes.
+TEST(StochasticRoundingKernel, EqualsTheScalarRule) {
+  using ops = simd::ops;
+  using kernels = detail::stochastic_rounding_kernels<ops>;
+  constexpr int width = ops::width;
+  std::vector<float> values;
+  for (std::uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 0x10000 + 7) {
+    const float v = std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+    if (!std::isnan(v)) values.push_back(v);
+  }
+  for (float g : {0.25f, 0.75f, 1.75f, 2.0f, 2.5f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f})
+    for (float v : {std::nextafter(g, 0.0f), g, std::nextafter(g, 100.0f)}) {
+      values.push_back(v);
+      values.push_back(-v);
+    }
+  values.push_back(INFINITY);
+  values.push_back(-INFINITY);
+  values.push_back(std::numeric_limits<float>::denorm_min());
+  while (values.size() % width != 0) values.push_back(0.0f);
+  long mismatches = 0;
+  for (std::size_t i = 0; i < values.size(); i += width)
+    for (int r = 0; r < 256; ++r) {
+      std::uint8_t random[width];
+      for (int lane = 0; lane < width; ++lane) random[lane] = static_cast<std::uint8_t>(r + 17 * lane);
+      std::uint32_t codes[width];
+      ops::store_bits(codes, kernels::e2m1_codes(ops::load(values.data() + i), ops::load_bytes(random)));
+      for (int lane = 0; lane < width; ++lane) {
+        const float v = values[i + static_cast<std::size_t>(lane)];
+        const std::uint8_t expected = std::isinf(v) ? static_cast<std::uint8_t>((v < 0 ? 8 : 0) | 7)
+                                                    : e2m1_from_float_stochastic(v, random[lane]).bits();
+        if (codes[lane] != expected && ++mismatches < 5)
+          ADD_FAILURE() << ops::name << ": " << v << " byte " << int(random[lane]) << ": " << codes[lane];
+      }
+    }
+  EXPECT_EQ(mismatches, 0);
 }
 
 TEST(StochasticQuantizeBadInput, RejectsEightBitElementsAndNonFinite) {

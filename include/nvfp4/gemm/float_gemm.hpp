@@ -11,6 +11,7 @@
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
 
@@ -51,19 +52,22 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
 
 }  // namespace reference
 
-namespace fast {
-namespace detail_float_gemm {
+namespace detail {
 
-/// Register block: `rows` outputs rows by `cols` output columns, walked over one K chunk.
-inline constexpr index_t block_rows = 4, block_cols = 64, chunk_k = 256, panel_cols = 256;
+/// The fast fp32 GEMM's blocking: register blocks of `block_rows` output rows by `block_cols`
+/// output columns, walked over one K chunk of `chunk_k`, in panels of `panel_cols` columns of B.
+struct float_gemm_blocking {
+  static constexpr index_t block_rows = 4, block_cols = 64, chunk_k = 256, panel_cols = 256;
+};
 
 /// acc[r][j] = fma(a_r[k], b[k][j], acc[r][j]) over k in [0, kc), for R rows: the j loop is
 /// contiguous and without dependencies, so the compiler vectorizes it for whatever ISA the
 /// translation unit targets (AVX-512, AVX2 + FMA, or plain scalar fma). The order per output is
 /// K order, as the reference's.
 template <int R>
-inline void micro_block(const float* const* a_rows, const float* b_panel, index_t b_stride, index_t kc, float* out,
-                        index_t out_stride, index_t cols) {
+inline void float_gemm_micro_block(const float* const* a_rows, const float* b_panel, index_t b_stride, index_t kc, float* out,
+                                   index_t out_stride, index_t cols) {
+  constexpr index_t block_cols = float_gemm_blocking::block_cols;
   float acc[R][block_cols];
   for (int r = 0; r < R; ++r)
     for (index_t j = 0; j < block_cols; ++j) acc[r][j] = j < cols ? out[r * out_stride + j] : 0.0f;
@@ -78,66 +82,74 @@ inline void micro_block(const float* const* a_rows, const float* b_panel, index_
     for (index_t j = 0; j < cols; ++j) out[r * out_stride + j] = acc[r][j];
 }
 
-}  // namespace detail_float_gemm
-
-/// D = C + A·Bᵀ, bit-identical to reference::float_gemm for any thread count: each output is
-/// computed start to end by one thread in K order; OpenMP only picks which thread.
-inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
-                       matrix_view<float> d) {
-  using namespace detail_float_gemm;
+/// The fast path of float_gemm: D = C + A·Bᵀ, bit-identical to reference::float_gemm for any
+/// thread count: each output is computed start to end by one thread in K order; the threads only
+/// pick which work item (a panel of B against 64 rows of A) they compute.
+inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
+                            matrix_view<float> d) {
+  constexpr index_t block_rows = float_gemm_blocking::block_rows, block_cols = float_gemm_blocking::block_cols;
+  constexpr index_t chunk_k = float_gemm_blocking::chunk_k, panel_cols = float_gemm_blocking::panel_cols;
   const index_t m = a.rows(), n = b.rows(), k = a.cols();
   if (m == 0 || n == 0) return;
   const index_t panels = (n + panel_cols - 1) / panel_cols;
   const index_t row_groups = (m + 63) / 64;
   const index_t items = panels * row_groups;
-#pragma omp parallel if (items > 1 && m * n * k > (index_t{1} << 18))
-  {
-    // B's panel, K-major: packed[kk][j] = B(j0 + j, kk), zero past N.
-    std::vector<float> packed(static_cast<std::size_t>(std::max<index_t>(k, 1) * panel_cols));
-    std::vector<float> a_chunk(static_cast<std::size_t>(64 * chunk_k));
-    std::vector<float> staged(static_cast<std::size_t>(64 * panel_cols));
+  struct thread_state {
+    std::vector<float> packed;   // B's panel, K-major: packed[kk][j] = B(j0 + j, kk), zero past N
+    std::vector<float> a_chunk;
+    std::vector<float> staged;
     index_t packed_panel = -1;
-#pragma omp for schedule(dynamic, 1)
-    for (index_t item = 0; item < items; ++item) {
-      const index_t p = item / row_groups, i0 = (item % row_groups) * 64;
-      const index_t j0 = p * panel_cols, cols = std::min(panel_cols, n - j0), rows = std::min<index_t>(64, m - i0);
-      if (packed_panel != p) {
-        for (index_t kk = 0; kk < k; ++kk)
-          for (index_t j = 0; j < panel_cols; ++j)
-            packed[static_cast<std::size_t>(kk * panel_cols + j)] = j < cols ? b(j0 + j, kk) : 0.0f;
-        packed_panel = p;
-      }
-      for (index_t i = 0; i < rows; ++i)
-        for (index_t j = 0; j < cols; ++j)
-          staged[static_cast<std::size_t>(i * panel_cols + j)] = c.empty() ? 0.0f : c(i0 + i, j0 + j);
-      for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
-        const index_t kc = std::min(chunk_k, k - k0);
+  };
+  // Work in units of one 64-element K step of one output (simd/parallel.hpp's threshold).
+  simd::parallel_dynamic(
+      items, simd::worth_parallel(m * n * ((k + 63) / 64)),
+      [&] {
+        return thread_state{std::vector<float>(static_cast<std::size_t>(std::max<index_t>(k, 1) * panel_cols)),
+                            std::vector<float>(static_cast<std::size_t>(64 * chunk_k)),
+                            std::vector<float>(static_cast<std::size_t>(64 * panel_cols)), -1};
+      },
+      [&](index_t item, thread_state& state) {
+        std::vector<float>& packed = state.packed;
+        std::vector<float>& a_chunk = state.a_chunk;
+        std::vector<float>& staged = state.staged;
+        const index_t p = item / row_groups, i0 = (item % row_groups) * 64;
+        const index_t j0 = p * panel_cols, cols = std::min(panel_cols, n - j0), rows = std::min<index_t>(64, m - i0);
+        if (state.packed_panel != p) {
+          for (index_t kk = 0; kk < k; ++kk)
+            for (index_t j = 0; j < panel_cols; ++j)
+              packed[static_cast<std::size_t>(kk * panel_cols + j)] = j < cols ? b(j0 + j, kk) : 0.0f;
+          state.packed_panel = p;
+        }
         for (index_t i = 0; i < rows; ++i)
-          for (index_t kk = 0; kk < kc; ++kk) a_chunk[static_cast<std::size_t>(i * chunk_k + kk)] = a(i0 + i, k0 + kk);
-        for (index_t jb = 0; jb < cols; jb += block_cols) {
-          const index_t block_width = std::min(block_cols, cols - jb);
-          const float* b_panel = packed.data() + k0 * panel_cols + jb;
-          for (index_t r0 = 0; r0 < rows; r0 += block_rows) {
-            const float* a_rows[block_rows];
-            const index_t r_count = std::min(block_rows, rows - r0);
-            for (index_t r = 0; r < r_count; ++r) a_rows[r] = a_chunk.data() + (r0 + r) * chunk_k;
-            float* out = staged.data() + r0 * panel_cols + jb;
-            switch (r_count) {
-              case 4: micro_block<4>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
-              case 3: micro_block<3>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
-              case 2: micro_block<2>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
-              default: micro_block<1>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+          for (index_t j = 0; j < cols; ++j)
+            staged[static_cast<std::size_t>(i * panel_cols + j)] = c.empty() ? 0.0f : c(i0 + i, j0 + j);
+        for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
+          const index_t kc = std::min(chunk_k, k - k0);
+          for (index_t i = 0; i < rows; ++i)
+            for (index_t kk = 0; kk < kc; ++kk) a_chunk[static_cast<std::size_t>(i * chunk_k + kk)] = a(i0 + i, k0 + kk);
+          for (index_t jb = 0; jb < cols; jb += block_cols) {
+            const index_t block_width = std::min(block_cols, cols - jb);
+            const float* b_panel = packed.data() + k0 * panel_cols + jb;
+            for (index_t r0 = 0; r0 < rows; r0 += block_rows) {
+              const float* a_rows[block_rows];
+              const index_t r_count = std::min(block_rows, rows - r0);
+              for (index_t r = 0; r < r_count; ++r) a_rows[r] = a_chunk.data() + (r0 + r) * chunk_k;
+              float* out = staged.data() + r0 * panel_cols + jb;
+              switch (r_count) {
+                case 4: float_gemm_micro_block<4>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+                case 3: float_gemm_micro_block<3>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+                case 2: float_gemm_micro_block<2>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+                default: float_gemm_micro_block<1>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+              }
             }
           }
         }
-      }
-      for (index_t i = 0; i < rows; ++i)
-        for (index_t j = 0; j < cols; ++j) d(i0 + i, j0 + j) = staged[static_cast<std::size_t>(i * panel_cols + j)];
-    }
-  }
+        for (index_t i = 0; i < rows; ++i)
+          for (index_t j = 0; j < cols; ++j) d(i0 + i, j0 + j) = staged[static_cast<std::size_t>(i * panel_cols + j)];
+      });
 }
 
-}  // namespace fast
+}  // namespace detail
 
 /// D = C + A·Bᵀ with A [M, K], B [N, K] (the "TN" layout), C empty or [M, N] (may alias D): each
 /// output is one fp32 FMA chain over k = 0..K-1 (see reference::float_gemm), the same result on
@@ -145,7 +157,7 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
 inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
                        matrix_view<float> d) {
   detail::check_float_gemm(a, b, c, d, "float_gemm");
-  fast::float_gemm(a, b, c, d);
+  detail::float_gemm_fast(a, b, c, d);
 }
 
 }  // namespace nvfp4

@@ -12,26 +12,34 @@
 #include <vector>
 
 #include "nvfp4/gemm/fp8_layout.hpp"
-
-#if NVFP4_HAS_AVX512
 #include "nvfp4/gemm/simd/fp8_mma_avx512.hpp"
-#endif
+#include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::fp8_gemm_detail {
+
+/// The step kernels of one ISA: run_steps(blk, s0, s1, acc, stride). The AVX-512 set is in
+/// gemm/simd/fp8_mma_avx512.hpp; simd/dispatch.hpp's fp8_gemm_isa says which set runs.
+template <isa Isa>
+struct fp8_step_kernels;
+
+/// The portable set: each output through the scalar step.
+template <>
+struct fp8_step_kernels<isa::scalar> {
+  static void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
+    for (int r = 0; r < blk.rows; ++r)
+      for (int t = 0; t < blk.tile_count; ++t)
+        for (int lane = 0; lane < blk.tiles[t]->columns; ++lane) {
+          float& c = acc[r * stride + t * lanes + lane];
+          for (index_t s = s0; s < s1; ++s) c = scalar_step(blk, r, t, lane, s, c);
+        }
+  }
+};
 
 /// Runs steps [s0, s1) of the block: acc[r * stride + t * 16 + lane] is the accumulator of output
 /// (i0 + r, j0[t] + lane), fed back as each step's c.
 inline void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
-#if NVFP4_HAS_AVX512
-  simd_fp8::run_steps(blk, s0, s1, acc, stride);
-#else
-  for (int r = 0; r < blk.rows; ++r)
-    for (int t = 0; t < blk.tile_count; ++t)
-      for (int lane = 0; lane < blk.tiles[t]->columns; ++lane) {
-        float& c = acc[r * stride + t * lanes + lane];
-        for (index_t s = s0; s < s1; ++s) c = scalar_step(blk, r, t, lane, s, c);
-      }
-#endif
+  fp8_step_kernels<simd::fp8_gemm_isa>::run_steps(blk, s0, s1, acc, stride);
 }
 
 inline constexpr int block_rows = 8, block_tiles = 2;
@@ -50,48 +58,58 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
   const index_t row_groups = (m + rows_per_item - 1) / rows_per_item;
   const index_t items = panels * row_groups;
   const index_t chunk = granule <= 0 ? chunk_steps : granule * std::max<index_t>(1, chunk_steps / granule);
-#pragma omp parallel if (items > 1 && m * n * steps > 2048)
-  {
-    // Per-thread buffers kept across calls: touching fresh memory costs more than the work here.
-    static thread_local std::vector<column_tile> panel(static_cast<std::size_t>(tiles_per_panel));
-    static thread_local std::vector<float> acc(static_cast<std::size_t>(rows_per_item * panel_columns));
-    static thread_local row_staging staged;
+  struct thread_buffers {
+    std::vector<column_tile>* panel;
+    std::vector<float>* acc;
+    row_staging* staged;
     index_t packed = -1;
-#pragma omp for schedule(dynamic, 1)
-    for (index_t item = 0; item < items; ++item) {
-      const index_t p = item / row_groups, i_begin = (item % row_groups) * rows_per_item;
-      const index_t t_begin = p * tiles_per_panel, t_count = std::min(tiles, t_begin + tiles_per_panel) - t_begin;
-      const int item_rows = static_cast<int>(std::min(rows_per_item, m - i_begin));
-      if (packed != p) {
-        for (index_t t = 0; t < t_count; ++t) pack_tile(b, (t_begin + t) * lanes, panel[static_cast<std::size_t>(t)]);
-        packed = p;
-      }
-      for (int r = 0; r < item_rows; ++r)
-        for (index_t c = 0; c < panel_columns; ++c) {
-          const index_t j = t_begin * lanes + c;
-          acc[static_cast<std::size_t>(r * panel_columns + c)] = (c < t_count * lanes && j < n) ? init(i_begin + r, j) : 0.0f;
+  };
+  // Work in units of about a nanosecond: an FP8 step of one output is about 16.
+  simd::parallel_dynamic(
+      items, simd::worth_parallel(m * n * steps * 16),
+      [] {
+        // Per-thread buffers kept across calls: touching fresh memory costs more than the work here.
+        static thread_local std::vector<column_tile> panel(static_cast<std::size_t>(tiles_per_panel));
+        static thread_local std::vector<float> acc(static_cast<std::size_t>(rows_per_item * panel_columns));
+        static thread_local row_staging staged;
+        return thread_buffers{&panel, &acc, &staged, -1};
+      },
+      [&](index_t item, thread_buffers& buffers) {
+        std::vector<column_tile>& panel = *buffers.panel;
+        std::vector<float>& acc = *buffers.acc;
+        row_staging& staged = *buffers.staged;
+        const index_t p = item / row_groups, i_begin = (item % row_groups) * rows_per_item;
+        const index_t t_begin = p * tiles_per_panel, t_count = std::min(tiles, t_begin + tiles_per_panel) - t_begin;
+        const int item_rows = static_cast<int>(std::min(rows_per_item, m - i_begin));
+        if (buffers.packed != p) {
+          for (index_t t = 0; t < t_count; ++t) pack_tile(b, (t_begin + t) * lanes, panel[static_cast<std::size_t>(t)]);
+          buffers.packed = p;
         }
-      for (index_t c0 = 0; c0 < steps; c0 += chunk) {
-        const index_t c1 = std::min(steps, c0 + chunk);
-        stage_rows(a, i_begin, item_rows, c0, c1, mode, staged);
-        for (index_t t0 = 0; t0 < t_count; t0 += block_tiles)
-          for (int r0 = 0; r0 < item_rows; r0 += block_rows) {
-            step_block blk{&a, &staged, r0, std::min(block_rows, item_rows - r0), &b, {nullptr, nullptr}, {0, 0},
-                           static_cast<int>(std::min<index_t>(block_tiles, t_count - t0)), core, mode};
-            for (int t = 0; t < blk.tile_count; ++t) {
-              blk.tiles[t] = &panel[static_cast<std::size_t>(t0 + t)];
-              blk.j0[t] = (t_begin + t0 + t) * lanes;
-            }
-            run(blk, c0, c1, acc.data() + r0 * panel_columns + t0 * lanes, panel_columns);
+        for (int r = 0; r < item_rows; ++r)
+          for (index_t c = 0; c < panel_columns; ++c) {
+            const index_t j = t_begin * lanes + c;
+            acc[static_cast<std::size_t>(r * panel_columns + c)] = (c < t_count * lanes && j < n) ? init(i_begin + r, j) : 0.0f;
           }
-      }
-      for (int r = 0; r < item_rows; ++r)
-        for (index_t c = 0; c < t_count * lanes; ++c) {
-          const index_t j = t_begin * lanes + c;
-          if (j < n) store(i_begin + r, j, acc[static_cast<std::size_t>(r * panel_columns + c)]);
+        for (index_t c0 = 0; c0 < steps; c0 += chunk) {
+          const index_t c1 = std::min(steps, c0 + chunk);
+          stage_rows(a, i_begin, item_rows, c0, c1, mode, staged);
+          for (index_t t0 = 0; t0 < t_count; t0 += block_tiles)
+            for (int r0 = 0; r0 < item_rows; r0 += block_rows) {
+              step_block blk{&a, &staged, r0, std::min(block_rows, item_rows - r0), &b, {nullptr, nullptr}, {0, 0},
+                             static_cast<int>(std::min<index_t>(block_tiles, t_count - t0)), core, mode};
+              for (int t = 0; t < blk.tile_count; ++t) {
+                blk.tiles[t] = &panel[static_cast<std::size_t>(t0 + t)];
+                blk.j0[t] = (t_begin + t0 + t) * lanes;
+              }
+              run(blk, c0, c1, acc.data() + r0 * panel_columns + t0 * lanes, panel_columns);
+            }
         }
-    }
-  }
+        for (int r = 0; r < item_rows; ++r)
+          for (index_t c = 0; c < t_count * lanes; ++c) {
+            const index_t j = t_begin * lanes + c;
+            if (j < n) store(i_begin + r, j, acc[static_cast<std::size_t>(r * panel_columns + c)]);
+          }
+      });
 }
 
 /// For every accumulator of the block: body(r, t, lane, index into the block's buffer).

@@ -15,6 +15,7 @@
 #include "nvfp4/gemm/fast_gemm.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/gemm/reference.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
 
@@ -53,7 +54,7 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
   detail::check_gemm_operands(a, b);
   detail::check_output(d, a.rows(), b.rows(), "D");
   if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
-  fast::block_scaled_mma(a, b, c, d, mode);
+  detail::block_scaled_mma_fast(a, b, nullptr, c, detail::store_to_matrix{d}, mode);
 }
 
 /// TransformerEngine's alpha for NVFP4 operands: amax_A * amax_B * (1 / (6*6*448*448)) in fp32
@@ -78,12 +79,12 @@ struct gemm_options {
 };
 
 namespace detail {
-/// gemm()'s work once the operands and outputs are checked (`packed`: B packed by fast::pack_b,
+/// gemm()'s work once the operands and outputs are checked (`packed`: B packed by detail::pack_b,
 /// or null). With alpha <= 1, |alpha·d| <= |d| cannot overflow, so each output goes through the
 /// epilogue as it is finished (no [M, N] intermediate); otherwise D is computed first, so that an
 /// overflow is reported before anything is written.
 template <class FormatA, class FormatB, class Out>
-void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const fast::detail_gemm::packed_b* packed,
+void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const packed_b* packed,
                   matrix_view<Out> out, const gemm_options& options, matrix_view<const float> c) {
   const bool has_c = !c.empty() || c.data() != nullptr;
   const float alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
@@ -99,25 +100,31 @@ void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<For
     }
   };
   if (alpha <= 1.0f) {
-    fast::block_scaled_mma(a, b, packed, matrix_view<const float>{}, epilogue, options.mode);
+    block_scaled_mma_fast(a, b, packed, matrix_view<const float>{}, epilogue, options.mode);
     return;
   }
   std::vector<float> d(static_cast<std::size_t>(a.rows() * b.rows()));
   const auto d_view = matrix_view<float>::row_major(d.data(), a.rows(), b.rows());
-  fast::block_scaled_mma(a, b, packed, matrix_view<const float>{}, fast::detail_gemm::store_to_matrix{d_view}, options.mode);
+  block_scaled_mma_fast(a, b, packed, matrix_view<const float>{}, store_to_matrix{d_view}, options.mode);
   // alpha * d can overflow only when alpha > 1; the first such element (row-major) is named.
-  index_t first = a.rows() * b.rows();
-#pragma omp parallel for schedule(static) reduction(min : first) if (a.rows() * b.rows() > (1 << 16))
-  for (index_t i = 0; i < a.rows(); ++i)
-    for (index_t j = 0; j < b.rows(); ++j)
-      if (std::isfinite(d_view(i, j)) && !std::isfinite(alpha * d_view(i, j))) first = std::min(first, i * b.rows() + j);
+  const bool parallel = simd::worth_parallel(a.rows() * b.rows());
+  const index_t first = simd::parallel_reduce(
+      a.rows(), parallel, a.rows() * b.rows(),
+      [&](index_t begin, index_t end) {
+        for (index_t i = begin; i < end; ++i)
+          for (index_t j = 0; j < b.rows(); ++j)
+            if (std::isfinite(d_view(i, j)) && !std::isfinite(alpha * d_view(i, j))) return i * b.rows() + j;
+        return a.rows() * b.rows();
+      },
+      [](index_t x, index_t y) { return std::min(x, y); });
   if (first < a.rows() * b.rows())
     throw error(errc::overflow, "gemm: alpha (" + detail::number_text(alpha) + ") times the scaled-domain result at (" +
                                     std::to_string(first / b.rows()) + ", " + std::to_string(first % b.rows()) +
                                     ") overflows float: the product of A and B does not fit; scale A or B down");
-#pragma omp parallel for schedule(static) if (a.rows() * b.rows() > (1 << 16))
-  for (index_t i = 0; i < a.rows(); ++i)
-    for (index_t j = 0; j < b.rows(); ++j) epilogue(i, j, d_view(i, j));
+  simd::parallel_ranges(a.rows(), parallel, [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i)
+      for (index_t j = 0; j < b.rows(); ++j) epilogue(i, j, d_view(i, j));
+  });
 }
 }  // namespace detail
 

@@ -1,11 +1,11 @@
-// nvfp4/gemm/mma_layout.hpp: the operand layouts of the vector GEMM kernels (AVX-512 and AVX2),
-// their plain construction, and the parts of the exact kernels that do not depend on the ISA.
+// nvfp4/gemm/mma_layout.hpp: the operand layouts of the GEMM kernel sets (gemm/mma_kernels.hpp)
+// and the parts of the exact kernels that do not depend on the ISA.
 // The kernels multiply bytes as vpdpbusd and vpmaddubsw do: 4 unsigned bytes of one 32-bit lane by
 // 4 signed bytes of the other. One operand ("rows", A) is read as broadcast 4-byte words of
 // doubled E2M1 values; the other ("tiles", B) is rearranged so that lane l of each 64-byte row
 // holds 4 consecutive K elements of output column l. Every 64-element K step carries its group
 // scales in the forms the kernels read, and the exponent bounds of the exact kernels' test for
-// "truncation removes nothing". simd/mma_operands_avx512.hpp builds the same layouts faster.
+// "truncation removes nothing". gemm/packing.hpp builds the layouts, over an ISA's lane operations.
 #pragma once
 
 #include <algorithm>
@@ -17,8 +17,9 @@
 
 #include "nvfp4/gemm/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
-namespace nvfp4::gemm_detail {
+namespace nvfp4::detail {
 
 inline constexpr int tile_lanes = 16;      // output columns per tile
 inline constexpr int element_offset = 12;  // tile bytes hold b2 + 12 >= 0 (the unsigned operand)
@@ -165,33 +166,6 @@ void set_tile_step_scales(const quantized_tensor<Format>& q, index_t j0, index_t
   ts.exponent_max_high = max_high;
 }
 
-/// Both nibbles of a packed byte as doubled E2M1 values plus `Offset`, low element first, one
-/// 16-bit word per byte.
-template <int Offset>
-struct offset_pair_table {
-  std::uint16_t pairs[256];
-  constexpr offset_pair_table() : pairs{} {
-    for (int byte = 0; byte < 256; ++byte) {
-      const auto low = static_cast<std::uint8_t>(mma::e2m1_doubled(static_cast<std::uint8_t>(byte & 0xF)) + Offset);
-      const auto high = static_cast<std::uint8_t>(mma::e2m1_doubled(static_cast<std::uint8_t>(byte >> 4)) + Offset);
-      pairs[byte] = static_cast<std::uint16_t>(low | (high << 8));
-    }
-  }
-};
-template <int Offset>
-inline constexpr offset_pair_table<Offset> offset_pairs{};
-
-/// The doubled E2M1 values (plus Offset) of step s of row r: 64 bytes, zero codes past K.
-template <int Offset, class Format>
-void doubled_step(const quantized_tensor<Format>& q, index_t r, index_t s, std::uint8_t (&out)[mma::step_k]) {
-  const auto* row = reinterpret_cast<const std::uint8_t*>(q.data().data()) + r * q.data_row_stride();
-  for (index_t byte = 0; byte < mma::step_k / 2; ++byte) {
-    const index_t at = s * (mma::step_k / 2) + byte;
-    const std::uint16_t pair = offset_pairs<Offset>.pairs[at < q.data_row_stride() ? row[at] : 0];
-    std::memcpy(out + 2 * byte, &pair, 2);  // little-endian: the low element first
-  }
-}
-
 /// The broadcast operand, built step by step: fill_values(q, r, s, step) writes the step's
 /// `values` and `correction`; the scales are filled here.
 template <class Format, class FillValues>
@@ -200,55 +174,28 @@ broadcast_rows build_broadcast_rows(const quantized_tensor<Format>& q, FillValue
   out.rows = q.rows();
   out.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
   out.data.resize(static_cast<std::size_t>(out.rows * out.steps));
-  float global_min = out.exponent_min, global_max = out.exponent_max;
-#pragma omp parallel for schedule(static) reduction(min : global_min) reduction(max : global_max) \
-    if (out.rows * out.steps > 4096)
-  for (index_t r = 0; r < out.rows; ++r)
-    for (index_t s = 0; s < out.steps; ++s) {
-      row_step& rs = out.data[static_cast<std::size_t>(r * out.steps + s)];
-      fill_values(q, r, s, rs);
-      float e_min, e_max;
-      set_row_step_scales(q, r, s, rs, e_min, e_max);
-      global_min = std::min(global_min, e_min);
-      global_max = std::max(global_max, e_max);
-    }
-  out.exponent_min = global_min;
-  out.exponent_max = global_max;
+  struct exponent_range {
+    float min, max;
+  };
+  const exponent_range range = simd::parallel_reduce(
+      out.rows, simd::worth_parallel(out.rows * out.steps * mma::step_k), exponent_range{out.exponent_min, out.exponent_max},
+      [&](index_t begin, index_t end) {
+        exponent_range local{out.exponent_min, out.exponent_max};
+        for (index_t r = begin; r < end; ++r)
+          for (index_t s = 0; s < out.steps; ++s) {
+            row_step& rs = out.data[static_cast<std::size_t>(r * out.steps + s)];
+            fill_values(q, r, s, rs);
+            float e_min, e_max;
+            set_row_step_scales(q, r, s, rs, e_min, e_max);
+            local.min = std::min(local.min, e_min);
+            local.max = std::max(local.max, e_max);
+          }
+        return local;
+      },
+      [](exponent_range a, exponent_range b) { return exponent_range{std::min(a.min, b.min), std::max(a.max, b.max)}; });
+  out.exponent_min = range.min;
+  out.exponent_max = range.max;
   return out;
-}
-
-/// Plain construction of the broadcast operand.
-template <class Format>
-broadcast_rows make_broadcast_rows(const quantized_tensor<Format>& q) {
-  return build_broadcast_rows(q, [](const quantized_tensor<Format>& source, index_t r, index_t s, row_step& rs) {
-    std::uint8_t values[mma::step_k];
-    doubled_step<0>(source, r, s, values);
-    for (int g = 0; g < 4; ++g) {
-      int sum = 0;
-      for (int e = 0; e < 16; ++e) {
-        rs.values[g * 16 + e] = static_cast<std::int8_t>(values[g * 16 + e]);
-        sum += rs.values[g * 16 + e];
-      }
-      rs.correction[g] = -element_offset * sum;
-    }
-  });
-}
-
-/// Plain construction of one tile: rows [j0, j0 + 16) of q (rows past the end are zero with no
-/// scale) into `out[steps]`.
-template <class Format>
-void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_step* out) {
-  const index_t steps = (q.cols() + mma::step_k - 1) / mma::step_k;
-  const index_t valid = std::min<index_t>(tile_lanes, q.rows() - j0);
-  for (index_t s = 0; s < steps; ++s) {
-    for (int l = 0; l < tile_lanes; ++l) {
-      std::uint8_t values[mma::step_k];
-      if (l < valid) doubled_step<element_offset>(q, j0 + l, s, values);
-      else std::memset(values, element_offset, sizeof values);
-      for (int quad = 0; quad < 16; ++quad) std::memcpy(out[s].bytes[quad] + l * 4, values + quad * 4, 4);
-    }
-    set_tile_step_scales(q, j0, valid, s, out[s]);
-  }
 }
 
 /// The whole operand's exponent range (every non-zero scale), for the relaxed kernels' choice.
@@ -295,19 +242,29 @@ bool terms_add_exactly_in_float(const Row& ra, const Tile& tb) {
   return (ra.exponent_max - ra.exponent_min) + tb.span <= max_float_sum_span && ra.exponent_min + tb.exponent_min_low >= min_float_sum_exponent;
 }
 
-/// The scalar §6 step of one output lane (the reference's own code, so exact by definition): the
-/// exact kernels' fallback where their fast test does not pass.
+/// The scale parts of group g of a row step and of lane `lane` of a tile step (the padding scale
+/// past K), as the reference reads them.
 template <class ScaleType>
-float exact_step_of_lane(const row_step& ra, const tile_step& tb, int lane, float c) {
-  mma::scale_parts scale_a[4], scale_b[4];
-  std::int8_t b2[mma::step_k];
+void step_scale_parts(const row_step& ra, const tile_step& tb, int lane, mma::scale_parts (&scale_a)[4],
+                      mma::scale_parts (&scale_b)[4]) {
   for (int g = 0; g < 4; ++g) {
     scale_a[g] = (ra.zero_scale_mask >> g) & 1 ? mma::padding_scale<ScaleType>() : mma::decompose(ScaleType::from_bits(ra.codes[g]));
     scale_b[g] = (tb.zero_scale_lanes[g] >> lane) & 1 ? mma::padding_scale<ScaleType>()
                                                        : mma::decompose(ScaleType::from_bits(tb.codes[g][lane]));
   }
-  for (int k = 0; k < mma::step_k; ++k) b2[k] = static_cast<std::int8_t>(tb.bytes[k / 4][lane * 4 + k % 4] - element_offset);
-  return mma::step(ra.values, b2, scale_a, scale_b, c);
 }
 
-}  // namespace nvfp4::gemm_detail
+/// The §6 step (exact) or the relaxed step of one output lane by the reference's own code
+/// (mma::step, mma::relaxed_step), so exact by definition: the exact kernels' fallback where their
+/// fast test does not pass, and the portable kernel set.
+template <class ScaleType, gemm_mode Mode>
+float step_of_lane(const row_step& ra, const tile_step& tb, int lane, float c) {
+  mma::scale_parts scale_a[4], scale_b[4];
+  step_scale_parts<ScaleType>(ra, tb, lane, scale_a, scale_b);
+  std::int8_t b2[mma::step_k];
+  for (int k = 0; k < mma::step_k; ++k) b2[k] = static_cast<std::int8_t>(tb.bytes[k / 4][lane * 4 + k % 4] - element_offset);
+  if constexpr (Mode == gemm_mode::exact) return mma::step(ra.values, b2, scale_a, scale_b, c);
+  else return mma::relaxed_step(ra.values, b2, scale_a, scale_b, c);
+}
+
+}  // namespace nvfp4::detail

@@ -14,33 +14,28 @@
 namespace nvfp4 {
 
 /// A quantized weight and its packed form. The layout is chosen when it is packed: AMX tiles where
-/// the AMX kernels run (and accept this B), else the AVX-512/AVX2 kernels' tiles, else unpacked
-/// rows. A product that cannot use it (AMX turned off since, or operands the AMX kernels leave to
+/// the AMX kernels run (and accept this B), else the tiles of the build's kernel set (AVX-512,
+/// AVX2 or portable). A product that cannot use it (AMX turned off since, or operands the AMX kernels leave to
 /// the others) packs B itself as the unpacked call does: slower, never different.
 template <fp4_gemm_format Format>
 class packed_weight {
  public:
   packed_weight() = default;
   /// Packs `weight` (kept, for the products' fallbacks and for tensor()).
-  explicit packed_weight(quantized_tensor<Format> weight) : weight_(std::move(weight)), packed_(fast::pack_b(weight_)) {}
+  explicit packed_weight(quantized_tensor<Format> weight) : weight_(std::move(weight)), packed_(detail::pack_b(weight_)) {}
 
   index_t rows() const { return weight_.rows(); }
   index_t cols() const { return weight_.cols(); }
   const quantized_tensor<Format>& tensor() const { return weight_; }
   /// Bytes of the packed form (besides the tensor's own).
   std::size_t packed_bytes() const {
-    std::size_t bytes = packed_.tiles.size() * sizeof(gemm_detail::tile_step) + packed_.unpacked.values.size() +
-                        packed_.unpacked.scales.size() * sizeof(mma::scale_parts);
-#if NVFP4_HAS_AVX512_VNNI
-    bytes += packed_.amx_tiles.size() * sizeof(gemm_detail::amx::tile_block_step);
-#endif
-    return bytes;
+    return packed_.tiles.size() * sizeof(detail::tile_step) + packed_.amx_tiles.size() * sizeof(detail::amx::tile_block_step);
   }
-  const fast::detail_gemm::packed_b& packed() const { return packed_; }
+  const detail::packed_b& packed() const { return packed_; }
 
  private:
   quantized_tensor<Format> weight_;
-  fast::detail_gemm::packed_b packed_;
+  detail::packed_b packed_;
 };
 
 /// D = C + A·Bᵀ with B packed beforehand; as block_scaled_mma(a, b.tensor(), c, d, mode).
@@ -51,7 +46,7 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const packed_weight<Fo
   detail::check_gemm_operands(a, b.tensor());
   detail::check_output(d, a.rows(), b.rows(), "D");
   if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
-  fast::block_scaled_mma(a, b.tensor(), &b.packed(), c, fast::detail_gemm::store_to_matrix{d}, mode);
+  detail::block_scaled_mma_fast(a, b.tensor(), &b.packed(), c, detail::store_to_matrix{d}, mode);
 }
 
 /// gemm() with B packed beforehand; as gemm(a, b.tensor(), out, options, c).

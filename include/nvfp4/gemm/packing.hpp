@@ -1,56 +1,104 @@
-// nvfp4/gemm/packing.hpp: GEMM operands unpacked once for the portable fast path: doubled E2M1
-// values as int8 (exact, [-12, 12]), K padded to whole 64-element steps, and each group's scale
-// split into m * 2^e (§6 step 1). The AVX-512 kernels have their own layouts
-// (simd/mma_operands_avx512.hpp).
+// nvfp4/gemm/packing.hpp: the GEMM operand packers, written once over an ISA's lane operations
+// (simd/<isa>/ops.hpp): packed E2M1 nibbles to doubled int8 values by a 16-byte table lookup, the
+// group sums of the broadcast operand, and a tile's lanes by the one in-register transpose. They
+// build the layouts of gemm/mma_layout.hpp; every kernel set packs with its ISA's Ops.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <cmath>
 #include <cstring>
-#include <vector>
 
+#include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/gemm/mma_model.hpp"
-#include "nvfp4/gemm/operands.hpp"
 
-namespace nvfp4::gemm_detail {
+namespace nvfp4::detail {
 
-/// Rows of an operand: values[row][step*64 + k] and scales[row][step*4 + g].
-struct unpacked_operand {
-  index_t rows = 0;
-  index_t steps = 0;
-  std::vector<std::int8_t> values;
-  std::vector<mma::scale_parts> scales;
-
-  const std::int8_t* row_values(index_t r) const { return values.data() + r * steps * mma::step_k; }
-  const mma::scale_parts* row_scales(index_t r) const { return scales.data() + r * steps * mma::groups_per_step; }
+/// The 16 doubled E2M1 values plus `Offset`, as bytes, indexed by code.
+template <int Offset>
+struct doubled_value_table {
+  std::uint8_t values[16];
+  constexpr doubled_value_table() : values{} {
+    for (int code = 0; code < 16; ++code)
+      values[code] = static_cast<std::uint8_t>(mma::e2m1_doubled(static_cast<std::uint8_t>(code)) + Offset);
+  }
 };
+template <int Offset>
+inline constexpr doubled_value_table<Offset> doubled_values{};
 
-/// Unpacks rows [0, q.rows()) padded with zero rows up to `padded_rows`.
-template <class Format>
-unpacked_operand unpack(const quantized_tensor<Format>& q, index_t padded_rows) {
-  unpacked_operand u;
-  u.rows = padded_rows;
-  u.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
-  u.values.assign(static_cast<std::size_t>(padded_rows * u.steps * mma::step_k), 0);
-  u.scales.assign(static_cast<std::size_t>(padded_rows * u.steps * mma::groups_per_step),
-                  mma::padding_scale<typename Format::scale_type>());
-  const auto data = q.data();
-#pragma omp parallel for schedule(static) if (q.rows() * q.cols() > (1 << 16))
-  for (index_t r = 0; r < q.rows(); ++r) {
-    // A row of odd length ends in a zero nibble, which unpacks to a zero in the padding.
-    std::int8_t* values = u.values.data() + r * u.steps * mma::step_k;
-    const auto* bytes = data.data() + r * q.data_row_stride();
-    for (index_t byte = 0; byte < q.data_row_stride(); ++byte) {
-      const std::uint16_t pair = mma::doubled_pairs.pairs[bytes[byte].bits()];
-      std::memcpy(values + 2 * byte, &pair, 2);  // little-endian: the low element first
-    }
-    mma::scale_parts* scales = u.scales.data() + r * u.steps * mma::groups_per_step;
-    for (index_t g = 0; g < u.steps * mma::groups_per_step; ++g) {
-      const index_t block = g * mma::group_k / Format::block_cols;
-      if (block < q.scale_cols()) scales[g] = mma::decompose(q.scale(r, block));
+template <class Ops>
+struct operand_packers {
+  using vi = typename Ops::vi;
+  static constexpr int width = Ops::width;
+  /// Vectors of 32-bit words per 64-element step of one row (4 elements per word).
+  static constexpr int step_vectors = mma::step_k / 4 / width;
+  static_assert(tile_lanes % width == 0 && step_vectors * width * 4 == mma::step_k);
+
+  /// The doubled values (plus the table's offset) of step s of a row of `row_bytes` packed bytes,
+  /// as `step_vectors` vectors of 4 values per lane; zero codes past the row's end.
+  static NVFP4_ALWAYS_INLINE void decode_step(const std::uint8_t* row, index_t row_bytes, index_t s, const std::uint8_t* table,
+                                              vi (&out)[step_vectors]) {
+    constexpr index_t step_bytes = mma::step_k / 2;
+    const index_t available = row_bytes - s * step_bytes;
+    if (available >= step_bytes) {
+      for (int v = 0; v < step_vectors; ++v) out[v] = Ops::decode_nibbles(row + s * step_bytes + 2 * width * v, table);
+    } else {  // the row's last, partial step
+      std::uint8_t padded[step_bytes] = {};
+      std::memcpy(padded, row + s * step_bytes, static_cast<std::size_t>(available));
+      for (int v = 0; v < step_vectors; ++v) out[v] = Ops::decode_nibbles(padded + 2 * width * v, table);
     }
   }
-  return u;
-}
 
-}  // namespace nvfp4::gemm_detail
+  /// The broadcast operand (A): each step's 64 doubled values and its group sums' correction.
+  template <class Format>
+  static broadcast_rows make_broadcast_rows(const quantized_tensor<Format>& q) {
+    return build_broadcast_rows(q, [](const quantized_tensor<Format>& source, index_t r, index_t s, row_step& rs) {
+      const auto* data = reinterpret_cast<const std::uint8_t*>(source.data().data());
+      vi values[step_vectors];
+      decode_step(data + r * source.data_row_stride(), source.data_row_stride(), s, doubled_values<0>.values, values);
+      std::uint32_t lane_sums[mma::step_k / 4];
+      for (int v = 0; v < step_vectors; ++v) {
+        Ops::store_bits(reinterpret_cast<std::uint32_t*>(rs.values + 4 * width * v), values[v]);
+        Ops::store_bits(lane_sums + width * v, Ops::sum_bytes(values[v]));
+      }
+      // Group g is words 4g .. 4g + 3.
+      for (int g = 0; g < 4; ++g) {
+        std::int32_t sum = 0;
+        for (int w = 4 * g; w < 4 * g + 4; ++w) sum += static_cast<std::int32_t>(lane_sums[w]);
+        rs.correction[g] = -element_offset * sum;
+      }
+    });
+  }
+
+  /// One tile of the other operand (B): rows [j0, j0 + 16) of q (rows past the end are zero with
+  /// no scale) into out[steps], each step's quads moved to lanes by the in-register transpose.
+  template <class Format>
+  static void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_step* out) {
+    const index_t steps = (q.cols() + mma::step_k - 1) / mma::step_k;
+    const index_t stride = q.data_row_stride();
+    const index_t valid = std::min<index_t>(tile_lanes, q.rows() - j0);
+    const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());
+    constexpr std::uint32_t offset_word = 0x01010101u * element_offset;  // a zero code, four times
+    for (index_t s = 0; s < steps; ++s) {
+      vi rows[tile_lanes][step_vectors];  // rows[l][v]: quads v * width .. of lane l
+      for (int l = 0; l < tile_lanes; ++l) {
+        if (l < valid) {
+          decode_step(data + (j0 + l) * stride, stride, s, doubled_values<element_offset>.values, rows[l]);
+        } else {
+          for (int v = 0; v < step_vectors; ++v) rows[l][v] = Ops::set_int(offset_word);
+        }
+      }
+      // bytes[quad][lane * 4 ..]: blocks of width lanes x width quads, each transposed in registers.
+      for (int lane_block = 0; lane_block < tile_lanes / width; ++lane_block)
+        for (int v = 0; v < step_vectors; ++v) {
+          vi block[width];
+          for (int i = 0; i < width; ++i) block[i] = rows[lane_block * width + i][v];
+          Ops::transpose(block);
+          for (int i = 0; i < width; ++i)
+            Ops::store_bits(reinterpret_cast<std::uint32_t*>(out[s].bytes[v * width + i] + lane_block * width * 4), block[i]);
+        }
+      set_tile_step_scales(q, j0, valid, s, out[s]);
+    }
+  }
+};
+
+}  // namespace nvfp4::detail

@@ -6,13 +6,11 @@
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 
-namespace nvfp4::reference {
-
-namespace detail_gemm {
+namespace nvfp4::detail {
 /// The 64 doubled E2M1 values and 4 group scales of row r, step s (zero elements and zero scale
 /// bytes past K).
 template <class Format>
-void load_step(const quantized_tensor<Format>& q, index_t r, index_t s, int* values, mma::scale_parts* scales) {
+void load_mma_step(const quantized_tensor<Format>& q, index_t r, index_t s, int* values, mma::scale_parts* scales) {
   for (int k = 0; k < mma::step_k; ++k) {
     const index_t col = s * mma::step_k + k;
     values[k] = col < q.cols() ? mma::e2m1_doubled(q.element(r, col).bits()) : 0;
@@ -23,7 +21,9 @@ void load_step(const quantized_tensor<Format>& q, index_t r, index_t s, int* val
                                         : mma::padding_scale<typename Format::scale_type>();
   }
 }
-}  // namespace detail_gemm
+}  // namespace nvfp4::detail
+
+namespace nvfp4::reference {
 
 /// D = C + A·Bᵀ in the scaled domain (no tensor scales, no epilogue), K stepped by 64 in order and
 /// zero-padded to a multiple of 64 (§6 step 8). `c` may be empty (zero accumulator) or [M, N].
@@ -39,8 +39,8 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
     for (index_t j = 0; j < b.rows(); ++j) {
       float accumulator = c.empty() ? 0.0f : c(i, j);
       for (index_t s = 0; s < steps; ++s) {
-        detail_gemm::load_step(a, i, s, a_values, a_scales);
-        detail_gemm::load_step(b, j, s, b_values, b_scales);
+        nvfp4::detail::load_mma_step(a, i, s, a_values, a_scales);
+        nvfp4::detail::load_mma_step(b, j, s, b_values, b_scales);
         accumulator = mode == gemm_mode::exact
                           ? mma::step(a_values, b_values, a_scales, b_scales, accumulator)
                           : mma::relaxed_step(a_values, b_values, a_scales, b_scales, accumulator);

@@ -14,6 +14,7 @@
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/nn/parameter.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::nn {
 
@@ -32,15 +33,16 @@ class rms_norm {
     x_.assign(x.begin(), x.end());
     inv_rms_.resize(static_cast<std::size_t>(rows));
     y.resize(x.size());
-#pragma omp parallel for schedule(static) if (rows * width >= (index_t{1} << 16))
-    for (index_t r = 0; r < rows; ++r) {
-      const float* in = x.data() + r * width;
-      float sum = 0.0f;
-      for (index_t j = 0; j < width; ++j) sum += in[j] * in[j];
-      const float inv = 1.0f / std::sqrt(sum / static_cast<float>(width) + eps_);
-      inv_rms_[static_cast<std::size_t>(r)] = inv;
-      for (index_t j = 0; j < width; ++j) y[static_cast<std::size_t>(r * width + j)] = in[j] * inv * gain_.value[static_cast<std::size_t>(j)];
-    }
+    simd::parallel_ranges(rows, simd::worth_parallel(rows * width), [&](index_t begin, index_t end) {
+      for (index_t r = begin; r < end; ++r) {
+        const float* in = x.data() + r * width;
+        float sum = 0.0f;
+        for (index_t j = 0; j < width; ++j) sum += in[j] * in[j];
+        const float inv = 1.0f / std::sqrt(sum / static_cast<float>(width) + eps_);
+        inv_rms_[static_cast<std::size_t>(r)] = inv;
+        for (index_t j = 0; j < width; ++j) y[static_cast<std::size_t>(r * width + j)] = in[j] * inv * gain_.value[static_cast<std::size_t>(j)];
+      }
+    });
   }
 
   /// dx for dy; writes the gain's gradient.
@@ -49,26 +51,28 @@ class rms_norm {
     const index_t rows = static_cast<index_t>(inv_rms_.size());
     nvfp4::detail::require(static_cast<index_t>(dy.size()) == rows * width, errc::shape_mismatch, "rms_norm: gradient is not [rows, width]");
     dx.resize(dy.size());
-#pragma omp parallel for schedule(static) if (rows * width >= (index_t{1} << 16))
-    for (index_t r = 0; r < rows; ++r) {
-      const float inv = inv_rms_[static_cast<std::size_t>(r)];
-      const float* in = x_.data() + r * width;
-      const float* g = dy.data() + r * width;
-      float dot = 0.0f;  // Σ (dy·gain)·x̂
-      for (index_t j = 0; j < width; ++j) dot += g[j] * gain_.value[static_cast<std::size_t>(j)] * in[j] * inv;
-      const float mean_dot = dot / static_cast<float>(width);
-      for (index_t j = 0; j < width; ++j) {
-        const float xhat = in[j] * inv;
-        dx[static_cast<std::size_t>(r * width + j)] = inv * (g[j] * gain_.value[static_cast<std::size_t>(j)] - xhat * mean_dot);
+    simd::parallel_ranges(rows, simd::worth_parallel(rows * width), [&](index_t begin, index_t end) {
+      for (index_t r = begin; r < end; ++r) {
+        const float inv = inv_rms_[static_cast<std::size_t>(r)];
+        const float* in = x_.data() + r * width;
+        const float* g = dy.data() + r * width;
+        float dot = 0.0f;  // Σ (dy·gain)·x̂
+        for (index_t j = 0; j < width; ++j) dot += g[j] * gain_.value[static_cast<std::size_t>(j)] * in[j] * inv;
+        const float mean_dot = dot / static_cast<float>(width);
+        for (index_t j = 0; j < width; ++j) {
+          const float xhat = in[j] * inv;
+          dx[static_cast<std::size_t>(r * width + j)] = inv * (g[j] * gain_.value[static_cast<std::size_t>(j)] - xhat * mean_dot);
+        }
       }
-    }
+    });
     // The gain's gradient sums over rows: one writer per column, rows in order.
-#pragma omp parallel for schedule(static) if (rows * width >= (index_t{1} << 16))
-    for (index_t j = 0; j < width; ++j) {
-      float sum = 0.0f;
-      for (index_t r = 0; r < rows; ++r) sum += dy[static_cast<std::size_t>(r * width + j)] * x_[static_cast<std::size_t>(r * width + j)] * inv_rms_[static_cast<std::size_t>(r)];
-      gain_.grad[static_cast<std::size_t>(j)] = sum;
-    }
+    simd::parallel_ranges(width, simd::worth_parallel(rows * width), [&](index_t begin, index_t end) {
+      for (index_t j = begin; j < end; ++j) {
+        float sum = 0.0f;
+        for (index_t r = 0; r < rows; ++r) sum += dy[static_cast<std::size_t>(r * width + j)] * x_[static_cast<std::size_t>(r * width + j)] * inv_rms_[static_cast<std::size_t>(r)];
+        gain_.grad[static_cast<std::size_t>(j)] = sum;
+      }
+    });
   }
 
  private:
@@ -119,36 +123,37 @@ class causal_attention {
     const index_t d = width_ / heads_;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     const index_t stride = 3 * width_;
-#pragma omp parallel for schedule(static) if (batch * heads_ * seq * seq * d >= (index_t{1} << 16))
-    for (index_t bh = 0; bh < batch * heads_; ++bh) {
-      const index_t b = bh / heads_, h = bh % heads_;
-      const float* base = qkv_.data() + b * seq * stride;
-      float* p = probs_.data() + bh * seq * seq;
-      for (index_t t = 0; t < seq; ++t) {
-        const float* q = base + t * stride + h * d;
-        float max = -INFINITY;
-        for (index_t s = 0; s <= t; ++s) {
-          const float* k = base + s * stride + width_ + h * d;
-          float dot = 0.0f;
-          for (index_t i = 0; i < d; ++i) dot += q[i] * k[i];
-          p[t * seq + s] = dot * scale;
-          max = std::max(max, dot * scale);
-        }
-        float sum = 0.0f;
-        for (index_t s = 0; s <= t; ++s) {
-          const float e = std::exp(p[t * seq + s] - max);
-          p[t * seq + s] = e;
-          sum += e;
-        }
-        const float inv = 1.0f / sum;
-        float* o = out.data() + (b * seq + t) * width_ + h * d;
-        for (index_t s = 0; s <= t; ++s) {
-          p[t * seq + s] *= inv;
-          const float* v = base + s * stride + 2 * width_ + h * d;
-          for (index_t i = 0; i < d; ++i) o[i] += p[t * seq + s] * v[i];
+    simd::parallel_ranges(batch * heads_, simd::worth_parallel(batch * heads_ * seq * seq * d), [&](index_t begin, index_t end) {
+      for (index_t bh = begin; bh < end; ++bh) {
+        const index_t b = bh / heads_, h = bh % heads_;
+        const float* base = qkv_.data() + b * seq * stride;
+        float* p = probs_.data() + bh * seq * seq;
+        for (index_t t = 0; t < seq; ++t) {
+          const float* q = base + t * stride + h * d;
+          float max = -INFINITY;
+          for (index_t s = 0; s <= t; ++s) {
+            const float* k = base + s * stride + width_ + h * d;
+            float dot = 0.0f;
+            for (index_t i = 0; i < d; ++i) dot += q[i] * k[i];
+            p[t * seq + s] = dot * scale;
+            max = std::max(max, dot * scale);
+          }
+          float sum = 0.0f;
+          for (index_t s = 0; s <= t; ++s) {
+            const float e = std::exp(p[t * seq + s] - max);
+            p[t * seq + s] = e;
+            sum += e;
+          }
+          const float inv = 1.0f / sum;
+          float* o = out.data() + (b * seq + t) * width_ + h * d;
+          for (index_t s = 0; s <= t; ++s) {
+            p[t * seq + s] *= inv;
+            const float* v = base + s * stride + 2 * width_ + h * d;
+            for (index_t i = 0; i < d; ++i) o[i] += p[t * seq + s] * v[i];
+          }
         }
       }
-    }
+    });
   }
 
   /// dQKV [batch·seq, 3·width] for d_out [batch·seq, width].
@@ -158,39 +163,40 @@ class causal_attention {
                            "attention: gradient is not [batch*seq, width]");
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     d_qkv.assign(static_cast<std::size_t>(batch * seq * stride), 0.0f);
-#pragma omp parallel for schedule(static) if (batch * heads_ * seq * seq * d >= (index_t{1} << 16))
-    for (index_t bh = 0; bh < batch * heads_; ++bh) {
-      const index_t b = bh / heads_, h = bh % heads_;
-      const float* base = qkv_.data() + b * seq * stride;
-      float* dbase = d_qkv.data() + b * seq * stride;
-      const float* p = probs_.data() + bh * seq * seq;
-      std::vector<float> dp(static_cast<std::size_t>(seq));
-      for (index_t t = 0; t < seq; ++t) {
-        const float* go = d_out.data() + (b * seq + t) * width_ + h * d;
-        // dP[t, s] = dO[t]·V[s]; dS = P ⊙ (dP − Σ_s P·dP)
-        float row_dot = 0.0f;
-        for (index_t s = 0; s <= t; ++s) {
-          const float* v = base + s * stride + 2 * width_ + h * d;
-          float dot = 0.0f;
-          for (index_t i = 0; i < d; ++i) dot += go[i] * v[i];
-          dp[static_cast<std::size_t>(s)] = dot;
-          row_dot += p[t * seq + s] * dot;
-        }
-        const float* q = base + t * stride + h * d;
-        float* dq = dbase + t * stride + h * d;
-        for (index_t s = 0; s <= t; ++s) {
-          const float ds = p[t * seq + s] * (dp[static_cast<std::size_t>(s)] - row_dot) * scale;
-          const float* k = base + s * stride + width_ + h * d;
-          float* dk = dbase + s * stride + width_ + h * d;
-          float* dv = dbase + s * stride + 2 * width_ + h * d;
-          for (index_t i = 0; i < d; ++i) {
-            dq[i] += ds * k[i];
-            dk[i] += ds * q[i];
-            dv[i] += p[t * seq + s] * go[i];
+    simd::parallel_ranges(batch * heads_, simd::worth_parallel(batch * heads_ * seq * seq * d), [&](index_t begin, index_t end) {
+      for (index_t bh = begin; bh < end; ++bh) {
+        const index_t b = bh / heads_, h = bh % heads_;
+        const float* base = qkv_.data() + b * seq * stride;
+        float* dbase = d_qkv.data() + b * seq * stride;
+        const float* p = probs_.data() + bh * seq * seq;
+        std::vector<float> dp(static_cast<std::size_t>(seq));
+        for (index_t t = 0; t < seq; ++t) {
+          const float* go = d_out.data() + (b * seq + t) * width_ + h * d;
+          // dP[t, s] = dO[t]·V[s]; dS = P ⊙ (dP − Σ_s P·dP)
+          float row_dot = 0.0f;
+          for (index_t s = 0; s <= t; ++s) {
+            const float* v = base + s * stride + 2 * width_ + h * d;
+            float dot = 0.0f;
+            for (index_t i = 0; i < d; ++i) dot += go[i] * v[i];
+            dp[static_cast<std::size_t>(s)] = dot;
+            row_dot += p[t * seq + s] * dot;
+          }
+          const float* q = base + t * stride + h * d;
+          float* dq = dbase + t * stride + h * d;
+          for (index_t s = 0; s <= t; ++s) {
+            const float ds = p[t * seq + s] * (dp[static_cast<std::size_t>(s)] - row_dot) * scale;
+            const float* k = base + s * stride + width_ + h * d;
+            float* dk = dbase + s * stride + width_ + h * d;
+            float* dv = dbase + s * stride + 2 * width_ + h * d;
+            for (index_t i = 0; i < d; ++i) {
+              dq[i] += ds * k[i];
+              dk[i] += ds * q[i];
+              dv[i] += p[t * seq + s] * go[i];
+            }
           }
         }
       }
-    }
+    });
   }
 
  private:
@@ -215,22 +221,23 @@ inline float softmax_cross_entropy(std::span<const float> logits, index_t classe
   std::vector<float> row_loss(static_cast<std::size_t>(rows));
   if (d_logits != nullptr) d_logits->resize(logits.size());
   const float g = rows > 0 ? gradient_scale / static_cast<float>(rows) : 0.0f;
-#pragma omp parallel for schedule(static) if (rows * classes >= (index_t{1} << 16))
-  for (index_t r = 0; r < rows; ++r) {
-    const float* z = logits.data() + r * classes;
-    float max = z[0];
-    for (index_t c = 1; c < classes; ++c) max = std::max(max, z[c]);
-    float sum = 0.0f;
-    for (index_t c = 0; c < classes; ++c) sum += std::exp(z[c] - max);
-    const float log_sum = std::log(sum) + max;
-    const std::int32_t t = targets[static_cast<std::size_t>(r)];
-    row_loss[static_cast<std::size_t>(r)] = log_sum - z[t];
-    if (d_logits != nullptr) {
-      float* dz = d_logits->data() + r * classes;
-      for (index_t c = 0; c < classes; ++c) dz[c] = std::exp(z[c] - log_sum) * g;
-      dz[t] -= g;
+  simd::parallel_ranges(rows, simd::worth_parallel(rows * classes), [&](index_t begin, index_t end) {
+    for (index_t r = begin; r < end; ++r) {
+      const float* z = logits.data() + r * classes;
+      float max = z[0];
+      for (index_t c = 1; c < classes; ++c) max = std::max(max, z[c]);
+      float sum = 0.0f;
+      for (index_t c = 0; c < classes; ++c) sum += std::exp(z[c] - max);
+      const float log_sum = std::log(sum) + max;
+      const std::int32_t t = targets[static_cast<std::size_t>(r)];
+      row_loss[static_cast<std::size_t>(r)] = log_sum - z[t];
+      if (d_logits != nullptr) {
+        float* dz = d_logits->data() + r * classes;
+        for (index_t c = 0; c < classes; ++c) dz[c] = std::exp(z[c] - log_sum) * g;
+        dz[t] -= g;
+      }
     }
-  }
+  });
   double total = 0.0;  // in row order: the same sum for any thread count
   for (float l : row_loss) total += l;
   return rows > 0 ? static_cast<float>(total / static_cast<double>(rows)) : 0.0f;

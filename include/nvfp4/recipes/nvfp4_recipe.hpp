@@ -16,6 +16,7 @@
 #include "nvfp4/scaling/four_over_six.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/scaling/row_scaled_nvfp4.hpp"
+#include "nvfp4/simd/parallel.hpp"
 #include "nvfp4/transforms/hadamard.hpp"
 
 namespace nvfp4 {
@@ -261,23 +262,24 @@ void nvfp4_gemm(const nvfp4_operand& a, const nvfp4_operand& b, matrix_view<Out>
   const float factor = nvfp4_alpha_factor(a.e4m3_max, b.e4m3_max);
   const bool row_scaled = a.row_scaled() || b.row_scaled();
   const float alpha = row_scaled ? factor : detail::materialize(a.tensor.amax() * b.tensor.amax()) * factor;
-#pragma omp parallel for schedule(static) if (m * n > (1 << 16))
-  for (index_t i = 0; i < m; ++i)
-    for (index_t j = 0; j < n; ++j) {
-      float value = detail::materialize(alpha * d_view(i, j));
-      if (row_scaled) {
-        const float r = a.row_scaled() ? a.row_amax[static_cast<std::size_t>(i)] : a.tensor.amax();
-        const float c = b.row_scaled() ? b.row_amax[static_cast<std::size_t>(j)] : b.tensor.amax();
-        value = (a.row_scaled() && b.row_scaled()) ? detail::materialize(detail::materialize(value * r) * c)
-                                                   : detail::materialize(value * detail::materialize(r * c));
+  simd::parallel_ranges(m, simd::worth_parallel(m * n), [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        float value = detail::materialize(alpha * d_view(i, j));
+        if (row_scaled) {
+          const float r = a.row_scaled() ? a.row_amax[static_cast<std::size_t>(i)] : a.tensor.amax();
+          const float c = b.row_scaled() ? b.row_amax[static_cast<std::size_t>(j)] : b.tensor.amax();
+          value = (a.row_scaled() && b.row_scaled()) ? detail::materialize(detail::materialize(value * r) * c)
+                                                     : detail::materialize(value * detail::materialize(r * c));
+        }
+        if (!bias.empty()) value += bias[static_cast<std::size_t>(j)];
+        if constexpr (std::is_same_v<Out, float>) {
+          out(i, j) = value;
+        } else {
+          out(i, j) = bf16::from_float(value);
+        }
       }
-      if (!bias.empty()) value += bias[static_cast<std::size_t>(j)];
-      if constexpr (std::is_same_v<Out, float>) {
-        out(i, j) = value;
-      } else {
-        out(i, j) = bf16::from_float(value);
-      }
-    }
+  });
 }
 
 }  // namespace nvfp4

@@ -1,6 +1,6 @@
 // nvfp4/scaling/fast_quantize.hpp: the fast paths behind nvfp4::amax / quantize_with_amax /
 // dequantize: one walk over 16-row panels (OpenMP over panels, the block kernels of the build's
-// ISA inside) whose element encoder is a policy: round to nearest even here, stochastic rounding
+// ISA inside, scaling/detail/block_kernels.hpp) whose element encoder is a policy: round to nearest even here, stochastic rounding
 // in scaling/stochastic_quantize.hpp. Bit-identical to nvfp4::reference for every finite input
 // and any thread count. Nothing here checks its input: the entry points of quantize.hpp do.
 #pragma once
@@ -11,13 +11,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/scaling/detail/block_kernels.hpp"
 #include "nvfp4/scaling/detail/input_checks.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
 #include "nvfp4/scaling/stochastic_quantize.hpp"
-#include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::detail {
@@ -57,13 +57,13 @@ const float* load_panel(matrix_view<const T> x, index_t r0, index_t rows, index_
       return x.row(r0) + c0;
     }
     if (x.row_stride() == 1) {  // columns contiguous (a transposed or column-major view)
-      simd::kernels::transpose_panel(&x(r0, c0), x.col_stride(), rows, cols, buffer, panel_cols);
+      fast_block_kernels::transpose_panel(&x(r0, c0), x.col_stride(), rows, cols, buffer, panel_cols);
       stride = panel_cols;
       return buffer;
     }
   } else {
     if (x.rows_contiguous()) {
-      for (index_t i = 0; i < rows; ++i) simd::kernels::widen(x.row(r0 + i) + c0, cols, buffer + i * panel_cols);
+      for (index_t i = 0; i < rows; ++i) fast_block_kernels::widen(x.row(r0 + i) + c0, cols, buffer + i * panel_cols);
       stride = panel_cols;
       return buffer;
     }
@@ -79,7 +79,7 @@ template <block_scaled_format Format>
 void block_scales(const std::uint32_t* amax_bits, index_t count, tensor_scale scale, mx_scale_rule rule,
                   std::uint8_t* codes, float* factors) {
   if constexpr (Format::has_tensor_scale) {
-    simd::kernels::nvfp4_block_scales(amax_bits, count, scale, codes, factors);
+    fast_block_kernels::nvfp4_block_scales(amax_bits, count, scale, codes, factors);
   } else {
     // One E8M0 scale per 32 elements: the shared scalar rule costs little here.
     for (index_t b = 0; b < count; ++b) {
@@ -97,12 +97,11 @@ struct nearest_encoder {
   /// Codes of x[0..n) * factors[i / block_cols] into out (packed for FP4); row / first_col: where
   /// x starts in the source (unused here).
   void encode(const float* x, index_t n, const float* factors, std::uint8_t* out, index_t /*row*/, index_t /*first_col*/) {
-    simd::kernels::template encode_scaled<Format::element_type::traits, Format::block_cols>(x, n, factors, out);
+    fast_block_kernels::template encode_scaled<Format::element_type::traits, Format::block_cols>(x, n, factors, out);
   }
 };
 
-/// max |x| bits over a view (see simd::abs_bits_mask); >= simd::float_inf_bits when x holds a
-/// NaN or an Inf.
+/// max |x| bits over a view (see abs_bits_mask); >= float_inf_bits when x holds a NaN or an Inf.
 template <quantizer_input T>
 std::uint32_t amax_bits_fast(matrix_view<const T> x) {
   if (x.empty()) return 0;
@@ -116,7 +115,7 @@ std::uint32_t amax_bits_fast(matrix_view<const T> x) {
       for (index_t item = begin; item < end; ++item) {
         const index_t c0 = item % chunks * amax_chunk_cols;
         const index_t n = std::min(amax_chunk_cols, x.cols() - c0);
-        result = std::max(result, simd::kernels::abs_max_bits(x.row(item / chunks) + c0, n));
+        result = std::max(result, fast_block_kernels::abs_max_bits(x.row(item / chunks) + c0, n));
       }
       return result;
     });
@@ -124,7 +123,7 @@ std::uint32_t amax_bits_fast(matrix_view<const T> x) {
   return simd::parallel_max(x.rows(), parallel, [&](index_t begin, index_t end) {
     std::uint32_t result = 0;
     for (index_t r = begin; r < end; ++r)
-      for (index_t c = 0; c < x.cols(); ++c) result = std::max(result, float_bits(to_float32(x(r, c))) & simd::abs_bits_mask);
+      for (index_t c = 0; c < x.cols(); ++c) result = std::max(result, float_bits(to_float32(x(r, c))) & abs_bits_mask);
     return result;
   });
 }
@@ -179,7 +178,7 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
           const index_t tile_rows = std::min<index_t>(Format::block_rows, rows - t0);
           std::fill_n(amax_bits.data(), blocks, 0u);
           for (index_t i = t0; i < t0 + tile_rows; ++i)
-            simd::kernels::template block_abs_max_bits<block_cols>(tile + i * stride, cols, amax_bits.data());
+            fast_block_kernels::template block_abs_max_bits<block_cols>(tile + i * stride, cols, amax_bits.data());
           block_scales<Format>(amax_bits.data(), blocks, scale, options.mx_rule, codes.data(), factors.data());
           for (index_t i = t0; i < t0 + tile_rows; ++i) {
             std::memcpy(row_scales + i * scale_stride, codes.data(), static_cast<std::size_t>(blocks));
@@ -235,7 +234,7 @@ void dequantize_fast(const quantized_tensor<Format>& q, matrix_view<float> out) 
     for (index_t r = first_row; r < last_row; ++r) {
       for (index_t b = 0; b < q.scale_cols(); ++b) scale_values[static_cast<std::size_t>(b)] = q.scale(r, b).to_float();
       float* const row = out.rows_contiguous() ? out.row(r) : buffer.data();
-      simd::kernels::template dequantize<element_traits, block_cols, Format::has_tensor_scale>(
+      fast_block_kernels::template dequantize<element_traits, block_cols, Format::has_tensor_scale>(
           data + r * q.data_row_stride(), q.cols(), scale_values.data(), q.decode_scale(), row);
       if (!out.rows_contiguous())
         for (index_t c = 0; c < q.cols(); ++c) out(r, c) = buffer[static_cast<std::size_t>(c)];

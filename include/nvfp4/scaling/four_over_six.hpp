@@ -99,8 +99,8 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
   auto* const scales = reinterpret_cast<std::uint8_t*>(q.scales().data());
   const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
   const index_t bands = (x.rows() + block_rows - 1) / block_rows;
-  const index_t groups = detail::four_over_six_vector_kernel ? x.cols() / 256 : 0;
-  simd::parallel_ranges(bands, x.size() >= simd::parallel_threshold_elements, [&](index_t begin, index_t end) {
+  const index_t groups = simd::four_over_six_isa == isa::avx512 ? x.cols() / 256 : 0;  // the dispatch point's choice
+  simd::parallel_ranges(bands, simd::worth_parallel(x.size()), [&](index_t begin, index_t end) {
     for (index_t band = begin; band < end; ++band) {
       const index_t r0 = band * block_rows, rows = std::min<index_t>(block_rows, x.rows() - r0);
       const index_t vector_cols = rows == block_rows ? groups * 256 : 0;

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/scaling/bulk_codecs.hpp"
 #include "nvfp4/scaling/fp8_tensor.hpp"
 #include "nvfp4/scaling/quantize.hpp"
-#include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
@@ -133,9 +133,9 @@ namespace detail {
 inline void encode_fp8_scaled(const float* x, index_t n, float scale, fp8_format format, float* buffer, std::uint8_t* out) {
   for (index_t i = 0; i < n; ++i) buffer[i] = x[i] * scale;
   if (format == fp8_format::e4m3) {
-    simd::encode<e4m3_traits>(buffer, n, out);
+    encode_codes<e4m3_traits>(buffer, n, out);
   } else {
-    simd::encode<e5m2_traits>(buffer, n, out);
+    encode_codes<e5m2_traits>(buffer, n, out);
   }
 }
 
@@ -150,7 +150,7 @@ const float* load_row(matrix_view<const T> x, index_t r, index_t c0, index_t n, 
   return buffer;
 }
 
-/// The fast per-tensor quantization: rows in parallel, each encoded by simd::encode.
+/// The fast per-tensor quantization: rows in parallel, each encoded by encode_codes.
 template <quantizer_input T>
 void quantize_fp8_rows(matrix_view<const T> x, fp8_tensor& q, float scale) {
   const bool parallel = x.size() >= simd::parallel_threshold_elements;

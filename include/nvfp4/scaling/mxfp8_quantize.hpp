@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "nvfp4/formats/e5m2.hpp"
+#include "nvfp4/scaling/bulk_codecs.hpp"
 #include "nvfp4/scaling/quantize.hpp"
-#include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
@@ -107,7 +107,7 @@ quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axi
         for (index_t c = c0; c < c1; ++c) scaled[static_cast<std::size_t>(c)] = values[c] * factor;
       }
       auto* out = reinterpret_cast<std::uint8_t*>(q.data().data() + r * q.data_row_stride());
-      simd::encode<Format::element_type::traits>(scaled.data(), x.cols(), out);
+      encode_codes<Format::element_type::traits>(scaled.data(), x.cols(), out);
     }
   });
   return q;

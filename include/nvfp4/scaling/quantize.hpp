@@ -19,7 +19,7 @@ template <quantizer_input T>
 float checked_amax(matrix_view<const T> x) {
   if (x.empty()) return 0.0f;  // before any loop over the other dimension (it may be huge)
   const std::uint32_t bits = amax_bits_fast(x);
-  if (bits >= simd::float_inf_bits) throw_first_non_finite(x, "input");
+  if (bits >= float_inf_bits) throw_first_non_finite(x, "input");
   return bits_float(bits);
 }
 }  // namespace detail

@@ -1,39 +1,53 @@
-// nvfp4/simd/dispatch.hpp: the one dispatch point of the block-scaling kernels. `kernels` is the
-// kernel set of the best ISA this translation unit is compiled for (config.hpp's macros).
+// nvfp4/simd/dispatch.hpp: the one dispatch point: which instruction set each kernel family of
+// the library runs on. Nothing else in the library tests an ISA macro (the ISA folders excepted,
+// which only make their code vanish when their ISA is not compiled in). The choice is made at
+// compile time from config.hpp's macros (the compiler's -m flags), as Eigen does; the GEMM's also
+// passes through gemm_isa_for_call(), where a run-time choice (AMX) is to be added.
 #pragma once
 
 #include "nvfp4/config.hpp"
-#include "nvfp4/simd/scalar.hpp"
-
-#if NVFP4_HAS_AVX512
-#include "nvfp4/simd/avx512/ops.hpp"
-#include "nvfp4/simd/vector_kernels.hpp"
-#elif NVFP4_HAS_AVX2
 #include "nvfp4/simd/avx2/ops.hpp"
-#include "nvfp4/simd/vector_kernels.hpp"
-#endif
+#include "nvfp4/simd/amx/tiles.hpp"
+#include "nvfp4/simd/avx512/ops.hpp"
+#include "nvfp4/simd/scalar/ops.hpp"
 
 namespace nvfp4::simd {
 
+/// The lane operations of the widest ISA of this build. Every kernel family written over Ops runs
+/// on them: block scaling and the bulk codecs (scaling/detail/block_kernels.hpp), stochastic
+/// rounding (scaling/stochastic_quantize.hpp), Philox (random/random_bytes.hpp), the Hadamard
+/// transform (transforms/detail/hadamard_kernels.hpp) and the GEMM operand packers
+/// (gemm/mma_layout.hpp, through their kernel set below).
 #if NVFP4_HAS_AVX512
-using kernels = vector_kernels<avx512::ops>;
+using ops = avx512::ops;
 #elif NVFP4_HAS_AVX2
-using kernels = vector_kernels<avx2::ops>;
+using ops = avx2::ops;
 #else
-using kernels = scalar_kernels;
+using ops = scalar::ops;
 #endif
 
-/// Encodes x[0..n) to format T, one code per byte (RNE, the given overflow policy), with the
-/// fastest kernel of this build; bit-identical to minifloat<T>::from_float for every input.
-template <minifloat_traits T, overflow_policy Policy = overflow_policy::saturate>
-void encode(const float* x, index_t n, std::uint8_t* codes) {
-  kernels::template encode<T, Policy>(x, n, codes);
-}
+/// The block-scaled FP4 GEMM's kernel set (gemm/simd/): AVX-512 VNNI (vpdpbusd) where the build
+/// has it, else AVX2 (vpmaddubsw), else the portable §6 step.
+inline constexpr isa gemm_isa =
+    NVFP4_HAS_AVX512_VNNI ? isa::avx512_vnni : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
 
-/// Decodes n codes of format T (one per byte) to floats.
-template <minifloat_traits T>
-void decode(const std::uint8_t* codes, index_t n, float* out) {
-  kernels::template decode<T>(codes, n, out);
-}
+/// Whether this build carries the AMX kernels of the FP4 GEMM (gemm/simd/mma_amx.hpp: inline
+/// assembly for the tile instructions, AVX-512 VNNI for the rest), which run where the CPU and the
+/// OS allow them.
+inline constexpr bool gemm_amx_compiled = NVFP4_HAS_AVX512_VNNI && NVFP4_AMX_COMPILED;
+
+/// The FP4 GEMM kernels one call runs: the run-time choice. AMX-BF16 where compiled in and
+/// usable (CPUID AMX-TILE/AMX-BF16, XCR0, Linux's XTILEDATA permission, not turned off by
+/// NVFP4_AMX=0: simd/amx/tiles.hpp), else the compile-time gemm_isa. gemm/fast_gemm.hpp still
+/// leaves operands the AMX kernels do not take (amx::eligible) to gemm_isa's set.
+inline isa gemm_isa_for_call() { return gemm_amx_compiled && amx::usable() ? isa::amx_bf16 : gemm_isa; }
+
+/// The FP8 / MXFP8 GEMM's step kernels (gemm/simd/fp8_mma_avx512.hpp) where the build has
+/// AVX-512, else the scalar step (gemm/fp8_fast_gemm.hpp).
+inline constexpr isa fp8_gemm_isa = NVFP4_HAS_AVX512 ? isa::avx512 : isa::scalar;
+
+/// 4over6 quantization's group kernel (scaling/simd/four_over_six_avx512.hpp) where the build has
+/// AVX-512, else the per-block reference path (scaling/four_over_six.hpp).
+inline constexpr isa four_over_six_isa = NVFP4_HAS_AVX512 ? isa::avx512 : isa::scalar;
 
 }  // namespace nvfp4::simd

@@ -16,7 +16,7 @@
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e5m2.hpp"
-#include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/scaling/bulk_codecs.hpp"
 
 namespace nvfp4::training {
 
@@ -174,16 +174,16 @@ class state_tensor {
  private:
   void decode_codes(index_t begin, index_t count, float* out) const {
     if (format_ == state_format::fp8_e5m2) {
-      simd::decode<e5m2_traits>(codes_.data() + begin, count, out);
+      nvfp4::decode_codes<e5m2_traits>(codes_.data() + begin, count, out);
     } else {
-      simd::decode<e4m3_traits>(codes_.data() + begin, count, out);
+      nvfp4::decode_codes<e4m3_traits>(codes_.data() + begin, count, out);
     }
   }
   void encode_codes(index_t begin, index_t count) {
     if (format_ == state_format::fp8_e5m2) {
-      simd::encode<e5m2_traits>(scratch_.data() + begin, count, codes_.data() + begin);
+      nvfp4::encode_codes<e5m2_traits>(scratch_.data() + begin, count, codes_.data() + begin);
     } else {
-      simd::encode<e4m3_traits>(scratch_.data() + begin, count, codes_.data() + begin);
+      nvfp4::encode_codes<e4m3_traits>(scratch_.data() + begin, count, codes_.data() + begin);
     }
   }
 

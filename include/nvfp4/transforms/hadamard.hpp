@@ -1,7 +1,8 @@
-// nvfp4/transforms/hadamard.hpp: the public random Hadamard transform (docs/numerics_spec.md §4): the fast
-// paths (16-point bf16 blocks of a columnwise copy: float32 FWHT on 16 blocks per register; other
-// cases: float64 FWHT on 8 blocks per register; OpenMP over panels), bit-identical to
-// reference::hadamard_rows for every input and thread count, and the columnwise-copy helpers.
+// nvfp4/transforms/hadamard.hpp: the public random Hadamard transform (docs/numerics_spec.md §4, whose rule
+// is transforms/hadamard_reference.hpp) and the columnwise-copy helpers. The fast paths (16-point
+// bf16 blocks of a columnwise copy: float32 FWHT on a vector of blocks; other cases: float64 FWHT
+// on a vector of blocks; detail/hadamard_walks.hpp) are bit-identical to reference::hadamard_rows
+// for every input and thread count; this header only chooses among them.
 #pragma once
 
 #include <algorithm>
@@ -12,84 +13,41 @@
 #include <vector>
 
 #include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/transforms/detail/hadamard_blocks.hpp"
+#include "nvfp4/transforms/detail/hadamard_walks.hpp"
 #include "nvfp4/transforms/hadamard_reference.hpp"
-#include "nvfp4/transforms/simd/hadamard_walks_avx512.hpp"
-
 
 namespace nvfp4 {
 
 namespace detail {
 
-/// The general fast path (any size, float or bf16, any layout): float64 FWHT on 8 blocks per
-/// register, exact reference for rows past the last panel of 8 and for guard failures. Same
-/// contract as hadamard_rows_fast.
-template <class T>
-std::uint16_t hadamard_rows_fast_generic(matrix_view<const T> x, const hadamard_transform& t, hadamard_direction direction,
-                                 matrix_view<bf16> out, bool& non_finite) {
-  const int n = t.size();
-  const index_t rows = x.rows(), blocks_per_row = x.cols() / n;
-  constexpr index_t lanes = 8;
-  const index_t full_panels = NVFP4_HAS_AVX512 ? rows / lanes : 0;
-  std::uint16_t largest = 0;
-  bool bad = false;
-#if NVFP4_HAS_OPENMP
-#pragma omp parallel reduction(max : largest) reduction(|| : bad)
-#endif
-  {
-    std::vector<std::uint16_t> bits(static_cast<std::size_t>(n * lanes));
-    std::vector<T> gathered(static_cast<std::size_t>(n * lanes));
-    auto record = [&](index_t r, index_t c0, const std::uint16_t* values, index_t stride) {
-      for (int j = 0; j < n; ++j) {
-        const std::uint16_t b = values[j * stride];
-        largest = std::max<std::uint16_t>(largest, b & 0x7FFF);
-        out(r, c0 + j) = bf16::from_bits(b);
-      }
-    };
-#if NVFP4_HAS_AVX512
-    hadamard_rows_panels8(x, t, direction, full_panels, bits.data(), gathered.data(), record, bad);
-#endif
-    // Rows past the last full panel of 8 (all rows without AVX-512): the exact reference.
-#if NVFP4_HAS_OPENMP
-#pragma omp for schedule(static)
-#endif
-    for (index_t task = 0; task < (rows - full_panels * lanes) * blocks_per_row; ++task) {
-      const index_t r = full_panels * lanes + task / blocks_per_row, c0 = task % blocks_per_row * n;
-      if (!hadamard_block_exact(x, r, c0, t, direction, bits.data(), 1)) {
-        bad = true;
-        continue;
-      }
-      record(r, c0, bits.data(), 1);
-    }
-  }
-  non_finite = bad;
-  return largest;
-}
+/// The Hadamard walks of this build's ISA (simd/dispatch.hpp picks the Ops).
+using fast_hadamard_walks = hadamard_walks<simd::ops>;
 
 /// The fast transform of x's rows into out; returns max |out| as bf16 bits (0x7F80 on overflow)
 /// and sets `non_finite` when x holds NaN/Inf (out is then partly garbage). No checks here.
 template <class T>
 std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transform& t, hadamard_direction direction,
                                  matrix_view<bf16> out, bool& non_finite) {
-#if NVFP4_HAS_AVX512
-  // bf16 blocks of 16 along rows that are columns in memory (the columnwise copy): float32 FWHT
-  // on 16 blocks per register for the rows in full panels of 16, the general path for the rest.
+  using walks = fast_hadamard_walks;
+  // bf16 blocks of 16 along rows that are columns in memory (the columnwise copy): the float32
+  // tile kernel on the rows in full panels of one vector, the general path for the rest.
   if constexpr (std::is_same_v<T, bf16>) {
-    if (t.size() == 16 && x.row_stride() == 1 && x.col_stride() != 1 && out.col_stride() == 1 && x.rows() >= 16) {
-      const index_t done = x.rows() / 16 * 16;
-      std::uint16_t largest = hadamard16_columnwise_fast(x, t, direction, out, non_finite);
+    if (t.size() == 16 && x.row_stride() == 1 && x.col_stride() != 1 && out.col_stride() == 1 && x.rows() >= walks::lanes) {
+      const index_t done = x.rows() / walks::lanes * walks::lanes;
+      std::uint16_t largest = walks::columnwise_transform(x, t, direction, out, non_finite);
       if (done < x.rows()) {
         bool tail_non_finite = false;
         const matrix_view<const T> x_rest(&x(done, 0), x.rows() - done, x.cols(), x.row_stride(), x.col_stride());
         const matrix_view<bf16> out_rest(&out(done, 0), out.rows() - done, out.cols(), out.row_stride(), out.col_stride());
-        largest = std::max(largest, hadamard_rows_fast_generic(x_rest, t, direction, out_rest, tail_non_finite));
+        largest = std::max(largest, walks::rows_transform(x_rest, t, direction, out_rest, tail_non_finite));
         non_finite = non_finite || tail_non_finite;
       }
       return largest;
     }
   }
-#endif
-  return hadamard_rows_fast_generic(x, t, direction, out, non_finite);
+  return walks::rows_transform(x, t, direction, out, non_finite);
 }
 
 /// Below this biased exponent (|x| < 2^123) no output can overflow bf16: |y| <= sqrt(n) max|x|
@@ -179,23 +137,23 @@ columnwise_rht rht_columnwise(matrix_view<const T> x, const hadamard_transform& 
 
 namespace detail {
 
-#if NVFP4_HAS_AVX512
-/// quantize_columnwise_rht for NVFP4 1x16, bf16 input with at least 16 columns, round to nearest
-/// even, t of size 16: no bf16 intermediate. Pass 1 transforms for the amax only; pass 2
+/// quantize_columnwise_rht for NVFP4 1x16, bf16 input with at least one vector of columns,
+/// round to nearest even, t of size 16: no bf16 intermediate. Pass 1 transforms for the amax only; pass 2
 /// transforms again and quantizes each tile in registers (its lanes are the copy's blocks).
-/// Source columns past the last full 16 go through the general transform and fast quantizer.
+/// Source columns past the last full vector go through the general transform and fast quantizer.
 inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, const hadamard_transform& t) {
+  using walks = fast_hadamard_walks;
   check_rht_columnwise(x, t);
   const matrix_view<const bf16> source = x.transposed();  // [N, M], blocks along M
-  const index_t rows = source.rows(), cols = source.cols(), done = rows / 16 * 16;
+  const index_t rows = source.rows(), cols = source.cols(), done = rows / walks::lanes * walks::lanes;
   bool non_finite = false;
-  std::uint16_t largest = hadamard16_columnwise_abs_max(source, t, non_finite);
+  std::uint16_t largest = walks::columnwise_abs_max(source, t, non_finite);
   std::vector<bf16> tail(static_cast<std::size_t>((rows - done) * cols));
   const auto tail_view = matrix_view<bf16>::row_major(tail.data(), rows - done, cols);
   if (done < rows) {
     bool tail_non_finite = false;
     const matrix_view<const bf16> rest(&source(done, 0), rows - done, cols, source.row_stride(), source.col_stride());
-    largest = std::max(largest, hadamard_rows_fast_generic(rest, t, hadamard_direction::forward, tail_view, tail_non_finite));
+    largest = std::max(largest, walks::rows_transform(rest, t, hadamard_direction::forward, tail_view, tail_non_finite));
     non_finite = non_finite || tail_non_finite;
   }
   if (non_finite) detail::throw_first_non_finite(x, "rht input");
@@ -209,7 +167,7 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
   std::uint8_t* const data = bytes_of(q.data());
   std::uint8_t* const scales = bytes_of(q.scales());
   const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
-  hadamard16_columnwise_quantize(source, t, scale, data, data_stride, scales, scale_stride);
+  walks::columnwise_quantize(source, t, scale, data, data_stride, scales, scale_stride);
   if (done < rows) {
     const auto tail_q = quantize_with_amax_fast<nvfp4_1x16>(matrix_view<const bf16>(tail_view), amax, {});
     const std::uint8_t* tail_data = bytes_of(tail_q.data());
@@ -219,7 +177,6 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
   }
   return q;
 }
-#endif
 
 }  // namespace detail
 
@@ -231,12 +188,11 @@ template <block_scaled_format Format = nvfp4_1x16, quantizer_input T>
 quantized_tensor<Format> quantize_columnwise_rht(matrix_view<const T> x, const hadamard_transform& t = hadamard_transform::te_default(),
                                                  quantize_options options = {}) {
   detail::check_rounding<Format>(options);
-#if NVFP4_HAS_AVX512
   if constexpr (std::is_same_v<Format, nvfp4_1x16> && std::is_same_v<T, bf16>) {
-    if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= 16 && !x.empty())
+    if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= detail::fast_hadamard_walks::lanes &&
+        !x.empty())
       return detail::quantize_columnwise_rht_fused(x, t);
   }
-#endif
   const columnwise_rht transformed = rht_columnwise(x, t);
   options.axis = quantized_axis::columnwise;
   return detail::quantize_with_amax_fast<Format>(transformed.view(), transformed.amax, options);

@@ -22,6 +22,9 @@
 
 #include "nvfp4/config.hpp"
 #include "nvfp4/gemm/fp8_layout.hpp"
+
+#if NVFP4_HAS_AVX512
+
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
 NVFP4_BEGIN_INTRINSIC_CODE
@@ -275,4 +278,21 @@ inline void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc,
 }
 
 }  // namespace nvfp4::fp8_gemm_detail::simd_fp8
+
+namespace nvfp4::fp8_gemm_detail {
+
+template <isa Isa>
+struct fp8_step_kernels;
+
+/// The AVX-512 step kernels (simd/dispatch.hpp's fp8_gemm_isa picks them).
+template <>
+struct fp8_step_kernels<isa::avx512> {
+  static void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
+    simd_fp8::run_steps(blk, s0, s1, acc, stride);
+  }
+};
+
+}  // namespace nvfp4::fp8_gemm_detail
+
+#endif  // NVFP4_HAS_AVX512
 NVFP4_END_INTRINSIC_CODE

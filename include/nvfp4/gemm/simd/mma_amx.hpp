@@ -26,8 +26,6 @@
 #include "nvfp4/config.hpp"
 #include "nvfp4/simd/amx/tiles.hpp"
 
-#if NVFP4_HAS_AVX512_VNNI
-
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -37,15 +35,15 @@
 #include <utility>
 #include <vector>
 
+#include "nvfp4/gemm/mma_kernels.hpp"
 #include "nvfp4/gemm/mma_layout.hpp"
+#include "nvfp4/gemm/packing.hpp"
 #include "nvfp4/gemm/reference.hpp"
-#include "nvfp4/gemm/simd/mma_operands_avx512.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/simd/parallel.hpp"
-#include "nvfp4/simd/x86_intrinsics.hpp"
 
-NVFP4_BEGIN_INTRINSIC_CODE
-namespace nvfp4::gemm_detail::amx {
+// The AMX layouts are plain data, there in every build (gemm/fast_gemm.hpp's packed_b holds them).
+namespace nvfp4::detail::amx {
 
 /// Rows of A in one tile, and the work item of the driver: 8 row blocks against 8 tiles of B.
 inline constexpr int block_rows = 16;
@@ -94,7 +92,25 @@ constexpr simd::amx::tile_config tile_setup() {
   return config;
 }
 
+}  // namespace nvfp4::detail::amx
+
+#if NVFP4_HAS_AVX512_VNNI
+
+#include "nvfp4/simd/avx512/ops.hpp"
+#include "nvfp4/simd/x86_intrinsics.hpp"
+
+NVFP4_BEGIN_INTRINSIC_CODE
+namespace nvfp4::detail::amx {
+
 // ---- operands -----------------------------------------------------------------------------
+
+/// The 64 doubled values of step s of a row of `row_bytes` packed bytes, one per byte (the
+/// packers' decode, one AVX-512 vector per step).
+inline __m512i decode_step(const std::uint8_t* row, index_t row_bytes, index_t s) {
+  __m512i values[1];
+  operand_packers<simd::avx512::ops>::decode_step(row, row_bytes, s, doubled_values<0>.values, values);
+  return values[0];
+}
 
 /// bf16 bits of the doubled E2M1 values -12..12, indexed by value + 12 (32 entries for vpermw).
 inline __m512i doubled_bf16_table() {
@@ -149,8 +165,8 @@ row_blocks make_row_blocks(const quantized_tensor<Format>& q) {
   out.data.resize(static_cast<std::size_t>(out.blocks * out.steps));
   const index_t stride = q.data_row_stride();
   const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());
-  simd::parallel_ranges(out.blocks * out.steps, out.rows * out.steps > 4096, [&](index_t begin, index_t end) {
-    const __m512i decode_table = avx512::doubled_value_table(0), bf16_table = doubled_bf16_table();
+  simd::parallel_ranges(out.blocks * out.steps, simd::worth_parallel(out.rows * out.steps * mma::step_k), [&](index_t begin, index_t end) {
+    const __m512i bf16_table = doubled_bf16_table();
     const __m512i offset = _mm512_set1_epi16(12);
     row_step scales;  // set_row_step_scales fills the scale part of a row_step
     for (index_t index = begin; index < end; ++index) {
@@ -164,7 +180,7 @@ row_blocks make_row_blocks(const quantized_tensor<Format>& q) {
           bounds = {{0, 0, 0, 0}, no_scale_exponent, no_scale_exponent, 0};
           continue;
         }
-        const __m512i values = avx512::decode_step(data + r * stride + s * 32, std::min<index_t>(32, stride - s * 32), decode_table);
+        const __m512i values = decode_step(data + r * stride, stride, s);
         for (int half = 0; half < 2; ++half) {
           const __m512i words = _mm512_cvtepi8_epi16(half ? _mm512_extracti64x4_epi64(values, 1) : _mm512_castsi512_si256(values));
           _mm512_store_si512(rs.values[i] + 32 * half, _mm512_permutexvar_epi16(_mm512_add_epi16(words, offset), bf16_table));
@@ -188,15 +204,13 @@ void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_block_step* o
   const index_t stride = q.data_row_stride();
   const index_t valid = std::min<index_t>(tile_lanes, q.rows() - j0);
   const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());
-  const __m512i decode_table = avx512::doubled_value_table(0);
   tile_step scales;  // set_tile_step_scales fills the scale part of a tile_step
   for (index_t s = 0; s < steps; ++s) {
     set_tile_step_scales(q, j0, valid, s, scales);
     // lanes[l] = the 32 pairs of column l, as dwords: groups 0-1 in lanes_01, 2-3 in lanes_23.
     __m512i lanes_01[16], lanes_23[16];
     for (int l = 0; l < tile_lanes; ++l) {
-      const __m512i values = l < valid ? avx512::decode_step(data + (j0 + l) * stride + s * 32, std::min<index_t>(32, stride - s * 32), decode_table)
-                                       : _mm512_setzero_si512();
+      const __m512i values = l < valid ? decode_step(data + (j0 + l) * stride, stride, s) : _mm512_setzero_si512();
       __m256i group_words[4];
       // Immediates, not the loop counter: without full unrolling (-O1/-O2, the sanitizer build)
       // GCC refuses a variable as extracti32x4's 2-bit immediate.
@@ -210,8 +224,8 @@ void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_block_step* o
       lanes_01[l] = _mm512_inserti64x4(_mm512_castsi256_si512(group_words[0]), group_words[1], 1);
       lanes_23[l] = _mm512_inserti64x4(_mm512_castsi256_si512(group_words[2]), group_words[3], 1);
     }
-    avx512::transpose_16x16_epi32(lanes_01);
-    avx512::transpose_16x16_epi32(lanes_23);
+    simd::avx512::ops::transpose(lanes_01);
+    simd::avx512::ops::transpose(lanes_23);
     tile_block_step& ts = out[s];
     for (int k = 0; k < 8; ++k) {
       _mm512_store_si512(ts.values[0][k], lanes_01[k]);
@@ -237,8 +251,8 @@ template <class FormatA, class FormatB>
   if (i >= a.rows() || j >= b.rows()) return c;
   int a2[mma::step_k], b2[mma::step_k];
   mma::scale_parts scale_a[mma::groups_per_step], scale_b[mma::groups_per_step];
-  reference::detail_gemm::load_step(a, i, s, a2, scale_a);
-  reference::detail_gemm::load_step(b, j, s, b2, scale_b);
+  load_mma_step(a, i, s, a2, scale_a);
+  load_mma_step(b, j, s, b2, scale_b);
   return mma::step(a2, b2, scale_a, scale_b, c);
 }
 
@@ -401,7 +415,7 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
   const index_t items = panels * items_per_panel;
   constexpr index_t panel_cols = panel_tiles * tile_lanes;
   // Items go out in contiguous runs, panel after panel, so a thread packs each panel it meets once.
-  simd::parallel_ranges(items, items > 1 && m * n * steps > 16384, [&](index_t begin, index_t end) {
+  simd::parallel_ranges(items, simd::worth_parallel(m * n * steps), [&](index_t begin, index_t end) {
     constexpr simd::amx::tile_config config = tile_setup();
     Tiles::configure(config);
     std::vector<tile_block_step> own_panel(packed ? 0 : static_cast<std::size_t>(panel_tiles * steps));
@@ -446,7 +460,33 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
   });
 }
 
-}  // namespace nvfp4::gemm_detail::amx
+}  // namespace nvfp4::detail::amx
+
+#if NVFP4_AMX_COMPILED
+namespace nvfp4::detail {
+
+/// The AMX kernel set, chosen at run time (simd::gemm_isa_for_call): its own layouts and driver,
+/// used by gemm/fast_gemm.hpp where eligible() accepts the operands.
+template <>
+struct mma_kernels<isa::amx_bf16> {
+  static constexpr int block_rows = amx::block_rows, block_tiles = 2;
+  template <class FormatA, class FormatB>
+  static bool eligible(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, gemm_mode mode) {
+    return amx::eligible(a, b, mode);
+  }
+  template <class Format>
+  static void pack_tile(const quantized_tensor<Format>& q, index_t j0, amx::tile_block_step* out) {
+    amx::pack_tile(q, j0, out);
+  }
+  template <class FormatA, class FormatB, class Store>
+  static void run(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const amx::tile_block_step* packed,
+                  matrix_view<const float> c, const Store& store, gemm_mode mode) {
+    amx::block_scaled_mma<simd::amx::hardware_tiles>(a, b, packed, c, store, mode);
+  }
+};
+
+}  // namespace nvfp4::detail
+#endif  // NVFP4_AMX_COMPILED
 NVFP4_END_INTRINSIC_CODE
 
 #endif  // NVFP4_HAS_AVX512_VNNI

@@ -15,186 +15,196 @@
 #include <cstring>
 
 #include "nvfp4/gemm/mma_model.hpp"
+#include "nvfp4/gemm/mma_kernels.hpp"
 #include "nvfp4/gemm/mma_layout.hpp"
+#include "nvfp4/gemm/packing.hpp"
+#include "nvfp4/simd/avx512/ops.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
 NVFP4_BEGIN_INTRINSIC_CODE
-namespace nvfp4::gemm_detail::avx512 {
+namespace nvfp4::detail {
 
-/// 4 doubled values of a row at `at`, as the broadcast word of vpdpbusd.
-inline __m512i broadcast_quad(const std::int8_t* at) {
-  std::int32_t word;
-  std::memcpy(&word, at, 4);
-  return _mm512_set1_epi32(word);
-}
+template <>
+struct mma_kernels<isa::avx512_vnni> {
+  using packers = operand_packers<simd::avx512::ops>;
 
-/// Register blocks: R rows of A by C tiles of 16 columns of B (8 accumulators and 8 group sums
-/// of the 32 registers).
-inline constexpr int block_rows = 4, block_tiles = 2;
-
-/// Accumulators of an R x C block from/to rows of `out` (out_stride floats apart).
-template <int R, int C>
-inline void load_block(const float* out, index_t out_stride, __m512 (&acc)[R][C]) {
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_loadu_ps(out + r * out_stride + c * tile_lanes);
-}
-template <int R, int C>
-inline void store_block(const __m512 (&acc)[R][C], float* out, index_t out_stride) {
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + r * out_stride + c * tile_lanes, acc[r][c]);
-}
-
-/// The exact group sums 4·P_g (Σ a2·b2) of group g for R rows against C tiles.
-template <int R, int C>
-inline void group_sums(const row_step* const (&ra)[R], const tile_step* const (&tb)[C], int g, __m512i (&p)[R][C]) {
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) p[r][c] = _mm512_set1_epi32(ra[r]->correction[g]);
-  for (int q = 0; q < 4; ++q)
-    for (int c = 0; c < C; ++c) {
-      const __m512i b = _mm512_load_si512(tb[c]->bytes[g * 4 + q]);
-      for (int r = 0; r < R; ++r) p[r][c] = _mm512_dpbusd_epi32(p[r][c], b, broadcast_quad(ra[r]->values + g * 16 + q * 4));
-    }
-}
-
-/// Relaxed mode: acc = fma(P_g, s_a·s_b, acc) per group in order, as mma::relaxed_step. With
-/// `Prescaled`, P_g·(s_a·s_b) is formed as 4P_g·(s_a/4·s_b): the same real product, and the same
-/// fp32 scale product scaled by 1/4, when every s_a·s_b lies in [2^-124, 2^128) (always for
-/// UE4M3; the driver checks E8M0's range).
-template <int R, int C, bool Prescaled>
-void relaxed_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
-  __m512 acc[R][C];
-  load_block(out, out_stride, acc);
-  for (index_t s = 0; s < steps; ++s) {
-    const row_step* ra[R];
-    const tile_step* tb[C];
-    for (int r = 0; r < R; ++r) ra[r] = rows[r] + s;
-    for (int c = 0; c < C; ++c) tb[c] = tiles[c] + s;
-    for (int g = 0; g < 4; ++g) {
-      __m512i p[R][C];
-      group_sums<R, C>(ra, tb, g, p);
-      for (int c = 0; c < C; ++c) {
-        const __m512 scale_b = _mm512_load_ps(tb[c]->value[g]);
-        for (int r = 0; r < R; ++r) {
-          if constexpr (Prescaled) {
-            const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(ra[r]->quarter[g]), scale_b);
-            acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][c]), scale, acc[r][c]);
-          } else {
-            const __m512 group_sum = _mm512_mul_ps(_mm512_cvtepi32_ps(p[r][c]), _mm512_set1_ps(0.25f));
-            const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(ra[r]->value[g]), scale_b);
-            acc[r][c] = _mm512_fmadd_ps(group_sum, scale, acc[r][c]);
-          }
-        }
-      }
-    }
+  /// 4 doubled values of a row at `at`, as the broadcast word of vpdpbusd.
+  static __m512i broadcast_quad(const std::int8_t* at) {
+    std::int32_t word;
+    std::memcpy(&word, at, 4);
+    return _mm512_set1_epi32(word);
   }
-  store_block(acc, out, out_stride);
-}
 
-/// The lanes of `redo` through the scalar §6 step.
-template <class ScaleType>
-[[gnu::noinline, gnu::cold]] __m512 exact_fallback(__m512 fast, __mmask16 redo, const row_step& ra, const tile_step& tb,
-                                                   __m512 accumulator) {
-  alignas(64) float result[tile_lanes], c[tile_lanes];
-  _mm512_store_ps(result, fast);
-  _mm512_store_ps(c, accumulator);
-  for (int l = 0; l < tile_lanes; ++l)
-    if ((redo >> l) & 1) result[l] = exact_step_of_lane<ScaleType>(ra, tb, l, c[l]);
-  return _mm512_load_ps(result);
-}
+  /// Register blocks: R rows of A by C tiles of 16 columns of B (8 accumulators and 8 group sums
+  /// of the 32 registers).
+  static constexpr int block_rows = 4, block_tiles = 2;
 
-/// One step of an R x C block with the terms added in double (see exact_block); out of line, so
-/// that the fp32 sum, the usual case, keeps its registers.
-template <int R, int C>
-[[gnu::noinline]] void exact_step_in_double(const row_step* const (&ra)[R], const tile_step* const (&tb)[C], const __m512 (&acc)[R][C],
-                                            __m512 (&fast)[R][C]) {
-  constexpr int truncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
-  __m512d sum[R][C][2];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      sum[r][c][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][c]));
-      sum[r][c][1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1)));
-    }
-  for (int g = 0; g < 4; ++g) {
-    __m512i p[R][C];
-    group_sums<R, C>(ra, tb, g, p);
-    for (int c = 0; c < C; ++c) {
-      const __m512d scale_b0 = _mm512_cvtps_pd(_mm256_load_ps(tb[c]->value[g])), scale_b1 = _mm512_cvtps_pd(_mm256_load_ps(tb[c]->value[g] + 8));
-      for (int r = 0; r < R; ++r) {
-        const __m512d quarter_a = _mm512_set1_pd(static_cast<double>(ra[r]->quarter[g]));
-        sum[r][c][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(p[r][c])), _mm512_mul_pd(quarter_a, scale_b0),
-                                       sum[r][c][0]);
-        sum[r][c][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(p[r][c], 1)), _mm512_mul_pd(quarter_a, scale_b1),
-                                       sum[r][c][1]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c)
-      fast[r][c] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum[r][c][0], truncate)),
-                                      _mm512_cvt_roundpd_ps(sum[r][c][1], truncate), 1);
-}
-
-/// Exact mode. Where truncation to 2^(E_max - 35) removes nothing, the fused sum is the plain
-/// sum c + Σ 4P_g·(s_a/4)·s_b, rounded toward zero to fp32 (§6 step 6). That holds when the
-/// non-zero terms lie within max_term_span binades of each other and of the accumulator, and the
-/// accumulator (unless zero) no more than max_accumulator_drop below the largest term;
-/// scales_allow_fast_step checks the scale part for the whole tile, the vector test below the
-/// accumulator per lane. Exponents of groups whose products happen to be all zero still count
-/// here, which can only make the test stricter. The four terms are added in fp32 (one fma each,
-/// then c + T with one add rounding toward zero) where that is exact for every row and tile of
-/// the block (terms_add_exactly_in_float: the usual case), else in double, where every product
-/// and partial sum is exact (each term is a whole multiple of the unit and below 2^(E_max + 15)).
-template <class ScaleType, int R, int C>
-void exact_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
-  __m512 acc[R][C];
-  load_block(out, out_stride, acc);
-  constexpr int truncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
-  for (index_t s = 0; s < steps; ++s) {
-    const row_step* ra[R];
-    const tile_step* tb[C];
-    for (int r = 0; r < R; ++r) ra[r] = rows[r] + s;
-    for (int c = 0; c < C; ++c) tb[c] = tiles[c] + s;
-    bool in_float = true;
+  /// Accumulators of an R x C block from/to rows of `out` (out_stride floats apart).
+  template <int R, int C>
+  static void load_block(const float* out, index_t out_stride, __m512 (&acc)[R][C]) {
     for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) in_float &= terms_add_exactly_in_float(*ra[r], *tb[c]);
-    __m512 fast[R][C];
-    if (in_float) [[likely]] {
-      __m512 sum[R][C];
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) sum[r][c] = _mm512_setzero_ps();  // +0: an all-zero T stays +0
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_loadu_ps(out + r * out_stride + c * tile_lanes);
+  }
+  template <int R, int C>
+  static void store_block(const __m512 (&acc)[R][C], float* out, index_t out_stride) {
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + r * out_stride + c * tile_lanes, acc[r][c]);
+  }
+
+  /// The exact group sums 4·P_g (Σ a2·b2) of group g for R rows against C tiles.
+  template <int R, int C>
+  static void group_sums(const row_step* const (&ra)[R], const tile_step* const (&tb)[C], int g, __m512i (&p)[R][C]) {
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) p[r][c] = _mm512_set1_epi32(ra[r]->correction[g]);
+    for (int q = 0; q < 4; ++q)
+      for (int c = 0; c < C; ++c) {
+        const __m512i b = _mm512_load_si512(tb[c]->bytes[g * 4 + q]);
+        for (int r = 0; r < R; ++r) p[r][c] = _mm512_dpbusd_epi32(p[r][c], b, broadcast_quad(ra[r]->values + g * 16 + q * 4));
+      }
+  }
+
+  /// Relaxed mode: acc = fma(P_g, s_a·s_b, acc) per group in order, as mma::relaxed_step. With
+  /// `Prescaled`, P_g·(s_a·s_b) is formed as 4P_g·(s_a/4·s_b): the same real product, and the same
+  /// fp32 scale product scaled by 1/4, when every s_a·s_b lies in [2^-124, 2^128) (always for
+  /// UE4M3; the driver checks E8M0's range).
+  template <class ScaleType, int R, int C, bool Prescaled>
+  static void relaxed_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
+    __m512 acc[R][C];
+    load_block(out, out_stride, acc);
+    for (index_t s = 0; s < steps; ++s) {
+      const row_step* ra[R];
+      const tile_step* tb[C];
+      for (int r = 0; r < R; ++r) ra[r] = rows[r] + s;
+      for (int c = 0; c < C; ++c) tb[c] = tiles[c] + s;
       for (int g = 0; g < 4; ++g) {
         __m512i p[R][C];
         group_sums<R, C>(ra, tb, g, p);
         for (int c = 0; c < C; ++c) {
           const __m512 scale_b = _mm512_load_ps(tb[c]->value[g]);
-          for (int r = 0; r < R; ++r)
-            sum[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][c]), _mm512_mul_ps(_mm512_set1_ps(ra[r]->quarter[g]), scale_b), sum[r][c]);
+          for (int r = 0; r < R; ++r) {
+            if constexpr (Prescaled) {
+              const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(ra[r]->quarter[g]), scale_b);
+              acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][c]), scale, acc[r][c]);
+            } else {
+              const __m512 group_sum = _mm512_mul_ps(_mm512_cvtepi32_ps(p[r][c]), _mm512_set1_ps(0.25f));
+              const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(ra[r]->value[g]), scale_b);
+              acc[r][c] = _mm512_fmadd_ps(group_sum, scale, acc[r][c]);
+            }
+          }
         }
       }
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) fast[r][c] = _mm512_add_round_ps(acc[r][c], sum[r][c], truncate);
-    } else {
-      exact_step_in_double<R, C>(ra, tb, acc, fast);
     }
+    store_block(acc, out, out_stride);
+  }
+
+  /// The lanes of `redo` through the scalar §6 step.
+  template <class ScaleType>
+  [[gnu::noinline, gnu::cold]] static __m512 exact_fallback(__m512 fast, __mmask16 redo, const row_step& ra, const tile_step& tb,
+                                                     __m512 accumulator) {
+    alignas(64) float result[tile_lanes], c[tile_lanes];
+    _mm512_store_ps(result, fast);
+    _mm512_store_ps(c, accumulator);
+    for (int l = 0; l < tile_lanes; ++l)
+      if ((redo >> l) & 1) result[l] = step_of_lane<ScaleType, gemm_mode::exact>(ra, tb, l, c[l]);
+    return _mm512_load_ps(result);
+  }
+
+  /// One step of an R x C block with the terms added in double (see exact_block); out of line, so
+  /// that the fp32 sum, the usual case, keeps its registers.
+  template <int R, int C>
+  [[gnu::noinline]] static void exact_step_in_double(const row_step* const (&ra)[R], const tile_step* const (&tb)[C],
+                                                     const __m512 (&acc)[R][C], __m512 (&fast)[R][C]) {
+    constexpr int truncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+    __m512d sum[R][C][2];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {
-        __mmask16 ok = 0;
-        if (scales_allow_fast_step(*ra[r], *tb[c])) {
-          const __m512 exponent = _mm512_getexp_ps(acc[r][c]);  // -inf for 0, NaN for NaN, +inf for Inf
-          const __m512 floor = _mm512_add_ps(_mm512_set1_ps(ra[r]->exponent_max), _mm512_load_ps(tb[c]->accumulator_floor));
-          const __m512 ceiling = _mm512_add_ps(_mm512_set1_ps(ra[r]->exponent_min), _mm512_load_ps(tb[c]->accumulator_ceiling));
-          ok = static_cast<__mmask16>(
-              (_mm512_cmp_ps_mask(exponent, floor, _CMP_GE_OQ) & _mm512_cmp_ps_mask(exponent, ceiling, _CMP_LE_OQ)) |
-              _mm512_cmp_ps_mask(acc[r][c], _mm512_setzero_ps(), _CMP_EQ_OQ));
-        }
-        acc[r][c] = ok == 0xFFFF ? fast[r][c]
-                                 : exact_fallback<ScaleType>(fast[r][c], static_cast<__mmask16>(~ok), *ra[r], *tb[c], acc[r][c]);
+        sum[r][c][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][c]));
+        sum[r][c][1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1)));
       }
+    for (int g = 0; g < 4; ++g) {
+      __m512i p[R][C];
+      group_sums<R, C>(ra, tb, g, p);
+      for (int c = 0; c < C; ++c) {
+        const __m512d scale_b0 = _mm512_cvtps_pd(_mm256_load_ps(tb[c]->value[g])),
+                      scale_b1 = _mm512_cvtps_pd(_mm256_load_ps(tb[c]->value[g] + 8));
+        for (int r = 0; r < R; ++r) {
+          const __m512d quarter_a = _mm512_set1_pd(static_cast<double>(ra[r]->quarter[g]));
+          sum[r][c][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(p[r][c])), _mm512_mul_pd(quarter_a, scale_b0),
+                                         sum[r][c][0]);
+          sum[r][c][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(p[r][c], 1)), _mm512_mul_pd(quarter_a, scale_b1),
+                                         sum[r][c][1]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c)
+        fast[r][c] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum[r][c][0], truncate)),
+                                        _mm512_cvt_roundpd_ps(sum[r][c][1], truncate), 1);
   }
-  store_block(acc, out, out_stride);
-}
 
-}  // namespace nvfp4::gemm_detail::avx512
+  /// Exact mode. Where truncation to 2^(E_max - 35) removes nothing, the fused sum is the plain
+  /// sum c + Σ 4P_g·(s_a/4)·s_b, rounded toward zero to fp32 (§6 step 6). That holds when the
+  /// non-zero terms lie within max_term_span binades of each other and of the accumulator, and the
+  /// accumulator (unless zero) no more than max_accumulator_drop below the largest term;
+  /// scales_allow_fast_step checks the scale part for the whole tile, the vector test below the
+  /// accumulator per lane. Exponents of groups whose products happen to be all zero still count
+  /// here, which can only make the test stricter. The four terms are added in fp32 (one fma each,
+  /// then c + T with one add rounding toward zero) where that is exact for every row and tile of
+  /// the block (terms_add_exactly_in_float: the usual case), else in double, where every product
+  /// and partial sum is exact (each term is a whole multiple of the unit and below 2^(E_max + 15)).
+  template <class ScaleType, int R, int C>
+  static void exact_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
+    __m512 acc[R][C];
+    load_block(out, out_stride, acc);
+    constexpr int truncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+    for (index_t s = 0; s < steps; ++s) {
+      const row_step* ra[R];
+      const tile_step* tb[C];
+      for (int r = 0; r < R; ++r) ra[r] = rows[r] + s;
+      for (int c = 0; c < C; ++c) tb[c] = tiles[c] + s;
+      bool in_float = true;
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) in_float &= terms_add_exactly_in_float(*ra[r], *tb[c]);
+      __m512 fast[R][C];
+      if (in_float) [[likely]] {
+        __m512 sum[R][C];
+        for (int r = 0; r < R; ++r)
+          for (int c = 0; c < C; ++c) sum[r][c] = _mm512_setzero_ps();  // +0: an all-zero T stays +0
+        for (int g = 0; g < 4; ++g) {
+          __m512i p[R][C];
+          group_sums<R, C>(ra, tb, g, p);
+          for (int c = 0; c < C; ++c) {
+            const __m512 scale_b = _mm512_load_ps(tb[c]->value[g]);
+            for (int r = 0; r < R; ++r)
+              sum[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][c]), _mm512_mul_ps(_mm512_set1_ps(ra[r]->quarter[g]), scale_b), sum[r][c]);
+          }
+        }
+        for (int r = 0; r < R; ++r)
+          for (int c = 0; c < C; ++c) fast[r][c] = _mm512_add_round_ps(acc[r][c], sum[r][c], truncate);
+      } else {
+        exact_step_in_double<R, C>(ra, tb, acc, fast);
+      }
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) {
+          __mmask16 ok = 0;
+          if (scales_allow_fast_step(*ra[r], *tb[c])) {
+            const __m512 exponent = _mm512_getexp_ps(acc[r][c]);  // -inf for 0, NaN for NaN, +inf for Inf
+            const __m512 floor = _mm512_add_ps(_mm512_set1_ps(ra[r]->exponent_max), _mm512_load_ps(tb[c]->accumulator_floor));
+            const __m512 ceiling = _mm512_add_ps(_mm512_set1_ps(ra[r]->exponent_min), _mm512_load_ps(tb[c]->accumulator_ceiling));
+            ok = static_cast<__mmask16>(
+                (_mm512_cmp_ps_mask(exponent, floor, _CMP_GE_OQ) & _mm512_cmp_ps_mask(exponent, ceiling, _CMP_LE_OQ)) |
+                _mm512_cmp_ps_mask(acc[r][c], _mm512_setzero_ps(), _CMP_EQ_OQ));
+          }
+          acc[r][c] = ok == 0xFFFF ? fast[r][c]
+                                   : exact_fallback<ScaleType>(fast[r][c], static_cast<__mmask16>(~ok), *ra[r], *tb[c], acc[r][c]);
+        }
+    }
+    store_block(acc, out, out_stride);
+  }
+
+};
+
+}  // namespace nvfp4::detail
 NVFP4_END_INTRINSIC_CODE
 
 #endif  // NVFP4_HAS_AVX512_VNNI

@@ -1,14 +1,16 @@
 // nvfp4/scaling/simd/four_over_six_avx512.hpp: the AVX-512 kernel of 4over6 quantization, and the
-// one place that says whether this build has it. Sixteen blocks side by side, one per lane: each
-// lane walks its block's 16 elements in order, so its error sums keep the reference's order; every
-// operation of the error is one rounding (the *_round intrinsics, which the compiler cannot fuse).
+// stub the other builds compile (simd/dispatch.hpp's four_over_six_isa says which one runs).
+// Sixteen blocks side by side, one per lane: each lane walks its block's 16 elements in order, so
+// its error sums keep the reference's order; every operation of the error is one rounding (the
+// *_round intrinsics, which the compiler cannot fuse).
 // Scales come from the scalar rule (detail::four_over_six_block_scales), elements are encoded by
-// simd::encode. Bit-identical to reference::quantize_4over6_with_amax.
+// encode_codes. Bit-identical to reference::quantize_4over6_with_amax.
 #pragma once
 
 #include <cstdint>
 
 #include "nvfp4/config.hpp"
+#include "nvfp4/scaling/bulk_codecs.hpp"
 #include "nvfp4/scaling/four_over_six_rules.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantize_options.hpp"
@@ -22,8 +24,6 @@ namespace nvfp4::detail {
 
 #if NVFP4_HAS_AVX512
 NVFP4_BEGIN_INTRINSIC_CODE
-
-inline constexpr bool four_over_six_vector_kernel = true;
 
 /// Quantizes the full 256-column groups [0, groups) of the rows [r0, r0 + BlockRows) of x (1x16
 /// blocks, or 16x16 tiles when BlockRows is 16): 16 blocks per group, one per lane. `data` and
@@ -71,7 +71,7 @@ void four_over_six_groups(matrix_view<const T> x, index_t r0, index_t groups, fl
         const __m512 f = _mm512_load_ps(factor[c]);
         for (int k = 0; k < lanes; ++k)
           _mm512_store_ps(scaled[c] + k * lanes, _mm512_mul_round_ps(_mm512_load_ps(element[r][k]), f, round));
-        simd::encode<e2m1_traits>(scaled[c], lanes * lanes, codes[c][r]);
+        encode_codes<e2m1_traits>(scaled[c], lanes * lanes, codes[c][r]);
       }
       // Errors: x̂ = ((e2m1 * scale) * amax) / (6 * E4M3_MAX), d = x̂ - x, |d| or d * d, summed in k order.
       for (int c = 0; c < 2; ++c) {
@@ -109,8 +109,6 @@ void four_over_six_groups(matrix_view<const T> x, index_t r0, index_t groups, fl
 
 NVFP4_END_INTRINSIC_CODE
 #else
-inline constexpr bool four_over_six_vector_kernel = false;
-
 template <int BlockRows, class T>
 void four_over_six_groups(matrix_view<const T>, index_t, index_t, float, tensor_scale, four_over_six_error, int, std::uint8_t*, index_t,
                           std::uint8_t*, index_t) {}

@@ -1,6 +1,6 @@
-// nvfp4/transforms/detail/hadamard_blocks.hpp: the ISA-free pieces the Hadamard fast paths
-// share: one block by the exact reference or by a float64 FWHT (the vector kernels' fallbacks),
-// the NaN/Inf scan, and the columnwise shape check.
+// nvfp4/transforms/detail/hadamard_blocks.hpp: the per-block pieces the Hadamard fast paths
+// share: one block by the exact reference or by a scalar float64 FWHT (the vector kernels'
+// fallbacks), the NaN/Inf scan, and the columnwise shape check.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "nvfp4/error.hpp"
+#include "nvfp4/simd/parallel.hpp"
 #include "nvfp4/transforms/hadamard_reference.hpp"
 
 namespace nvfp4::detail {
@@ -26,16 +27,15 @@ bool has_non_finite(matrix_view<const T> x, std::uint32_t min_exponent = 255) {
   };
   const bool transposed = x.row_stride() == 1 && x.col_stride() != 1;
   const index_t outer = transposed ? x.cols() : x.rows(), inner = transposed ? x.rows() : x.cols();
-  bool found = false;
-#if NVFP4_HAS_OPENMP
-#pragma omp parallel for reduction(|| : found) schedule(static)
-#endif
-  for (index_t a = 0; a < outer; ++a) {
-    bool line = false;
-    for (index_t b = 0; b < inner; ++b) line |= exponent_all_ones(transposed ? x(b, a) : x(a, b));
-    found = found || line;
-  }
-  return found;
+  return simd::parallel_reduce(
+      outer, simd::worth_parallel(x.size()), false,
+      [&](index_t begin, index_t end) {
+        bool found = false;
+        for (index_t a = begin; a < end; ++a)
+          for (index_t b = 0; b < inner; ++b) found |= exponent_all_ones(transposed ? x(b, a) : x(a, b));
+        return found;
+      },
+      [](bool a, bool b) { return a || b; });
 }
 
 /// The transform of one block (row r, columns c0 .. c0 + n) by the exact reference. Returns false,

@@ -1,8 +1,11 @@
-// nvfp4/simd/vector_kernels.hpp: the block-scaling kernels written once over an ISA's lane
-// operations (simd/avx512/ops.hpp, simd/avx2/ops.hpp). Same functions, same results, as
-// simd/scalar.hpp; tails shorter than a vector go through the scalar kernels.
+// nvfp4/scaling/detail/block_kernels.hpp: the block-scaling kernels (amax, panel copies, block
+// amax, NVFP4 block scales, scaled encode, dequantize) and the bulk codecs, written once over an
+// ISA's lane operations (simd/<isa>/ops.hpp). With the scalar Ops they are the portable kernels;
+// tails shorter than a vector go through that instantiation. Bit-identical to the reference
+// codecs and scale rules for every input.
 #pragma once
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 
@@ -10,26 +13,38 @@
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/formats/traits.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
-#include "nvfp4/simd/scalar.hpp"
+#include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/simd/scalar/ops.hpp"
 
-namespace nvfp4::simd {
+namespace nvfp4::detail {
+
+/// Bits of |x| (sign cleared): for non-negative floats the integer order is the float order, and
+/// anything at or above float_inf_bits is Inf or NaN.
+inline constexpr std::uint32_t abs_bits_mask = 0x7FFFFFFFu;
+inline constexpr std::uint32_t float_inf_bits = 0x7F800000u;
+
+/// True when format T's codes are 4 bits wide (stored two per byte).
+template <minifloat_traits T>
+inline constexpr bool is_packed_format = T.exponent_bits + T.mantissa_bits + 1 == 4;
 
 template <class Ops>
-struct vector_kernels {
+struct block_kernels {
   static constexpr const char* name = Ops::name;
   static constexpr int width = Ops::width;
   using vf = typename Ops::vf;
   using vi = typename Ops::vi;
+  /// What the last (width - 1) or fewer elements of a run go through.
+  using tail = block_kernels<simd::scalar::ops>;
 
-  /// Round-to-nearest-even encode of W floats (given as bits) to format T, bit-identical to
+  /// Round-to-nearest-even encode of `width` floats (given as bits) to format T, bit-identical to
   /// detail::encode_minifloat<T> for every input, NaN, Inf and subnormals included.
   template <minifloat_traits T, overflow_policy Policy>
   static NVFP4_ALWAYS_INLINE vi encode_bits(vi bits) {
     constexpr int magnitude_bits = T.exponent_bits + T.mantissa_bits;
     constexpr int shift = 23 - T.mantissa_bits;
     constexpr int min_exponent = 1 - T.bias;
-    constexpr std::uint32_t min_normal_bits = detail::float_bits(detail::exp2i(min_exponent));
-    constexpr float subnormal_magic = detail::exp2i(min_exponent - T.mantissa_bits + 23);
+    constexpr std::uint32_t min_normal_bits = float_bits(exp2i(min_exponent));
+    constexpr float subnormal_magic = exp2i(min_exponent - T.mantissa_bits + 23);
     constexpr std::uint32_t normal_offset = static_cast<std::uint32_t>(127 - T.bias) << T.mantissa_bits;
     constexpr std::uint32_t overflow_code =
         Policy == overflow_policy::saturate
@@ -46,7 +61,7 @@ struct vector_kernels {
     // makes that quantum the float's last place, so the FPU's own RNE rounds; what is left above
     // the magic constant's bits is the code.
     const vi subnormal = Ops::sub(Ops::as_int(Ops::add(Ops::as_float(magnitude_in), Ops::set(subnormal_magic))),
-                                  Ops::set_int(detail::float_bits(subnormal_magic)));
+                                  Ops::set_int(float_bits(subnormal_magic)));
     vi magnitude = Ops::select(Ops::greater(Ops::set_int(min_normal_bits), magnitude_in), subnormal, normal);
     if constexpr (overflow_code == T.max_code) {
       magnitude = Ops::min(magnitude, Ops::set_int(T.max_code));
@@ -65,6 +80,7 @@ struct vector_kernels {
     return code;
   }
 
+  /// max of the |x| bits over x[0..n): the amax when below float_inf_bits, else a NaN/Inf is there.
   static std::uint32_t abs_max_bits(const float* x, index_t n) {
     const vi mask = Ops::set_int(abs_bits_mask);
     vi m0 = Ops::set_int(0), m1 = m0, m2 = m0, m3 = m0;
@@ -77,7 +93,8 @@ struct vector_kernels {
     }
     for (; i + width <= n; i += width) m0 = Ops::max(m0, Ops::bit_and(Ops::as_int(Ops::load(x + i)), mask));
     const std::uint32_t head = Ops::reduce_max(Ops::max(Ops::max(m0, m1), Ops::max(m2, m3)));
-    return std::max(head, scalar_kernels::abs_max_bits(x + i, n - i));
+    if constexpr (width == 1) return head;
+    else return std::max(head, tail::abs_max_bits(x + i, n - i));
   }
 
   static std::uint32_t abs_max_bits(const bf16* x, index_t n) {
@@ -89,28 +106,40 @@ struct vector_kernels {
       m1 = Ops::max(m1, Ops::bit_and(Ops::load_bf16_bits(x + i + width), mask));
     }
     for (; i + width <= n; i += width) m0 = Ops::max(m0, Ops::bit_and(Ops::load_bf16_bits(x + i), mask));
-    return std::max(Ops::reduce_max(Ops::max(m0, m1)), scalar_kernels::abs_max_bits(x + i, n - i));
+    const std::uint32_t head = Ops::reduce_max(Ops::max(m0, m1));
+    if constexpr (width == 1) return head;
+    else return std::max(head, tail::abs_max_bits(x + i, n - i));
   }
 
+  /// bf16 -> float (exact).
   static void widen(const bf16* x, index_t n, float* out) {
     index_t i = 0;
     for (; i + width <= n; i += width) Ops::store(out + i, Ops::as_float(Ops::load_bf16_bits(x + i)));
-    scalar_kernels::widen(x + i, n - i, out + i);
+    if constexpr (width > 1) tail::widen(x + i, n - i, out + i);
   }
 
+  /// dst[i * dst_stride + c] = src[c * src_stride + i] for i < rows, c < cols: a panel of a view
+  /// whose columns are contiguous, copied into contiguous rows, width x width words at a time.
   static void transpose_panel(const float* src, index_t src_stride, index_t rows, index_t cols, float* dst,
                               index_t dst_stride) {
-    if constexpr (requires { Ops::transpose_16x16(src, src_stride, dst, dst_stride); }) {
-      if (rows == 16) {
+    index_t i0 = 0;
+    if constexpr (width > 1) {
+      for (; i0 + width <= rows; i0 += width) {
         index_t c = 0;
-        for (; c + 16 <= cols; c += 16) Ops::transpose_16x16(src + c * src_stride, src_stride, dst + c, dst_stride);
-        scalar_kernels::transpose_panel(src + c * src_stride, src_stride, rows, cols - c, dst + c, dst_stride);
-        return;
+        for (; c + width <= cols; c += width) {
+          vi block[width];
+          for (int k = 0; k < width; ++k) block[k] = Ops::as_int(Ops::load(src + (c + k) * src_stride + i0));
+          Ops::transpose(block);
+          for (int k = 0; k < width; ++k) Ops::store(dst + (i0 + k) * dst_stride + c, Ops::as_float(block[k]));
+        }
+        tail::transpose_panel(src + c * src_stride + i0, src_stride, width, cols - c, dst + i0 * dst_stride + c, dst_stride);
       }
     }
-    scalar_kernels::transpose_panel(src, src_stride, rows, cols, dst, dst_stride);
+    for (index_t c = 0; c < cols; ++c)
+      for (index_t i = i0; i < rows; ++i) dst[i * dst_stride + c] = src[c * src_stride + i];
   }
 
+  /// inout[b] = max(inout[b], max |x| bits over block b = x[b*Block, min((b+1)*Block, n))).
   template <int Block>
   static void block_abs_max_bits(const float* x, index_t n, std::uint32_t* inout) {
     static_assert(Block % width == 0);
@@ -122,12 +151,14 @@ struct vector_kernels {
       for (int k = width; k < Block; k += width) m = Ops::max(m, Ops::bit_and(Ops::as_int(Ops::load(x + i + k)), mask));
       inout[block] = std::max(inout[block], Ops::reduce_max(m));
     }
-    scalar_kernels::block_abs_max_bits<Block>(x + i, n - i, inout + block);
+    for (; i < n; ++i) inout[block] = std::max(inout[block], float_bits(x[i]) & abs_bits_mask);  // the last, partial block
   }
 
+  /// NVFP4 block scales (docs/numerics_spec.md §2 steps 3-4) for `count` block amaxes (as bits): the UE4M3
+  /// code of each and the factor its elements are multiplied by. The same fp32 operations as
+  /// nvfp4_block_scale / nvfp4_block_encode_factor, lane-wise.
   static void nvfp4_block_scales(const std::uint32_t* block_amax_bits, index_t count, tensor_scale scale,
                                  std::uint8_t* codes, float* factors) {
-    // The same fp32 operations as nvfp4_block_scale / nvfp4_block_encode_factor, lane-wise.
     const vf multiplier = Ops::set(scale.encode * one_sixth);
     const vf decode = Ops::set(scale.decode);
     const vf flt_max = Ops::set(FLT_MAX);
@@ -142,75 +173,98 @@ struct vector_kernels {
       const vi mantissa = Ops::bit_and(code, Ops::set_int(7));
       const vi normal = Ops::bit_or(Ops::template shift_left<23>(Ops::add(exponent, Ops::set_int(120))),
                                     Ops::template shift_left<20>(mantissa));
-      const vi subnormal = Ops::as_int(Ops::mul(Ops::to_float(mantissa), Ops::set(detail::exp2i(-9))));
+      const vi subnormal = Ops::as_int(Ops::mul(Ops::to_float(mantissa), Ops::set(exp2i(-9))));
       const vf value = Ops::as_float(Ops::select(Ops::greater(Ops::set_int(8), code), subnormal, normal));
       const vf factor = Ops::div(Ops::set(1.0f), Ops::mul(value, decode));
       Ops::store(factors + b, Ops::min(factor, flt_max));
     }
-    // Fewer than `width` blocks are left; saying so keeps GCC 12 from vectorizing the scalar tail
-    // for long counts and then warning that such stores overflow a short buffer.
-    NVFP4_ASSUME(count - b < width);
-    scalar_kernels::nvfp4_block_scales(block_amax_bits + b, count - b, scale, codes + b, factors + b);
+    if constexpr (width > 1) {
+      // Fewer than `width` blocks are left; saying so keeps GCC 12 from vectorizing the scalar
+      // tail for long counts and then warning that such stores overflow a short buffer.
+      NVFP4_ASSUME(count - b < width);
+      tail::nvfp4_block_scales(block_amax_bits + b, count - b, scale, codes + b, factors + b);
+    }
   }
 
+  /// Codes of x[i] * factors[i / Block] in format T (RNE, saturating). FP4 (4-bit T) is packed
+  /// two per byte, element 2i in the low nibble; an odd tail leaves the other nibble of its byte.
   template <minifloat_traits T, int Block>
   static void encode_scaled(const float* x, index_t n, const float* factors, std::uint8_t* out) {
-    static_assert(Block % width == 0);
-    constexpr bool packed = T.exponent_bits + T.mantissa_bits + 1 == 4;
+    static_assert(Block % width == 0 && Block % 2 == 0);
+    constexpr bool packed = is_packed_format<T>;
     index_t i = 0;
     for (; i + Block <= n; i += Block) {
       const vf factor = Ops::set(factors[i / Block]);
       for (int k = 0; k < Block; k += width) {
         const vi code = encode_bits<T, overflow_policy::saturate>(Ops::as_int(Ops::mul(Ops::load(x + i + k), factor)));
         if constexpr (packed) {
-          Ops::store_nibbles(out + (i + k) / 2, code);
+          Ops::store_nibbles(out, i + k, code);
         } else {
           Ops::store_bytes(out + i + k, code);
         }
       }
     }
-    scalar_kernels::encode_scaled<T, Block>(x + i, n - i, factors + i / Block, out + (packed ? i / 2 : i));
+    // The last, partial block.
+    const simd::scalar::ops::vf factor = i < n ? factors[i / Block] : 0.0f;
+    for (; i < n; ++i) {
+      const auto code = tail::encode_bits<T, overflow_policy::saturate>(float_bits(x[i] * factor));
+      if constexpr (packed) {
+        simd::scalar::ops::store_nibbles(out, i, code);
+      } else {
+        out[i] = static_cast<std::uint8_t>(code);
+      }
+    }
   }
 
+  /// One code per byte for each x[i] in format T with the given overflow policy.
   template <minifloat_traits T, overflow_policy Policy>
   static void encode(const float* x, index_t n, std::uint8_t* out) {
     index_t i = 0;
     for (; i + width <= n; i += width) Ops::store_bytes(out + i, encode_bits<T, Policy>(Ops::as_int(Ops::load(x + i))));
-    scalar_kernels::encode<T, Policy>(x + i, n - i, out + i);
+    if constexpr (width > 1) tail::encode<T, Policy>(x + i, n - i, out + i);
   }
 
+  /// out[i] = value of code codes[i] in format T (one code per byte).
   template <minifloat_traits T>
   static void decode(const std::uint8_t* codes, index_t n, float* out) {
-    constexpr bool packed = T.exponent_bits + T.mantissa_bits + 1 == 4;
-    static constexpr detail::decode_table<T, packed ? 16 : 256> table{};
+    constexpr bool packed = is_packed_format<T>;
+    static constexpr decode_table<T, packed ? 16 : 256> table{};
     index_t i = 0;
     for (; i + width <= n; i += width) {
       const vi code = Ops::load_bytes(codes + i);
       Ops::store(out + i, packed ? Ops::lookup16(code, table.values) : Ops::gather(code, table.values));
     }
-    scalar_kernels::decode<T>(codes + i, n - i, out + i);
+    if constexpr (width > 1) tail::decode<T>(codes + i, n - i, out + i);
   }
 
+  /// Dequantizes n elements: (element * scale_values[i / Block]), times decode_scale when
+  /// TensorScale (docs/numerics_spec.md §2 step 6). Elements are packed E2M1 (4-bit T) or one byte each.
   template <minifloat_traits T, int Block, bool TensorScale>
   static void dequantize(const std::uint8_t* elements, index_t n, const float* scale_values, float decode_scale,
                          float* out) {
-    static_assert(Block % width == 0);
-    constexpr bool packed = T.exponent_bits + T.mantissa_bits + 1 == 4;
-    static constexpr detail::decode_table<T, packed ? 16 : 256> table{};
+    static_assert(Block % width == 0 && Block % 2 == 0);
+    constexpr bool packed = is_packed_format<T>;
+    static constexpr decode_table<T, packed ? 16 : 256> table{};
     const vf decode = Ops::set(decode_scale);
     index_t i = 0;
     for (; i + Block <= n; i += Block) {
       const vf scale = Ops::set(scale_values[i / Block]);
       for (int k = 0; k < Block; k += width) {
-        const vf element = packed ? Ops::lookup16(Ops::load_nibbles(elements + (i + k) / 2), table.values)
+        const vf element = packed ? Ops::lookup16(Ops::load_nibbles(elements, i + k), table.values)
                                   : Ops::gather(Ops::load_bytes(elements + i + k), table.values);
         const vf block_value = Ops::mul(element, scale);
         Ops::store(out + i + k, TensorScale ? Ops::mul(block_value, decode) : block_value);
       }
     }
-    scalar_kernels::dequantize<T, Block, TensorScale>(elements + (packed ? i / 2 : i), n - i,
-                                                      scale_values + i / Block, decode_scale, out + i);
+    for (; i < n; ++i) {  // the last, partial block
+      const std::uint32_t code = packed ? simd::scalar::ops::load_nibbles(elements, i) : elements[i];
+      const float block_value = table.values[code] * scale_values[i / Block];
+      out[i] = TensorScale ? block_value * decode_scale : block_value;
+    }
   }
 };
 
-}  // namespace nvfp4::simd
+/// The block kernels of this build's ISA (simd/dispatch.hpp).
+using fast_block_kernels = block_kernels<simd::ops>;
+
+}  // namespace nvfp4::detail

@@ -1,0 +1,115 @@
+# scripts/check_layers.cmake: the layering check (ctest test `layering`, run by
+# `cmake --workflow --preset test`). Fails when
+#  1. a header under include/nvfp4/ includes a header of a higher layer (the table below), or
+#  2. an ISA macro (__AVX*, __SSE*, __FMA__, __F16C__, __AMX*, NVFP4_HAS_* but NVFP4_HAS_OPENMP,
+#     NVFP4_AMX_*) appears in the library, the tools, the examples or the bindings outside
+#     config.hpp (which defines the NVFP4_HAS_* macros), the dispatch point (simd/dispatch.hpp)
+#     and the ISA folders (include/nvfp4/simd/ and any include/nvfp4/<layer>/simd/, whose headers
+#     only make their own code vanish when their ISA is not compiled in). Tests and benchmarks
+#     may name them: they reach one ISA's kernels on purpose.
+# Usage: cmake -DSOURCE_DIR=<repository root> -P scripts/check_layers.cmake
+# docs/architecture.md explains the layers; a new folder is one more line in the table.
+
+# ---- the layer table ------------------------------------------------------------------------
+# `name=rank` for each folder under include/nvfp4/ (and each header at its root). A header may
+# include headers of its own rank and of lower ranks only. Add a folder with the rank of the
+# layer it belongs to; umbrella headers sit at the rank of what they gather.
+set(NVFP4_LAYERS
+  "config.hpp=0" "error.hpp=0" "detail=0"  # the foundation: version, ISA macros, errors, checked sizes
+  "formats=1" "formats.hpp=1"              # element and scale formats, their scalar codecs
+  "simd=2"                                 # ISA primitives (Ops), the dispatch point, parallel loops
+  "random=3"                               # Philox, random bytes
+  "scaling=4" "scaling.hpp=4"              # block formats, quantizers, scale layouts
+  "metrics=4"                              # error metrics
+  "transforms=5"                           # the Hadamard transform
+  "gemm=6"                                 # block-scaled and FP8 GEMMs
+  "recipes=7"                              # TE's recipes
+  "nn=8" "training=8"                      # layers, optimizers, the trainer
+  "io=9" "interop=9" "nvfp4.hpp=9"         # file formats, Eigen interop, the umbrella header
+)
+
+# Files outside include/nvfp4/ that the ISA-macro check also reads (programs, bindings).
+set(NVFP4_CHECKED_DIRS examples tools python)
+
+if(NOT SOURCE_DIR)
+  message(FATAL_ERROR "check_layers: pass -DSOURCE_DIR=<repository root>")
+endif()
+set(include_root "${SOURCE_DIR}/include/nvfp4")
+
+function(layer_rank name out)
+  foreach(entry IN LISTS NVFP4_LAYERS)
+    string(REPLACE "=" ";" pair "${entry}")
+    list(GET pair 0 key)
+    list(GET pair 1 rank)
+    if(key STREQUAL name)
+      set(${out} ${rank} PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out} "" PARENT_SCOPE)
+endfunction()
+
+set(failures "")
+
+# ---- 1. no upward includes --------------------------------------------------------------------
+file(GLOB_RECURSE headers RELATIVE "${include_root}" "${include_root}/*.hpp" "${include_root}/*.h")
+foreach(header IN LISTS headers)
+  string(REGEX REPLACE "/.*" "" layer "${header}")
+  layer_rank("${layer}" rank)
+  if(rank STREQUAL "")
+    list(APPEND failures "include/nvfp4/${header}: folder '${layer}' is not in the layer table of scripts/check_layers.cmake")
+    continue()
+  endif()
+  file(STRINGS "${include_root}/${header}" includes REGEX "^[ \t]*#[ \t]*include[ \t]+\"nvfp4/")
+  foreach(line IN LISTS includes)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]+\"nvfp4/([^\"]*)\".*" "\\1" target "${line}")
+    string(REGEX REPLACE "/.*" "" target_layer "${target}")
+    layer_rank("${target_layer}" target_rank)
+    if(target_rank STREQUAL "")
+      list(APPEND failures "include/nvfp4/${header}: includes nvfp4/${target}, whose folder is not in the layer table")
+    elseif(target_rank GREATER rank)
+      list(APPEND failures "include/nvfp4/${header} (layer ${layer}, rank ${rank}) includes nvfp4/${target} (layer ${target_layer}, rank ${target_rank}): an upward include")
+    endif()
+  endforeach()
+endforeach()
+
+# ---- 2. ISA macros only at the dispatch point and in the ISA folders ---------------------------
+set(isa_pattern "(__AVX|__SSE|__FMA__|__F16C__|__AMX|NVFP4_HAS_[A-Z0-9_]+|NVFP4_AMX_[A-Z0-9_]+)")
+set(sources "")
+file(GLOB_RECURSE library_files "${include_root}/*.hpp" "${include_root}/*.h")
+list(APPEND sources ${library_files})
+foreach(dir IN LISTS NVFP4_CHECKED_DIRS)
+  if(EXISTS "${SOURCE_DIR}/${dir}")
+    file(GLOB_RECURSE dir_files "${SOURCE_DIR}/${dir}/*.hpp" "${SOURCE_DIR}/${dir}/*.h" "${SOURCE_DIR}/${dir}/*.cpp"
+         "${SOURCE_DIR}/${dir}/*.cc" "${SOURCE_DIR}/${dir}/*.cu")
+    list(APPEND sources ${dir_files})
+  endif()
+endforeach()
+foreach(path IN LISTS sources)
+  file(RELATIVE_PATH relative "${SOURCE_DIR}" "${path}")
+  if(relative STREQUAL "include/nvfp4/config.hpp" OR relative STREQUAL "include/nvfp4/simd/dispatch.hpp" OR
+     relative MATCHES "^include/nvfp4/simd/" OR relative MATCHES "^include/nvfp4/[a-z_0-9]+/simd/")
+    continue()
+  endif()
+  file(STRINGS "${path}" lines REGEX "${isa_pattern}")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^[ \t]*//")  # a comment naming a macro chooses nothing
+      continue()
+    endif()
+    string(REGEX REPLACE "NVFP4_HAS_OPENMP" "" without_openmp "${line}")
+    if(without_openmp MATCHES "${isa_pattern}")
+      string(STRIP "${line}" shown)
+      list(APPEND failures "${relative}: ISA macro outside the dispatch point and the ISA folders: ${shown}")
+    endif()
+  endforeach()
+endforeach()
+
+if(failures)
+  list(LENGTH failures count)
+  foreach(failure IN LISTS failures)
+    message("${failure}")
+  endforeach()
+  message(FATAL_ERROR "layering check: ${count} problem(s) (layers and ISA rules: docs/architecture.md)")
+endif()
+list(LENGTH headers header_count)
+message("layering check: ${header_count} headers, no upward include, ISA macros only where allowed")
