@@ -49,7 +49,7 @@ constexpr std::array<scale_forms, 256> make_scale_table() {
     scale_forms& f = table[static_cast<std::size_t>(code)];
     f.is_nan = parts.is_nan;
     f.value = mma::scale_value(parts);
-    f.quarter = f.value * 0.25f;
+    f.quarter = parts.is_nan ? f.value : f.value * 0.25f;  // (NaN arithmetic is not a constant expression)
     f.exponent = static_cast<float>(parts.exponent);
     f.nonzero = !parts.is_nan && parts.m_eighths != 0;
   }

@@ -1,8 +1,8 @@
 // nvfp4/simd/dispatch.hpp: the one dispatch point: which instruction set each kernel family of
 // the library runs on. Nothing else in the library tests an ISA macro (the ISA folders excepted,
 // which only make their code vanish when their ISA is not compiled in). The choice is made at
-// compile time from config.hpp's macros (the compiler's -m flags), as Eigen does; the GEMM's also
-// passes through gemm_isa_for_call(), where a run-time choice (AMX) is to be added.
+// compile time from config.hpp's macros (the compiler's -m flags), as Eigen does; the FP4 GEMM's
+// also passes through gemm_isa_for_call(), the run-time choice of the AMX kernels.
 #pragma once
 
 #include "nvfp4/config.hpp"
@@ -16,8 +16,8 @@ namespace nvfp4::simd {
 /// The lane operations of the widest ISA of this build. Every kernel family written over Ops runs
 /// on them: block scaling and the bulk codecs (scaling/detail/block_kernels.hpp), stochastic
 /// rounding (scaling/stochastic_quantize.hpp), Philox (random/random_bytes.hpp), the Hadamard
-/// transform (transforms/detail/hadamard_kernels.hpp) and the GEMM operand packers
-/// (gemm/mma_layout.hpp, through their kernel set below).
+/// transform (transforms/detail/hadamard_kernels.hpp). The GEMM operand packers (gemm/packing.hpp)
+/// run on the Ops of their kernel set (below).
 #if NVFP4_HAS_AVX512
 using ops = avx512::ops;
 #elif NVFP4_HAS_AVX2

@@ -48,11 +48,13 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vi load_nibbles(const std::uint8_t* packed, index_t first) {
     return (packed[first / 2] >> ((first & 1) * 4)) & 0xFu;
   }
-  /// Codes 0..15 of elements [first, first + width) into a packed buffer; the nibbles of other
-  /// elements are kept.
+  /// Codes 0..15 of elements [first, first + width) into a packed buffer. One lane wide, an even
+  /// element writes its byte whole (high nibble zero) and an odd one keeps the low nibble, so
+  /// elements stored in order fill every byte they touch, an odd count's last high nibble with
+  /// zero, whatever the buffer held before (quantize_into writes over a kept tensor).
   static NVFP4_ALWAYS_INLINE void store_nibbles(std::uint8_t* packed, index_t first, vi codes) {
     std::uint8_t& byte = packed[first / 2];
-    byte = static_cast<std::uint8_t>((first & 1) ? (byte & 0x0Fu) | (codes << 4) : (byte & 0xF0u) | codes);
+    byte = static_cast<std::uint8_t>((first & 1) ? (byte & 0x0Fu) | (codes << 4) : codes);
   }
   /// Lanes to rows: lane l's words of a, b (and c, d) go to out + l * stride as 8 (16) bytes,
   /// little-endian, in that order.

@@ -77,23 +77,26 @@ struct hadamard_walks {
   }
 
   /// Runs the steps of a columnwise walk over x's rows [0, lanes * (rows / lanes)) in parallel:
-  /// visit(r0, c0, count, result) for the `count` (1 .. tiles_per_step) tiles at rows r0..,
-  /// columns c0, c0 + 16, ... Each step reads 16 * count source rows (x's rows in memory) one
-  /// vector further along: whole rows are walked and each loaded line used whole; threads own
-  /// bands of source rows. visit adds what it finds to `result`.
-  template <class Visit>
-  static hadamard_walk_result columnwise_steps(matrix_view<const bf16> x, Visit&& visit) {
+  /// visit(r0, c0, count, running, result) for the `count` (1 .. tiles_per_step) tiles at rows
+  /// r0.., columns c0, c0 + 16, ... Each step reads 16 * count source rows (x's rows in memory)
+  /// one vector further along: whole rows are walked and each loaded line used whole; threads own
+  /// bands of source rows. `running` is a register each thread carries over its steps (zero at
+  /// first), finish(running, result) folds it into the thread's result at the end.
+  template <class Visit, class Finish>
+  static hadamard_walk_result columnwise_steps(matrix_view<const bf16> x, Visit&& visit, Finish&& finish) {
     constexpr index_t step_cols = 16 * tiles_per_step;
     const index_t panels = x.rows() / lanes, groups = (x.cols() / 16 + tiles_per_step - 1) / tiles_per_step;
     return simd::parallel_reduce(
         groups, simd::worth_parallel(x.size()), hadamard_walk_result{},
         [&](index_t begin, index_t end) {
           hadamard_walk_result result;
+          vi running = Ops::set_int(0);
           for (index_t group = begin; group < end; ++group) {
             const index_t c0 = group * step_cols;
             const int count = static_cast<int>(std::min<index_t>(tiles_per_step, (x.cols() - c0) / 16));
-            for (index_t panel = 0; panel < panels; ++panel) visit(panel * lanes, c0, count, result);
+            for (index_t panel = 0; panel < panels; ++panel) visit(panel * lanes, c0, count, running, result);
           }
+          finish(running, result);
           return result;
         },
         hadamard_walk_result::combine);
@@ -108,17 +111,19 @@ struct hadamard_walks {
     const unsigned negative_signs = hadamard16_negative_signs(transform);
     const unsigned negate_input = direction == hadamard_direction::forward ? negative_signs : 0u;
     const unsigned negate_output = direction == hadamard_direction::inverse ? negative_signs : 0u;
-    return columnwise_steps(x, [&](index_t r0, index_t c0, int count, hadamard_walk_result& result) {
-      tile tiles[tiles_per_step];
-      vi running = Ops::set_int(0);
-      for (int k = 0; k < count; ++k) {
-        tiles[k] = exact_tile(x, r0, c0 + 16 * k, transform, direction, negate_input, negate_output, result.non_finite);
-        if constexpr (TrackMax) running = kernels::abs_max(running, tiles[k]);
-      }
-      step(r0, c0, tiles, count);
-      if constexpr (TrackMax)
-        result.largest = std::max(result.largest, Ops::reduce_max(kernels::lane_abs_max_float_bits(running)) >> 16);
-    });
+    return columnwise_steps(
+        x,
+        [&](index_t r0, index_t c0, int count, vi& running, hadamard_walk_result& result) {
+          tile tiles[tiles_per_step];
+          for (int k = 0; k < count; ++k) {
+            tiles[k] = exact_tile(x, r0, c0 + 16 * k, transform, direction, negate_input, negate_output, result.non_finite);
+            if constexpr (TrackMax) running = kernels::abs_max(running, tiles[k]);
+          }
+          step(r0, c0, tiles, count);
+        },
+        [](vi running, hadamard_walk_result& result) {
+          if constexpr (TrackMax) result.largest = Ops::reduce_max(kernels::lane_abs_max_float_bits(running)) >> 16;
+        });
   }
 
   /// max |output| bf16 bits of the forward transform of x's rows [0, lanes * (rows / lanes)) (as
@@ -128,31 +133,32 @@ struct hadamard_walks {
   /// `non_finite` on NaN/Inf.
   static std::uint16_t columnwise_abs_max(matrix_view<const bf16> x, const hadamard_transform& transform, bool& non_finite) {
     const unsigned negate_input = hadamard16_negative_signs(transform);
-    const hadamard_walk_result found = columnwise_steps(x, [&](index_t r0, index_t c0, int count, hadamard_walk_result& result) {
-      // result.largest: float bits before rounding to bf16 (the fallback's are bf16 already).
-      vi running = Ops::set_int(0);
-      for (index_t c = c0; c < c0 + 16 * count; c += 16) {
-        const bf16* source = &x(r0, c);
-        vi tile_max;
-        const auto exact = kernels::lane_abs_max(source, x.col_stride(), negate_input, tile_max);
-        running = Ops::select(exact, Ops::max_unsigned(running, tile_max), running);
-        const unsigned exact_lanes = Ops::mask_bits(exact);
-        if (exact_lanes == kernels::all_lanes) continue;
-        const auto running_value = Ops::set(std::bit_cast<float>(std::max(Ops::reduce_max(running), result.largest)));
-        const unsigned possible =
-            ~exact_lanes & ~Ops::mask_bits(Ops::less(kernels::lane_output_bound(source, x.col_stride()), running_value)) &
-            kernels::all_lanes;
-        for (unsigned redo = possible; redo != 0; redo &= redo - 1) {
-          std::uint16_t bits[16];
-          if (!hadamard16_block_fallback(x, r0 + std::countr_zero(redo), c, transform, hadamard_direction::forward, bits, 1)) {
-            result.non_finite = true;
-            continue;
+    const hadamard_walk_result found = columnwise_steps(
+        x,
+        [&](index_t r0, index_t c0, int count, vi& running, hadamard_walk_result& result) {
+          // result.largest: float bits before rounding to bf16 (the fallback's are bf16 already).
+          for (index_t c = c0; c < c0 + 16 * count; c += 16) {
+            const bf16* source = &x(r0, c);
+            vi tile_max;
+            const auto exact = kernels::lane_abs_max(source, x.col_stride(), negate_input, tile_max);
+            running = Ops::select(exact, Ops::max_unsigned(running, tile_max), running);
+            const unsigned exact_lanes = Ops::mask_bits(exact);
+            if (exact_lanes == kernels::all_lanes) continue;
+            const auto running_value = Ops::set(std::bit_cast<float>(std::max(Ops::reduce_max(running), result.largest)));
+            const unsigned possible =
+                ~exact_lanes & ~Ops::mask_bits(Ops::less(kernels::lane_output_bound(source, x.col_stride()), running_value)) &
+                kernels::all_lanes;
+            for (unsigned redo = possible; redo != 0; redo &= redo - 1) {
+              std::uint16_t bits[16];
+              if (!hadamard16_block_fallback(x, r0 + std::countr_zero(redo), c, transform, hadamard_direction::forward, bits, 1)) {
+                result.non_finite = true;
+                continue;
+              }
+              for (std::uint16_t b : bits) result.largest = std::max(result.largest, static_cast<std::uint32_t>(b & 0x7FFF) << 16);
+            }
           }
-          for (std::uint16_t b : bits) result.largest = std::max(result.largest, static_cast<std::uint32_t>(b & 0x7FFF) << 16);
-        }
-      }
-      result.largest = std::max(result.largest, Ops::reduce_max(running));
-    });
+        },
+        [](vi running, hadamard_walk_result& result) { result.largest = std::max(result.largest, Ops::reduce_max(running)); });
     non_finite = found.non_finite;
     // Rounding the float max to bf16 rounds the largest output.
     return bf16::from_float(std::bit_cast<float>(found.largest)).bits();
