@@ -7,6 +7,11 @@
 #     and the ISA folders (include/nvfp4/simd/ and any include/nvfp4/<layer>/simd/, whose headers
 #     only make their own code vanish when their ISA is not compiled in). Tests and benchmarks
 #     may name them: they reach one ISA's kernels on purpose.
+#  3. OpenMP is used outside simd/parallel.hpp: a `#pragma omp` anywhere in the library, the tools,
+#     the examples or the bindings (every parallel loop goes through parallel.hpp's primitives,
+#     with its one threshold), or <omp.h>, an omp_* call or _OPENMP in the library outside
+#     parallel.hpp and config.hpp (which defines NVFP4_HAS_OPENMP). Programs may still ask or set
+#     the thread count (omp_get_max_threads, omp_set_num_threads); tests and benchmarks may too.
 # Usage: cmake -DSOURCE_DIR=<repository root> -P scripts/check_layers.cmake
 # docs/architecture.md explains the layers; a new folder is one more line in the table.
 
@@ -99,8 +104,31 @@ foreach(path IN LISTS sources)
     string(REGEX REPLACE "NVFP4_HAS_OPENMP" "" without_openmp "${line}")
     if(without_openmp MATCHES "${isa_pattern}")
       string(STRIP "${line}" shown)
+      string(REPLACE ";" "," shown "${shown}")  # one list entry per line
       list(APPEND failures "${relative}: ISA macro outside the dispatch point and the ISA folders: ${shown}")
     endif()
+  endforeach()
+endforeach()
+
+# ---- 3. OpenMP only in simd/parallel.hpp ------------------------------------------------------
+foreach(path IN LISTS sources)
+  file(RELATIVE_PATH relative "${SOURCE_DIR}" "${path}")
+  if(relative STREQUAL "include/nvfp4/simd/parallel.hpp")
+    continue()
+  endif()
+  if(relative MATCHES "^include/" AND NOT relative STREQUAL "include/nvfp4/config.hpp")
+    set(omp_pattern "(#[ \t]*pragma[ \t]+omp|<omp\\.h>|[^a-z_]omp_[a-z_]+[ \t]*\\(|_OPENMP)")
+  else()
+    set(omp_pattern "#[ \t]*pragma[ \t]+omp")
+  endif()
+  file(STRINGS "${path}" lines REGEX "${omp_pattern}")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^[ \t]*//")
+      continue()
+    endif()
+    string(STRIP "${line}" shown)
+    string(REPLACE ";" "," shown "${shown}")  # one list entry per line
+    list(APPEND failures "${relative}: OpenMP outside simd/parallel.hpp (use its parallel_ranges / parallel_reduce / parallel_max / parallel_dynamic): ${shown}")
   endforeach()
 endforeach()
 
@@ -112,4 +140,4 @@ if(failures)
   message(FATAL_ERROR "layering check: ${count} problem(s) (layers and ISA rules: docs/architecture.md)")
 endif()
 list(LENGTH headers header_count)
-message("layering check: ${header_count} headers, no upward include, ISA macros only where allowed")
+message("layering check: ${header_count} headers, no upward include, ISA macros and OpenMP only where allowed")

@@ -22,6 +22,7 @@
 #include "cli_support.hpp"
 #include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/metrics/error_metrics.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::cli {
 
@@ -82,13 +83,14 @@ inline void deterministic_product(const float* a, index_t m, index_t k, const fl
   Eigen::setNbThreads(1);
   constexpr index_t block_rows = 64;
   const index_t blocks = (m + block_rows - 1) / block_rows;
-#pragma omp parallel for schedule(dynamic)
-  for (index_t block = 0; block < blocks; ++block) {
-    const index_t r0 = block * block_rows, rows = std::min(block_rows, m - r0);
-    Eigen::Map<row_matrix> d_block(d + r0 * n, rows, n);
-    if (b_kn) d_block.noalias() = a_map.middleRows(r0, rows) * Eigen::Map<const row_matrix>(b, k, n);
-    else d_block.noalias() = a_map.middleRows(r0, rows) * Eigen::Map<const row_matrix>(b, n, k).transpose();
-  }
+  simd::parallel_dynamic(
+      blocks, true, [] { return 0; },
+      [&](index_t block, int&) {
+        const index_t r0 = block * block_rows, rows = std::min(block_rows, m - r0);
+        Eigen::Map<row_matrix> d_block(d + r0 * n, rows, n);
+        if (b_kn) d_block.noalias() = a_map.middleRows(r0, rows) * Eigen::Map<const row_matrix>(b, k, n);
+        else d_block.noalias() = a_map.middleRows(r0, rows) * Eigen::Map<const row_matrix>(b, n, k).transpose();
+      });
   Eigen::setNbThreads(eigen_threads);
 }
 
