@@ -24,6 +24,7 @@
 #include "nvfp4/formats/e8m0.hpp"
 #include "nvfp4/formats/packed_fp4.hpp"
 #include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
 
@@ -328,16 +329,15 @@ template <int BlockCols, class T, class Fn>
 void for_each_row_block(matrix_view<const T> x, Fn&& per_block) {
   const index_t rows = x.rows(), cols = x.cols();
   const index_t blocks = (cols + BlockCols - 1) / BlockCols;
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (rows * cols >= (index_t{1} << 16))
-#endif
-  for (index_t r = 0; r < rows; ++r)
-    for (index_t b = 0; b < blocks; ++b) {
-      const index_t c0 = b * BlockCols, c1 = std::min<index_t>(c0 + BlockCols, cols);
-      float block_amax = 0.0f;
-      for (index_t c = c0; c < c1; ++c) block_amax = std::fmax(block_amax, std::fabs(widen(x(r, c))));
-      per_block(r, b, c0, c1, block_amax);
-    }
+  simd::parallel_ranges(rows, simd::worth_parallel(rows * cols), [&](index_t first_row, index_t last_row) {
+    for (index_t r = first_row; r < last_row; ++r)
+      for (index_t b = 0; b < blocks; ++b) {
+        const index_t c0 = b * BlockCols, c1 = std::min<index_t>(c0 + BlockCols, cols);
+        float block_amax = 0.0f;
+        for (index_t c = c0; c < c1; ++c) block_amax = std::fmax(block_amax, std::fabs(widen(x(r, c))));
+        per_block(r, b, c0, c1, block_amax);
+      }
+  });
 }
 
 inline void require_block_multiple(index_t cols, index_t multiple, quantizer_flavor f) {
