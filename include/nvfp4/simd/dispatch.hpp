@@ -37,8 +37,9 @@ inline constexpr isa gemm_isa =
 inline constexpr bool gemm_amx_compiled = NVFP4_HAS_AVX512_VNNI && NVFP4_AMX_COMPILED;
 
 /// The FP4 GEMM kernels one call runs: the run-time choice. AMX-BF16 where compiled in and
-/// usable (CPUID AMX-TILE/AMX-BF16, XCR0, Linux's XTILEDATA permission, not turned off by
-/// NVFP4_AMX=0: simd/amx/tiles.hpp), else the compile-time gemm_isa. gemm/fast_gemm.hpp still
+/// usable (CPUID AMX-TILE/AMX-BF16, XCR0, Linux's XTILEDATA permission) and turned on (off by
+/// default; NVFP4_AMX=1 or amx::set_allowed(true): simd/amx/tiles.hpp), else the compile-time
+/// gemm_isa. gemm/fast_gemm.hpp still
 /// leaves operands the AMX kernels do not take (amx::eligible) to gemm_isa's set.
 inline isa gemm_isa_for_call() { return gemm_amx_compiled && amx::usable() ? isa::amx_bf16 : gemm_isa; }
 
