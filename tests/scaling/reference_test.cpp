@@ -59,6 +59,21 @@ TEST(Nvfp4Reference, TensorScaleRule) {
   EXPECT_EQ(s.decode, 1.0f / 896.0f);
 }
 
+TEST(Nvfp4Reference, TensorScaleRuleOnRunTimeValues) {
+  // The same rule on values the compiler cannot see: GCC 13.3 at -O1+ once turned every
+  // overflowing quotient (amax < 2688 / FLT_MAX) into encode = 1 (see nvfp4_tensor_scale).
+  volatile float tiny_amaxes[] = {0x1.08p-123f, 1e-38f, 1e-45f, 7.8e-36f};
+  for (const float amax : tiny_amaxes) {
+    const tensor_scale s = nvfp4_tensor_scale(amax);
+    EXPECT_EQ(s.encode, FLT_MAX) << amax;
+    EXPECT_EQ(s.decode, 1.0f / FLT_MAX) << amax;
+  }
+  volatile float zero = 0.0f, exact = 2688.0f;
+  EXPECT_EQ(nvfp4_tensor_scale(zero).encode, 1.0f);
+  EXPECT_EQ(nvfp4_tensor_scale(zero).decode, 1.0f);
+  EXPECT_EQ(nvfp4_tensor_scale(exact).encode, 1.0f);
+}
+
 TEST(MxReference, OcpAndTransformerEngineScaleRules) {
   // amax 5: OCP 2^(floor(log2 5) - 2) = 1; TE 2^ceil(log2(5/6)) = 1.
   EXPECT_EQ(mx_block_scale<e2m1>(5.0f, mx_scale_rule::ocp_floor).to_float(), 1.0f);

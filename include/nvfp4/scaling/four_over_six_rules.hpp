@@ -39,9 +39,10 @@ inline void check_four_over_six(const four_over_six_options& options) {
 /// TE's compute_global_encode_scaling_factor_FP4<E4M3_MAX>: (E4M3_MAX * 6) / amax clamped to
 /// FLT_MAX, 1 when amax or the result is 0 (docs/numerics_spec.md §2 step 2 with the bound E4M3_MAX).
 inline tensor_scale four_over_six_tensor_scale(float amax, int e4m3_max) {
+  if (amax == 0.0f) return {1.0f, 1.0f};  // zero test first, as in nvfp4_tensor_scale (GCC 13.3)
   float encode = static_cast<float>(e4m3_max) * 6.0f / amax;
-  encode = std::min(encode, FLT_MAX);
-  if (amax == 0.0f || encode == 0.0f) encode = 1.0f;
+  if (!(encode <= FLT_MAX)) encode = FLT_MAX;
+  if (encode == 0.0f) encode = 1.0f;
   return {encode, 1.0f / encode};
 }
 

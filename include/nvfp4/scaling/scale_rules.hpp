@@ -21,9 +21,15 @@ struct tensor_scale {
 
 /// §2 step 2: S_enc = fp32(2688 / amax) clamped to FLT_MAX; 1 when amax is 0 or S_enc is 0.
 constexpr tensor_scale nvfp4_tensor_scale(float amax) {
+  // The zero test comes first and the clamp is written !(encode <= FLT_MAX) on purpose: GCC 13.3
+  // (Ubuntu 24.04, -O1 and above, its jump threading) compiled the earlier form "divide, clamp
+  // when > FLT_MAX, then 1 when amax or encode is 0" into encode = 1 for every amax whose quotient
+  // overflows (amax < 2688 / FLT_MAX), as if such an amax were 0. Found on the device machine by
+  // the golden row-scaled case 'tiny'; tests/scaling/reference_test.cpp keeps the value at run time.
+  if (amax == 0.0f) return {1.0f, 1.0f};
   float encode = 2688.0f / amax;
-  if (encode > FLT_MAX) encode = FLT_MAX;
-  if (amax == 0.0f || encode == 0.0f) encode = 1.0f;
+  if (!(encode <= FLT_MAX)) encode = FLT_MAX;
+  if (encode == 0.0f) encode = 1.0f;
   return {encode, 1.0f / encode};
 }
 
