@@ -87,27 +87,6 @@ inline constexpr std::uint32_t canonical_nan_bits = 0x7FFFFFFFu;
 /// v * 2^shift truncated toward zero (sign-magnitude); the FP4 model's (§6 step 5).
 using mma::shift_toward_zero;
 
-/// S * 2^lsb_exponent converted to fp32 toward zero, keeping `fraction_bits` bits below the
-/// leading one (23 on Blackwell, 13 on Hopper); below 2^-126 the quantum stays 2^(-126 -
-/// fraction_bits) (gradual underflow at the same granularity); |S| >= 2^128 gives ±Inf; an exact
-/// zero gives +0 (§9 step 6).
-inline float round_toward_zero(std::int64_t sum, int lsb_exponent, int fraction_bits) {
-  if (sum == 0) return 0.0f;
-  const bool negative = sum < 0;
-  const std::uint64_t magnitude = negative ? 0 - static_cast<std::uint64_t>(sum) : static_cast<std::uint64_t>(sum);
-  const int exponent = 63 - std::countl_zero(magnitude) + lsb_exponent;  // floor(log2 |S|)
-  float result;
-  if (exponent >= 128) {
-    result = std::numeric_limits<float>::infinity();
-  } else {
-    const int result_lsb = (exponent >= -126 ? exponent : -126) - fraction_bits;
-    const int drop = result_lsb - lsb_exponent;
-    const std::uint64_t kept = drop <= 0 ? magnitude << -drop : (drop >= 64 ? 0 : magnitude >> drop);
-    result = static_cast<float>(std::ldexp(static_cast<double>(kept), result_lsb));  // exact
-  }
-  return negative ? -result : result;
-}
-
 /// One step, D = c + Σ_k a_k b_k (times 2^sa 2^sb for kind::mxf8f6f4), exactly as the tensor core
 /// computes it (§9 steps 3-6). a and b hold `step_k` FP8 codes of formats fa and fb; scale_a and
 /// scale_b are the E8M0 block scales of the step (pass e8m0 code 127, i.e. 1.0, for the
@@ -153,7 +132,7 @@ inline float step(const std::uint8_t* a, fp8_format fa, const std::uint8_t* b, f
   std::int64_t sum = shift_toward_zero(c_m, c_lsb - unit);
   for (int k = 0; k < step_k; ++k) sum += shift_toward_zero(term_m[k], term_lsb[k] - unit);
   // Step 6.
-  return round_toward_zero(sum, unit, result_fraction_bits(core));
+  return mma::round_toward_zero(sum, unit, result_fraction_bits(core));
 }
 
 /// 2^(sa + sb) as a float (Inf / 0 beyond the float range, NaN for a NaN scale).

@@ -97,9 +97,11 @@ constexpr std::int64_t shift_toward_zero(std::int64_t v, int shift) {
   return v < 0 ? -((-v) >> -shift) : (v >> -shift);
 }
 
-/// S * 2^lsb_exponent rounded toward zero to fp32, with gradual underflow; |result| >= 2^128
-/// gives ±Inf; zero gives +0 (§6 step 6).
-inline float round_toward_zero(std::int64_t sum, int lsb_exponent) {
+/// S * 2^lsb_exponent converted to fp32 toward zero, keeping `fraction_bits` bits below the
+/// leading one (23, a full fp32, for the FP4 step of §6 step 6; 13 for Hopper's FP8 step, §9
+/// step 6); below 2^-126 the quantum stays 2^(-126 - fraction_bits) (gradual underflow at the
+/// same granularity); |S| >= 2^128 gives ±Inf; an exact zero gives +0.
+inline float round_toward_zero(std::int64_t sum, int lsb_exponent, int fraction_bits = 23) {
   if (sum == 0) return 0.0f;
   const bool negative = sum < 0;
   const std::uint64_t magnitude = negative ? 0 - static_cast<std::uint64_t>(sum) : static_cast<std::uint64_t>(sum);
@@ -108,7 +110,7 @@ inline float round_toward_zero(std::int64_t sum, int lsb_exponent) {
   if (exponent >= 128) {
     result = std::numeric_limits<float>::infinity();
   } else {
-    const int result_lsb = exponent >= -126 ? exponent - 23 : -149;  // fp32's quantum there
+    const int result_lsb = (exponent >= -126 ? exponent : -126) - fraction_bits;  // the quantum there
     const int drop = result_lsb - lsb_exponent;
     const std::uint64_t kept = drop <= 0 ? magnitude << -drop : (drop >= 64 ? 0 : magnitude >> drop);
     result = static_cast<float>(std::ldexp(static_cast<double>(kept), result_lsb));  // exact
