@@ -3,6 +3,7 @@
 // line saying which kernels the program was built with.
 #pragma once
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -36,11 +37,14 @@ class flags {
       }
       if (arg.rfind("--", 0) != 0) fail(usage, "unexpected argument '" + arg + "'");
       const auto eq = arg.find('=');
+      const std::string key = eq != std::string::npos ? arg.substr(2, eq - 2) : arg.substr(2);
+      // A misspelt flag must not run the defaults silently: every flag is named in the usage text.
+      if (!usage_names(usage, key)) fail(usage, "unknown flag --" + key);
       if (eq != std::string::npos) {
-        values_[arg.substr(2, eq - 2)] = arg.substr(eq + 1);
+        values_[key] = arg.substr(eq + 1);
       } else {
         if (i + 1 >= argc) fail(usage, "flag " + arg + " needs a value");
-        values_[arg.substr(2)] = argv[++i];
+        values_[key] = argv[++i];
       }
     }
   }
@@ -61,6 +65,16 @@ class flags {
   }
 
  private:
+  /// Whether `usage` names --key (followed by anything but another letter, digit or dash).
+  static bool usage_names(const std::string& usage, const std::string& key) {
+    if (key.empty()) return false;
+    const std::string flag = "--" + key;
+    for (auto at = usage.find(flag); at != std::string::npos; at = usage.find(flag, at + 1)) {
+      const std::size_t after = at + flag.size();
+      if (after == usage.size() || !(std::isalnum(static_cast<unsigned char>(usage[after])) || usage[after] == '-')) return true;
+    }
+    return false;
+  }
   [[noreturn]] static void fail(const char* usage, const std::string& why) {
     std::fprintf(stderr, "%s\n%s", why.c_str(), usage);
     std::exit(2);
