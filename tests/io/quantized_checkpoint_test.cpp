@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -340,6 +341,39 @@ TEST(CheckpointMalformed, InvalidScalesAreRefusedUnlessAskedForAndNamed) {
   EXPECT_NE(error_of(mx, "e").second.find("block scale (0, 0) of e.weight_scale is byte 255 (NaN)"), std::string::npos)
       << error_of(mx, "e").second;
   EXPECT_TRUE(std::isnan(dequantize_tensor(mx, "e", forensic).values[0]));
+}
+
+template <class Format>
+void expect_te_ceil_edge(float at_edge, float below_edge, std::uint8_t scale_byte, std::uint8_t top_code, std::uint8_t below_code) {
+  // A block of 32 equal values: TE's ceil rule gives scale 2^(scale_byte - 127); the element
+  // rounds up to the next code at `at_edge` (a tie, to even) and its decoded value is 2^128.
+  for (const float x : {at_edge, below_edge}) {
+    const std::vector<float> v(32, x);
+    const auto q = quantize<Format>(matrix_view<const float>::row_major(v.data(), 1, 32), {.mx_rule = mx_scale_rule::te_ceil});
+    EXPECT_EQ(q.scales()[0].bits(), scale_byte) << x;
+    const std::uint8_t code = x == at_edge ? top_code : below_code;
+    if constexpr (Format::is_fp4) EXPECT_EQ(q.data()[0].bits(), static_cast<std::uint8_t>(code | (code << 4))) << x;
+    else EXPECT_EQ(q.data()[0].bits(), code) << x;
+    safetensors_file file;
+    add_quantized_tensor(file, "w", q);
+    if (x == at_edge) {
+      EXPECT_EQ(dequantize(q)[0], std::numeric_limits<float>::infinity());
+      const auto [error_code, what] = error_of(file, "w");
+      EXPECT_EQ(error_code, errc::overflow);
+      EXPECT_NE(what.find("tensor 'w': dequantized element (0, 0) overflows float"), std::string::npos) << what;
+    } else {
+      EXPECT_TRUE(std::isfinite(dequantize_tensor(file, "w").values[0]));
+    }
+  }
+}
+
+TEST(CheckpointMalformed, TeCeilBlocksAtFloatsTopStoreTesCodesButRefuseToDecodeToFloat) {
+  // MXFP4: amax 1.75 * 2^127 / 6 -> scale 2^126 (byte 253); 3.5 ties to 4 (E2M1 0x6); just below
+  // it rounds to 3 (0x5).
+  expect_te_ceil_edge<mxfp4>(0x1.cp+127f, 0x1.bffffep+127f, 253, 0x6, 0x5);
+  // MXFP8: amax 1.9375 * 2^127 / 448 -> scale 2^120 (byte 247); 248 ties to 256 (E4M3 0x78); just
+  // below it rounds to 240 (0x77).
+  expect_te_ceil_edge<mxfp8>(0x1.fp+127f, 0x1.effffep+127f, 247, 0x78, 0x77);
 }
 
 TEST(CheckpointMalformed, ValuesTooLargeForFloatOrForTheInverseRhtAreOverflowErrors) {

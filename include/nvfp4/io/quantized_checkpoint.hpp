@@ -447,7 +447,7 @@ inline restored_tensor dequantize_tensor(const safetensors_file& file, const std
       if (!std::isfinite(out.values[i]))
         throw error(errc::overflow, "tensor '" + name + "': dequantized element (" + std::to_string(static_cast<index_t>(i) / info.cols) +
                                         ", " + std::to_string(static_cast<index_t>(i) % info.cols) +
-                                        ") overflows float (its block scale times weight_scale_2 is too large)");
+                                        ") overflows float (element times its scales is beyond float's range)");
   }
   if (info.rht) {
     const auto transform = hadamard_transform::te_default();
