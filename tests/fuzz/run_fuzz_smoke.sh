@@ -6,10 +6,13 @@
 # corpus in tests/fuzz/corpus/ (the cli seeds hold the hand-made pathological files of issue 10;
 # tests/fuzz/make_pathological_corpus.py writes them). Every seed is run first, so each file of
 # the corpus is checked even when SECONDS is small. Exits non-zero on the first crash, leak,
-# UB report, uncaught exception or time-out (a run over 10 s).
-# usage: tests/fuzz/run_fuzz_smoke.sh [SECONDS] [BUILD_DIR]
+# UB report, uncaught exception or time-out (a run over 10 s). The mutations follow FUZZ_SEED
+# (default 1), so a CI run repeats the same inputs and a red one can be replayed; FUZZ_SEED=0 asks
+# libFuzzer for a fresh seed each run (what a long hunt wants).
+# usage: [FUZZ_SEED=N] tests/fuzz/run_fuzz_smoke.sh [SECONDS] [BUILD_DIR]
 set -euo pipefail
 seconds="${1:-20}"
+seed="${FUZZ_SEED:-1}"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${2:-$root/build/fuzz}"
@@ -29,7 +32,7 @@ for harness in "${harnesses[@]}"; do
   mkdir -p "$scratch"
   cp "$here/corpus/$harness/"* "$scratch/"
   echo "== running ${harness}_fuzzer for ${seconds} s"
-  (cd "$build" && "./${harness}_fuzzer" -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+  (cd "$build" && "./${harness}_fuzzer" -max_total_time="$seconds" -seed="$seed" -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -timeout=10 -print_final_stats=1 "$scratch") 2>&1 | tail -n 12
 done
 echo "== fuzz smoke passed"

@@ -306,6 +306,23 @@ TEST(CheckpointEmpty, HugeRowsOfNoColumnsDequantizeAtOnce) {
   }
 }
 
+TYPED_TEST(CheckpointRoundTrip, EmptyTensorsInThe128x4LayoutReadBack) {
+  // An empty scale matrix pads to nothing: the writer stores it in its own shape and the reader
+  // expects exactly that (the fuzzer found a writer that padded 2^40 - 2 empty rows to 2^40).
+  using Format = TypeParam;
+  const float unused = 0.0f;
+  for (const auto& [rows, cols] : {std::pair<index_t, index_t>{0, 64}, {300, 0}, {max_element_count - 2, 0}}) {
+    const auto q = quantize<Format>(matrix_view<const float>::row_major(&unused, rows, cols));
+    safetensors_file file;
+    add_quantized_tensor(file, "w", q, {.swizzle = true});
+    EXPECT_EQ(file.at("w.weight_scale").shape, (std::vector<std::int64_t>{rows, q.scale_cols()}));
+    const auto image = serialize_safetensors(file);
+    const auto restored = dequantize_tensor(parse_safetensors(image.data(), image.size()), "w");
+    EXPECT_EQ(restored.shape, (std::vector<std::int64_t>{rows, cols}));
+    EXPECT_TRUE(restored.values.empty());
+  }
+}
+
 TEST(CheckpointMalformed, InvalidScalesAreRefusedUnlessAskedForAndNamed) {
   const load_options forensic{.accept_invalid_scales = true};
   for (const bool with_metadata : {true, false}) {

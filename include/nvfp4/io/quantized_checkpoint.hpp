@@ -76,6 +76,14 @@ namespace detail_checkpoint {
 
 inline std::string metadata_key(const std::string& name) { return "nvfp4." + name; }
 
+/// The stored shape of a [rows, scale_cols] scale matrix: itself (compact), or padded to 128x4
+/// tiles. A matrix with a zero dimension holds no bytes and pads to nothing: it keeps its own
+/// shape in either layout (so a file of 2^40 empty rows does not claim 2^40 padded ones).
+inline std::vector<std::int64_t> stored_scale_shape(index_t rows, index_t scale_cols, bool swizzled) {
+  if (!swizzled || rows == 0 || scale_cols == 0) return {rows, scale_cols};
+  return {swizzled_scales::padded(rows, 128), swizzled_scales::padded(scale_cols, 4)};
+}
+
 inline std::vector<std::uint8_t> float_bytes(float v) {
   std::vector<std::uint8_t> b(4);
   std::memcpy(b.data(), &v, 4);
@@ -123,7 +131,7 @@ void add_quantized_tensor(safetensors_file& file, const std::string& name, const
   scale.dtype = Format::has_tensor_scale ? safetensors_dtype::f8_e4m3 : safetensors_dtype::u8;
   if (options.swizzle) {
     swizzled_scales swizzled = swizzle_128x4(q);
-    scale.shape = {swizzled.padded_rows(), swizzled.padded_cols()};
+    scale.shape = detail_checkpoint::stored_scale_shape(q.rows(), q.scale_cols(), /*swizzled=*/true);
     scale.bytes.assign(swizzled.bytes().begin(), swizzled.bytes().end());
   } else {
     scale.shape = {q.rows(), q.scale_cols()};
@@ -353,12 +361,10 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
   if (!scale_dtype_ok)
     fail(errc::dtype_mismatch, name, name + ".weight_scale has dtype " + std::string(safetensors_dtype_name(scale->dtype)) +
                                          (is_nvfp4 ? ", expected F8_E4M3" : ", expected U8 (E8M0 bytes)"));
-  const bool empty = info.rows == 0 || scale_cols == 0;  // a zero dimension pads to zero
-  const index_t scale_rows_expected = info.swizzled && !empty ? swizzled_scales::padded(info.rows, 128) : info.rows;
-  const index_t scale_cols_expected = info.swizzled && !empty ? swizzled_scales::padded(scale_cols, 4) : scale_cols;
-  if (scale->shape[0] != scale_rows_expected || scale->shape[1] != scale_cols_expected)
-    fail(errc::shape_mismatch, name, name + ".weight_scale is " + detail::shape_text(scale->shape) + ", expected [" +
-                                         std::to_string(scale_rows_expected) + ", " + std::to_string(scale_cols_expected) + "]");
+  const auto scale_shape_expected = detail_checkpoint::stored_scale_shape(info.rows, scale_cols, info.swizzled);
+  if (scale->shape != scale_shape_expected)
+    fail(errc::shape_mismatch, name, name + ".weight_scale is " + detail::shape_text(scale->shape) + ", expected " +
+                                         detail::shape_text(scale_shape_expected));
   if (is_nvfp4) {
     if (!scale_2) fail(errc::malformed_file, name, name + ".weight_scale_2 is missing");
     if (scale_2->dtype != safetensors_dtype::f32 || scale_2->bytes.size() != 4)
