@@ -171,7 +171,7 @@ inline io::quantized_weight quantize_weight(const std::string& name, const sourc
     if (m.is_bf16) return run(matrix_view<const bf16>::row_major(m.b16.data(), m.rows, m.cols));
     return run(matrix_view<const float>::row_major(m.f32.data(), m.rows, m.cols));
   } catch (const error& e) {
-    throw error(e.code(), "weight '" + name + "': " + std::string(e.what()).substr(7));
+    throw nvfp4::detail::with_context(e, "weight '" + name + "'");
   }
 }
 
@@ -212,7 +212,8 @@ inline int run_convert(int argc, char** argv) {
   std::optional<io::checkpoint_format> from;
   if (args.has("--from")) from = detail::format_option(args, "--from", "");
   const std::string input = args.positional()[0], output = args.positional()[1];
-  io::checkpoint c = io::read_checkpoint(input, from);
+  const io::checkpoint_format source_format = from ? *from : io::detect_checkpoint_format(input);
+  io::checkpoint c = io::read_checkpoint(input, source_format);
   detail::print_warnings(c.warnings, args.flag("--strict"));
   io::checkpoint_write_options options;
   options.max_shard_bytes = args.unsigned_value("--max-shard-size", options.max_shard_bytes);
@@ -221,7 +222,7 @@ inline int run_convert(int argc, char** argv) {
   io::write_checkpoint(output, to, c, options);
   if (!args.flag("--quiet"))
     std::printf("%s (%s) -> %s (%s): %zu quantized weights, %zu other tensors\n", input.c_str(),
-                io::checkpoint_format_name(from ? *from : io::detect_checkpoint_format(input)), output.c_str(),
+                io::checkpoint_format_name(source_format), output.c_str(),
                 io::checkpoint_format_name(to), c.weights.size(), c.tensors.size());
   return exit_ok;
 }
@@ -281,11 +282,11 @@ inline int run_pack(int argc, char** argv) {
       const io::safetensors_file source = io::read_safetensors_checkpoint(in);
       for (const auto& [k, v] : source.metadata) c.metadata.emplace(k, v);
       for (const auto& t : source.tensors) {
-        const std::string suffix = ".weight";
-        const bool is_weight = t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        const auto stem = io::name_before_suffix(t.name, ".weight");
+        const bool is_weight = stem.has_value();
         const bool floating = t.dtype == io::safetensors_dtype::f32 || t.dtype == io::safetensors_dtype::bf16 ||
                               t.dtype == io::safetensors_dtype::f16 || t.dtype == io::safetensors_dtype::f64;
-        const std::string module = is_weight ? t.name.substr(0, t.name.size() - suffix.size()) : t.name;
+        const std::string module = stem.value_or(t.name);
         if (is_weight && floating && t.shape.size() == 2 && !detail::ignored(module, ignore_args)) {
           if (!modules.insert(module).second) throw usage_error("module '" + module + "' is given twice");
           progress.set_stage(module);

@@ -31,12 +31,6 @@ bf16_input load_input(const nlohmann::json& c) {
   return in;
 }
 
-std::vector<std::uint8_t> bytes_of(const auto& span) {
-  std::vector<std::uint8_t> out;
-  for (auto u : span) out.push_back(u.bits());
-  return out;
-}
-
 /// ModelOpt, torchao, compressed-tensors: packed data, scale bytes and the stored tensor scale.
 bool check_python_peer(const nlohmann::json& c, quantizer_flavor flavor) {
   const auto in = load_input(c);
@@ -44,8 +38,8 @@ bool check_python_peer(const nlohmann::json& c, quantizer_flavor flavor) {
   const auto expected_data = golden::load_as<std::uint8_t>(c, "data");
   const auto expected_scales = golden::load_as<std::uint8_t>(c, "scale_e4m3");
   const float expected_scale = golden::load_as<float>(c, "tensor_scale").at(0);
-  const long data_diff = golden::first_difference(bytes_of(q.data()), expected_data);
-  const long scale_diff = golden::first_difference(bytes_of(q.scales()), expected_scales);
+  const long data_diff = golden::first_difference(golden::data_bytes(q), expected_data);
+  const long scale_diff = golden::first_difference(golden::scale_bytes(q), expected_scales);
   const float stored = flavor == quantizer_flavor::compressed_tensors ? q.encode_scale() : q.decode_scale();
   EXPECT_EQ(data_diff, -1) << "first differing data byte";
   EXPECT_EQ(scale_diff, -1) << "first differing scale byte";
@@ -61,7 +55,7 @@ bool check_ggml(const nlohmann::json& c) {
   bool ok = true;
   const auto q = quantize_nvfp4_flavor(in.view(), quantizer_flavor::ggml);
   const auto expected = golden::load_as<std::uint8_t>(c, "nvfp4_blocks");
-  const auto ours = io::encode_gguf_nvfp4(in.rows, in.cols, bytes_of(q.data()), bytes_of(q.scales()));
+  const auto ours = io::encode_gguf_nvfp4(in.rows, in.cols, golden::data_bytes(q), golden::scale_bytes(q));
   const long diff = golden::first_difference(ours, expected);
   EXPECT_EQ(diff, -1) << "first differing NVFP4 block byte";
   ok = ok && diff == -1;
@@ -81,7 +75,7 @@ bool check_ggml(const nlohmann::json& c) {
   if (c.contains("mxfp4_blocks")) {
     const auto mq = quantize_mxfp4_flavor(in.view(), quantizer_flavor::ggml);
     const auto expected_mx = golden::load_as<std::uint8_t>(c, "mxfp4_blocks");
-    const auto ours_mx = io::encode_gguf_mxfp4(in.rows, in.cols, bytes_of(mq.data()), bytes_of(mq.scales()));
+    const auto ours_mx = io::encode_gguf_mxfp4(in.rows, in.cols, golden::data_bytes(mq), golden::scale_bytes(mq));
     const long mx_diff = golden::first_difference(ours_mx, expected_mx);
     EXPECT_EQ(mx_diff, -1) << "first differing MXFP4 block byte";
     ok = ok && mx_diff == -1;
@@ -116,7 +110,7 @@ TEST(GoldenFlavor, Fp32AndBf16InputsAgreeWhereThePeerUpcasts) {
     if (mode == "compressed_tensors") continue;
     const auto in = load_input(c);
     const auto flavor = *parse_quantizer_flavor(mode);
-    EXPECT_EQ(bytes_of(quantize_nvfp4_flavor(in.view(), flavor).data()), bytes_of(quantize_nvfp4_flavor(in.view_f32(), flavor).data()))
+    EXPECT_EQ(golden::data_bytes(quantize_nvfp4_flavor(in.view(), flavor)), golden::data_bytes(quantize_nvfp4_flavor(in.view_f32(), flavor)))
         << golden::describe(c);
   }
 }

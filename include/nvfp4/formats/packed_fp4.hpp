@@ -25,6 +25,9 @@ class e2m1x2 {
   constexpr e2m1 high() const { return e2m1::from_bits(bits_ >> 4); }
   /// Element `which` (0 = low, 1 = high).
   constexpr e2m1 operator[](int which) const { return which ? high() : low(); }
+  /// This pair with element `which` (0 = low, 1 = high) replaced by e: how a writer fills a packed
+  /// row one element at a time (element c goes to byte c / 2 as .with(c & 1, e)).
+  constexpr e2m1x2 with(int which, e2m1 e) const { return which ? e2m1x2(low(), e) : e2m1x2(e, high()); }
   friend constexpr bool operator==(e2m1x2 a, e2m1x2 b) { return a.bits_ == b.bits_; }
 
  private:

@@ -73,20 +73,6 @@ constexpr int e2m1_doubled(std::uint8_t code) {
   return (code & 8) ? -magnitude[code & 7] : magnitude[code & 7];
 }
 
-/// e2m1_doubled of both nibbles of a packed byte, as the two bytes (low element first) of a
-/// 16-bit word: 256 entries, so a row unpacks one byte per lookup.
-struct doubled_pair_table {
-  std::uint16_t pairs[256];
-  constexpr doubled_pair_table() : pairs{} {
-    for (int byte = 0; byte < 256; ++byte) {
-      const auto low = static_cast<std::uint8_t>(e2m1_doubled(static_cast<std::uint8_t>(byte & 0xF)));
-      const auto high = static_cast<std::uint8_t>(e2m1_doubled(static_cast<std::uint8_t>(byte >> 4)));
-      pairs[byte] = static_cast<std::uint16_t>(low | (high << 8));
-    }
-  }
-};
-inline constexpr doubled_pair_table doubled_pairs{};
-
 /// v * 2^shift, truncated toward zero (sign-magnitude), for |v| < 2^52.
 /// A zero (e.g. c = 0, whose lsb exponent is arbitrary) stays zero whatever the shift; a non-zero
 /// term is never shifted left by more than 27 bits.

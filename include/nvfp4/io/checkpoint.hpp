@@ -15,10 +15,12 @@
 #include <map>
 #include <set>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "nvfp4/error.hpp"
+#include "nvfp4/formats/packed_fp4.hpp"
 #include "nvfp4/io/safetensors.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 
@@ -113,6 +115,18 @@ struct checkpoint {
 inline constexpr const char* checkpoint_annotation_key = "nvfp4_checkpoint";
 
 namespace detail_checkpoint_model {
+
+/// The 4-bit code of element (r, c) of a packed FP4 matrix stored as raw bytes, rows of
+/// (cols + 1) / 2 bytes, element 2i in the low nibble (the layout quantized_weight::data holds).
+inline std::uint8_t packed_code(std::span<const std::uint8_t> data, index_t cols, index_t r, index_t c) {
+  return e2m1x2::from_bits(data[static_cast<std::size_t>(r * ((cols + 1) / 2) + c / 2)])[static_cast<int>(c & 1)].bits();
+}
+
+/// Sets element (r, c) of such a matrix to `code` (0-15), leaving its neighbour in the byte alone.
+inline void set_packed_code(std::span<std::uint8_t> data, index_t cols, index_t r, index_t c, std::uint8_t code) {
+  auto& byte = data[static_cast<std::size_t>(r * ((cols + 1) / 2) + c / 2)];
+  byte = e2m1x2::from_bits(byte).with(static_cast<int>(c & 1), e2m1::from_bits(code)).bits();
+}
 
 inline std::string hex_bits(float v) {
   char text[16];

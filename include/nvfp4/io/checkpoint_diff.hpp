@@ -111,11 +111,6 @@ inline double scale_value(const quantized_weight& w, std::uint8_t byte) {
   return e8m0::from_bits(byte).to_float();
 }
 
-inline std::uint8_t code_at(const quantized_weight& w, index_t r, index_t c) {
-  const std::uint8_t byte = w.data[static_cast<std::size_t>(r * w.data_cols() + c / 2)];
-  return static_cast<std::uint8_t>((c & 1) ? byte >> 4 : byte & 0xF);
-}
-
 inline int magnitude_step(std::uint8_t code) { return code & 0x7; }
 
 }  // namespace detail_diff
@@ -159,7 +154,7 @@ inline tensor_difference diff_weights(const quantized_weight& a, const quantized
       bool all_zero = true, any_code = false;
       std::map<diff_reason, int> element_reasons;
       for (index_t c = blk * bs; c < std::min<index_t>((blk + 1) * bs, a.cols); ++c) {
-        const std::uint8_t ca = code_at(a, r, c), cb = code_at(b, r, c);
+        const std::uint8_t ca = detail_checkpoint_model::packed_code(a.data, a.cols, r, c), cb = detail_checkpoint_model::packed_code(b.data, b.cols, r, c);
         const double va = e2m1::from_bits(ca).to_float() * sa, vb = e2m1::from_bits(cb).to_float() * sb;
         const double diff = std::fabs(va - vb);
         sum_abs += std::isfinite(diff) ? diff : 0.0;

@@ -48,7 +48,7 @@ inline checkpoint_format detect_checkpoint_format(const std::filesystem::path& p
   const safetensors_file file = read_safetensors_checkpoint(path);
   if (file.metadata.contains("tensor_names")) return checkpoint_format::torchao;
   for (const auto& t : file.tensors)
-    if (t.name.size() > 14 && t.name.compare(t.name.size() - 14, 14, ".weight_packed") == 0) return checkpoint_format::compressed_tensors;
+    if (name_before_suffix(t.name, ".weight_packed")) return checkpoint_format::compressed_tensors;
   return checkpoint_format::modelopt;
 }
 

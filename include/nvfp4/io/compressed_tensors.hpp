@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "nvfp4/io/checkpoint.hpp"
 #include "nvfp4/io/modelopt.hpp"
@@ -22,10 +23,6 @@ namespace nvfp4::io {
 inline constexpr const char* compressed_tensors_nvfp4_format = "nvfp4-pack-quantized";
 
 namespace detail_compressed_tensors {
-
-inline bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 inline float one_f32(const safetensors_tensor& t, const std::string& where) {
   if (t.dtype != safetensors_dtype::f32 || t.bytes.size() != 4)
@@ -64,8 +61,9 @@ inline checkpoint compressed_tensors_from_safetensors(const safetensors_file& fi
   checkpoint c;
   std::set<std::string> consumed;
   for (const auto& t : file.tensors) {
-    if (!ends_with(t.name, ".weight_packed")) continue;
-    const std::string name = t.name.substr(0, t.name.size() - std::string(".weight_packed").size());
+    const auto module = name_before_suffix(t.name, ".weight_packed");
+    if (!module) continue;
+    const std::string& name = *module;
     const auto* scale = file.find(name + ".weight_scale");
     const auto* global = file.find(name + ".weight_global_scale");
     if (!scale || !global)
@@ -194,13 +192,11 @@ inline safetensors_file compressed_tensors_to_safetensors(const checkpoint& c, b
       throw error(errc::invalid_argument, "compressed-tensors writer: two tensors would be named '" + t.name + "'");
   file.metadata = c.metadata;
   // config.json holds ignore and the model config natively; ModelOpt's producer block does not fit.
-  checkpoint configs_only = c;
-  if (!annotate_model_config) {
-    configs_only.model_config = nullptr;
-    configs_only.ignore.clear();
+  auto annotation = make_annotation(c, /*stored_decode=*/false, /*with_metadata=*/false, /*with_configs=*/true, /*with_order=*/true);
+  if (!annotate_model_config) {  // (erasing keeps the order of the other keys: the same JSON as leaving them out)
+    annotation.erase("model_config");
+    annotation.erase("ignore");
   }
-  const auto annotation = make_annotation(configs_only, /*stored_decode=*/false, /*with_metadata=*/false, /*with_configs=*/true,
-                                          /*with_order=*/true);
   if (!annotation.empty()) file.metadata[checkpoint_annotation_key] = annotation.dump();
   sort_like_safetensors(file.tensors);
   return file;
@@ -212,12 +208,12 @@ inline safetensors_file compressed_tensors_to_safetensors(const checkpoint& c, b
 inline void write_compressed_tensors(const std::filesystem::path& path, const checkpoint& c,
                                      std::uint64_t max_shard_bytes = std::uint64_t{5} << 30) {
   const bool single_file = path.extension() == ".safetensors";
-  const safetensors_file file = compressed_tensors_to_safetensors(c, /*annotate_model_config=*/single_file);
+  safetensors_file file = compressed_tensors_to_safetensors(c, /*annotate_model_config=*/single_file);
   if (single_file) {
     write_safetensors(path, file);
     return;
   }
-  write_safetensors_checkpoint(path, file, max_shard_bytes);
+  write_safetensors_checkpoint(path, std::move(file), max_shard_bytes);  // (taken by value: no copy of the model)
   // Hugging Face's save_pretrained writes config.json with sorted keys, indent 2 and a newline.
   nlohmann::json config = c.model_config.is_null() ? nlohmann::json::object() : nlohmann::json(c.model_config);
   config["quantization_config"] = nlohmann::json(compressed_tensors_quantization_config(c));

@@ -422,12 +422,8 @@ inline std::vector<std::uint8_t> encode_gguf_nvfp4(index_t rows, index_t cols, s
       for (int s = 0; s < 4; ++s) out[o++] = scales[static_cast<std::size_t>(r * (cols / 16) + b * 4 + s)];
       for (int s = 0; s < 4; ++s)
         for (int j = 0; j < 8; ++j) {
-          auto code = [&](index_t c) {
-            const std::uint8_t byte = data[static_cast<std::size_t>(r * (cols / 2) + c / 2)];
-            return static_cast<std::uint8_t>((c & 1) ? byte >> 4 : byte & 0xF);
-          };
           const index_t c0 = b * 64 + s * 16 + j;
-          out[o++] = static_cast<std::uint8_t>(code(c0) | (code(c0 + 8) << 4));
+          out[o++] = static_cast<std::uint8_t>(detail_checkpoint_model::packed_code(data, cols, r, c0) | (detail_checkpoint_model::packed_code(data, cols, r, c0 + 8) << 4));
         }
     }
   return out;
@@ -447,13 +443,9 @@ inline void decode_gguf_nvfp4(index_t rows, index_t cols, std::span<const std::u
       for (int s = 0; s < 4; ++s)
         for (int j = 0; j < 8; ++j) {
           const std::uint8_t byte = blocks[i++];
-          auto put = [&](index_t c, std::uint8_t code) {
-            auto& d = data[static_cast<std::size_t>(r * (cols / 2) + c / 2)];
-            d = static_cast<std::uint8_t>((c & 1) ? (d & 0x0F) | (code << 4) : (d & 0xF0) | code);
-          };
           const index_t c0 = b * 64 + s * 16 + j;
-          put(c0, byte & 0xF);
-          put(c0 + 8, byte >> 4);
+          detail_checkpoint_model::set_packed_code(data, cols, r, c0, byte & 0xF);
+          detail_checkpoint_model::set_packed_code(data, cols, r, c0 + 8, byte >> 4);
         }
     }
 }
@@ -470,11 +462,7 @@ inline std::vector<std::uint8_t> encode_gguf_mxfp4(index_t rows, index_t cols, s
     for (index_t b = 0; b < cols / 32; ++b) {
       out[o++] = scales[static_cast<std::size_t>(r * (cols / 32) + b)];
       for (int j = 0; j < 16; ++j) {
-        auto code = [&](index_t c) {
-          const std::uint8_t byte = data[static_cast<std::size_t>(r * (cols / 2) + c / 2)];
-          return static_cast<std::uint8_t>((c & 1) ? byte >> 4 : byte & 0xF);
-        };
-        out[o++] = static_cast<std::uint8_t>(code(b * 32 + j) | (code(b * 32 + j + 16) << 4));
+        out[o++] = static_cast<std::uint8_t>(detail_checkpoint_model::packed_code(data, cols, r, b * 32 + j) | (detail_checkpoint_model::packed_code(data, cols, r, b * 32 + j + 16) << 4));
       }
     }
   return out;
@@ -493,12 +481,8 @@ inline void decode_gguf_mxfp4(index_t rows, index_t cols, std::span<const std::u
       scales[static_cast<std::size_t>(r * (cols / 32) + b)] = blocks[i++];
       for (int j = 0; j < 16; ++j) {
         const std::uint8_t byte = blocks[i++];
-        auto put = [&](index_t c, std::uint8_t code) {
-          auto& d = data[static_cast<std::size_t>(r * (cols / 2) + c / 2)];
-          d = static_cast<std::uint8_t>((c & 1) ? (d & 0x0F) | (code << 4) : (d & 0xF0) | code);
-        };
-        put(b * 32 + j, byte & 0xF);
-        put(b * 32 + j + 16, byte >> 4);
+        detail_checkpoint_model::set_packed_code(data, cols, r, b * 32 + j, byte & 0xF);
+        detail_checkpoint_model::set_packed_code(data, cols, r, b * 32 + j + 16, byte >> 4);
       }
     }
 }
@@ -554,9 +538,7 @@ inline checkpoint checkpoint_from_gguf(const gguf_file& file, const std::string&
       throw error(errc::unsupported, where + ": tensor '" + t.name + "' of " + ggml_type_text(t.type) + " has " +
                                          std::to_string(t.ne.size()) + " dimensions; 2-D weights are converted");
     quantized_weight w;
-    const std::string suffix = ".weight";
-    const bool named_weight = t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    w.name = named_weight ? t.name.substr(0, t.name.size() - suffix.size()) : t.name;
+    w.name = name_before_suffix(t.name, ".weight").value_or(t.name);
     w.cols = t.ne[0];
     w.rows = t.ne[1];
     if (t.type == ggml_type::nvfp4) {

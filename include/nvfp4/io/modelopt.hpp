@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nvfp4/config.hpp"
@@ -114,7 +115,7 @@ inline checkpoint modelopt_from_safetensors(const safetensors_file& file, const 
     try {
       info = describe_quantized_tensor(file, name);
     } catch (const error& e) {
-      throw error(e.code(), where + ": " + std::string(e.what()).substr(7));
+      throw detail::with_context(e, where);
     }
     if (info.format == stored_format::mxfp8)
       throw error(errc::unsupported, where + ": tensor '" + name + "' is MXFP8; checkpoints convert NVFP4 and MXFP4 weights");
@@ -234,7 +235,7 @@ inline safetensors_file modelopt_to_safetensors(const checkpoint& c, bool annota
 inline void write_modelopt(const std::filesystem::path& path, const checkpoint& c, const modelopt_write_options& options = {}) {
   using namespace detail_modelopt;
   const bool single_file = path.extension() == ".safetensors";
-  const safetensors_file file = modelopt_to_safetensors(c, /*annotate_configs=*/single_file);
+  safetensors_file file = modelopt_to_safetensors(c, /*annotate_configs=*/single_file);
   const nlohmann::ordered_json hf = c.hf_quant_config.is_null() ? make_hf_quant_config(c) : c.hf_quant_config;
   if (single_file) {
     write_safetensors(path, file);
@@ -244,7 +245,7 @@ inline void write_modelopt(const std::filesystem::path& path, const checkpoint& 
     }
     return;
   }
-  write_safetensors_checkpoint(path, file, options.max_shard_bytes);
+  write_safetensors_checkpoint(path, std::move(file), options.max_shard_bytes);  // (taken by value: no copy of the model)
   write_json_file(path / "hf_quant_config.json", hf, 4);
   if (!c.model_config.is_null()) {
     nlohmann::ordered_json config = c.model_config;

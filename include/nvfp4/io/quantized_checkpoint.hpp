@@ -165,11 +165,9 @@ inline std::vector<std::string> quantized_tensor_names(const safetensors_file& f
   for (const auto& [key, value] : file.metadata)
     if (key.rfind("nvfp4.", 0) == 0 && key.size() > 6) names.push_back(key.substr(6));
   for (const auto& t : file.tensors) {
-    const std::string suffix = ".weight_scale";
-    if (t.name.size() > suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      const std::string prefix = t.name.substr(0, t.name.size() - suffix.size());
-      if (file.find(prefix + ".weight") && std::find(names.begin(), names.end(), prefix) == names.end()) names.push_back(prefix);
-    }
+    const auto prefix = name_before_suffix(t.name, ".weight_scale");
+    if (prefix && file.find(*prefix + ".weight") && std::find(names.begin(), names.end(), *prefix) == names.end())
+      names.push_back(*prefix);
   }
   return names;
 }

@@ -65,6 +65,14 @@ constexpr std::optional<safetensors_dtype> parse_safetensors_dtype(std::string_v
   return std::nullopt;
 }
 
+/// The module a tensor name belongs to: `name` without `suffix` ("model.layers.0.mlp" for
+/// "model.layers.0.mlp.weight" and ".weight"), or nothing when name does not end in suffix or is
+/// the suffix alone.
+inline std::optional<std::string> name_before_suffix(std::string_view name, std::string_view suffix) {
+  if (name.size() <= suffix.size() || !name.ends_with(suffix)) return std::nullopt;
+  return std::string(name.substr(0, name.size() - suffix.size()));
+}
+
 /// One tensor: its name, dtype, shape and raw little-endian bytes (row-major).
 struct safetensors_tensor {
   std::string name;

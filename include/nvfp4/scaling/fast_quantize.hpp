@@ -189,7 +189,7 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
             for (index_t c = 0; c < cols; c += encode_piece_cols) {
               const index_t n = std::min(encode_piece_cols, cols - c);
               if (ahead)
-                for (index_t k = 0; k < n; k += 16) __builtin_prefetch(ahead + c + k, 0, 3);
+                for (index_t k = 0; k < n; k += 16) NVFP4_PREFETCH(ahead + c + k);
               encoder.encode(tile + i * stride + c, n, factors.data() + c / block_cols,
                              row_data + i * data_stride + c / Format::elements_per_storage, r0 + i, c0 + c);
             }

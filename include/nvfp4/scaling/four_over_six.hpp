@@ -69,7 +69,7 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
         for (index_t c = c0; c < c1; ++c) {
           const e2m1 e = e2m1::from_float(to_float32(x(r, c)) * factor);
           auto& unit = q.data()[static_cast<std::size_t>(r * q.data_row_stride() + c / 2)];
-          unit = (c & 1) ? e2m1x2(unit.low(), e) : e2m1x2(e, unit.high());
+          unit = unit.with(c & 1, e);
         }
       }
     }

@@ -66,11 +66,11 @@ quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options
 template <block_scaled_format Format, quantizer_input T>
 void quantize_into(matrix_view<const T> x, quantized_tensor<Format>& out, const quantize_options& options = {}) {
   x.validate("quantize input");
-  detail::require(out.rows() == x.rows() && out.cols() == x.cols() && out.axis() == options.axis, errc::shape_mismatch,
-                  "quantize_into: the output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
-                      (out.axis() == quantized_axis::rowwise ? " rowwise" : " columnwise") + ", the input " +
-                      std::to_string(x.rows()) + "x" + std::to_string(x.cols()) +
-                      (options.axis == quantized_axis::rowwise ? " rowwise" : " columnwise") + ": they must match");
+  if (out.rows() != x.rows() || out.cols() != x.cols() || out.axis() != options.axis)  // (the message is built only then: a hot loop calls this)
+    throw error(errc::shape_mismatch, "quantize_into: the output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
+                                          (out.axis() == quantized_axis::rowwise ? " rowwise" : " columnwise") + ", the input " +
+                                          std::to_string(x.rows()) + "x" + std::to_string(x.cols()) +
+                                          (options.axis == quantized_axis::rowwise ? " rowwise" : " columnwise") + ": they must match");
   detail::check_rounding<Format>(options);
   const float global_amax = detail::checked_amax(x);
   detail::quantize_with_amax_fast<Format>(x, global_amax, options, out);

@@ -11,7 +11,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,16 +68,6 @@ constexpr std::optional<quantizer_flavor> parse_quantizer_flavor(std::string_vie
 namespace flavor_rules {
 
 namespace detail {
-inline std::uint32_t bits_of(float v) {
-  std::uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return b;
-}
-inline float float_of(std::uint32_t b) {
-  float v;
-  std::memcpy(&v, &b, 4);
-  return v;
-}
 /// `a / b` where b is a Python number, as a CUDA kernel computes it: a * fp32(1 / b).
 inline float cuda_divide_by_scalar(float a, float b) {
   const float inverse = 1.0f / b;
@@ -90,7 +79,7 @@ inline float cuda_divide_by_scalar(float a, float b) {
 /// saturating: a magnitude above 464 (the midpoint between 448 and the NaN code) and NaN become
 /// 0x7F, with the input's sign bit; a NaN made on a GPU is positive.
 inline std::uint8_t torch_float8_e4m3fn_byte(float x) {
-  const std::uint8_t sign = (detail::bits_of(x) >> 24) & 0x80u;
+  const std::uint8_t sign = (nvfp4::detail::float_bits(x) >> 24) & 0x80u;
   const float a = std::fabs(x);
   if (std::isnan(x)) return 0x7F;  // a GPU NaN carries no sign
   if (a > 464.0f) return static_cast<std::uint8_t>(0x7F | sign);
@@ -157,10 +146,10 @@ inline std::uint8_t torchao_e2m1_code(float v) {
   constexpr std::uint32_t mbits = 1, ebits = 2, exp_bias = 1;
   constexpr std::uint32_t magic_adder = (1u << (23 - mbits - 1)) - 1;
   constexpr float max_normal = 6.0f, min_normal = 1.0f;
-  std::uint32_t x = std::isnan(v) ? 0x7FFFFFFFu : detail::bits_of(v);  // a GPU's NaN
+  std::uint32_t x = std::isnan(v) ? 0x7FFFFFFFu : nvfp4::detail::float_bits(v);  // a GPU's NaN
   const std::uint32_t sign = x & 0x80000000u;
   x ^= sign;
-  const float a = detail::float_of(x);
+  const float a = nvfp4::detail::bits_float(x);
   std::uint8_t out;
   if (a >= max_normal) {
     out = 0x7;
@@ -168,8 +157,8 @@ inline std::uint8_t torchao_e2m1_code(float v) {
     // denormal branch: add 2^(denorm_exp - 127 ... ) as a float, take the low bits
     constexpr std::uint32_t denorm_exp = (127 - exp_bias) + (23 - mbits) + 1;
     constexpr std::uint32_t denorm_mask_int = denorm_exp << 23;
-    const float denormal = a + detail::float_of(denorm_mask_int);
-    out = static_cast<std::uint8_t>(detail::bits_of(denormal) - denorm_mask_int);
+    const float denormal = a + nvfp4::detail::bits_float(denorm_mask_int);
+    out = static_cast<std::uint8_t>(nvfp4::detail::float_bits(denormal) - denorm_mask_int);
   } else {
     std::uint32_t normal = x;
     const std::uint32_t mant_odd = (normal >> (23 - mbits)) & 1;
@@ -251,7 +240,7 @@ inline constexpr std::int8_t ggml_doubled_e2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0
 inline std::uint8_t ggml_fp32_to_ue4m3(float x) {
   if (!(x > 0.0f)) return 0;
   if (x > 448.0f) x = 448.0f;
-  const std::uint32_t bits = detail::bits_of(x);
+  const std::uint32_t bits = nvfp4::detail::float_bits(x);
   const int fp32_exp = static_cast<int>((bits >> 23) & 0xFF) - 127;
   const int fp32_man = static_cast<int>((bits >> 20) & 0x7);
   int ue4m3_exp = fp32_exp + 7;
@@ -281,7 +270,7 @@ inline float ggml_ue4m3_half(std::uint8_t x) {
 
 /// ggml_e8m0_to_fp32_half: 2^(e - 128), subnormal for e < 2.
 inline float ggml_e8m0_half(std::uint8_t e) {
-  return e < 2 ? detail::float_of(0x00200000u << e) : detail::float_of(static_cast<std::uint32_t>(e - 1) << 23);
+  return e < 2 ? nvfp4::detail::bits_float(0x00200000u << e) : nvfp4::detail::bits_float(static_cast<std::uint32_t>(e - 1) << 23);
 }
 
 /// best_index_mxfp4: the code whose doubled value times d is nearest x, |k*d - x| in fp32; a tie
@@ -317,12 +306,6 @@ inline std::uint8_t ggml_mxfp4_scale(float block_amax) {
 
 namespace detail {
 
-template <class T>
-float widen(T v) {
-  if constexpr (std::is_same_v<T, bf16>) return v.to_float();
-  else return v;
-}
-
 /// Runs `per_block(r, block, c0, c1, block_amax)` over every 16-wide block of x's rows; rows are
 /// independent, so they are split among threads and the result does not depend on their number.
 template <int BlockCols, class T, class Fn>
@@ -334,7 +317,7 @@ void for_each_row_block(matrix_view<const T> x, Fn&& per_block) {
       for (index_t b = 0; b < blocks; ++b) {
         const index_t c0 = b * BlockCols, c1 = std::min<index_t>(c0 + BlockCols, cols);
         float block_amax = 0.0f;
-        for (index_t c = c0; c < c1; ++c) block_amax = std::fmax(block_amax, std::fabs(widen(x(r, c))));
+        for (index_t c = c0; c < c1; ++c) block_amax = std::fmax(block_amax, std::fabs(to_float32(x(r, c))));
         per_block(r, b, c0, c1, block_amax);
       }
   });
@@ -367,8 +350,7 @@ nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
   const index_t stride = q.data_row_stride(), scale_cols = q.scale_cols();
   auto put = [&](index_t r, index_t c, std::uint8_t code) {
     auto& unit = data[static_cast<std::size_t>(r * stride + c / 2)];
-    const std::uint8_t byte = unit.bits();
-    unit = e2m1x2::from_bits(static_cast<std::uint8_t>((c & 1) ? ((byte & 0x0F) | (code << 4)) : ((byte & 0xF0) | code)));
+    unit = unit.with(c & 1, e2m1::from_bits(code));
   };
   float decode = 1.0f, encode = 1.0f;
   switch (flavor) {
@@ -378,7 +360,7 @@ nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
       detail::for_each_row_block<16>(x, [&](index_t r, index_t b, index_t c0, index_t c1, float block_amax) {
         const std::uint8_t s = rules::modelopt_block_scale(block_amax, decode);
         scales[static_cast<std::size_t>(r * scale_cols + b)] = ue4m3::from_bits(s);
-        for (index_t c = c0; c < c1; ++c) put(r, c, rules::modelopt_element_code(detail::widen(x(r, c)), s, decode));
+        for (index_t c = c0; c < c1; ++c) put(r, c, rules::modelopt_element_code(to_float32(x(r, c)), s, decode));
       });
       break;
     }
@@ -388,7 +370,7 @@ nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
       detail::for_each_row_block<16>(x, [&](index_t r, index_t b, index_t c0, index_t c1, float block_amax) {
         const std::uint8_t s = rules::torchao_block_scale(block_amax, decode);
         scales[static_cast<std::size_t>(r * scale_cols + b)] = ue4m3::from_bits(s);
-        for (index_t c = c0; c < c1; ++c) put(r, c, rules::torchao_element_code(detail::widen(x(r, c)), s, decode));
+        for (index_t c = c0; c < c1; ++c) put(r, c, rules::torchao_element_code(to_float32(x(r, c)), s, decode));
       });
       break;
     }
@@ -399,7 +381,7 @@ nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
       detail::for_each_row_block<16>(x, [&](index_t r, index_t b, index_t c0, index_t c1, float block_amax) {
         const std::uint8_t s = rules::compressed_tensors_block_scale(block_amax, encode, bf16_weights);
         scales[static_cast<std::size_t>(r * scale_cols + b)] = ue4m3::from_bits(s);
-        for (index_t c = c0; c < c1; ++c) put(r, c, rules::compressed_tensors_element_code(detail::widen(x(r, c)), s, encode));
+        for (index_t c = c0; c < c1; ++c) put(r, c, rules::compressed_tensors_element_code(to_float32(x(r, c)), s, encode));
       });
       break;
     }
@@ -408,7 +390,7 @@ nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
         const std::uint8_t s = rules::ggml_nvfp4_block_scale(block_amax);
         scales[static_cast<std::size_t>(r * scale_cols + b)] = ue4m3::from_bits(s);
         const float d = rules::ggml_ue4m3_half(s);
-        for (index_t c = c0; c < c1; ++c) put(r, c, rules::ggml_best_index(detail::widen(x(r, c)), d));
+        for (index_t c = c0; c < c1; ++c) put(r, c, rules::ggml_best_index(to_float32(x(r, c)), d));
       });
       break;
     }
@@ -439,8 +421,8 @@ mxfp4_tensor quantize_mxfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
     scales[static_cast<std::size_t>(r * scale_cols + b)] = e8m0::from_bits(e);
     const float d = flavor_rules::ggml_e8m0_half(e);
     for (index_t c = c0; c < c1; c += 2) {
-      const std::uint8_t lo = flavor_rules::ggml_best_index(detail::widen(x(r, c)), d);
-      const std::uint8_t hi = flavor_rules::ggml_best_index(detail::widen(x(r, c + 1)), d);
+      const std::uint8_t lo = flavor_rules::ggml_best_index(to_float32(x(r, c)), d);
+      const std::uint8_t hi = flavor_rules::ggml_best_index(to_float32(x(r, c + 1)), d);
       data[static_cast<std::size_t>(r * stride + c / 2)] = e2m1x2::from_bits(static_cast<std::uint8_t>(lo | (hi << 4)));
     }
   });

@@ -82,7 +82,7 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
           }
           auto& unit = q.data()[static_cast<std::size_t>(r * q.data_row_stride() + c / Format::elements_per_storage)];
           if constexpr (Format::is_fp4) {
-            unit = (c & 1) ? e2m1x2(unit.low(), e) : e2m1x2(e, unit.high());
+            unit = unit.with(c & 1, e);
           } else {
             unit = e;
           }

@@ -45,7 +45,7 @@ row_scaled_nvfp4_tensor quantize_row_scaled(matrix_view<const T> x, quantized_ax
       for (index_t c = c0; c < c1; ++c) {
         const e2m1 e = e2m1::from_float(to_float32(x(r, c)) * factor);
         auto& unit = out.values.data()[static_cast<std::size_t>(r * out.values.data_row_stride() + c / 2)];
-        unit = (c & 1) ? e2m1x2(unit.low(), e) : e2m1x2(e, unit.high());
+        unit = unit.with(c & 1, e);
       }
     }
   }

@@ -91,7 +91,11 @@ inline bool available() {
 /// docs/benchmarks.md) the block-scaled GEMM's AMX kernels ran no faster than the AVX-512 ones
 /// (every 16-element group needs its own tile product stored and read back, and that round trip
 /// bounds them), so the AVX-512 kernels are the better default there.
-inline bool usable() { return available() && detail::allowed_flag().load(std::memory_order_relaxed); }
+inline bool usable() {
+  // The flag first: available() asks the OS for tile permission, which a process that never
+  // turned AMX on should not do.
+  return detail::allowed_flag().load(std::memory_order_relaxed) && available();
+}
 
 /// Lets the AMX kernels run where available, or not (the default). Results do not change: every
 /// kernel gives the reference's bits.
