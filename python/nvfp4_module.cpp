@@ -748,6 +748,7 @@ PYBIND11_MODULE(nvfp4, m) {
                       r.amax_compute_algo = parse_enum<amax_compute_algorithm>(
                           v, {{"max", amax_compute_algorithm::max}, {"most_recent", amax_compute_algorithm::most_recent}}, "amax_compute_algo");
                     })
+      .def_readwrite("unfused_update", &delayed_scaling::unfused_update)
       .def("validate", &delayed_scaling::validate);
   string_field(delayed, "fp8_format", &delayed_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
 

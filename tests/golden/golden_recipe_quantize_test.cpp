@@ -2,9 +2,10 @@
 // reference quantizers (tests/golden/producers/run_te_recipe_refs.py, TE d0067d0), bit for bit:
 // kinds fp8_scale (the scale-from-amax rule), fp8_current (per-tensor current scaling),
 // fp8_block 1x128 / 128x128 (Float8BlockScaling), mxfp8_te (MXFP8, TE's round-up E8M0),
-// nvfp4_4over6 1x16 / 16x16 and nvfp4_row_scaled plain / 4over6. Each kind is checked through
-// the public quantizer and, where one exists, its scalar reference. A kind missing from a
-// directory given by NVFP4_GOLDEN_DIR is reported as absent, not failed.
+// nvfp4_4over6 1x16 / 16x16, nvfp4_row_scaled plain / 4over6 and fp8_delayed (the delayed-scaling
+// state stepped over amax sequences). Each kind is checked through the public quantizer and, where
+// one exists, its scalar reference. A kind missing from a directory given by NVFP4_GOLDEN_DIR is
+// reported as absent, not failed.
 //
 // One documented difference is checked as such, not hidden: for an amax of Inf or NaN the Python
 // reference's scale rule gives 0 / NaN (0.5 with power-of-2 scales), TE's CUDA rule
@@ -19,6 +20,7 @@
 #include <span>
 
 #include "golden/golden_support.hpp"
+#include "nvfp4/recipes/delayed_scaling.hpp"
 #include "nvfp4/scaling/four_over_six.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
@@ -126,6 +128,58 @@ TEST(GoldenRecipeQuantize, Fp8ScaleFromAmax) {
     golden::tally::instance().record("fp8_scale", ok);
   }
   EXPECT_GT(documented, 0);
+}
+
+// ------------------------------------------------------------------------------ fp8_delayed
+
+/// Steps a delayed-scaling state over the case's amaxes (each recorded into entry 0, then the
+/// end-of-step update) and compares the whole history after every step and, when `with_scale`,
+/// the scale.
+bool same_delayed_steps(const nlohmann::json& c, bool unfused, bool with_scale) {
+  const auto amaxes = golden::load_as<float>(c, "amax");
+  const auto scales = golden::load_as<float>(c, "scale"), histories = golden::load_as<float>(c, "history");
+  const int length = c.at("amax_history_len");
+  const delayed_scaling recipe{.margin = c.at("margin"), .amax_history_len = length,
+                               .amax_compute_algo = c.at("amax_compute_algo") == "max" ? amax_compute_algorithm::max
+                                                                                       : amax_compute_algorithm::most_recent,
+                               .unfused_update = unfused};
+  delayed_scaling_state state(recipe, format_of(c));
+  EXPECT_EQ(state.scaled_max() * std::ldexp(1.0f, recipe.margin), c.at("fp8_max").get<float>());
+  EXPECT_EQ(state.scale(), c.at("initial_scale").get<float>());
+  for (std::size_t t = 0; t < amaxes.size(); ++t) {
+    state.record(amaxes[t]);
+    state.update();
+    const std::vector<float> want(histories.begin() + static_cast<std::ptrdiff_t>(t * length),
+                                  histories.begin() + static_cast<std::ptrdiff_t>((t + 1) * length));
+    const long h = first_float_difference(state.amax_history(), want);
+    if ((with_scale && bits(state.scale()) != bits(scales[t])) || h != -1) {
+      ADD_FAILURE() << (unfused ? "unfused" : "fused") << " update, step " << t << " (amax " << amaxes[t] << "): scale " << state.scale()
+                    << " vs TE " << scales[t] << ", first differing history entry " << h;
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(GoldenRecipeQuantize, Fp8DelayedScaling) {
+  NVFP4_GOLDEN_CASES(cases, "fp8_delayed");
+  int fused_checked = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.at("sequence").get<std::string>() + " " + c.at("format").get<std::string>() + " L=" + c.at("amax_history_len").dump() +
+                 " " + c.at("amax_compute_algo").get<std::string>() + " margin=" + c.at("margin").dump());
+    // The peer is TE's unfused (Python) update: history and scale, every step of every case.
+    bool ok = same_delayed_steps(c, true, true);
+    // TE's fused kernel (the default here) rolls the history the same way except after a step
+    // whose amax is 0; its scale is one division (an ulp from the peer's at times), pinned by the
+    // hand-worked cases of tests/recipes/delayed_scaling_test.cpp instead.
+    const std::string sequence = c.at("sequence");
+    if (sequence != "zeros" && sequence != "non_finite") {
+      ok = same_delayed_steps(c, false, false) && ok;
+      ++fused_checked;
+    }
+    golden::tally::instance().record("fp8_delayed", ok);
+  }
+  EXPECT_GT(fused_checked, 0);
 }
 
 // ------------------------------------------------------------------------------ fp8_current

@@ -141,6 +141,17 @@ def test_linear_layer_and_recipes():
             assert state["scale"] > 0 and len(state["amax_history"]) == 1024
         else:
             assert state is None
+    # TE's unfused delayed-scaling update rolls the history after a step whose amax is 0; the
+    # fused one (the default) does not.
+    for unfused in (False, True):
+        recipe = nvfp4.DelayedScaling()
+        recipe.amax_history_len, recipe.unfused_update = 4, unfused
+        layer.recipe = recipe
+        layer.forward(x)
+        layer.forward(np.zeros_like(x))
+        history = layer.scaling_state("input")["amax_history"]
+        amax = np.float32(np.abs(x).max())
+        assert list(history[-2:]) == ([amax, 0.0] if unfused else [0.0, amax])
     bad = nvfp4.NVFP4BlockScaling()
     bad.nvfp4_4over6 = "activations"  # needs disable_rht
     with pytest.raises(nvfp4.Error) as info:

@@ -1,8 +1,11 @@
 // Tests of nvfp4/recipes/delayed_scaling.hpp: the state over many steps against a hand-run of TE's
 // fused update (history roll, max / most_recent, margin, a zero amax that does not roll, Inf amax
-// freezing the scale until it leaves the window, NaN ignored by max), plus restore and validation.
+// freezing the scale until it leaves the window, NaN ignored by max), TE's unfused Python update
+// where it differs (a zero amax rolls, NaN poisons the max, the scale's reciprocal rounding), plus
+// restore and validation.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <deque>
@@ -117,6 +120,69 @@ TEST(DelayedScaling, TinyAmaxGivesFltMax) {
   s.update();
   EXPECT_EQ(s.scale(), FLT_MAX);  // 448 / 2^-140 overflows
   EXPECT_EQ(s.amax_history()[0], 0.0f);  // a one-entry history is cleared for the next step
+}
+
+// TE's unfused update (pytorch/quantization.py _amax_and_scale_update) where it parts from the kernel.
+TEST(DelayedScalingUnfused, ZeroAmaxRollsAndTheMaxStillSeesTheWindow) {
+  delayed_scaling_state s({.amax_history_len = 3, .unfused_update = true}, fp8_format::e4m3);
+  s.record(7.0f);
+  s.update();
+  EXPECT_EQ(history_of(s), (std::vector<float>{0.0f, 0.0f, 7.0f}));
+  EXPECT_EQ(s.scale(), 64.0f);
+  s.update();  // amax 0: the history still rolls; the window [0, 0, 7] still gives 7
+  EXPECT_EQ(history_of(s), (std::vector<float>{0.0f, 7.0f, 0.0f}));
+  EXPECT_EQ(s.scale(), 64.0f);
+  s.record(1.0f);
+  s.update();
+  EXPECT_EQ(history_of(s), (std::vector<float>{0.0f, 0.0f, 1.0f}));  // the 7 left the window
+  EXPECT_EQ(s.scale(), 64.0f);  // ...but the max was taken before the roll: [1, 7, 0]
+  s.update();
+  EXPECT_EQ(s.scale(), 448.0f);  // window [0, 0, 1]
+}
+
+TEST(DelayedScalingUnfused, NanInTheWindowKeepsTheScaleUntilItLeaves) {
+  delayed_scaling_state s({.amax_history_len = 2, .unfused_update = true}, fp8_format::e4m3);
+  s.record(8.0f);
+  s.update();
+  s.record(std::nanf(""));
+  s.update();
+  EXPECT_EQ(s.scale(), 56.0f);  // torch.max over [NaN, 8] is NaN: the old scale stays
+  s.record(2.0f);
+  s.update();
+  EXPECT_EQ(s.scale(), 56.0f);  // [2, NaN]: still NaN
+  s.record(4.0f);
+  s.update();
+  EXPECT_EQ(s.scale(), 112.0f);  // [4, 2]
+}
+
+TEST(DelayedScalingUnfused, ScaleIsTheReciprocalTimesTheMaxThenTheMargin) {
+  // amax 0.9900729060173035 (0x3F7D756B): 448 / amax is 452.49194 (one rounding, the fused
+  // kernel) but 448 * fp32(1 / amax) is 452.49191 (torch's `448 / tensor`), an ulp apart; the
+  // value TE's Python update gave on the device (tests/golden: fp8_delayed, sequence random).
+  const float amax = std::bit_cast<float>(0x3F7D756Bu);
+  for (int margin : {0, 2, -1}) {
+    delayed_scaling_state fused({.margin = margin, .amax_history_len = 1}, fp8_format::e4m3);
+    delayed_scaling_state unfused({.margin = margin, .amax_history_len = 1, .unfused_update = true}, fp8_format::e4m3);
+    fused.record(amax);
+    fused.update();
+    unfused.record(amax);
+    unfused.update();
+    const float reciprocal = 1.0f / amax;
+    EXPECT_EQ(fused.scale(), std::ldexp(448.0f, -margin) / amax) << margin;
+    EXPECT_EQ(unfused.scale(), std::ldexp(reciprocal * 448.0f, -margin)) << margin;
+    EXPECT_EQ(std::ldexp(unfused.scale(), margin), 452.49191284179688f) << margin;
+    EXPECT_EQ(std::ldexp(fused.scale(), margin), 452.491943359375f) << margin;
+  }
+}
+
+TEST(DelayedScalingUnfused, TinyAmaxGivesFltMaxAndInfKeepsTheScale) {
+  delayed_scaling_state s({.margin = 2, .amax_history_len = 1, .unfused_update = true}, fp8_format::e4m3);
+  s.record(std::ldexp(1.0f, -140));
+  s.update();
+  EXPECT_EQ(s.scale(), FLT_MAX);  // 1 / 2^-140 is Inf already
+  s.record(std::numeric_limits<float>::infinity());
+  s.update();
+  EXPECT_EQ(s.scale(), FLT_MAX);
 }
 
 // Many steps against a plain model of the window (a deque), random amaxes with zeros.

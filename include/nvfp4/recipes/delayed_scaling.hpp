@@ -2,9 +2,12 @@
 // common/recipe/__init__.py) and the state it keeps per quantizer: an amax history and a scale
 // that is updated from it after each step, so a tensor is quantized with a scale computed from
 // earlier steps' amaxes (the delay). The update is TE's fused kernel, bit for bit (TE
-// common/recipe/delayed_scaling.cu, kernel_bulk, the path TE's PyTorch modules take).
+// common/recipe/delayed_scaling.cu, kernel_bulk, the path TE's PyTorch modules take), or on request
+// TE's unfused Python update (pytorch/quantization.py _amax_and_scale_update), which differs from
+// the kernel for steps with a zero or NaN amax and can round the scale an ulp apart.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -29,6 +32,10 @@ struct delayed_scaling {
   int amax_history_len = 1024;
   amax_compute_algorithm amax_compute_algo = amax_compute_algorithm::max;
   bool reduce_amax = true;  ///< across processes in TE; one process here, so it has no effect
+  /// The update rule: false, TE's fused CUDA kernel (what TE runs by default); true, TE's Python
+  /// update, which TE runs with NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax_compute_algo /
+  /// scaling_factor_compute_algo (see delayed_scaling_state::update). Not a TE recipe field.
+  bool unfused_update = false;
   mm_params fp8_gemm_fprop{.use_split_accumulator = false};
   mm_params fp8_gemm_dgrad{.use_split_accumulator = true};
   mm_params fp8_gemm_wgrad{.use_split_accumulator = true};
@@ -52,7 +59,7 @@ class delayed_scaling_state {
   delayed_scaling_state() = default;
   /// Throws invalid_argument when the recipe is invalid.
   delayed_scaling_state(const delayed_scaling& recipe, fp8_format format)
-      : format_(format), algorithm_(recipe.amax_compute_algo), margin_(recipe.margin) {
+      : format_(format), algorithm_(recipe.amax_compute_algo), margin_(recipe.margin), unfused_(recipe.unfused_update) {
     recipe.validate();
     history_.assign(static_cast<std::size_t>(recipe.amax_history_len), 0.0f);
   }
@@ -73,12 +80,19 @@ class delayed_scaling_state {
     if (std::isnan(amax) || amax > current) current = amax;
   }
 
-  /// The end-of-step update, TE's fused kernel: let a = entry 0. If a != 0 the history rolls
-  /// (entry i takes entry i + 1, entry L - 1 takes a, entry 0 becomes 0) and the amax is the max
-  /// over the whole window before the roll (NaN ignored) for `max`, or a for `most_recent`; if a
-  /// is 0 nothing rolls and the amax is 0. Then scale = scaled_max() / amax when that amax is finite
-  /// and positive, else the old scale; an infinite scale becomes FLT_MAX.
+  /// The end-of-step update. Let a = entry 0 and L the history length.
+  /// Fused (TE's kernel, the default): if a != 0 the history rolls (entry i takes entry i + 1,
+  /// entry L - 1 takes a, entry 0 becomes 0) and the amax is the max over the whole window before
+  /// the roll (NaN ignored, as fmaxf does) for `max`, or a for `most_recent`; if a is 0 nothing
+  /// rolls and the amax is 0. Then scale = scaled_max() / amax when that amax is finite and
+  /// positive, else the old scale; an infinite scale becomes FLT_MAX.
+  /// Unfused (TE's Python update): the amax is the max over the whole window (a NaN anywhere in it
+  /// makes it NaN) for `max`, or a for `most_recent`; the history always rolls, even for a = 0.
+  /// Then scale = (fp8_max * (1 / amax)) / 2^margin, 1 / amax and the product each rounded to fp32
+  /// (torch evaluates `fp8_max / amax` so), when the amax is finite and positive, else the old
+  /// scale; an infinite scale becomes FLT_MAX. It can differ from the fused scale by an ulp.
   void update() {
+    if (unfused_) return update_unfused();
     const float last = history_[0];
     float amax = 0.0f;
     if (last != 0.0f) {
@@ -109,9 +123,28 @@ class delayed_scaling_state {
   }
 
  private:
+  void update_unfused() {
+    const float last = history_[0];
+    float amax = last;
+    if (algorithm_ == amax_compute_algorithm::max)
+      for (const float a : history_) amax = (std::isnan(amax) || std::isnan(a)) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, a);
+    std::rotate(history_.begin(), history_.begin() + 1, history_.end());
+    history_[0] = 0.0f;
+    // (fp8_max / amax) / 2^margin as torch evaluates it: a Python number divided by a tensor is
+    // the tensor's reciprocal times the number (two roundings), then an exact power-of-two step.
+    float scale = scale_;
+    if (std::isfinite(amax) && amax > 0.0f) {
+      const float reciprocal = 1.0f / amax;
+      scale = (reciprocal * fp8_max(format_)) / std::ldexp(1.0f, margin_);
+    }
+    if (std::isinf(scale)) scale = std::numeric_limits<float>::max();
+    scale_ = scale;
+  }
+
   fp8_format format_ = fp8_format::e4m3;
   amax_compute_algorithm algorithm_ = amax_compute_algorithm::max;
   int margin_ = 0;
+  bool unfused_ = false;
   std::vector<float> history_ = std::vector<float>(1, 0.0f);
   float scale_ = 1.0f;
 };

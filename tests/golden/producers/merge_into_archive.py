@@ -35,10 +35,15 @@ def main(argv):
     section_path = os.path.join(fragment, "README.md")
     if os.path.exists(section_path):
         section = open(section_path).read().strip() + "\n"
-        marker = section.splitlines()[0]
+        # The earlier copy: the section whose heading reads the same up to its list of kinds
+        # (the list grows), up to the next heading of its level.
+        marker = section.splitlines()[0].split(" (kinds")[0]
         readme = open(os.path.join(work, "README.md")).read()
         if marker in readme:
-            readme = readme[:readme.index(marker)].rstrip() + "\n"
+            begin = readme.index(marker)
+            end = readme.find("\n## ", begin + len(marker))
+            rest = "" if end < 0 else readme[end:].strip() + "\n"
+            readme = readme[:begin].rstrip() + "\n\n" + rest
         open(os.path.join(work, "README.md"), "w").write(readme.rstrip() + "\n\n" + section)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:

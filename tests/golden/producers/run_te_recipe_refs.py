@@ -10,6 +10,9 @@ TE is not installed there, so its reference files are loaded from TE_DIR as they
   TE_DIR/tests/test_mxfp8_2d_quantize.py (TE tests/pytorch/): only its E8M0 helpers
       (_float_to_e8m0, _e8m0_to_scale_inv) and their constants, taken out with Python's ast module
       (the rest of that file needs TE's CUDA extension).
+  TE_DIR/quantization.py (TE transformer_engine/pytorch/quantization.py): only its Python amax and
+      scale update for delayed scaling (_amax_and_scale_update and the functions it calls), taken
+      out the same way, their TorchScript / fuser decorators dropped (eager torch, same fp32 ops).
 The few TE modules those files import and that need TE's extension (constants, DType, the Quantizer
 base class, the GEMM helpers) are replaced by small stand-ins below; none of them takes part in
 the arithmetic.
@@ -21,6 +24,8 @@ Kinds written (see the README section this script writes for the fields):
   mxfp8_te           1x32 blocks, E8M0 by TE's _float_to_e8m0, elements x / 2^(e-127) cast to FP8
   nvfp4_4over6 1x16 / 16x16   NVFP4QuantizerRef(nvfp4_use_4over6=True)
   nvfp4_row_scaled plain / 4over6   NVFP4QuantizerRef(row_scaled_nvfp4=True)
+  fp8_delayed        _amax_and_scale_update stepped over amax sequences (delayed scaling, the
+                     unfused update TE runs with NVTE_UNFUSED_FP8_UPDATE=1 or a callable algorithm)
 
 usage: run_te_recipe_refs.py TE_DIR OUT_DIR [--dry]
   --dry: no torch; writes zero-filled outputs of the right shapes (checks layout and size here).
@@ -113,6 +118,23 @@ def amax_list():
     return np.concatenate([np.array(AMAX_VALUES, np.float32), extra])
 
 
+def delayed_sequences():
+    """name -> float32 per-step amaxes for the delayed-scaling update (40 steps each)."""
+    rng = np.random.default_rng(11)
+    out = {"random": (10.0 ** rng.uniform(-3, 3, 40)).astype(np.float32)}
+    x = (10.0 ** rng.uniform(-2, 2, 40)).astype(np.float32)
+    x[[3, 4, 9, 20, 21, 22, 23, 24, 31]] = 0.0          # steps that saw no nonzero value
+    x[0] = 0.0                                           # from the start
+    out["zeros"] = x
+    x = (10.0 ** rng.uniform(-2, 2, 40)).astype(np.float32)
+    x[5], x[12], x[13], x[27] = np.inf, np.nan, 0.0, np.nan
+    out["non_finite"] = x
+    x = np.array([1e-38, 1e-40, 1.4e-45, 2.0e-36, 1.1754944e-38, 1.0, 3e38, F32_MAX, 1e-45, 448.0] * 4, np.float32)
+    out["edges"] = x
+    out["decay"] = (1000.0 * 0.7 ** np.arange(40)).astype(np.float32)
+    return out
+
+
 # ---------------------------------------------------------------- loading TE's reference files
 
 class _Anything:
@@ -159,12 +181,15 @@ def _load_file(name, path):
     return m
 
 
-def _extract(path, names, namespace):
-    """Compiles the named top-level assignments / functions of a file into namespace."""
+def _extract(path, names, namespace, drop_decorators=False):
+    """Compiles the named top-level assignments / functions of a file into namespace (without
+    their decorators when drop_decorators is set)."""
     tree = ast.parse(open(path).read(), filename=path)
     body = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+            if drop_decorators:
+                node.decorator_list = []
             body.append(node)
         elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) in names for t in node.targets):
             body.append(node)
@@ -220,10 +245,21 @@ def load_te(te_dir, torch):
         # rule with E5M2's max (TE's kernel uses Quantized_Limits<OType>::max_norm_rcp).
         ns["FP8_E4M3_MAX"] = fp8_max
         mx[fp8_max] = ns
-    return {"qsc": qsc, "pcs": pcs, "bqr": bqr, "cs": cs, "nv": nv, "mx": mx, "DType": DType}
+
+    # Delayed scaling's Python update. Its signatures name typing's Tuple / Union / Callable and
+    # the recipe class (only its attributes amax_compute_algo, scaling_factor_compute_algo and
+    # margin are read).
+    import typing
+    delayed = {"torch": torch, "Tuple": typing.Tuple, "Union": typing.Union, "Callable": typing.Callable,
+               "DelayedScaling": object}
+    _extract(os.path.join(te_dir, "quantization.py"),
+             ["_update_amax_history", "_default_get_amax_and_update_history", "_default_sf_compute",
+              "_compute_amax_and_update_history", "_compute_scaling_factor", "_amax_and_scale_update"],
+             delayed, drop_decorators=True)
+    return {"qsc": qsc, "pcs": pcs, "bqr": bqr, "cs": cs, "nv": nv, "mx": mx, "DType": DType, "delayed": delayed}
 
 
-README = """## Training-recipe quantizers (kinds `fp8_scale`, `fp8_current`, `fp8_block`, `mxfp8_te`, `nvfp4_4over6`, `nvfp4_row_scaled`)
+README = """## Training-recipe quantizers (kinds `fp8_scale`, `fp8_current`, `fp8_block`, `mxfp8_te`, `nvfp4_4over6`, `nvfp4_row_scaled`, `fp8_delayed`)
 
 Producer: `producers/run_te_recipe_refs.py`, which runs TransformerEngine's own pure-PyTorch
 reference quantizers (TE d0067d0, the files as they are; torch 2.11.0 on the CPU of the device
@@ -238,6 +274,7 @@ kept here.
 | `mxfp8_te` | `tests/pytorch/test_mxfp8_2d_quantize.py` `_float_to_e8m0`, `_e8m0_to_scale_inv` applied to 1x32 blocks (elements `x / 2^(e-127)` cast to FP8; for E5M2 the same functions with its max 57344) | MXFP8 with TE's round-up E8M0: codes, E8M0 bytes, rowwise and columnwise (from xᵀ) |
 | `nvfp4_4over6 1x16`, `nvfp4_4over6 16x16` | `custom_recipes/reference_nvfp4.py` `NVFP4QuantizerRef(nvfp4_use_4over6=True)` | 4over6 (MAE / MSE, E4M3 bound 256 / 448): packed codes, E4M3 scales, both copies, amax |
 | `nvfp4_row_scaled plain`, `nvfp4_row_scaled 4over6` | `NVFP4QuantizerRef(row_scaled_nvfp4=True)` (and with 4over6 MAE 256) | one amax per row (per column for the columnwise copy): codes, scales, amaxes |
+| `fp8_delayed` | `transformer_engine/pytorch/quantization.py` `_amax_and_scale_update` (the Python update TE runs with `NVTE_UNFUSED_FP8_UPDATE=1` or a callable `amax_compute_algo` / `scaling_factor_compute_algo`), decorators dropped | delayed scaling over 40 steps: 5 amax sequences (`random`, `zeros` with steps of amax 0, `non_finite` with Inf / NaN steps, `edges` with amaxes where fp8_max / amax overflows or is near FLT_MAX, `decay`) x E4M3 (448) / E5M2 (57344) x history length 1 / 4 / 16 x `max` / `most_recent` x margin 0 / 2 / -1: the scale and the whole history after every step |
 
 Inputs (`input`, float32 [M, N]; `dtype` says whether the peer got them as bf16, then they are
 bf16-exact): `normal` 32x192, `mixed` 32x192 (blocks of 32 at magnitudes 1e-6..1e6, a zero block,
@@ -249,7 +286,10 @@ Fields: `format` (e4m3 | e5m2), `pow2`, `eps`; `data` uint8 codes [M, N] (FP8) o
 for 1x128, [ceil(M/128), ceil(N/128)] for 128x128); `scale` uint8 (E8M0 [M, N/32] or E4M3
 [M, N/16], a 16x16 tile's scale on each of its rows); `data_t`, `scale_t` / `scale_inv_t` the
 columnwise copy quantized from xᵀ; `amax_row`, `amax_col` float32; `error` (mae | mse) and
-`e4m3_max` for 4over6.
+`e4m3_max` for 4over6. `fp8_delayed`: `amax` float32 [steps] (step t's amax, written into history
+entry 0 before the update, as TE's quantizer does), `fp8_max`, `margin`, `amax_history_len`,
+`amax_compute_algo`, `initial_scale` (1; the history starts all zero), and after each step's
+update `scale` float32 [steps] and `history` float32 [steps, amax_history_len] (entry 0 first).
 
 Where TE's Python references differ from its CUDA kernels (the kernels are followed; the golden
 test checks these differences as documented): for an amax of Inf the scale rule gives scale 0
@@ -257,7 +297,13 @@ test checks these differences as documented): for an amax of Inf the scale rule 
 `compute_scale_from_amax` gives 1 for both; `CurrentScalingQuantizerRef` replaces an infinite
 fp8_max / amax by the input type's max (bf16: 3.3895e38) where the kernel
 (`current_scaling.cu`) and `ref_per_tensor_cs` use FLT_MAX; TE's reference encodes an exact -0.0
-as E2M1 code 0x0.
+as E2M1 code 0x0. Delayed scaling's Python update differs from TE's fused CUDA update
+(`common/recipe/delayed_scaling.cu`, the default path): it rolls the history even for a step whose
+amax is 0, its `max` propagates a NaN of the window (the kernel's fmaxf drops it), and its
+(fp8_max / amax) / 2^margin is evaluated by torch as fp8_max * fp32(1 / amax), an ulp from the
+kernel's (fp8_max * 2^-margin) / amax at times. The library offers both
+(`delayed_scaling::unfused_update`); the golden test checks the unfused rule (history and scale)
+on every case, and the fused rule's history on the sequences without a zero amax.
 """
 
 
@@ -478,7 +524,36 @@ def produce(te_dir, out_dir, dry):
             res = nvfp4(name, (1, 16), **options)
             w.cases[-1].update({k: w.save(f"{tag}_{k}", v) for k, v in res.items()})
 
-    for section in (section_0, section_1, section_2, section_3, section_4,):
+    def section_5():
+        """fp8_delayed: delayed scaling's amax history and scale, stepped."""
+        for seq_name, amaxes in delayed_sequences().items():
+            seq_file = w.save("delayed_amax_" + seq_name, amaxes)
+            for fmt, fp8_max in (("e4m3", 448.0), ("e5m2", 57344.0)):
+                for length in (1, 4, 16):
+                    for algo in ("max", "most_recent"):
+                        for margin in (0, 2, -1):
+                            tag = w.case("fp8_delayed", sequence=seq_name, format=fmt, fp8_max=fp8_max,
+                                         amax_history_len=length, amax_compute_algo=algo, margin=margin,
+                                         amax=seq_file, initial_scale=1.0)
+                            steps = len(amaxes)
+                            if dry:
+                                scales, histories = np.zeros(steps, np.float32), np.zeros((steps, length), np.float32)
+                            else:
+                                recipe = types.SimpleNamespace(amax_compute_algo=algo, scaling_factor_compute_algo=None,
+                                                               margin=margin)
+                                history = torch.zeros((length, 1), dtype=torch.float32)  # TE's initial state
+                                scale = torch.ones(1, dtype=torch.float32)
+                                scales, histories = [], []
+                                for a in amaxes:
+                                    history[0, 0] = float(a)  # what the step's quantizer writes
+                                    te["delayed"]["_amax_and_scale_update"](history, scale, fp8_max, recipe)
+                                    scales.append(f32(scale).reshape(1)[0])
+                                    histories.append(f32(history[:, 0]))
+                                scales, histories = np.array(scales, np.float32), np.stack(histories)
+                            w.cases[-1].update(scale=w.save(tag + "_scale", scales),
+                                               history=w.save(tag + "_history", histories))
+
+    for section in (section_0, section_1, section_2, section_3, section_4, section_5):
         guarded(w, section, notes)
 
     write_readme(out_dir)
