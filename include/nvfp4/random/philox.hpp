@@ -7,11 +7,18 @@
 
 namespace nvfp4 {
 
+/// Philox4x32's round multipliers and key increments (Weyl sequence), shared by the scalar block
+/// below and the vector one (random/random_bytes.hpp).
+struct philox4x32_constants {
+  static constexpr std::uint32_t multiplier0 = 0xD2511F53u, multiplier1 = 0xCD9E8D57u;
+  static constexpr std::uint32_t weyl0 = 0x9E3779B9u, weyl1 = 0xBB67AE85u;
+};
+
 /// One Philox4x32-10 block: 128 random bits for a 128-bit counter under a 64-bit key.
 constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter,
                                                      std::array<std::uint32_t, 2> key) {
-  constexpr std::uint32_t multiplier0 = 0xD2511F53u, multiplier1 = 0xCD9E8D57u;
-  constexpr std::uint32_t weyl0 = 0x9E3779B9u, weyl1 = 0xBB67AE85u;
+  using c = philox4x32_constants;
+  constexpr std::uint32_t multiplier0 = c::multiplier0, multiplier1 = c::multiplier1, weyl0 = c::weyl0, weyl1 = c::weyl1;
   for (int round = 0; round < 10; ++round) {
     const std::uint64_t product0 = std::uint64_t{multiplier0} * counter[0];
     const std::uint64_t product1 = std::uint64_t{multiplier1} * counter[2];

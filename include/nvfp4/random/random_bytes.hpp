@@ -33,7 +33,8 @@ struct philox_kernels {
       c1 = Ops::add(c1, Ops::select(Ops::greater(lane, Ops::set_int(static_cast<std::uint32_t>(room - 1))), Ops::set_int(1),
                                     Ops::set_int(0)));
     vi c2 = Ops::set_int(0), c3 = Ops::set_int(0);
-    const vi multiplier0 = Ops::set_int(0xD2511F53u), multiplier1 = Ops::set_int(0xCD9E8D57u);
+    using constants = philox4x32_constants;
+    const vi multiplier0 = Ops::set_int(constants::multiplier0), multiplier1 = Ops::set_int(constants::multiplier1);
     auto k0 = static_cast<std::uint32_t>(seed), k1 = static_cast<std::uint32_t>(seed >> 32);
     for (int round = 0; round < 10; ++round) {
       vi high0, low0, high1, low1;
@@ -45,8 +46,8 @@ struct philox_kernels {
       c1 = low1;
       c2 = next2;
       c3 = low0;
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
+      k0 += constants::weyl0;
+      k1 += constants::weyl1;
     }
     Ops::store_lanes4(out, 16, c0, c1, c2, c3);
   }

@@ -107,7 +107,7 @@ std::uint32_t amax_bits_fast(matrix_view<const T> x) {
   if (x.empty()) return 0;
   // A max does not care about order: a view with contiguous columns is scanned as its transpose.
   if (!x.rows_contiguous() && x.row_stride() == 1) x = x.transposed();
-  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  const bool parallel = simd::worth_parallel(x.size());
   if (x.rows_contiguous()) {
     const index_t chunks = (x.cols() + amax_chunk_cols - 1) / amax_chunk_cols;
     return simd::parallel_max(x.rows() * chunks, parallel, [&](index_t begin, index_t end) {
@@ -147,7 +147,7 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
   const index_t data_stride = q.data_row_stride();
   const index_t scale_stride = q.scale_cols();
   const index_t panels = (x.rows() + panel_rows - 1) / panel_rows;
-  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  const bool parallel = simd::worth_parallel(x.size());
 
   // Contiguous float rows are read in place, a whole row at a time (one sequential stream for
   // the hardware prefetcher); other inputs are copied panel by panel into a small buffer.
@@ -226,7 +226,7 @@ void dequantize_fast(const quantized_tensor<Format>& q, matrix_view<float> out) 
   constexpr minifloat_traits element_traits = Format::element_type::traits;
   if (q.rows() == 0 || q.cols() == 0) return;
   const std::uint8_t* const data = bytes_of(q.data());
-  const bool parallel = q.rows() * q.cols() >= simd::parallel_threshold_elements;
+  const bool parallel = simd::worth_parallel(q.rows() * q.cols());
   simd::parallel_ranges(q.rows(), parallel, [&](index_t first_row, index_t last_row) {
     std::vector<float> scale_values(static_cast<std::size_t>(q.scale_cols()));
     std::vector<float> buffer;

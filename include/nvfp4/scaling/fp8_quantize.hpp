@@ -153,7 +153,7 @@ const float* load_row(matrix_view<const T> x, index_t r, index_t c0, index_t n, 
 /// The fast per-tensor quantization: rows in parallel, each encoded by encode_codes.
 template <quantizer_input T>
 void quantize_fp8_rows(matrix_view<const T> x, fp8_tensor& q, float scale) {
-  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  const bool parallel = simd::worth_parallel(x.size());
   simd::parallel_ranges(x.rows(), parallel, [&](index_t begin, index_t end) {
     std::vector<float> row(static_cast<std::size_t>(x.cols())), scaled(static_cast<std::size_t>(x.cols()));
     for (index_t r = begin; r < end; ++r) {
@@ -210,7 +210,7 @@ fp8_tensor quantize_fp8_blockwise(matrix_view<const T> x, fp8_format format, fp8
   const index_t block_rows = fp8_block_rows(shape);
   fp8_tensor q(x.rows(), x.cols(), format, block_rows, fp8_block_size, axis);
   const index_t scale_cols = q.scale_cols();
-  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  const bool parallel = simd::worth_parallel(x.size());
   // Work is split by block rows, so each block's amax and codes belong to one thread.
   simd::parallel_ranges(q.scale_rows(), parallel, [&](index_t begin, index_t end) {
     std::vector<float> row(static_cast<std::size_t>(x.cols())), scaled(static_cast<std::size_t>(fp8_block_size));

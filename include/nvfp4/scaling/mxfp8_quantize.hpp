@@ -87,7 +87,7 @@ quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axi
   quantized_tensor<Format> q(x.rows(), x.cols(), axis);
   q.set_tensor_scale(x_amax, 1.0f, 1.0f);
   const index_t scale_cols = q.scale_cols();
-  const bool parallel = x.size() >= simd::parallel_threshold_elements;
+  const bool parallel = simd::worth_parallel(x.size());
   simd::parallel_ranges(x.rows(), parallel, [&](index_t begin, index_t end) {
     std::vector<float> row(static_cast<std::size_t>(x.cols())), scaled(static_cast<std::size_t>(x.cols()));
     for (index_t r = begin; r < end; ++r) {

@@ -62,7 +62,7 @@ row_scaled_nvfp4_tensor quantize_row_scaled(matrix_view<const T> x, quantized_ax
   amax(x);  // rejects NaN/Inf before anything is produced
   row_scaled_nvfp4_tensor out{nvfp4_tensor(x.rows(), x.cols(), axis), std::vector<float>(static_cast<std::size_t>(x.rows()))};
   const index_t data_stride = out.values.data_row_stride(), scale_stride = out.values.scale_cols();
-  simd::parallel_ranges(x.rows(), x.size() >= simd::parallel_threshold_elements, [&](index_t begin, index_t end) {
+  simd::parallel_ranges(x.rows(), simd::worth_parallel(x.size()), [&](index_t begin, index_t end) {
     for (index_t r = begin; r < end; ++r) {
       const matrix_view<const T> row(&x(r, 0), 1, x.cols(), x.row_stride(), x.col_stride());
       float row_amax = 0.0f;
