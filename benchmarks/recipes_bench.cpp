@@ -1,6 +1,7 @@
 // Benchmarks of the training recipes: one Linear layer step (forward + backward: quantize
 // everything the recipe quantizes, then fprop, dgrad and wgrad) per recipe, beside the same three
-// GEMMs in fp32 by Eigen and OpenBLAS in the same run; and the FP8 / MXFP8 GEMMs (exact and
+// GEMMs in fp32 by Eigen and OpenBLAS in the same run; the decode-shaped inference forward on a
+// kept quantized weight per recipe beside fp32 Y = X Wᵀ; and the FP8 / MXFP8 GEMMs (exact and
 // relaxed) beside SGEMM. Counters: FLOP/s = 2·M·N·K per GEMM (x3 for a step) / time.
 // Thread counts: NVFP4_BENCH_THREADS, through benchmarks/bench_threads.hpp (1 and 2 by default).
 #include <benchmark/benchmark.h>
@@ -94,6 +95,26 @@ void BM_linear_step(benchmark::State& state) {
     benchmark::DoNotOptimize(dx.data());
   }
   report(state, p, 3.0);
+}
+
+/// Inference: Y of the layer's infer() on the weight kept by an untimed refresh (TE's
+/// is_first_microbatch False), as a decoding loop runs it; only X is quantized per call.
+void BM_linear_infer(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  const named_recipe& r = recipes()[static_cast<std::size_t>(state.range(4))];
+  state.SetLabel(r.name);
+  nn::linear layer(p.k, p.n, r.value, r.options);
+  std::copy(p.w.data(), p.w.data() + p.w.size(), layer.weight().begin());
+  std::vector<float> y(static_cast<std::size_t>(p.m * p.n));
+  const auto x = matrix_view<const float>::row_major(p.x.data(), p.m, p.k);
+  const auto out = matrix_view<float>::row_major(y.data(), p.m, p.n);
+  layer.infer(x, out, nn::weight_cache::refresh);
+  for (auto _ : state) {
+    layer.infer(x, out, nn::weight_cache::reuse);
+    benchmark::DoNotOptimize(y.data());
+  }
+  report(state, p, 1.0);
 }
 
 /// The fp32 step by Eigen: Y = X Wᵀ, dX = dY W, dW = dYᵀ X, outputs allocated once.
@@ -195,7 +216,19 @@ void gemm_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 }
 
+// Decode-shaped inference {16, 4096, 4096, threads, recipe} beside fp32 Y = X Wᵀ by Eigen / OpenBLAS.
+void infer_shapes(benchmark::internal::Benchmark* b, bool per_recipe) {
+  for (int threads : nvfp4_bench::thread_counts())
+    for (int r = 0; r < (per_recipe ? static_cast<int>(recipes().size()) : 1); ++r) b->Args({16, 4096, 4096, threads, r});
+  b->ArgNames({"M", "N", "K", "threads", "recipe"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+}
+
 BENCHMARK(BM_linear_step)->Name("linear_step")->Apply([](auto* b) { step_shapes(b, true); });
+BENCHMARK(BM_linear_infer)->Name("linear_infer_kept_weight")->Apply([](auto* b) { infer_shapes(b, true); });
+BENCHMARK(BM_eigen_sgemm)->Name("eigen_forward_fp32")->Apply([](auto* b) { infer_shapes(b, false); });
+#ifdef NVFP4_HAVE_CBLAS
+BENCHMARK(BM_openblas_sgemm)->Name("openblas_forward_fp32")->Apply([](auto* b) { infer_shapes(b, false); });
+#endif
 BENCHMARK(BM_eigen_step)->Name("eigen_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_step)->Name("openblas_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });

@@ -481,19 +481,21 @@ auto layer_array(std::span<float> (nn::linear::*get)(), bool is_matrix) {
   };
 }
 
-/// forward or backward of the layer on a float32 [M, ·] array into a new [M, out_cols] array.
-py::array_t<float> layer_pass(nn::linear& l, const py::array& in, const char* what, index_t out_cols,
-                              void (nn::linear::*pass)(matrix_view<const float>, matrix_view<float>)) {
+/// A pass of the layer (pass(view, out): forward, infer or backward) on a float32 [M, ·] array
+/// into a new [M, out_cols] array.
+template <class Pass>
+py::array_t<float> layer_pass(const py::array& in, const char* what, index_t out_cols, Pass&& pass) {
   py::array_t<float, py::array::c_style> keep;
   const auto view = float_matrix(in, keep, what);
   auto result = new_float_matrix(view.rows(), out_cols);
   auto out = view_of(result);
   {
     py::gil_scoped_release unlocked;
-    (l.*pass)(view, out);
+    pass(view, out);
   }
   return result;
 }
+
 
 tensor_role parse_role(const std::string& role) {
   if (role == "input") return tensor_role::input;
@@ -532,6 +534,10 @@ Enum parse_enum(const std::string& text, std::initializer_list<std::pair<const c
     names += (names.empty() ? "" : ", ") + std::string(name);
   }
   throw error(errc::invalid_argument, std::string(what) + " must be one of " + names + ", not '" + text + "'");
+}
+nn::weight_cache parse_weight_cache(const std::string& v) {
+  return parse_enum<nn::weight_cache>(
+      v, {{"off", nn::weight_cache::off}, {"refresh", nn::weight_cache::refresh}, {"reuse", nn::weight_cache::reuse}}, "weight_cache");
 }
 
 recipe_format parse_recipe_format(const std::string& f) {
@@ -799,9 +805,25 @@ PYBIND11_MODULE(nvfp4, m) {
                     [](nn::linear& l, const py::object& r) { l.set_recipe(to_recipe(r)); },
                     "the recipe (a copy); assigning one switches it (e.g. a BF16 cooldown)")
       .def_property("steps", &nn::linear::steps, &nn::linear::set_steps)
-      .def("forward", [](nn::linear& l, const py::array& x) { return layer_pass(l, x, "x", l.out_features(), &nn::linear::forward); },
-           py::arg("x"), "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs")
-      .def("backward", [](nn::linear& l, const py::array& dy) { return layer_pass(l, dy, "dy", l.in_features(), &nn::linear::backward); },
+      .def("forward",
+           [](nn::linear& l, const py::array& x, const std::string& weight_cache) {
+             const nn::weight_cache cache = parse_weight_cache(weight_cache);
+             return layer_pass(x, "x", l.out_features(), [&](auto in, auto out) { l.forward(in, out, cache); });
+           },
+           py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
+           "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs. weight_cache: 'off', 'refresh' (keep the "
+           "quantized W), 'reuse' (run on the kept W): TE's is_first_microbatch None / True / False")
+      .def("infer",
+           [](nn::linear& l, const py::array& x, const std::string& weight_cache) {
+             const nn::weight_cache cache = parse_weight_cache(weight_cache);
+             return layer_pass(x, "x", l.out_features(), [&](auto in, auto out) { l.infer(in, out, cache); });
+           },
+           py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
+           "the forward's Y without saving for backward or touching delayed-scaling state (evaluation, inference)")
+      .def("backward",
+           [](nn::linear& l, const py::array& dy) {
+             return layer_pass(dy, "dy", l.in_features(), [&](auto in, auto out) { l.backward(in, out); });
+           },
            py::arg("dy"), "dX for dY [M, out_features]; dW and db into weight_grad / bias_grad")
       .def("scaling_state", [](const nn::linear& l, const std::string& role) -> py::object {
         const delayed_scaling_state* s = l.scaling_state(parse_role(role));

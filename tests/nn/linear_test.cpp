@@ -1,7 +1,8 @@
 // Tests of nvfp4/nn/linear.hpp: for every recipe, forward and backward rebuilt bit for bit from
 // the public quantizers and GEMMs the header documents; the layer's dtype (bf16 inputs and
 // outputs), the bias and its gradient against a hand sum, delayed scaling stepping its states,
-// seeds, 1 vs 2 threads, recipe switching, and bad input.
+// seeds, 1 vs 2 threads, recipe switching, bad input; the inference forward and the kept weight
+// (TE's is_first_microbatch) against the training forward.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -278,6 +279,133 @@ TEST(Linear, ThreadCountDoesNotChangeResults) {
   }
 }
 #endif
+
+/// One of each recipe family and its variants, with the layer options they run under.
+std::vector<std::pair<recipe, nn::linear_options>> every_recipe() {
+  return {{no_quantization{}, {.bias = true}},
+          {no_quantization{}, {.bias = true, .dtype = high_precision::bf16}},
+          {nvfp4_block_scaling{}, {.bias = true, .dtype = high_precision::bf16, .seed = 5}},
+          {nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true}, {.seed = 5}},
+          {nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::weights}, {.seed = 5}},
+          {float8_current_scaling{}, {.bias = true}},
+          {delayed_scaling{.amax_history_len = 4}, {}},
+          {float8_block_scaling{}, {}},
+          {mxfp8_block_scaling{}, {.bias = true, .mode = gemm_mode::relaxed}}};
+}
+
+nn::linear make_layer(const recipe& r, const nn::linear_options& options, const inputs& in) {
+  nn::linear layer(K, N, r, options);
+  std::copy(in.w.begin(), in.w.end(), layer.weight().begin());
+  if (options.bias) std::copy(in.b.begin(), in.b.end(), layer.bias().begin());
+  return layer;
+}
+
+std::vector<float> history_of(const nn::linear& layer, tensor_role role) {
+  const auto h = layer.scaling_state(role)->amax_history();
+  return {h.begin(), h.end()};
+}
+
+TEST(LinearInfer, GivesTheForwardsYAndTouchesNoState) {
+  const inputs in;
+  for (const auto& [r, options] : every_recipe()) {
+    SCOPED_TRACE(recipe_name(r));
+    nn::linear trained = make_layer(r, options, in), inferred = make_layer(r, options, in);
+    const auto y = trained.forward(cview(in.x, M, K));
+    EXPECT_EQ(first_difference(inferred.infer(cview(in.x, M, K)), y), -1);
+    // Nothing saved: a backward has no forward to differentiate.
+    EXPECT_EQ(test::error_code_of([&] { inferred.backward(cview(in.dy, M, N)); }), errc::invalid_argument);
+    if (std::holds_alternative<delayed_scaling>(r)) {
+      for (tensor_role role : {tensor_role::input, tensor_role::weight}) {
+        EXPECT_EQ(inferred.scaling_state(role)->scale(), 1.0f);
+        EXPECT_EQ(history_of(inferred, role), std::vector<float>(4, 0.0f));  // nothing recorded, nothing rolled
+      }
+      EXPECT_NE(history_of(trained, tensor_role::input), std::vector<float>(4, 0.0f));  // the forward did record
+    }
+  }
+}
+
+TEST(LinearInfer, KeepsASavedForwardForBackward) {
+  const inputs in;
+  const auto other_x = test::random_values(M * K, 11);
+  for (const auto& [r, options] : every_recipe()) {
+    SCOPED_TRACE(recipe_name(r));
+    const layer_run want = run_layer(r, options, in);
+    nn::linear layer = make_layer(r, options, in);
+    layer_run got;
+    got.y = layer.forward(cview(in.x, M, K));
+    layer.infer(cview(other_x, M, K));  // between forward and backward, as an evaluation would be
+    got.dx = layer.backward(cview(in.dy, M, N));
+    got.dw.assign(layer.weight_grad().begin(), layer.weight_grad().end());
+    expect_same(got, want, recipe_name(r));
+  }
+}
+
+TEST(LinearWeightCache, ReuseRunsOnTheKeptWeight) {
+  const inputs in;
+  for (const auto& [r, options] : every_recipe()) {
+    if (std::holds_alternative<delayed_scaling>(r)) continue;  // its scales move between steps: below
+    SCOPED_TRACE(recipe_name(r));
+    nn::linear layer = make_layer(r, options, in);
+    const auto y_off = make_layer(r, options, in).forward(cview(in.x, M, K));
+    const auto y_refresh = layer.forward(cview(in.x, M, K), nn::weight_cache::refresh);
+    EXPECT_EQ(first_difference(y_refresh, y_off), -1);
+    layer.backward(cview(in.dy, M, N));
+    // The master weight moves (an optimizer step); reuse still runs on the weight kept by refresh,
+    // as TE's later micro-batches do.
+    for (float& w : layer.weight()) w *= 3.0f;
+    EXPECT_EQ(first_difference(layer.forward(cview(in.x, M, K), nn::weight_cache::reuse), y_off), -1);
+    const layer_run want = run_layer(r, options, in);  // backward against the kept (old) weight
+    if (!std::holds_alternative<nvfp4_block_scaling>(r)) {  // NVFP4's gradient SR seed moves with the step
+      EXPECT_EQ(first_difference(layer.backward(cview(in.dy, M, N)), want.dx), -1);
+    }
+    EXPECT_EQ(first_difference(layer.infer(cview(in.x, M, K), nn::weight_cache::reuse), y_off), -1);
+    // off and refresh see the moved weight.
+    const auto y_moved = layer.infer(cview(in.x, M, K));
+    EXPECT_NE(first_difference(y_moved, y_off), -1);
+    EXPECT_EQ(first_difference(layer.infer(cview(in.x, M, K), nn::weight_cache::refresh), y_moved), -1);
+    EXPECT_EQ(first_difference(layer.infer(cview(in.x, M, K), nn::weight_cache::reuse), y_moved), -1);
+  }
+}
+
+TEST(LinearWeightCache, DelayedScalingReuseRecordsNoWeightAmax) {
+  // TE's rule: with is_first_microbatch False the weight's amax is not recorded, so the weight's
+  // history does not roll (the fused update leaves a zero step alone); the input's still does.
+  const inputs in;
+  nn::linear layer = make_layer(delayed_scaling{.amax_history_len = 4}, {}, in);
+  layer.forward(cview(in.x, M, K), nn::weight_cache::refresh);
+  layer.backward(cview(in.dy, M, N));
+  const auto weight_history = history_of(layer, tensor_role::weight);
+  const float w_amax = amax(cview(in.w, N, K)), x_amax = amax(cview(in.x, M, K));
+  EXPECT_EQ(weight_history, (std::vector<float>{0.0f, 0.0f, 0.0f, w_amax}));
+  const float w_scale = layer.scaling_state(tensor_role::weight)->scale();
+  const float x_scale = layer.scaling_state(tensor_role::input)->scale();
+  const auto y = layer.forward(cview(in.x, M, K), nn::weight_cache::reuse);
+  EXPECT_EQ(history_of(layer, tensor_role::weight), weight_history);
+  EXPECT_EQ(history_of(layer, tensor_role::input), (std::vector<float>{0.0f, 0.0f, x_amax, x_amax}));
+  // Y: X with this step's input scale against W quantized at the first step (scale 1).
+  const auto x8 = quantize_fp8_with_scale(cview(in.x, M, K), fp8_format::e4m3, x_scale);
+  const auto w8 = quantize_fp8_with_scale(cview(in.w, N, K), fp8_format::e4m3, 1.0f);
+  std::vector<float> y_ref(M * N);
+  fp8_gemm(x8, w8, mview(y_ref, M, N), {.promotion_interval = 0});
+  EXPECT_EQ(first_difference(y, y_ref), -1);
+  EXPECT_EQ(layer.scaling_state(tensor_role::weight)->scale(), w_scale);
+}
+
+TEST(LinearWeightCache, ReuseNeedsAKeptWeight) {
+  const inputs in;
+  nn::linear layer = make_layer(nvfp4_block_scaling{}, {}, in);
+  std::vector<float> y(M * N);
+  EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
+            errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
+            errc::invalid_argument);
+  layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::refresh);
+  EXPECT_NO_THROW(layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse));
+  layer.set_recipe(float8_current_scaling{});  // a kept weight belongs to its recipe
+  EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
+            errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K - 1), mview(y, M, N)); }), errc::shape_mismatch);
+}
 
 TEST(Linear, RecipeSwitchKeepsWeightsAndRejectsWhatTeRejects) {
   nn::linear layer(K, N, nvfp4_block_scaling{});

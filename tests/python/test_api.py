@@ -152,6 +152,19 @@ def test_linear_layer_and_recipes():
         history = layer.scaling_state("input")["amax_history"]
         amax = np.float32(np.abs(x).max())
         assert list(history[-2:]) == ([amax, 0.0] if unfused else [0.0, amax])
+    # The inference forward and the kept weight (TE's is_first_microbatch).
+    layer.recipe = nvfp4.NVFP4BlockScaling()
+    y = layer.forward(x, weight_cache="refresh")
+    assert np.array_equal(layer.infer(x), y)
+    layer.weight[:] *= 2
+    assert np.array_equal(layer.infer(x, weight_cache="reuse"), y)
+    assert not np.array_equal(layer.infer(x), y)
+    with pytest.raises(nvfp4.Error):
+        layer.infer(x, weight_cache="sometimes")
+    layer.recipe = nvfp4.Float8CurrentScaling()
+    with pytest.raises(nvfp4.Error) as info:
+        layer.infer(x, weight_cache="reuse")
+    assert info.value.code == "invalid_argument"
     bad = nvfp4.NVFP4BlockScaling()
     bad.nvfp4_4over6 = "activations"  # needs disable_rht
     with pytest.raises(nvfp4.Error) as info:

@@ -102,7 +102,7 @@ inline std::string recipe_short_name(const recipe& r, high_precision dtype) {
 /// The emulated TE Linear layer (nn/linear.hpp) as a dense layer's engine: any recipe, exact or
 /// relaxed GEMMs, FP32 or BF16 high precision. The dense layer owns the master weight; it is
 /// copied into the Linear before each forward, and the Linear's dW copied out after backward.
-/// An evaluation forward leaves a delayed-scaling history as it was (restored afterwards).
+/// An evaluation forward is the layer's infer(): delayed-scaling states stay as they were.
 class linear_engine final : public gemm_engine {
  public:
   linear_engine(index_t in, index_t out, recipe r, linear_options options)
@@ -116,20 +116,9 @@ class linear_engine final : public gemm_engine {
       for (index_t j = 0; j < w.cols(); ++j) weight[static_cast<std::size_t>(i * w.cols() + j)] = w(i, j);
     if (training) {
       linear_.forward(x, y);
-      return;
+    } else {
+      linear_.infer(x, y);
     }
-    struct saved {
-      std::vector<float> history;
-      float scale;
-    };
-    std::vector<saved> states;
-    for (nvfp4::tensor_role role : {nvfp4::tensor_role::input, nvfp4::tensor_role::weight, nvfp4::tensor_role::grad_output})
-      if (const delayed_scaling_state* s = linear_.scaling_state(role))
-        states.push_back({{s->amax_history().begin(), s->amax_history().end()}, s->scale()});
-    linear_.forward(x, y);
-    std::size_t i = 0;
-    for (nvfp4::tensor_role role : {nvfp4::tensor_role::input, nvfp4::tensor_role::weight, nvfp4::tensor_role::grad_output})
-      if (delayed_scaling_state* s = linear_.scaling_state(role)) s->restore(states[i].history, states[i].scale), ++i;
   }
 
   void backward(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) override {

@@ -33,11 +33,18 @@
 // - mxfp8_block_scaling: quantize_mxfp8_te of each tensor and its transpose; mxfp8_gemm.
 // Y and dX are written in the layer's dtype (bf16: rounded once from the fp32 epilogue, bias
 // included); dW and db are fp32 (TE's main_grad); db is the fp32 sum of dY's rows in row order.
+//
+// infer(x) is the forward for evaluation and inference: the same Y bit for bit, without the
+// columnwise copies backward needs, without touching a forward saved for backward, and without
+// recording or updating delayed-scaling state. Both forward and infer take a weight_cache, TE's
+// `is_first_microbatch`: refresh quantizes W and keeps it, reuse runs on the kept W (micro-batches,
+// decode steps between optimizer steps), off quantizes W every call.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -61,6 +68,14 @@ struct linear_options {
   mma8::tensor_core fp8_tensor_core = mma8::tensor_core::hopper;  ///< per-tensor and block FP8 GEMMs
   index_t promotion_interval = 128;                     ///< FP8 split accumulator: elements of K per promotion
   std::uint64_t seed = 0;                               ///< the only source of randomness (NVFP4 SR)
+};
+
+/// How a forward treats the quantized weight: TE's `is_first_microbatch` (None, True, False).
+enum class weight_cache {
+  off,      ///< quantize W on every call, keep nothing (TE: None)
+  refresh,  ///< quantize W and keep it for later calls (TE: True)
+  reuse     ///< run on the W kept by the last refresh, as W was then (TE: False; W's delayed-scaling
+            ///< amax is not recorded). Throws invalid_argument without one since the last set_recipe.
 };
 
 /// An emulated TE Linear layer (see the header comment for what each recipe computes).
@@ -99,6 +114,7 @@ class linear {
         states_[static_cast<std::size_t>(role)] = delayed_scaling_state(*d, role_format(d->fp8_format, role));
     }
     saved_ = {};
+    kept_weight_.reset();
   }
 
   /// The FP32 master weight W [out_features, in_features], row-major.
@@ -128,27 +144,47 @@ class linear {
     return std::holds_alternative<delayed_scaling>(recipe_) ? &states_[static_cast<std::size_t>(role)] : nullptr;
   }
 
-  /// Y = X Wᵀ (+ b), X [M, in_features], Y [M, out_features]; keeps what backward needs. Throws
-  /// shape_mismatch / null_pointer / non_finite_error (NaN or Inf in X or W) before writing Y.
-  void forward(matrix_view<const float> x, matrix_view<float> y) {
-    x.validate("linear input");
-    y.validate("linear output");
-    nvfp4::detail::require(x.cols() == in_, errc::shape_mismatch,
-                    "linear::forward: X has " + std::to_string(x.cols()) + " columns, the layer " + std::to_string(in_) + " inputs");
-    nvfp4::detail::require(y.rows() == x.rows() && y.cols() == out_, errc::shape_mismatch,
-                    "linear::forward: Y is " + shape(y.rows(), y.cols()) + ", expected " + shape(x.rows(), out_));
+  /// Y = X Wᵀ (+ b), X [M, in_features], Y [M, out_features]; keeps what backward needs and, under
+  /// delayed scaling, records the amaxes and steps the input and weight states. Throws
+  /// shape_mismatch / null_pointer / non_finite_error (NaN or Inf in X or W) before writing Y,
+  /// invalid_argument for weight_cache::reuse without a kept weight.
+  void forward(matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
+    check_forward(x, y, "linear::forward");
     saved_.valid = false;
+    std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/true);
     const auto xv = to_dtype(x, "input", x_scratch_);
-    const auto wv = to_dtype(weight_view(), "weight", w_scratch_);
     const auto rv = scratch(x.rows(), out_, y_scratch_);
-    std::visit([&](const auto& r) { fprop(r, xv, wv, rv); }, recipe_);
+    std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/true); }, recipe_);
+    if (std::holds_alternative<delayed_scaling>(recipe_)) {
+      states_[0].update();
+      states_[1].update();  // after a reuse nothing was recorded: TE's kernel then leaves it as it was
+    }
     write_output(rv, y);
+    saved_.weight = std::move(w);
     saved_.rows = x.rows();
     saved_.valid = true;
   }
-  std::vector<float> forward(matrix_view<const float> x) {
+  std::vector<float> forward(matrix_view<const float> x, weight_cache cache = weight_cache::off) {
     std::vector<float> y(static_cast<std::size_t>(std::max<index_t>(x.rows(), 0) * out_));
-    forward(x, matrix_view<float>::row_major(y.data(), x.rows(), out_));
+    forward(x, matrix_view<float>::row_major(y.data(), x.rows(), out_), cache);
+    return y;
+  }
+
+  /// The inference forward: Y exactly as forward computes it, but nothing for backward (no
+  /// columnwise copies; a forward already saved stays valid), and delayed-scaling states neither
+  /// record nor update (the current scales are used). TE under fp8_autocast records amaxes in
+  /// evaluation too; call forward for that. Throws as forward.
+  void infer(matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
+    check_forward(x, y, "linear::infer");
+    const std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/false);
+    const auto xv = to_dtype(x, "input", infer_x_scratch_);
+    const auto rv = scratch(x.rows(), out_, infer_y_scratch_);
+    std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/false); }, recipe_);
+    write_output(rv, y);
+  }
+  std::vector<float> infer(matrix_view<const float> x, weight_cache cache = weight_cache::off) {
+    std::vector<float> y(static_cast<std::size_t>(std::max<index_t>(x.rows(), 0) * out_));
+    infer(x, matrix_view<float>::row_major(y.data(), x.rows(), out_), cache);
     return y;
   }
 
@@ -183,16 +219,52 @@ class linear {
   }
 
  private:
+  /// W as one recipe's GEMMs read it: rowwise for fprop, columnwise for dgrad (made when a
+  /// backward may follow or the weight is kept). Shared between the kept weight and a forward
+  /// saved for backward, so neither copies it.
+  struct weight_operands {
+    std::vector<float> values;                  // no quantization: W in the dtype, row-major
+    nvfp4_operand nvfp4_row, nvfp4_col;
+    fp8_tensor fp8_row, fp8_col;                // per-tensor and block FP8
+    quantized_tensor<mxfp8> mx_row, mx_col;     // MXFP8 (weights are E4M3)
+  };
+
   /// What backward needs from forward, per recipe family.
   struct saved_state {
     bool valid = false;
     index_t rows = 0;
-    nvfp4_operand x_nvfp4, w_nvfp4;             // NVFP4: the columnwise copies
-    fp8_tensor x_fp8, w_fp8;                    // FP8 recipes: the columnwise copies
-    quantized_tensor<mxfp8> x_mx, w_mx;         // MXFP8: the columnwise copies (forward tensors are E4M3)
+    std::shared_ptr<const weight_operands> weight;  // the W of that forward
+    nvfp4_operand x_nvfp4;                          // NVFP4: X's columnwise copy
+    fp8_tensor x_fp8;                               // FP8 recipes: X's columnwise copy
+    quantized_tensor<mxfp8> x_mx;                   // MXFP8: X's columnwise copy
   };
 
   static std::string shape(index_t r, index_t c) { return std::to_string(r) + "x" + std::to_string(c); }
+
+  void check_forward(matrix_view<const float> x, matrix_view<float> y, const char* who) const {
+    x.validate("linear input");
+    y.validate("linear output");
+    nvfp4::detail::require(x.cols() == in_, errc::shape_mismatch,
+                           std::string(who) + ": X has " + std::to_string(x.cols()) + " columns, the layer " + std::to_string(in_) + " inputs");
+    nvfp4::detail::require(y.rows() == x.rows() && y.cols() == out_, errc::shape_mismatch,
+                           std::string(who) + ": Y is " + shape(y.rows(), y.cols()) + ", expected " + shape(x.rows(), out_));
+  }
+
+  /// The W a forward runs on: the kept one (reuse), or W quantized now (kept too for refresh).
+  /// A training forward records W's delayed-scaling amax unless it reuses.
+  std::shared_ptr<const weight_operands> weight_for(weight_cache cache, bool for_training) {
+    if (cache == weight_cache::reuse) {
+      nvfp4::detail::require(kept_weight_ != nullptr, errc::invalid_argument,
+                             "linear: weight_cache::reuse without a weight kept by weight_cache::refresh since the last set_recipe");
+      return kept_weight_;
+    }
+    const auto wv = to_dtype(weight_view(), "weight", w_scratch_);
+    auto w = std::make_shared<weight_operands>();
+    const bool columnwise = for_training || cache == weight_cache::refresh;
+    std::visit([&](const auto& r) { quantize_weight_operands(r, wv, columnwise, for_training, *w); }, recipe_);
+    if (cache == weight_cache::refresh) kept_weight_ = w;
+    return w;
+  }
 
   /// A row-major [rows, cols] view of `buffer`, grown as needed (layer buffers are reused from
   /// step to step: touching fresh memory costs more than the copies).
@@ -222,118 +294,143 @@ class linear {
     return {.core = options_.fp8_tensor_core, .mode = options_.mode,
             .promotion_interval = params.use_split_accumulator ? options_.promotion_interval : 0, .bias = bias};
   }
-  static matrix_view<const float> transposed(matrix_view<const float> v) { return v.transposed(); }
-
-  // ---- no quantization ----
-  void fprop(const no_quantization&, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
-    float_gemm(x, w, {}, y);
-    add_bias(y);  // X and W in the dtype stay in their scratch buffers for backward
-  }
-  void bprop(const no_quantization&, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
-    const auto x = matrix_view<const float>::row_major(x_scratch_.data(), saved_.rows, in_);
-    const auto w = matrix_view<const float>::row_major(w_scratch_.data(), out_, in_);
-    float_gemm(dy, w.transposed(), {}, dx);
-    float_gemm(dy.transposed(), x.transposed(), {}, dw);
-  }
   void add_bias(matrix_view<float> y) const {
     if (bias_.empty()) return;
     for (index_t i = 0; i < y.rows(); ++i)
       for (index_t j = 0; j < y.cols(); ++j) y(i, j) += bias_[static_cast<std::size_t>(j)];
   }
 
+  // Per recipe family: quantize_weight_operands (W's copies), fprop (X's copies and the fprop
+  // GEMM; X's columnwise copy only when `training`), bprop (dY's copies, dgrad and wgrad).
+
+  // ---- no quantization ----
+  void quantize_weight_operands(const no_quantization&, matrix_view<const float> w, bool, bool, weight_operands& out) const {
+    out.values.assign(w.data(), w.data() + w.rows() * w.cols());  // w is the row-major dtype copy
+  }
+  static matrix_view<const float> values_view(const weight_operands& w, index_t rows, index_t cols) {
+    return matrix_view<const float>::row_major(w.values.data(), rows, cols);
+  }
+  void fprop(const no_quantization&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool) {
+    float_gemm(x, values_view(w, out_, in_), {}, y);
+    add_bias(y);  // X in the dtype stays in its scratch buffer for backward
+  }
+  void bprop(const no_quantization&, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
+    const auto x = matrix_view<const float>::row_major(x_scratch_.data(), saved_.rows, in_);
+    float_gemm(dy, values_view(*saved_.weight, out_, in_).transposed(), {}, dx);
+    float_gemm(dy.transposed(), x.transposed(), {}, dw);
+  }
+
   // ---- NVFP4 ----
-  void fprop(const nvfp4_block_scaling& r, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
-    operand_pair xs = quantize_activation(x, r);
-    operand_pair ws = quantize_weight(w, r);
-    nvfp4_gemm(xs.rowwise, ws.rowwise, y, options_.mode, bias_span());
-    saved_.x_nvfp4 = std::move(xs.columnwise);
-    saved_.w_nvfp4 = std::move(ws.columnwise);
+  void quantize_weight_operands(const nvfp4_block_scaling& r, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
+    if (columnwise) {
+      operand_pair ws = quantize_weight(w, r);
+      out.nvfp4_row = std::move(ws.rowwise);
+      out.nvfp4_col = std::move(ws.columnwise);
+    } else {
+      out.nvfp4_row = quantize_weight_rowwise(w, r);
+    }
+  }
+  void fprop(const nvfp4_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+    if (training) {
+      operand_pair xs = quantize_activation(x, r);
+      nvfp4_gemm(xs.rowwise, w.nvfp4_row, y, options_.mode, bias_span());
+      saved_.x_nvfp4 = std::move(xs.columnwise);
+    } else {
+      nvfp4_gemm(quantize_activation_rowwise(x, r), w.nvfp4_row, y, options_.mode, bias_span());
+    }
   }
   void bprop(const nvfp4_block_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
     nvfp4_block_scaling step_recipe = r;
     step_recipe.seed = gradient_seed(steps_);
     const operand_pair gs = quantize_gradient(dy, step_recipe);
-    nvfp4_gemm(gs.rowwise, saved_.w_nvfp4, dx, options_.mode);
+    nvfp4_gemm(gs.rowwise, saved_.weight->nvfp4_col, dx, options_.mode);
     nvfp4_gemm(gs.columnwise, saved_.x_nvfp4, dw, options_.mode);
   }
 
   // ---- FP8 current scaling ----
-  void fprop(const float8_current_scaling& r, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
-    const fp8_scale_options scale{.power_2_scale = r.use_power_2_scales};
+  void quantize_weight_operands(const float8_current_scaling& r, matrix_view<const float> w, bool columnwise, bool,
+                                weight_operands& out) const {
     const fp8_format f = forward_format(r.fp8_format);
-    const fp8_tensor x8 = quantize_fp8_current(x, f, scale), w8 = quantize_fp8_current(w, f, scale);
-    fp8_gemm(x8, w8, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
-    saved_.x_fp8 = quantize_fp8_with_scale(x.transposed(), f, x8.scale(), quantized_axis::columnwise);
-    saved_.w_fp8 = quantize_fp8_with_scale(w.transposed(), f, w8.scale(), quantized_axis::columnwise);
+    out.fp8_row = quantize_fp8_current(w, f, {.power_2_scale = r.use_power_2_scales});
+    if (columnwise) out.fp8_col = quantize_fp8_with_scale(w.transposed(), f, out.fp8_row.scale(), quantized_axis::columnwise);
+  }
+  void fprop(const float8_current_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+    const fp8_format f = forward_format(r.fp8_format);
+    const fp8_tensor x8 = quantize_fp8_current(x, f, {.power_2_scale = r.use_power_2_scales});
+    fp8_gemm(x8, w.fp8_row, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
+    if (training) saved_.x_fp8 = quantize_fp8_with_scale(x.transposed(), f, x8.scale(), quantized_axis::columnwise);
   }
   void bprop(const float8_current_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
     const fp8_format f = backward_format(r.fp8_format);
     const fp8_tensor g8 = quantize_fp8_current(dy, f, {.power_2_scale = r.use_power_2_scales});
     const fp8_tensor g8t = quantize_fp8_with_scale(dy.transposed(), f, g8.scale(), quantized_axis::columnwise);
-    fp8_gemm(g8, saved_.w_fp8, dx, fp8_options(r.fp8_gemm_dgrad));
+    fp8_gemm(g8, saved_.weight->fp8_col, dx, fp8_options(r.fp8_gemm_dgrad));
     fp8_gemm(g8t, saved_.x_fp8, dw, fp8_options(r.fp8_gemm_wgrad));
   }
 
-  // ---- FP8 delayed scaling ----
-  fp8_tensor delayed_quantize(nvfp4::tensor_role role, matrix_view<const float> v) {
-    delayed_scaling_state& state = states_[static_cast<std::size_t>(role)];
-    fp8_tensor q = quantize_fp8_with_scale(v, state.format(), state.scale());
-    state.record(q.amax());
-    return q;
+  // ---- FP8 delayed scaling (forward() steps the input and weight states after fprop) ----
+  void quantize_weight_operands(const delayed_scaling&, matrix_view<const float> w, bool columnwise, bool record, weight_operands& out) {
+    delayed_scaling_state& state = states_[static_cast<std::size_t>(nvfp4::tensor_role::weight)];
+    out.fp8_row = quantize_fp8_with_scale(w, state.format(), state.scale());
+    if (record) state.record(out.fp8_row.amax());
+    if (columnwise) out.fp8_col = quantize_fp8_with_scale(w.transposed(), state.format(), state.scale(), quantized_axis::columnwise);
   }
-  void fprop(const delayed_scaling& r, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
-    const float x_scale = states_[0].scale(), w_scale = states_[1].scale();
-    const fp8_tensor x8 = delayed_quantize(nvfp4::tensor_role::input, x), w8 = delayed_quantize(nvfp4::tensor_role::weight, w);
-    fp8_gemm(x8, w8, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
-    saved_.x_fp8 = quantize_fp8_with_scale(x.transposed(), x8.format(), x_scale, quantized_axis::columnwise);
-    saved_.w_fp8 = quantize_fp8_with_scale(w.transposed(), w8.format(), w_scale, quantized_axis::columnwise);
-    states_[0].update();
-    states_[1].update();
+  void fprop(const delayed_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+    delayed_scaling_state& state = states_[static_cast<std::size_t>(nvfp4::tensor_role::input)];
+    const fp8_tensor x8 = quantize_fp8_with_scale(x, state.format(), state.scale());
+    fp8_gemm(x8, w.fp8_row, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
+    if (!training) return;
+    state.record(x8.amax());
+    saved_.x_fp8 = quantize_fp8_with_scale(x.transposed(), x8.format(), state.scale(), quantized_axis::columnwise);
   }
   void bprop(const delayed_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
-    const float g_scale = states_[2].scale();
-    const fp8_tensor g8 = delayed_quantize(nvfp4::tensor_role::grad_output, dy);
+    delayed_scaling_state& state = states_[static_cast<std::size_t>(nvfp4::tensor_role::grad_output)];
+    const float g_scale = state.scale();
+    const fp8_tensor g8 = quantize_fp8_with_scale(dy, state.format(), g_scale);
+    state.record(g8.amax());
     const fp8_tensor g8t = quantize_fp8_with_scale(dy.transposed(), g8.format(), g_scale, quantized_axis::columnwise);
-    fp8_gemm(g8, saved_.w_fp8, dx, fp8_options(r.fp8_gemm_dgrad));
+    fp8_gemm(g8, saved_.weight->fp8_col, dx, fp8_options(r.fp8_gemm_dgrad));
     fp8_gemm(g8t, saved_.x_fp8, dw, fp8_options(r.fp8_gemm_wgrad));
-    states_[2].update();
+    state.update();
   }
 
   // ---- FP8 block scaling ----
-  static std::pair<fp8_tensor, fp8_tensor> block_pair(const float8_block_scaling& r, nvfp4::tensor_role role, matrix_view<const float> v) {
+  static fp8_tensor block_copy(const float8_block_scaling& r, nvfp4::tensor_role role, matrix_view<const float> v, bool columnwise) {
     const fp8_format f = role_format(r.fp8_format, role);
-    return {quantize_fp8_blockwise(v, f, r.block_shape(role), r.scale_options(role)),
-            quantize_fp8_blockwise(v.transposed(), f, r.block_shape(role), r.scale_options(role), quantized_axis::columnwise)};
+    return columnwise ? quantize_fp8_blockwise(v.transposed(), f, r.block_shape(role), r.scale_options(role), quantized_axis::columnwise)
+                      : quantize_fp8_blockwise(v, f, r.block_shape(role), r.scale_options(role));
   }
-  void fprop(const float8_block_scaling& r, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
-    auto [x8, x8t] = block_pair(r, nvfp4::tensor_role::input, x);
-    auto [w8, w8t] = block_pair(r, nvfp4::tensor_role::weight, w);
-    fp8_gemm(x8, w8, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
-    saved_.x_fp8 = std::move(x8t);
-    saved_.w_fp8 = std::move(w8t);
+  void quantize_weight_operands(const float8_block_scaling& r, matrix_view<const float> w, bool columnwise, bool,
+                                weight_operands& out) const {
+    out.fp8_row = block_copy(r, nvfp4::tensor_role::weight, w, false);
+    if (columnwise) out.fp8_col = block_copy(r, nvfp4::tensor_role::weight, w, true);
+  }
+  void fprop(const float8_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+    fp8_gemm(block_copy(r, nvfp4::tensor_role::input, x, false), w.fp8_row, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
+    if (training) saved_.x_fp8 = block_copy(r, nvfp4::tensor_role::input, x, true);
   }
   void bprop(const float8_block_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
-    const auto [g8, g8t] = block_pair(r, nvfp4::tensor_role::grad_output, dy);
-    fp8_gemm(g8, saved_.w_fp8, dx, fp8_options(r.fp8_gemm_dgrad));
-    fp8_gemm(g8t, saved_.x_fp8, dw, fp8_options(r.fp8_gemm_wgrad));
+    fp8_gemm(block_copy(r, nvfp4::tensor_role::grad_output, dy, false), saved_.weight->fp8_col, dx, fp8_options(r.fp8_gemm_dgrad));
+    fp8_gemm(block_copy(r, nvfp4::tensor_role::grad_output, dy, true), saved_.x_fp8, dw, fp8_options(r.fp8_gemm_wgrad));
   }
 
-  // ---- MXFP8 ----
+  // ---- MXFP8 (forward tensors are E4M3 for both allowed formats, E4M3 and HYBRID) ----
   fp8_gemm_options mx_options(std::span<const float> bias = {}) const {
     return {.core = mma8::tensor_core::blackwell, .mode = options_.mode, .promotion_interval = 0, .bias = bias};
   }
-  void fprop(const mxfp8_block_scaling&, matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y) {
-    // Forward tensors are E4M3 for both allowed formats (E4M3, HYBRID).
-    const auto x8 = quantize_mxfp8_te<mxfp8>(x), w8 = quantize_mxfp8_te<mxfp8>(w);
-    mxfp8_gemm(x8, w8, y, mx_options(bias_span()));
-    saved_.x_mx = quantize_mxfp8_te<mxfp8>(x.transposed(), quantized_axis::columnwise);
-    saved_.w_mx = quantize_mxfp8_te<mxfp8>(w.transposed(), quantized_axis::columnwise);
+  void quantize_weight_operands(const mxfp8_block_scaling&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
+    out.mx_row = quantize_mxfp8_te<mxfp8>(w);
+    if (columnwise) out.mx_col = quantize_mxfp8_te<mxfp8>(w.transposed(), quantized_axis::columnwise);
+  }
+  void fprop(const mxfp8_block_scaling&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+    mxfp8_gemm(quantize_mxfp8_te<mxfp8>(x), w.mx_row, y, mx_options(bias_span()));
+    if (training) saved_.x_mx = quantize_mxfp8_te<mxfp8>(x.transposed(), quantized_axis::columnwise);
   }
   template <class Format>
   void mx_bprop(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
     const auto g8 = quantize_mxfp8_te<Format>(dy);
     const auto g8t = quantize_mxfp8_te<Format>(dy.transposed(), quantized_axis::columnwise);
-    mxfp8_gemm(g8, saved_.w_mx, dx, mx_options());
+    mxfp8_gemm(g8, saved_.weight->mx_col, dx, mx_options());
     mxfp8_gemm(g8t, saved_.x_mx, dw, mx_options());
   }
   void bprop(const mxfp8_block_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
@@ -350,8 +447,9 @@ class linear {
   std::vector<float> weight_, bias_, weight_grad_, bias_grad_;
   std::array<delayed_scaling_state, 3> states_{};
   saved_state saved_;
+  std::shared_ptr<const weight_operands> kept_weight_;  // weight_cache::refresh's
   std::uint64_t steps_ = 0;
-  std::vector<float> x_scratch_, w_scratch_, y_scratch_, g_scratch_, dx_scratch_;
+  std::vector<float> x_scratch_, w_scratch_, y_scratch_, g_scratch_, dx_scratch_, infer_x_scratch_, infer_y_scratch_;
 };
 
 }  // namespace nvfp4::nn

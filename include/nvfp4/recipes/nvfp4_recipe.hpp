@@ -118,7 +118,43 @@ nvfp4_tensor columnwise_copy(matrix_view<const T> x, float rowwise_amax, bool wi
   return quantize_with_amax<nvfp4_1x16>(x.transposed(), rowwise_amax, options);
 }
 inline nvfp4_operand plain_operand(nvfp4_tensor t) { return {std::move(t), 448.0f, {}}; }
+/// The rowwise copies, given the tensor's amax (unused with row-scaled activations).
+template <class T>
+nvfp4_operand activation_rowwise(matrix_view<const T> x, float x_amax, const nvfp4_block_scaling& recipe) {
+  if (recipe.row_scaled_activation) {
+    auto rowwise = quantize_row_scaled(x);
+    return {std::move(rowwise.values), 448.0f, std::move(rowwise.row_amax)};
+  }
+  if (recipe.uses_4over6(tensor_role::input)) {
+    const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::input)};
+    return {quantize_4over6_with_amax<nvfp4_1x16>(x, x_amax, options), static_cast<float>(options.e4m3_max), {}};
+  }
+  return plain_operand(quantize_with_amax<nvfp4_1x16>(x, x_amax, {}));
+}
+template <class T>
+nvfp4_operand weight_rowwise(matrix_view<const T> w, float w_amax, const nvfp4_block_scaling& recipe) {
+  if (recipe.uses_4over6(tensor_role::weight)) {
+    const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::weight)};
+    const auto bound = static_cast<float>(options.e4m3_max);
+    if (recipe.disable_2d_quantization) return {quantize_4over6_with_amax<nvfp4_1x16>(w, w_amax, options), bound, {}};
+    return {as_row_blocks(quantize_4over6_with_amax<nvfp4_16x16>(w, w_amax, options)), bound, {}};
+  }
+  if (recipe.disable_2d_quantization) return plain_operand(quantize_with_amax<nvfp4_1x16>(w, w_amax, {}));
+  return plain_operand(as_row_blocks(quantize_with_amax<nvfp4_16x16>(w, w_amax, {})));
+}
 }  // namespace detail
+
+/// The rowwise copy of quantize_activation(x, recipe) alone (what an inference forward needs).
+template <quantizer_input T>
+nvfp4_operand quantize_activation_rowwise(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {}) {
+  return detail::activation_rowwise(x, amax(x), recipe);
+}
+
+/// The rowwise copy of quantize_weight(w, recipe) alone (what an inference forward needs).
+template <quantizer_input T>
+nvfp4_operand quantize_weight_rowwise(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}) {
+  return detail::weight_rowwise(w, amax(w), recipe);
+}
 
 /// Activations X [M tokens, K]: 1x16, round-to-nearest; rowwise for fprop, columnwise (along M,
 /// with RHT unless disabled) for wgrad. With 4over6 on activations: both copies by 4over6 with the
@@ -129,19 +165,16 @@ operand_pair quantize_activation(matrix_view<const T> x, const nvfp4_block_scali
   const float x_amax = amax(x);
   operand_pair out;
   if (recipe.row_scaled_activation) {
-    auto rowwise = quantize_row_scaled(x);
     auto columnwise = quantize_row_scaled(x.transposed(), quantized_axis::columnwise);
-    out.rowwise = {std::move(rowwise.values), 448.0f, std::move(rowwise.row_amax)};
     out.columnwise = {std::move(columnwise.values), 448.0f, std::move(columnwise.row_amax)};
   } else if (recipe.uses_4over6(tensor_role::input)) {
     const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::input)};
-    const auto bound = static_cast<float>(options.e4m3_max);
-    out.rowwise = {quantize_4over6_with_amax<nvfp4_1x16>(x, x_amax, options), bound, {}};
-    out.columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(x.transposed(), x_amax, options, quantized_axis::columnwise), bound, {}};
+    out.columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(x.transposed(), x_amax, options, quantized_axis::columnwise),
+                      static_cast<float>(options.e4m3_max), {}};
   } else {
     out.columnwise = detail::plain_operand(detail::columnwise_copy(x, x_amax, !recipe.disable_rht, recipe.rht, {}));
-    out.rowwise = detail::plain_operand(quantize_with_amax<nvfp4_1x16>(x, x_amax, {}));
   }
+  out.rowwise = detail::activation_rowwise(x, x_amax, recipe);
   return out;
 }
 
@@ -158,21 +191,18 @@ operand_pair quantize_weight(matrix_view<const T> w, const nvfp4_block_scaling& 
     const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::weight)};
     const auto bound = static_cast<float>(options.e4m3_max);
     if (recipe.disable_2d_quantization) {
-      out.rowwise = {quantize_4over6_with_amax<nvfp4_1x16>(w, w_amax, options), bound, {}};
       out.columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(w.transposed(), w_amax, options, columnwise), bound, {}};
     } else {
-      out.rowwise = {detail::as_row_blocks(quantize_4over6_with_amax<nvfp4_16x16>(w, w_amax, options)), bound, {}};
       out.columnwise = {detail::as_row_blocks(quantize_4over6_with_amax<nvfp4_16x16>(w.transposed(), w_amax, options, columnwise)),
                         bound, {}};
     }
   } else if (recipe.disable_2d_quantization) {
-    out.rowwise = detail::plain_operand(quantize_with_amax<nvfp4_1x16>(w, w_amax, {}));
     out.columnwise = detail::plain_operand(quantize_with_amax<nvfp4_1x16>(w.transposed(), w_amax, {.axis = columnwise}));
   } else {
-    out.rowwise = detail::plain_operand(detail::as_row_blocks(quantize_with_amax<nvfp4_16x16>(w, w_amax, {})));
     out.columnwise =
         detail::plain_operand(detail::as_row_blocks(quantize_with_amax<nvfp4_16x16>(w.transposed(), w_amax, {.axis = columnwise})));
   }
+  out.rowwise = detail::weight_rowwise(w, w_amax, recipe);
   return out;
 }
 
