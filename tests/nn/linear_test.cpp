@@ -391,6 +391,21 @@ TEST(LinearWeightCache, DelayedScalingReuseRecordsNoWeightAmax) {
   EXPECT_EQ(layer.scaling_state(tensor_role::weight)->scale(), w_scale);
 }
 
+TEST(LinearInfer, BadInputChangesNoDelayedState) {
+  const inputs in;
+  nn::linear layer = make_layer(delayed_scaling{.amax_history_len = 2}, {}, in);
+  auto bad = in.x;
+  bad[3] = std::nanf("");
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto run = [&] { pass == 0 ? layer.forward(cview(bad, M, K)) : layer.infer(cview(bad, M, K), nn::weight_cache::refresh); };
+    EXPECT_EQ(test::error_code_of(run), errc::non_finite_input);
+    EXPECT_EQ(history_of(layer, tensor_role::weight), std::vector<float>(2, 0.0f));  // W's amax not recorded
+  }
+  std::vector<float> y(M * N);
+  EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
+            errc::invalid_argument);  // the failed refresh kept nothing
+}
+
 TEST(LinearWeightCache, ReuseNeedsAKeptWeight) {
   const inputs in;
   nn::linear layer = make_layer(nvfp4_block_scaling{}, {}, in);

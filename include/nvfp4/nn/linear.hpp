@@ -149,10 +149,10 @@ class linear {
   /// shape_mismatch / null_pointer / non_finite_error (NaN or Inf in X or W) before writing Y,
   /// invalid_argument for weight_cache::reuse without a kept weight.
   void forward(matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
-    check_forward(x, y, "linear::forward");
+    check_forward(x, y, "linear::forward", cache);
     saved_.valid = false;
+    const auto xv = to_dtype(x, "input", x_scratch_);  // X checked before W's amax is recorded
     std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/true);
-    const auto xv = to_dtype(x, "input", x_scratch_);
     const auto rv = scratch(x.rows(), out_, y_scratch_);
     std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/true); }, recipe_);
     if (std::holds_alternative<delayed_scaling>(recipe_)) {
@@ -175,9 +175,9 @@ class linear {
   /// record nor update (the current scales are used). TE under fp8_autocast records amaxes in
   /// evaluation too; call forward for that. Throws as forward.
   void infer(matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
-    check_forward(x, y, "linear::infer");
-    const std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/false);
+    check_forward(x, y, "linear::infer", cache);
     const auto xv = to_dtype(x, "input", infer_x_scratch_);
+    const std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/false);
     const auto rv = scratch(x.rows(), out_, infer_y_scratch_);
     std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/false); }, recipe_);
     write_output(rv, y);
@@ -241,9 +241,12 @@ class linear {
 
   static std::string shape(index_t r, index_t c) { return std::to_string(r) + "x" + std::to_string(c); }
 
-  void check_forward(matrix_view<const float> x, matrix_view<float> y, const char* who) const {
+  /// The checks of forward and infer that come before anything changes.
+  void check_forward(matrix_view<const float> x, matrix_view<float> y, const char* who, weight_cache cache) const {
     x.validate("linear input");
     y.validate("linear output");
+    nvfp4::detail::require(cache != weight_cache::reuse || kept_weight_ != nullptr, errc::invalid_argument,
+                           std::string(who) + ": weight_cache::reuse without a weight kept by weight_cache::refresh since the last set_recipe");
     nvfp4::detail::require(x.cols() == in_, errc::shape_mismatch,
                            std::string(who) + ": X has " + std::to_string(x.cols()) + " columns, the layer " + std::to_string(in_) + " inputs");
     nvfp4::detail::require(y.rows() == x.rows() && y.cols() == out_, errc::shape_mismatch,
@@ -253,11 +256,7 @@ class linear {
   /// The W a forward runs on: the kept one (reuse), or W quantized now (kept too for refresh).
   /// A training forward records W's delayed-scaling amax unless it reuses.
   std::shared_ptr<const weight_operands> weight_for(weight_cache cache, bool for_training) {
-    if (cache == weight_cache::reuse) {
-      nvfp4::detail::require(kept_weight_ != nullptr, errc::invalid_argument,
-                             "linear: weight_cache::reuse without a weight kept by weight_cache::refresh since the last set_recipe");
-      return kept_weight_;
-    }
+    if (cache == weight_cache::reuse) return kept_weight_;  // check_forward made sure there is one
     const auto wv = to_dtype(weight_view(), "weight", w_scratch_);
     auto w = std::make_shared<weight_operands>();
     const bool columnwise = for_training || cache == weight_cache::refresh;
