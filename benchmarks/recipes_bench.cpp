@@ -74,15 +74,25 @@ const std::vector<named_recipe>& recipes() {
   return list;
 }
 
-/// One training step of a Linear layer: forward then backward (the layer keeps its buffers, as a
-/// training loop's layer does).
-void BM_linear_step(benchmark::State& state) {
+/// The threads and problem of a Linear benchmark {M, N, K, threads, recipe}.
+const problem& linear_problem(benchmark::State& state) {
   set_threads(state);
-  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  return get_problem(state.range(0), state.range(1), state.range(2));
+}
+/// A layer under the benchmark's recipe (its name as the label) holding the problem's W.
+nn::linear bench_layer(benchmark::State& state, const problem& p) {
   const named_recipe& r = recipes()[static_cast<std::size_t>(state.range(4))];
   state.SetLabel(r.name);
   nn::linear layer(p.k, p.n, r.value, r.options);
   std::copy(p.w.data(), p.w.data() + p.w.size(), layer.weight().begin());
+  return layer;
+}
+
+/// One training step of a Linear layer: forward then backward (the layer keeps its buffers, as a
+/// training loop's layer does).
+void BM_linear_step(benchmark::State& state) {
+  const problem& p = linear_problem(state);
+  nn::linear layer = bench_layer(state, p);
   std::vector<float> y(static_cast<std::size_t>(p.m * p.n)), dx(static_cast<std::size_t>(p.m * p.k));
   const auto x = matrix_view<const float>::row_major(p.x.data(), p.m, p.k);
   const auto dy = matrix_view<const float>::row_major(p.dy.data(), p.m, p.n);
@@ -100,12 +110,8 @@ void BM_linear_step(benchmark::State& state) {
 /// Inference: Y of the layer's infer() on the weight kept by an untimed refresh (TE's
 /// is_first_microbatch False), as a decoding loop runs it; only X is quantized per call.
 void BM_linear_infer(benchmark::State& state) {
-  set_threads(state);
-  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
-  const named_recipe& r = recipes()[static_cast<std::size_t>(state.range(4))];
-  state.SetLabel(r.name);
-  nn::linear layer(p.k, p.n, r.value, r.options);
-  std::copy(p.w.data(), p.w.data() + p.w.size(), layer.weight().begin());
+  const problem& p = linear_problem(state);
+  nn::linear layer = bench_layer(state, p);
   std::vector<float> y(static_cast<std::size_t>(p.m * p.n));
   const auto x = matrix_view<const float>::row_major(p.x.data(), p.m, p.k);
   const auto out = matrix_view<float>::row_major(y.data(), p.m, p.n);
