@@ -73,6 +73,15 @@ TYPED_TEST(FastGemmEqualsReference, OnRandomOperandsOfEveryStyle) {
   EXPECT_GT(outputs, 100000);
 }
 
+// The packed operand rows and panels are working memory kept from call to call
+// (detail/scratch.hpp): a smaller product after a larger one, whose bytes are still there, must
+// read none of them.
+TYPED_TEST(FastGemmEqualsReference, AfterALargerProductOnTheSameThread) {
+  check_problem<TypeParam>(200, 70, 640, style::nan_scales, gemm_mode::exact, 7);
+  check_problem<TypeParam>(9, 40, 130, style::normal, gemm_mode::exact, 8);
+  check_problem<TypeParam>(9, 40, 130, style::wide_scales, gemm_mode::relaxed, 9);
+}
+
 TYPED_TEST(FastGemmEqualsReference, OnALargeProblem) {
   // 2^20 outputs of 4 steps each in the exact mode.
   EXPECT_EQ(check_problem<TypeParam>(1024, 1024, 256, style::wide_scales, gemm_mode::exact, 99), 1 << 20);

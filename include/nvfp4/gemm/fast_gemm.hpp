@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/detail/scratch.hpp"
 #include "nvfp4/gemm/mma_kernels.hpp"
 #include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/gemm/operands.hpp"
@@ -72,16 +73,16 @@ void mma_driver(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
   const index_t items_per_panel = (m + rows_per_item - 1) / rows_per_item;
   constexpr index_t panel_cols = panel_tiles * tile_lanes;
   struct thread_state {
-    std::vector<tile_step> own_panel;
-    std::vector<float> staged;
+    scratch<tile_step> own_panel;
+    scratch<float> staged;
     index_t packed_panel = -1;
   };
   // Work in units of one 64-element step of one output (simd/parallel.hpp's threshold).
   simd::parallel_dynamic(
       panels * items_per_panel, simd::worth_parallel(m * n * steps),
       [&] {
-        return thread_state{std::vector<tile_step>(packed ? 0 : static_cast<std::size_t>(panel_tiles * steps)),
-                            std::vector<float>(static_cast<std::size_t>(rows_per_item * panel_cols)), -1};
+        return thread_state{scratch<tile_step>(packed ? 0 : static_cast<std::size_t>(panel_tiles * steps)),
+                            scratch<float>(static_cast<std::size_t>(rows_per_item * panel_cols)), -1};
       },
       [&](index_t item, thread_state& state) {
         const index_t p = item / items_per_panel, i_begin = (item % items_per_panel) * rows_per_item;

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "nvfp4/detail/scratch.hpp"
 #include "nvfp4/gemm/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/simd/parallel.hpp"
@@ -81,7 +82,7 @@ struct broadcast_rows {
   index_t rows = 0, steps = 0;
   float exponent_min = std::numeric_limits<float>::infinity();  ///< over every non-zero scale
   float exponent_max = -std::numeric_limits<float>::infinity();
-  std::vector<row_step> data;
+  scratch<row_step> data;  ///< borrowed per call: no zero-fill, no fresh pages (detail/scratch.hpp)
   const row_step* row(index_t r) const { return data.data() + r * steps; }
 };
 
@@ -173,7 +174,7 @@ broadcast_rows build_broadcast_rows(const quantized_tensor<Format>& q, FillValue
   broadcast_rows out;
   out.rows = q.rows();
   out.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
-  out.data.resize(static_cast<std::size_t>(out.rows * out.steps));
+  out.data = scratch<row_step>(static_cast<std::size_t>(out.rows * out.steps));
   struct exponent_range {
     float min, max;
   };

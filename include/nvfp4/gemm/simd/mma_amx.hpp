@@ -33,8 +33,8 @@
 #include <limits>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
+#include "nvfp4/detail/scratch.hpp"
 #include "nvfp4/gemm/mma_kernels.hpp"
 #include "nvfp4/gemm/mma_layout.hpp"
 #include "nvfp4/gemm/packing.hpp"
@@ -67,7 +67,7 @@ struct alignas(64) row_block_step {
 /// A [rows, K] operand as blocks of 16 rows, each a run of steps.
 struct row_blocks {
   index_t rows = 0, blocks = 0, steps = 0;
-  std::vector<row_block_step> data;
+  scratch<row_block_step> data;  ///< borrowed per call (detail/scratch.hpp)
   const row_block_step* block(index_t b) const { return data.data() + b * steps; }
 };
 
@@ -162,7 +162,7 @@ row_blocks make_row_blocks(const quantized_tensor<Format>& q) {
   out.rows = q.rows();
   out.blocks = (q.rows() + block_rows - 1) / block_rows;
   out.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
-  out.data.resize(static_cast<std::size_t>(out.blocks * out.steps));
+  out.data = scratch<row_block_step>(static_cast<std::size_t>(out.blocks * out.steps));
   const index_t stride = q.data_row_stride();
   const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());
   simd::parallel_ranges(out.blocks * out.steps, simd::worth_parallel(out.rows * out.steps * mma::step_k), [&](index_t begin, index_t end) {
@@ -418,9 +418,9 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
   simd::parallel_ranges(items, simd::worth_parallel(m * n * steps), [&](index_t begin, index_t end) {
     constexpr simd::amx::tile_config config = tile_setup();
     Tiles::configure(config);
-    std::vector<tile_block_step> own_panel(packed ? 0 : static_cast<std::size_t>(panel_tiles * steps));
-    std::vector<float> staged(static_cast<std::size_t>(rows_per_item * panel_cols));
-    std::vector<step_products> products_storage(2);
+    scratch<tile_block_step> own_panel(packed ? 0 : static_cast<std::size_t>(panel_tiles * steps));
+    scratch<float> staged(static_cast<std::size_t>(rows_per_item * panel_cols));
+    scratch<step_products> products_storage(2);
     step_products* const products = products_storage.data();  // two: one being filled, one being read
     index_t packed_panel = -1;
     for (index_t item = begin; item < end; ++item) {
