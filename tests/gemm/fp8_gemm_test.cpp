@@ -7,7 +7,9 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -149,6 +151,68 @@ TEST(Fp8Gemm, FastEqualsReference) {
   mxfp8_mma(ma, mb, {}, matrix_view<float>::row_major(d.data(), m, n), {.promotion_interval = 0});
   mxfp8_gemm(ma, mb, matrix_view<float>::row_major(got.data(), m, n), {.promotion_interval = 0});
   EXPECT_EQ(test::float_bits(got), test::float_bits(d));
+}
+
+// The vector kernels' edges against the reference MMA, bit for bit: NaN / Inf codes, accumulators
+// that are NaN, Inf, huge, subnormal or signed zeros, and (MXFP8) E8M0 scales over the whole code
+// range with NaN scales among them, so that scale pairs whose power of two leaves fp32's normal
+// range take the fallback. Both tensor cores, both modes, 1 and 2 threads.
+TEST(Fp8Gemm, FastEqualsReferenceAtTheEdges) {
+  std::mt19937 gen(11);
+  const index_t m = 21, n = 35, k = 100;
+  const auto random_codes = [&](std::span<std::uint8_t> codes) {
+    for (auto& c : codes) {
+      c = static_cast<std::uint8_t>(gen());
+      if (gen() % 32 != 0 && (c & 0x7F) >= 0x7C) c &= 0xBB;  // NaN / Inf codes in about 1 of 32 draws
+    }
+  };
+  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 0x1.8p126f, -0x1.fffffep127f, 0x1p-140f, -0x1.4p-127f, 3.0f};
+  std::vector<float> c(m * n);
+  for (auto& v : c) v = gen() % 3 == 0 ? specials[gen() % std::size(specials)] : std::ldexp(static_cast<float>(gen() % 2001) - 1000.0f, static_cast<int>(gen() % 40) - 30);
+  const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
+  std::vector<float> want(m * n), got(m * n);
+  const auto compare = [&](const char* what) {
+    ASSERT_EQ(test::float_bits(got), test::float_bits(want)) << what;
+  };
+  for (fp8_format fa : {fp8_format::e4m3, fp8_format::e5m2})
+    for (fp8_format fb : {fp8_format::e4m3, fp8_format::e5m2}) {
+      fp8_tensor a(m, k, fa), b(n, k, fb);
+      random_codes(a.codes());
+      random_codes(b.codes());
+      for (tensor_core core : {tensor_core::hopper, tensor_core::blackwell})
+        for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed}) {
+          const fp8_gemm_options options{.core = core, .mode = mode, .promotion_interval = 0};
+          reference::fp8_mma(a, b, c_view, matrix_view<float>::row_major(want.data(), m, n), options);
+          for (int threads : {1, 2}) {
+            test::set_threads(threads);
+            fp8_mma(a, b, c_view, matrix_view<float>::row_major(got.data(), m, n), options);
+            compare("fp8_mma");
+          }
+        }
+    }
+  // MXFP8: scales anywhere in E8M0's range, 0xFF (NaN) among them; the centre more often, so that
+  // most outputs stay finite and the vector path is what runs.
+  quantized_tensor<mxfp8> ma(m, k);
+  quantized_tensor<mxfp8_e5m2> mb(n, k);
+  random_codes(std::span(reinterpret_cast<std::uint8_t*>(ma.data().data()), ma.data().size()));
+  random_codes(std::span(reinterpret_cast<std::uint8_t*>(mb.data().data()), mb.data().size()));
+  const auto random_scale = [&] {
+    const unsigned draw = gen() % 16;
+    const unsigned bits = draw == 0 ? 0xFFu : draw < 6 ? static_cast<unsigned>(gen() % 255) : 127u - 20u + static_cast<unsigned>(gen() % 41);
+    return e8m0::from_bits(static_cast<std::uint8_t>(bits));
+  };
+  for (auto& s : ma.scales()) s = random_scale();
+  for (auto& s : mb.scales()) s = random_scale();
+  for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed}) {
+    const fp8_gemm_options options{.mode = mode, .promotion_interval = 0};
+    reference::mxfp8_mma(ma, mb, c_view, matrix_view<float>::row_major(want.data(), m, n), options);
+    for (int threads : {1, 2}) {
+      test::set_threads(threads);
+      mxfp8_mma(ma, mb, c_view, matrix_view<float>::row_major(got.data(), m, n), options);
+      compare("mxfp8_mma");
+    }
+  }
 }
 
 TEST(Fp8Gemm, QuantizedProductIsClose) {

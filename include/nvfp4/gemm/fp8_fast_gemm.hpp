@@ -4,8 +4,8 @@
 // of whole promotion granules so that a chunk of the panel and of the item's staged rows stay in
 // cache while every block of 8 rows x 2 tiles goes over them; each output's accumulator lives in
 // the item's buffer between chunks, so every output still sees its K steps in order. The AVX-512
-// kernels (gemm/simd/fp8_mma_avx512.hpp) run where the build has them; elsewhere each output goes
-// through the scalar step. One thread computes an output start to end (simd::parallel_dynamic),
+// kernels (gemm/simd/fp8_mma_avx512.hpp) or the AVX2 ones (gemm/simd/fp8_mma_avx2.hpp) run where
+// the build has them; elsewhere each output goes through the scalar step. One thread computes an output start to end (simd::parallel_dynamic),
 // so the result does not depend on the thread count.
 #pragma once
 
@@ -13,14 +13,15 @@
 #include <vector>
 
 #include "nvfp4/gemm/fp8_layout.hpp"
+#include "nvfp4/gemm/simd/fp8_mma_avx2.hpp"
 #include "nvfp4/gemm/simd/fp8_mma_avx512.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::fp8_gemm_detail {
 
-/// The step kernels of one ISA: run_steps(blk, s0, s1, acc, stride). The AVX-512 set is in
-/// gemm/simd/fp8_mma_avx512.hpp; simd/dispatch.hpp's fp8_gemm_isa says which set runs.
+/// The step kernels of one ISA: run_steps(blk, s0, s1, acc, stride). The AVX-512 and AVX2 sets
+/// are in gemm/simd/; simd/dispatch.hpp's fp8_gemm_isa says which set runs.
 template <isa Isa>
 struct fp8_step_kernels;
 

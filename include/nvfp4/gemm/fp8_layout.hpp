@@ -104,8 +104,9 @@ struct row_staging {
   std::vector<std::uint32_t> pair;     ///< bf16(value[2q]) | bf16(value[2q + 1]) << 16
 };
 
-/// Stages the rows; the relaxed kernels read only the pairs, the exact ones only values and
-/// exponents (the scalar fallback reads the codes).
+/// Stages the rows: values always (every exact kernel, and the relaxed kernels without
+/// AVX512_BF16), exponents for the exact kernels, pairs for the relaxed ones (the scalar fallback
+/// reads the codes).
 inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, index_t s1, gemm_mode mode, row_staging& out) {
   out.i0 = i0;
   out.s0 = s0;
@@ -125,12 +126,9 @@ inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, 
     std::int32_t* exponent = out.exponent.data() + r * out.padded_k;
     std::uint32_t* pair = out.pair.data() + r * out.padded_k / 2;
     const index_t full = std::max<index_t>(0, std::min(out.padded_k, a.cols - k_begin));
+    for (index_t k = 0; k < out.padded_k; ++k) value[k] = t.value[k < full ? row[k_begin + k] : 0];
     if (mode == gemm_mode::exact) {
-      for (index_t k = 0; k < out.padded_k; ++k) {
-        const std::uint8_t c = k < full ? row[k_begin + k] : 0;
-        value[k] = t.value[c];
-        exponent[k] = t.exponent[c];
-      }
+      for (index_t k = 0; k < out.padded_k; ++k) exponent[k] = t.exponent[k < full ? row[k_begin + k] : 0];
       continue;
     }
     for (index_t q = 0; q < out.padded_k / 2; ++q) {
