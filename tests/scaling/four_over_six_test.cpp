@@ -94,7 +94,9 @@ TEST(FourOverSix, TileSharesOneChoiceAndSumsRowsAsATree) {
 TEST(FourOverSix, FastEqualsReferenceForAnyThreadCount) {
   std::mt19937 gen(7);
   std::student_t_distribution<float> heavy(3.0f);
-  for (auto [rows, cols] : {std::pair<index_t, index_t>{20, 40}, {300, 272}}) {
+  // Shapes: no full group; one AVX-512 group (two AVX2 ones) and a partial band; several groups
+  // of either kernel and a rest of columns.
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{20, 40}, {300, 272}, {37, 816}}) {
     std::vector<float> x(static_cast<std::size_t>(rows * cols));
     for (auto& v : x) v = heavy(gen);
     const auto v = matrix_view<const float>::row_major(x.data(), rows, cols);

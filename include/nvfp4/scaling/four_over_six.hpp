@@ -14,9 +14,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/scaling/detail/four_over_six_kernel.hpp"
 #include "nvfp4/scaling/four_over_six_rules.hpp"
 #include "nvfp4/scaling/quantize.hpp"
-#include "nvfp4/scaling/simd/four_over_six_avx512.hpp"
+#include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
@@ -79,8 +80,9 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
 }  // namespace reference
 
 /// 4over6 quantization (see reference::quantize_4over6_with_amax), bit-identical to the reference
-/// for any thread count: bands of block rows are split across threads; within a band, groups of 16
-/// full blocks go through the vector kernel where the build has one, the rest through the
+/// for any thread count: bands of block rows are split across threads; within a band, groups of
+/// full blocks (16 on AVX-512, 8 on AVX2) go through the vector kernel
+/// (scaling/detail/four_over_six_kernel.hpp) where the build has one, the rest through the
 /// reference. NaN/Inf must have been rejected by the caller (amax() does that); throws
 /// invalid_argument for a bound other than 256 / 448.
 template <block_scaled_format Format, quantizer_input T>
@@ -99,13 +101,15 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
   auto* const scales = reinterpret_cast<std::uint8_t*>(q.scales().data());
   const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
   const index_t bands = (x.rows() + block_rows - 1) / block_rows;
-  const index_t groups = simd::four_over_six_isa == isa::avx512 ? x.cols() / 256 : 0;  // the dispatch point's choice
+  // The dispatch point's choice: the vector kernel over the build's lane operations, or none.
+  constexpr index_t group_cols = detail::four_over_six_group_cols<simd::ops>;
+  const index_t groups = simd::four_over_six_isa != isa::scalar ? x.cols() / group_cols : 0;
   simd::parallel_ranges(bands, simd::worth_parallel(x.size()), [&](index_t begin, index_t end) {
     for (index_t band = begin; band < end; ++band) {
       const index_t r0 = band * block_rows, rows = std::min<index_t>(block_rows, x.rows() - r0);
-      const index_t vector_cols = rows == block_rows ? groups * 256 : 0;
+      const index_t vector_cols = rows == block_rows ? groups * group_cols : 0;
       if (vector_cols > 0)
-        detail::four_over_six_groups<block_rows>(x, r0, groups, global_amax, ts, options.error, options.e4m3_max,
+        detail::four_over_six_groups<simd::ops, block_rows>(x, r0, groups, global_amax, ts, options.error, options.e4m3_max,
                                                  data + r0 * data_stride, data_stride, scales + r0 * scale_stride, scale_stride);
       if (vector_cols == x.cols()) continue;
       // The rest of the band (partial groups, a partial band) through the reference.

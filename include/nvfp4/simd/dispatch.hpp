@@ -48,8 +48,8 @@ inline isa gemm_isa_for_call() { return gemm_amx_compiled && amx::usable() ? isa
 /// (gemm/fp8_fast_gemm.hpp).
 inline constexpr isa fp8_gemm_isa = NVFP4_HAS_AVX512 ? isa::avx512 : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
 
-/// 4over6 quantization's group kernel (scaling/simd/four_over_six_avx512.hpp) where the build has
-/// AVX-512, else the per-block reference path (scaling/four_over_six.hpp).
-inline constexpr isa four_over_six_isa = NVFP4_HAS_AVX512 ? isa::avx512 : isa::scalar;
+/// 4over6 quantization's group kernel (scaling/detail/four_over_six_kernel.hpp, over `ops`) where
+/// the build has AVX-512 or AVX2, else the per-block reference path (scaling/four_over_six.hpp).
+inline constexpr isa four_over_six_isa = NVFP4_HAS_AVX512 ? isa::avx512 : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
 
 }  // namespace nvfp4::simd

@@ -145,6 +145,10 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
   static NVFP4_ALWAYS_INLINE vf div(vf a, vf b) { return _mm256_div_ps(a, b); }
   static NVFP4_ALWAYS_INLINE vf fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+  static NVFP4_ALWAYS_INLINE vf materialize(vf a) {
+    __asm__("" : "+x"(a));
+    return a;
+  }
   static NVFP4_ALWAYS_INLINE vf min(vf a, vf b) { return _mm256_min_ps(a, b); }
   static NVFP4_ALWAYS_INLINE vf max(vf a, vf b) { return _mm256_max_ps(a, b); }
   static NVFP4_ALWAYS_INLINE vf floor(vf a) { return _mm256_floor_ps(a); }

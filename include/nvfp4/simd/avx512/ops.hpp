@@ -139,6 +139,10 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
   static NVFP4_ALWAYS_INLINE vf div(vf a, vf b) { return _mm512_div_ps(a, b); }
   static NVFP4_ALWAYS_INLINE vf fmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+  static NVFP4_ALWAYS_INLINE vf materialize(vf a) {
+    __asm__("" : "+v"(a));
+    return a;
+  }
   static NVFP4_ALWAYS_INLINE vf min(vf a, vf b) { return _mm512_min_ps(a, b); }
   static NVFP4_ALWAYS_INLINE vf max(vf a, vf b) { return _mm512_max_ps(a, b); }
   static NVFP4_ALWAYS_INLINE vf floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }

@@ -138,6 +138,17 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf div(vf a, vf b) { return a / b; }
   /// a * b + c rounded once.
   static NVFP4_ALWAYS_INLINE vf fmadd(vf a, vf b, vf c) { return std::fma(a, b, c); }
+  /// a, rounded to its lanes' type here: the compiler may not fuse the operation that made it
+  /// into a following add (GCC's default -ffp-contract=fast would turn mul + add into an FMA).
+  static NVFP4_ALWAYS_INLINE vf materialize(vf a) {
+#if defined(__GNUC__) || defined(__clang__)
+    __asm__("" : "+g"(a));
+    return a;
+#else
+    volatile vf v = a;
+    return v;
+#endif
+  }
   /// min / max as the x86 instructions: b when either is NaN.
   static NVFP4_ALWAYS_INLINE vf min(vf a, vf b) { return a < b ? a : b; }
   static NVFP4_ALWAYS_INLINE vf max(vf a, vf b) { return a > b ? a : b; }
