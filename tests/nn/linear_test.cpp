@@ -351,7 +351,7 @@ TEST(LinearWeightCache, ReuseRunsOnTheKeptWeight) {
     EXPECT_EQ(first_difference(y_refresh, y_off), -1);
     layer.backward(cview(in.dy, M, N));
     // The master weight moves (an optimizer step); reuse still runs on the weight kept by refresh,
-    // as TE's later micro-batches do.
+    // as TE's later micro-batches do (under the FP8 and MXFP8 recipes, its packed form).
     for (float& w : layer.weight()) w *= 3.0f;
     EXPECT_EQ(first_difference(layer.forward(cview(in.x, M, K), nn::weight_cache::reuse), y_off), -1);
     const layer_run want = run_layer(r, options, in);  // backward against the kept (old) weight

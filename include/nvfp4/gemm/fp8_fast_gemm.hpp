@@ -1,6 +1,7 @@
 // nvfp4/gemm/fp8_fast_gemm.hpp: the fast FP8 / MXFP8 GEMM and its step kernel sets (which one
 // runs: simd/dispatch.hpp's fp8_gemm_isa). The driver splits the output into items (64 rows x a
-// panel of 16 tiles of 16 columns), packs a panel's tiles once per thread, and walks K in chunks
+// panel of 16 tiles of 16 columns), packs a panel's tiles once per thread (or reads B's tiles
+// packed beforehand: operand_rows::packed_tiles), and walks K in chunks
 // of whole promotion granules so that a chunk of the panel and of the item's staged rows stay in
 // cache while every block of 8 rows x 2 tiles goes over them; each output's accumulator lives in
 // the item's buffer between chunks, so every output still sees its K steps in order. The AVX-512
@@ -83,7 +84,8 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
         const index_t p = item / row_groups, i_begin = (item % row_groups) * rows_per_item;
         const index_t t_begin = p * tiles_per_panel, t_count = std::min(tiles, t_begin + tiles_per_panel) - t_begin;
         const int item_rows = static_cast<int>(std::min(rows_per_item, m - i_begin));
-        if (buffers.packed != p) {
+        const column_tile* const panel_tiles = b.packed_tiles ? b.packed_tiles + t_begin : panel.data();
+        if (!b.packed_tiles && buffers.packed != p) {
           for (index_t t = 0; t < t_count; ++t) pack_tile(b, (t_begin + t) * lanes, panel[static_cast<std::size_t>(t)]);
           buffers.packed = p;
         }
@@ -100,7 +102,7 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
               step_block blk{&a, &staged, r0, std::min(block_rows, item_rows - r0), &b, {nullptr, nullptr}, {0, 0},
                              static_cast<int>(std::min<index_t>(block_tiles, t_count - t0)), core, mode};
               for (int t = 0; t < blk.tile_count; ++t) {
-                blk.tiles[t] = &panel[static_cast<std::size_t>(t0 + t)];
+                blk.tiles[t] = panel_tiles + t0 + t;
                 blk.j0[t] = (t_begin + t0 + t) * lanes;
               }
               run(blk, c0, c1, acc.data() + r0 * panel_columns + t0 * lanes, panel_columns);

@@ -315,21 +315,18 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
       [&](index_t i, index_t j) { return has_c ? c(i, j) : 0.0f; }, [&](index_t i, index_t j, float v) { d(i, j) = v; });
 }
 
-/// The FP8 GEMM of TE's per-tensor and block-scaled FP8 recipes (see reference::fp8_gemm),
-/// bit-identical to the reference for any thread count. Throws shape_mismatch / invalid_argument.
+namespace detail {
+/// fp8_gemm once its inputs are checked, on the operands as the kernels read them (ub: b's, or
+/// its packed form).
 template <class Out>
-  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, const fp8_gemm_options& options = {}) {
-  detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
-  detail::check_fp8_scaling_pair(a, b);
-  detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
-  const auto store = [&](index_t i, index_t j, float v) { detail::store_output(out, i, j, v, options.bias); };
+void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& ua, const fp8_tensor& b,
+                      const fp8_gemm_detail::operand_rows& ub, matrix_view<Out> out, const fp8_gemm_options& options) {
+  const auto store = [&](index_t i, index_t j, float v) { store_output(out, i, j, v, options.bias); };
   const auto zero = [](index_t, index_t) { return 0.0f; };
   if (a.per_tensor() && b.per_tensor()) {
     const float alpha = a.scale_inv()[0] * b.scale_inv()[0];
-    detail::fp8_fast_chain(ua, ub, options.core, options.mode, options.promotion_interval, zero,
-                           [&](index_t i, index_t j, float v) { store(i, j, alpha * v); });
+    fp8_fast_chain(ua, ub, options.core, options.mode, options.promotion_interval, zero,
+                   [&](index_t i, index_t j, float v) { store(i, j, alpha * v); });
     return;
   }
   // Block scaling: each K block's partial enters y through the fma TE's reference uses.
@@ -363,6 +360,27 @@ void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, co
       store);
 }
 
+/// mxfp8_gemm once its inputs are checked (ub: B's operand, or its packed form).
+template <class Out>
+void mxfp8_gemm_checked(const fp8_gemm_detail::operand_rows& ua, const fp8_gemm_detail::operand_rows& ub, matrix_view<Out> out,
+                        const fp8_gemm_options& options) {
+  fp8_fast_chain(ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval, [](index_t, index_t) { return 0.0f; },
+                 [&](index_t i, index_t j, float v) { store_output(out, i, j, v, options.bias); });
+}
+
+}  // namespace detail
+
+/// The FP8 GEMM of TE's per-tensor and block-scaled FP8 recipes (see reference::fp8_gemm),
+/// bit-identical to the reference for any thread count. Throws shape_mismatch / invalid_argument.
+template <class Out>
+  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
+void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, const fp8_gemm_options& options = {}) {
+  detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
+  detail::check_fp8_scaling_pair(a, b);
+  detail::check_fp8_output(out, a.rows(), b.rows(), "output");
+  detail::fp8_gemm_checked(a, detail::unpack_operand(a), b, detail::unpack_operand(b), out, options);
+}
+
 /// The MXFP8 GEMM of TE's MXFP8BlockScaling recipe (see reference::mxfp8_gemm), bit-identical to
 /// the reference for any thread count.
 template <mxfp8_format FormatA, mxfp8_format FormatB, class Out>
@@ -371,10 +389,7 @@ void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
                 const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
-  detail::fp8_fast_chain(ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval,
-                         [](index_t, index_t) { return 0.0f; },
-                         [&](index_t i, index_t j, float v) { detail::store_output(out, i, j, v, options.bias); });
+  detail::mxfp8_gemm_checked(detail::unpack_operand(a), detail::unpack_operand(b), out, options);
 }
 
 }  // namespace nvfp4

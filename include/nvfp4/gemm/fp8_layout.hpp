@@ -37,6 +37,8 @@ struct code_tables {
   }
 };
 
+struct column_tile;
+
 /// One operand: rows of K codes (row r at codes + r * stride, read in place), steps = ceil(K /
 /// 32), and per row and step the max §9 exponent of its 32 elements (zero padding past K included,
 /// as -126), the E8M0 scale byte (127 = 1 when unscaled) and whether it has a NaN / Inf code or a
@@ -49,6 +51,9 @@ struct operand_rows {
   std::vector<std::int32_t> max_exponent;
   std::vector<std::uint8_t> scale;
   std::vector<std::uint8_t> special;
+  /// Every tile of this operand packed beforehand (tile t: rows 16t .. 16t + 15), as an operand B
+  /// packed once for many products (fp8_packed_weight); null: the driver packs panels as it goes.
+  const column_tile* packed_tiles = nullptr;
   std::size_t at(index_t r, index_t s) const { return static_cast<std::size_t>(r * steps + s); }
   /// The 32 codes of row r, step s, zero past K (`pad` holds them when the step is partial).
   const std::uint8_t* step_codes(index_t r, index_t s, std::uint8_t* pad) const {

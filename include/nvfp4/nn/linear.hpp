@@ -38,7 +38,8 @@
 // columnwise copies backward needs, without touching a forward saved for backward, and without
 // recording or updating delayed-scaling state. Both forward and infer take a weight_cache, TE's
 // `is_first_microbatch`: refresh quantizes W and keeps it, reuse runs on the kept W (micro-batches,
-// decode steps between optimizer steps), off quantizes W every call.
+// decode steps between optimizer steps), off quantizes W every call. Under the FP8 and MXFP8
+// recipes the kept W's fprop operand is packed once for the GEMM kernels (fp8_packed_weight).
 #pragma once
 
 #include <algorithm>
@@ -53,7 +54,7 @@
 #include <vector>
 
 #include "nvfp4/gemm/float_gemm.hpp"
-#include "nvfp4/gemm/fp8_gemm.hpp"
+#include "nvfp4/gemm/fp8_packed_weight.hpp"
 #include "nvfp4/recipes/recipe.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
@@ -227,6 +228,10 @@ class linear {
     nvfp4_operand nvfp4_row, nvfp4_col;
     fp8_tensor fp8_row, fp8_col;                // per-tensor and block FP8
     quantized_tensor<mxfp8> mx_row, mx_col;     // MXFP8 (weights are E4M3)
+    // A kept W's fprop operand packed once for the FP8 kernels (weight_cache::refresh); its
+    // fp8_row / mx_row is then moved in here.
+    fp8_packed_weight<fp8_tensor> fp8_row_packed;
+    fp8_packed_weight<quantized_tensor<mxfp8>> mx_row_packed;
   };
 
   /// What backward needs from forward, per recipe family.
@@ -261,7 +266,17 @@ class linear {
     auto w = std::make_shared<weight_operands>();
     const bool columnwise = for_training || cache == weight_cache::refresh;
     std::visit([&](const auto& r) { quantize_weight_operands(r, wv, columnwise, for_training, *w); }, recipe_);
-    if (cache == weight_cache::refresh) kept_weight_ = w;
+    if (cache == weight_cache::refresh) {
+      // A weight kept for several products is packed once (FP8 recipes: what fp8_gemm would redo
+      // per call); the products give the same bits.
+      if (std::holds_alternative<mxfp8_block_scaling>(recipe_)) {
+        w->mx_row_packed = fp8_packed_weight<quantized_tensor<mxfp8>>(std::move(w->mx_row));
+      } else if (std::holds_alternative<float8_current_scaling>(recipe_) || std::holds_alternative<delayed_scaling>(recipe_) ||
+                 std::holds_alternative<float8_block_scaling>(recipe_)) {
+        w->fp8_row_packed = fp8_packed_weight<fp8_tensor>(std::move(w->fp8_row));
+      }
+      kept_weight_ = w;
+    }
     return w;
   }
 
@@ -292,6 +307,14 @@ class linear {
   fp8_gemm_options fp8_options(const mm_params& params, std::span<const float> bias = {}) const {
     return {.core = options_.fp8_tensor_core, .mode = options_.mode,
             .promotion_interval = params.use_split_accumulator ? options_.promotion_interval : 0, .bias = bias};
+  }
+  /// fprop's FP8 GEMM on W's rowwise copy, packed or not.
+  void fp8_fprop_gemm(const fp8_tensor& x8, const weight_operands& w, matrix_view<float> y, const mm_params& params) const {
+    if (w.fp8_row_packed) {
+      fp8_gemm(x8, w.fp8_row_packed, y, fp8_options(params, bias_span()));
+    } else {
+      fp8_gemm(x8, w.fp8_row, y, fp8_options(params, bias_span()));
+    }
   }
   void add_bias(matrix_view<float> y) const {
     if (bias_.empty()) return;
@@ -356,7 +379,7 @@ class linear {
   void fprop(const float8_current_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
     const fp8_format f = forward_format(r.fp8_format);
     const fp8_tensor x8 = quantize_fp8_current(x, f, {.power_2_scale = r.use_power_2_scales});
-    fp8_gemm(x8, w.fp8_row, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
+    fp8_fprop_gemm(x8, w, y, r.fp8_gemm_fprop);
     if (training) saved_.x_fp8 = quantize_fp8_with_scale(x.transposed(), f, x8.scale(), quantized_axis::columnwise);
   }
   void bprop(const float8_current_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
@@ -377,7 +400,7 @@ class linear {
   void fprop(const delayed_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
     delayed_scaling_state& state = states_[static_cast<std::size_t>(nvfp4::tensor_role::input)];
     const fp8_tensor x8 = quantize_fp8_with_scale(x, state.format(), state.scale());
-    fp8_gemm(x8, w.fp8_row, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
+    fp8_fprop_gemm(x8, w, y, r.fp8_gemm_fprop);
     if (!training) return;
     state.record(x8.amax());
     saved_.x_fp8 = quantize_fp8_with_scale(x.transposed(), x8.format(), state.scale(), quantized_axis::columnwise);
@@ -405,7 +428,7 @@ class linear {
     if (columnwise) out.fp8_col = block_copy(r, nvfp4::tensor_role::weight, w, true);
   }
   void fprop(const float8_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
-    fp8_gemm(block_copy(r, nvfp4::tensor_role::input, x, false), w.fp8_row, y, fp8_options(r.fp8_gemm_fprop, bias_span()));
+    fp8_fprop_gemm(block_copy(r, nvfp4::tensor_role::input, x, false), w, y, r.fp8_gemm_fprop);
     if (training) saved_.x_fp8 = block_copy(r, nvfp4::tensor_role::input, x, true);
   }
   void bprop(const float8_block_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
@@ -422,7 +445,12 @@ class linear {
     if (columnwise) out.mx_col = quantize_mxfp8_te<mxfp8>(w.transposed(), quantized_axis::columnwise);
   }
   void fprop(const mxfp8_block_scaling&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
-    mxfp8_gemm(quantize_mxfp8_te<mxfp8>(x), w.mx_row, y, mx_options(bias_span()));
+    const auto x8 = quantize_mxfp8_te<mxfp8>(x);
+    if (w.mx_row_packed) {
+      mxfp8_gemm(x8, w.mx_row_packed, y, mx_options(bias_span()));
+    } else {
+      mxfp8_gemm(x8, w.mx_row, y, mx_options(bias_span()));
+    }
     if (training) saved_.x_mx = quantize_mxfp8_te<mxfp8>(x.transposed(), quantized_axis::columnwise);
   }
   template <class Format>
