@@ -13,6 +13,7 @@
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/scaling/bulk_codecs.hpp"
+#include "nvfp4/scaling/four_over_six.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 
 #include "bench_threads.hpp"
@@ -152,6 +153,28 @@ void BM_quantize_with_amax_nvfp4_1x16(benchmark::State& state) {
   report(state, 4.0 + 0.5 + 1.0 / 16);
 }
 
+/// 4over6 quantization (both candidates per block, the error of each, the better one kept), amax
+/// pass included: 8 B read (two passes), 0.5 B + scales written per element.
+template <class Format>
+void BM_quantize_4over6(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) {
+    auto q = quantize_4over6<Format>(source_view());
+    benchmark::DoNotOptimize(q.data().data());
+  }
+  report(state, 8.0 + 0.5 + 1.0 / (Format::block_cols * Format::block_rows));
+}
+
+/// Its scalar reference (one thread), for the vector kernel's speed-up.
+void BM_reference_quantize_4over6_nvfp4_1x16(benchmark::State& state) {
+  const float global_amax = amax(source_view());
+  for (auto _ : state) {
+    auto q = reference::quantize_4over6_with_amax<nvfp4_1x16>(source_view(), global_amax);
+    benchmark::DoNotOptimize(q.data().data());
+  }
+  report(state, 4.0 + 0.5 + 1.0 / 16);
+}
+
 /// Dequantize NVFP4 1x16 into an fp32 matrix: 0.5 + 1/16 B read, 4 B written.
 template <class Format>
 void BM_dequantize(benchmark::State& state) {
@@ -231,6 +254,8 @@ BENCHMARK_TEMPLATE(BM_quantize, nvfp4_16x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize, mxfp4)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize, mxfp8)->Apply(thread_args);
 BENCHMARK(BM_quantize_nvfp4_1x16_columnwise)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_4over6, nvfp4_1x16)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_4over6, nvfp4_16x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_dequantize, nvfp4_1x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_dequantize, mxfp8)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_encode, e2m1_traits)->Apply(thread_args);
@@ -242,6 +267,7 @@ BENCHMARK_TEMPLATE(BM_decode, e5m2_traits)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_reference_encode, e2m1_traits)->Apply(one_thread_args);
 BENCHMARK_TEMPLATE(BM_reference_encode, e4m3_traits)->Apply(one_thread_args);
 BENCHMARK(BM_reference_quantize_nvfp4_1x16)->Apply(one_thread_args);
+BENCHMARK(BM_reference_quantize_4over6_nvfp4_1x16)->Apply(one_thread_args);
 
 }  // namespace
 

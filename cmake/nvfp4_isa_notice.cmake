@@ -2,7 +2,7 @@
 # programs (examples, tools, benchmarks, tests) get with <flags>, and warns once when they would
 # run the scalar paths (10-20x slower, same results) without anyone having asked for that.
 # An explicit NVFP4_ARCH_FLAGS (the x86-64 preset, a cross build) is a deliberate choice: a status
-# line only.
+# line only. Sets NVFP4_PROGRAM_ISA (avx512, avx2 or scalar) in the caller's scope.
 include(CheckCXXSourceCompiles)
 
 function(nvfp4_isa_notice flags)
@@ -28,6 +28,7 @@ int main() { return 0; }" NVFP4_ISA_AVX2_${_key})
   else()
     set(_isa scalar)
   endif()
+  set(NVFP4_PROGRAM_ISA ${_isa} PARENT_SCOPE)
   if(_isa STREQUAL "scalar" AND NOT NVFP4_ARCH_FLAGS)
     message(WARNING
       "nvfp4: the project's programs build without AVX2 (flags: '${_flags}'), so they run the "
