@@ -22,10 +22,15 @@ eigen_include="$(pkg-config --cflags-only-I eigen3 2>/dev/null || echo -I/usr/in
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow -fno-sanitize-recover=all
        -I"$root/include" -I"$root/tools" $eigen_include)
 harnesses=(npy safetensors gguf cli)
+# Two builds at a time (CI has 2 cores); a failed build fails the script.
+pids=()
 for harness in "${harnesses[@]}"; do
   echo "== building ${harness}_fuzzer"
-  "$cxx" "${flags[@]}" "$here/${harness}_fuzzer.cpp" -o "$build/${harness}_fuzzer"
+  "$cxx" "${flags[@]}" "$here/${harness}_fuzzer.cpp" -o "$build/${harness}_fuzzer" &
+  pids+=($!)
+  if (( ${#pids[@]} == 2 )); then wait "${pids[0]}"; wait "${pids[1]}"; pids=(); fi
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 for harness in "${harnesses[@]}"; do
   scratch="$build/${harness}_corpus"
   rm -rf "$scratch"
