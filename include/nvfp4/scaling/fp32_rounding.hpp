@@ -2,19 +2,13 @@
 // says so, for the recipes' arithmetic that must match a GPU's separately rounded operations.
 #pragma once
 
+#include "nvfp4/simd/scalar/ops.hpp"
+
 namespace nvfp4::detail {
 
 /// x, with the compiler made to round it to float here: a product passed through this is never
 /// fused into a following addition (GPU kernels round each operation, __fmul_rn / __fadd_rn;
 /// GCC's default -ffp-contract=fast would otherwise be free to fuse them into an FMA).
-inline float materialize(float x) {
-#if defined(__GNUC__) || defined(__clang__)
-  __asm__("" : "+g"(x));
-  return x;
-#else
-  volatile float v = x;
-  return v;
-#endif
-}
+inline float materialize(float x) { return simd::scalar::ops::materialize(x); }
 
 }  // namespace nvfp4::detail
