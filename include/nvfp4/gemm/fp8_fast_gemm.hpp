@@ -1,13 +1,13 @@
 // nvfp4/gemm/fp8_fast_gemm.hpp: the fast FP8 / MXFP8 GEMM and its step kernel sets (which one
 // runs: simd/dispatch.hpp's fp8_gemm_isa). The driver splits the output into items (64 rows x a
 // panel of 16 tiles of 16 columns), packs a panel's tiles once per thread (or reads B's tiles
-// packed beforehand: operand_rows::packed_tiles), and walks K in chunks
-// of whole promotion granules so that a chunk of the panel and of the item's staged rows stay in
-// cache while every block of 8 rows x 2 tiles goes over them; each output's accumulator lives in
-// the item's buffer between chunks, so every output still sees its K steps in order. The AVX-512
-// kernels (gemm/simd/fp8_mma_avx512.hpp) or the AVX2 ones (gemm/simd/fp8_mma_avx2.hpp) run where
-// the build has them; elsewhere each output goes through the scalar step. One thread computes an output start to end (simd::parallel_dynamic),
-// so the result does not depend on the thread count.
+// packed beforehand: operand_rows::packed_tiles), and walks K in chunks of whole promotion
+// granules so that a chunk of the panel and of the item's staged rows stay in cache while every
+// block of 8 rows x 2 tiles goes over them; each output's accumulator lives in the item's buffer
+// between chunks, so every output still sees its K steps in order. The AVX-512 kernels
+// (gemm/simd/fp8_mma_avx512.hpp) or the AVX2 ones (gemm/simd/fp8_mma_avx2.hpp) run where the
+// build has them; elsewhere each output goes through the scalar step. One thread computes an
+// output start to end (simd::parallel_dynamic), so the result does not depend on the thread count.
 #pragma once
 
 #include <algorithm>

@@ -39,7 +39,8 @@
 // recording or updating delayed-scaling state. Both forward and infer take a weight_cache, TE's
 // `is_first_microbatch`: refresh quantizes W and keeps it, reuse runs on the kept W (micro-batches,
 // decode steps between optimizer steps), off quantizes W every call. Under the FP8 and MXFP8
-// recipes the kept W's fprop operand is packed once for the GEMM kernels (fp8_packed_weight).
+// recipes the kept W's fprop operand is packed once for the GEMM kernels (fp8_packed_weight: about
+// 7 bytes per weight element besides the quantized copies).
 #pragma once
 
 #include <algorithm>
