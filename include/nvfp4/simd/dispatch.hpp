@@ -43,13 +43,13 @@ inline constexpr bool gemm_amx_compiled = NVFP4_HAS_AVX512_VNNI && NVFP4_AMX_COM
 /// leaves operands the AMX kernels do not take (amx::eligible) to gemm_isa's set.
 inline isa gemm_isa_for_call() { return gemm_amx_compiled && amx::usable() ? isa::amx_bf16 : gemm_isa; }
 
-/// The FP8 / MXFP8 GEMM's step kernels: AVX-512 (gemm/simd/fp8_mma_avx512.hpp) or AVX2
-/// (gemm/simd/fp8_mma_avx2.hpp) where the build has them, else the scalar step
-/// (gemm/fp8_fast_gemm.hpp).
-inline constexpr isa fp8_gemm_isa = NVFP4_HAS_AVX512 ? isa::avx512 : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
+/// The FP8 / MXFP8 GEMM's step kernels: every ISA of the build has a set (AVX-512:
+/// gemm/simd/fp8_mma_avx512.hpp, AVX2: gemm/simd/fp8_mma_avx2.hpp, scalar: the scalar step of
+/// gemm/fp8_fast_gemm.hpp), so the build's own ISA.
+inline constexpr isa fp8_gemm_isa = compiled_isa;
 
-/// 4over6 quantization's group kernel (scaling/detail/four_over_six_kernel.hpp, over `ops`) where
-/// the build has AVX-512 or AVX2, else the per-block reference path (scaling/four_over_six.hpp).
-inline constexpr isa four_over_six_isa = NVFP4_HAS_AVX512 ? isa::avx512 : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
+/// 4over6 quantization's group kernel (scaling/detail/four_over_six_kernel.hpp, over `ops`) on
+/// AVX-512 and AVX2 builds; scalar builds run the per-block reference (scaling/four_over_six.hpp).
+inline constexpr isa four_over_six_isa = compiled_isa;
 
 }  // namespace nvfp4::simd
