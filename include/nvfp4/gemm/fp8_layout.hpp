@@ -205,6 +205,24 @@ struct step_block {
   index_t i0() const { return staged->i0 + row_offset; }
 };
 
+/// A staged row of a step block: its element data and statistics for step s (what every vector
+/// kernel reads per row and step).
+struct staged_row_step {
+  const float* value;
+  const std::int32_t* exponent;
+  const std::uint32_t* pair;
+  int max_exponent;
+  int scale_exponent;
+  bool special;
+};
+NVFP4_ALWAYS_INLINE staged_row_step staged_row_at(const step_block& blk, int r, index_t s) {
+  const row_staging& st = *blk.staged;
+  const index_t base = (blk.row_offset + r) * st.padded_k + (s - st.s0) * mma8::step_k;
+  const std::size_t at = blk.a->at(blk.i0() + r, s);
+  return {st.value.data() + base, st.exponent.data() + base, st.pair.data() + base / 2, blk.a->max_exponent[at],
+          static_cast<int>(blk.a->scale[at]) - 127, blk.a->special[at] != 0};
+}
+
 /// One output's step by the scalar model (the portable path, and the vector kernels' fallback for
 /// lanes with NaN / Inf codes, NaN scales or a non-finite accumulator).
 inline float scalar_step(const step_block& blk, int r, int t, int lane, index_t s, float c) {

@@ -65,22 +65,6 @@ struct fp8_step_kernels<isa::avx2> {
  private:
   static constexpr int halves = lanes / 8;  ///< 8-lane vectors per tile
 
-  /// A staged row's data and statistics for one step.
-  struct staged_row {
-    const float* value;
-    const std::int32_t* exponent;
-    int max_exponent;
-    int scale_exponent;
-    bool special;
-  };
-  static NVFP4_ALWAYS_INLINE staged_row row_at(const step_block& blk, int r, index_t s) {
-    const row_staging& st = *blk.staged;
-    const index_t base = (blk.row_offset + r) * st.padded_k + (s - st.s0) * mma8::step_k;
-    const std::size_t at = blk.a->at(blk.i0() + r, s);
-    return {st.value.data() + base, st.exponent.data() + base, blk.a->max_exponent[at], static_cast<int>(blk.a->scale[at]) - 127,
-            blk.a->special[at] != 0};
-  }
-
   /// 2^e as a float where -126 <= e <= 127 (else 0), and the lanes where it is (a movemask).
   static NVFP4_ALWAYS_INLINE __m256 float_power_of_two(__m256i e, int& in_range) {
     const __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(e, _mm256_set1_epi32(-127)), _mm256_cmpgt_epi32(_mm256_set1_epi32(128), e));
@@ -152,8 +136,8 @@ struct fp8_step_kernels<isa::avx2> {
     constexpr int fraction = Hopper ? 13 : 25;
     const column_tile& tile = *blk.tiles[0];
     for (index_t s = s0; s < s1; ++s) {
-      staged_row rs[R];
-      for (int r = 0; r < R; ++r) rs[r] = row_at(blk, r, s);
+      staged_row_step rs[R];
+      for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
       const float* const b_value = tile.value.data() + s * mma8::step_k * lanes;
       const std::int8_t* const b_exponent = tile.exponent.data() + s * mma8::step_k * lanes;
       const unsigned special_columns = tile.special[static_cast<std::size_t>(s)];
@@ -236,8 +220,8 @@ struct fp8_step_kernels<isa::avx2> {
   static void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
     const column_tile& tile = *blk.tiles[0];
     for (index_t s = s0; s < s1; ++s) {
-      staged_row rs[R];
-      for (int r = 0; r < R; ++r) rs[r] = row_at(blk, r, s);
+      staged_row_step rs[R];
+      for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
       __m256 partial[R][halves];
       for (int r = 0; r < R; ++r)
         for (int h = 0; h < halves; ++h) partial[r][h] = _mm256_setzero_ps();

@@ -30,23 +30,6 @@
 NVFP4_BEGIN_INTRINSIC_CODE
 namespace nvfp4::fp8_gemm_detail::simd_fp8 {
 
-/// A staged row's element data and statistics for step s.
-struct row_step {
-  const float* value;
-  const std::int32_t* exponent;
-  const std::uint32_t* pair;
-  int max_exponent;
-  int scale_exponent;
-  bool special;
-};
-NVFP4_ALWAYS_INLINE row_step row_at(const step_block& blk, int r, index_t s) {
-  const row_staging& st = *blk.staged;
-  const index_t base = (blk.row_offset + r) * st.padded_k + (s - st.s0) * mma8::step_k;
-  const std::size_t at = blk.a->at(blk.i0() + r, s);
-  return {st.value.data() + base, st.exponent.data() + base, st.pair.data() + base / 2, blk.a->max_exponent[at],
-          static_cast<int>(blk.a->scale[at]) - 127, blk.a->special[at] != 0};
-}
-
 /// Lanes whose step the vector path does not handle (NaN / Inf codes, NaN scales, non-finite c),
 /// redone by the scalar step from the lane's c before the step.
 template <int R, int C>
@@ -96,8 +79,8 @@ template <int R, int C, bool Hopper>
 void exact_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
   constexpr int fraction = Hopper ? 13 : 25;
   for (index_t s = s0; s < s1; ++s) {
-    row_step rs[R];
-    for (int r = 0; r < R; ++r) rs[r] = row_at(blk, r, s);
+    staged_row_step rs[R];
+    for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
     const float* b_value[C];
     const std::int8_t* b_exponent[C];
     __m512 c_before[R][C];
@@ -175,8 +158,8 @@ void exact_steps(const step_block& blk, index_t s0, index_t s1, float* acc, inde
 template <int R, int C>
 void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
   for (index_t s = s0; s < s1; ++s) {
-    row_step rs[R];
-    for (int r = 0; r < R; ++r) rs[r] = row_at(blk, r, s);
+    staged_row_step rs[R];
+    for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
     __m512 partial[R][C];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < C; ++t) partial[r][t] = _mm512_setzero_ps();
