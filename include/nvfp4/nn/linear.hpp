@@ -38,9 +38,9 @@
 // columnwise copies backward needs, without touching a forward saved for backward, and without
 // recording or updating delayed-scaling state. Both forward and infer take a weight_cache, TE's
 // `is_first_microbatch`: refresh quantizes W and keeps it, reuse runs on the kept W (micro-batches,
-// decode steps between optimizer steps), off quantizes W every call. Under the FP8 and MXFP8
-// recipes the kept W's fprop operand is packed once for the GEMM kernels (fp8_packed_weight: about
-// 7 bytes per weight element besides the quantized copies).
+// decode steps between optimizer steps), off quantizes W every call. Under the quantized recipes
+// the kept W's fprop operand is packed once for the GEMM kernels (nvfp4_packed_operand; FP8 and
+// MXFP8: fp8_packed_weight, about 7 bytes per weight element besides the quantized copies).
 #pragma once
 
 #include <algorithm>
@@ -56,6 +56,7 @@
 
 #include "nvfp4/gemm/float_gemm.hpp"
 #include "nvfp4/gemm/fp8_packed_weight.hpp"
+#include "nvfp4/recipes/nvfp4_packed_operand.hpp"
 #include "nvfp4/recipes/recipe.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
@@ -229,8 +230,9 @@ class linear {
     nvfp4_operand nvfp4_row, nvfp4_col;
     fp8_tensor fp8_row, fp8_col;                // per-tensor and block FP8
     quantized_tensor<mxfp8> mx_row, mx_col;     // MXFP8 (weights are E4M3)
-    // A kept W's fprop operand packed once for the FP8 kernels (weight_cache::refresh); its
-    // fp8_row / mx_row is then moved in here.
+    // A kept W's fprop operand packed once for the GEMM kernels (weight_cache::refresh); its
+    // nvfp4_row / fp8_row / mx_row is then moved in here.
+    nvfp4_packed_operand nvfp4_row_packed;
     fp8_packed_weight<fp8_tensor> fp8_row_packed;
     fp8_packed_weight<quantized_tensor<mxfp8>> mx_row_packed;
   };
@@ -268,14 +270,9 @@ class linear {
     const bool columnwise = for_training || cache == weight_cache::refresh;
     std::visit([&](const auto& r) { quantize_weight_operands(r, wv, columnwise, for_training, *w); }, recipe_);
     if (cache == weight_cache::refresh) {
-      // A weight kept for several products is packed once (FP8 recipes: what fp8_gemm would redo
-      // per call); the products give the same bits.
-      if (std::holds_alternative<mxfp8_block_scaling>(recipe_)) {
-        w->mx_row_packed = fp8_packed_weight<quantized_tensor<mxfp8>>(std::move(w->mx_row));
-      } else if (std::holds_alternative<float8_current_scaling>(recipe_) || std::holds_alternative<delayed_scaling>(recipe_) ||
-                 std::holds_alternative<float8_block_scaling>(recipe_)) {
-        w->fp8_row_packed = fp8_packed_weight<fp8_tensor>(std::move(w->fp8_row));
-      }
+      // A weight kept for several products is packed once (what every unpacked GEMM call redoes);
+      // the products give the same bits.
+      std::visit([&](const auto& r) { pack_fprop_operand(r, *w); }, recipe_);
       kept_weight_ = w;
     }
     return w;
@@ -309,13 +306,18 @@ class linear {
     return {.core = options_.fp8_tensor_core, .mode = options_.mode,
             .promotion_interval = params.use_split_accumulator ? options_.promotion_interval : 0, .bias = bias};
   }
+  /// gemm(B) on W's rowwise copy: its packed form where the weight was kept, else the copy itself.
+  template <class Packed, class Plain, class Gemm>
+  static void on_fprop_operand(const Packed& packed, const Plain& plain, Gemm&& gemm) {
+    if (packed) {
+      gemm(packed);
+    } else {
+      gemm(plain);
+    }
+  }
   /// fprop's FP8 GEMM on W's rowwise copy, packed or not.
   void fp8_fprop_gemm(const fp8_tensor& x8, const weight_operands& w, matrix_view<float> y, const mm_params& params) const {
-    if (w.fp8_row_packed) {
-      fp8_gemm(x8, w.fp8_row_packed, y, fp8_options(params, bias_span()));
-    } else {
-      fp8_gemm(x8, w.fp8_row, y, fp8_options(params, bias_span()));
-    }
+    on_fprop_operand(w.fp8_row_packed, w.fp8_row, [&](const auto& b) { fp8_gemm(x8, b, y, fp8_options(params, bias_span())); });
   }
   void add_bias(matrix_view<float> y) const {
     if (bias_.empty()) return;
@@ -323,13 +325,15 @@ class linear {
       for (index_t j = 0; j < y.cols(); ++j) y(i, j) += bias_[static_cast<std::size_t>(j)];
   }
 
-  // Per recipe family: quantize_weight_operands (W's copies), fprop (X's copies and the fprop
-  // GEMM; X's columnwise copy only when `training`), bprop (dY's copies, dgrad and wgrad).
+  // Per recipe family: quantize_weight_operands (W's copies), pack_fprop_operand (a kept W's
+  // fprop operand, packed), fprop (X's copies and the fprop GEMM; X's columnwise copy only when
+  // `training`), bprop (dY's copies, dgrad and wgrad).
 
   // ---- no quantization ----
   void quantize_weight_operands(const no_quantization&, matrix_view<const float> w, bool, bool, weight_operands& out) const {
     out.values.assign(w.data(), w.data() + w.rows() * w.cols());  // w is the row-major dtype copy
   }
+  static void pack_fprop_operand(const no_quantization&, weight_operands&) {}  // float_gemm packs per call
   static matrix_view<const float> values_view(const weight_operands& w, index_t rows, index_t cols) {
     return matrix_view<const float>::row_major(w.values.data(), rows, cols);
   }
@@ -353,13 +357,19 @@ class linear {
       out.nvfp4_row = quantize_weight_rowwise(w, r);
     }
   }
+  static void pack_fprop_operand(const nvfp4_block_scaling&, weight_operands& w) {
+    w.nvfp4_row_packed = nvfp4_packed_operand(std::move(w.nvfp4_row));
+  }
   void fprop(const nvfp4_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+    const auto gemm = [&](const nvfp4_operand& x_row) {
+      on_fprop_operand(w.nvfp4_row_packed, w.nvfp4_row, [&](const auto& b) { nvfp4_gemm(x_row, b, y, options_.mode, bias_span()); });
+    };
     if (training) {
       operand_pair xs = quantize_activation(x, r);
-      nvfp4_gemm(xs.rowwise, w.nvfp4_row, y, options_.mode, bias_span());
+      gemm(xs.rowwise);
       saved_.x_nvfp4 = std::move(xs.columnwise);
     } else {
-      nvfp4_gemm(quantize_activation_rowwise(x, r), w.nvfp4_row, y, options_.mode, bias_span());
+      gemm(quantize_activation_rowwise(x, r));
     }
   }
   void bprop(const nvfp4_block_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
@@ -377,6 +387,9 @@ class linear {
     out.fp8_row = quantize_fp8_current(w, f, {.power_2_scale = r.use_power_2_scales});
     if (columnwise) out.fp8_col = quantize_fp8_with_scale(w.transposed(), f, out.fp8_row.scale(), quantized_axis::columnwise);
   }
+  /// Per-tensor and block FP8 (current, delayed, block scaling).
+  static void pack_fp8_fprop_operand(weight_operands& w) { w.fp8_row_packed = fp8_packed_weight<fp8_tensor>(std::move(w.fp8_row)); }
+  static void pack_fprop_operand(const float8_current_scaling&, weight_operands& w) { pack_fp8_fprop_operand(w); }
   void fprop(const float8_current_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
     const fp8_format f = forward_format(r.fp8_format);
     const fp8_tensor x8 = quantize_fp8_current(x, f, {.power_2_scale = r.use_power_2_scales});
@@ -398,6 +411,7 @@ class linear {
     if (record) state.record(out.fp8_row.amax());
     if (columnwise) out.fp8_col = quantize_fp8_with_scale(w.transposed(), state.format(), state.scale(), quantized_axis::columnwise);
   }
+  static void pack_fprop_operand(const delayed_scaling&, weight_operands& w) { pack_fp8_fprop_operand(w); }
   void fprop(const delayed_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
     delayed_scaling_state& state = states_[static_cast<std::size_t>(nvfp4::tensor_role::input)];
     const fp8_tensor x8 = quantize_fp8_with_scale(x, state.format(), state.scale());
@@ -428,6 +442,7 @@ class linear {
     out.fp8_row = block_copy(r, nvfp4::tensor_role::weight, w, false);
     if (columnwise) out.fp8_col = block_copy(r, nvfp4::tensor_role::weight, w, true);
   }
+  static void pack_fprop_operand(const float8_block_scaling&, weight_operands& w) { pack_fp8_fprop_operand(w); }
   void fprop(const float8_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
     fp8_fprop_gemm(block_copy(r, nvfp4::tensor_role::input, x, false), w, y, r.fp8_gemm_fprop);
     if (training) saved_.x_fp8 = block_copy(r, nvfp4::tensor_role::input, x, true);
@@ -445,13 +460,12 @@ class linear {
     out.mx_row = quantize_mxfp8_te<mxfp8>(w);
     if (columnwise) out.mx_col = quantize_mxfp8_te<mxfp8>(w.transposed(), quantized_axis::columnwise);
   }
+  static void pack_fprop_operand(const mxfp8_block_scaling&, weight_operands& w) {
+    w.mx_row_packed = fp8_packed_weight<quantized_tensor<mxfp8>>(std::move(w.mx_row));
+  }
   void fprop(const mxfp8_block_scaling&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
     const auto x8 = quantize_mxfp8_te<mxfp8>(x);
-    if (w.mx_row_packed) {
-      mxfp8_gemm(x8, w.mx_row_packed, y, mx_options(bias_span()));
-    } else {
-      mxfp8_gemm(x8, w.mx_row, y, mx_options(bias_span()));
-    }
+    on_fprop_operand(w.mx_row_packed, w.mx_row, [&](const auto& b) { mxfp8_gemm(x8, b, y, mx_options(bias_span())); });
     if (training) saved_.x_mx = quantize_mxfp8_te<mxfp8>(x.transposed(), quantized_axis::columnwise);
   }
   template <class Format>

@@ -251,6 +251,62 @@ linear_operands quantize_linear_operands(matrix_view<const T> x, matrix_view<con
 /// compute_nvfp4_per_tensor_scale_kernel), in fp32.
 inline float nvfp4_alpha_factor(float e4m3_max_a, float e4m3_max_b) { return 1.0f / (6.0f * 6.0f * e4m3_max_a * e4m3_max_b); }
 
+namespace detail {
+/// nvfp4_gemm's work on A and B's parts (B's tensor, E4M3 bound and row amaxes, and its packed
+/// form or null): the checks, the MMA and the epilogue.
+template <class Out>
+void nvfp4_gemm_parts(const nvfp4_operand& a, const nvfp4_tensor& b, float b_e4m3_max, std::span<const float> b_row_amax,
+                      const packed_b* b_packed, matrix_view<Out> out, gemm_mode mode, std::span<const float> bias) {
+  const index_t m = a.tensor.rows(), n = b.rows();
+  require(a.tensor.cols() == b.cols(), errc::shape_mismatch,
+          "nvfp4_gemm: A is " + std::to_string(m) + "x" + std::to_string(a.tensor.cols()) + " and B is " + std::to_string(n) + "x" +
+              std::to_string(b.cols()) + ": both must be [rows, K] with the same K");
+  require(!a.row_scaled() || static_cast<index_t>(a.row_amax.size()) == m, errc::shape_mismatch,
+          "nvfp4_gemm: A's row amaxes do not match its rows");
+  const bool b_row_scaled = !b_row_amax.empty();
+  require(!b_row_scaled || static_cast<index_t>(b_row_amax.size()) == n, errc::shape_mismatch,
+          "nvfp4_gemm: B's row amaxes do not match its rows");
+  require(bias.empty() || static_cast<index_t>(bias.size()) == n, errc::shape_mismatch,
+          "nvfp4_gemm: bias has " + std::to_string(bias.size()) + " values, expected " + std::to_string(n));
+  out.validate("output");
+  require(out.rows() == m && out.cols() == n, errc::shape_mismatch,
+          "nvfp4_gemm: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", expected " + std::to_string(m) +
+              "x" + std::to_string(n));
+  check_gemm_operands(a.tensor, b);
+  // The MMA writes straight into a contiguous fp32 output (no fresh buffer to touch), else into d.
+  std::vector<float> d;
+  matrix_view<float> d_view;
+  if constexpr (std::is_same_v<Out, float>) {
+    if (out.rows_contiguous() && out.row_stride() == n) d_view = out;
+  }
+  if (d_view.data() == nullptr) {
+    d.resize(static_cast<std::size_t>(m * n));
+    d_view = matrix_view<float>::row_major(d.data(), m, n);
+  }
+  block_scaled_mma_fast(a.tensor, b, b_packed, matrix_view<const float>{}, store_to_matrix{d_view}, mode);
+  const float factor = nvfp4_alpha_factor(a.e4m3_max, b_e4m3_max);
+  const bool row_scaled = a.row_scaled() || b_row_scaled;
+  const float alpha = row_scaled ? factor : materialize(a.tensor.amax() * b.amax()) * factor;
+  simd::parallel_ranges(m, simd::worth_parallel(m * n), [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i)
+      for (index_t j = 0; j < n; ++j) {
+        float value = materialize(alpha * d_view(i, j));
+        if (row_scaled) {
+          const float r = a.row_scaled() ? a.row_amax[static_cast<std::size_t>(i)] : a.tensor.amax();
+          const float c = b_row_scaled ? b_row_amax[static_cast<std::size_t>(j)] : b.amax();
+          value = (a.row_scaled() && b_row_scaled) ? materialize(materialize(value * r) * c) : materialize(value * materialize(r * c));
+        }
+        if (!bias.empty()) value += bias[static_cast<std::size_t>(j)];
+        if constexpr (std::is_same_v<Out, float>) {
+          out(i, j) = value;
+        } else {
+          out(i, j) = bf16::from_float(value);
+        }
+      }
+  });
+}
+}  // namespace detail
+
 /// out = epilogue(A·Bᵀ) as TransformerEngine computes an NVFP4 GEMM: D = the tensor core's
 /// block-scaled MMA from zero (nvfp4::block_scaled_mma, exact or relaxed); then
 /// - per-tensor operands: alpha = (amax_A * amax_B) * factor, value = alpha * D (cuBLAS's alpha);
@@ -264,52 +320,7 @@ template <class Out>
   requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
 void nvfp4_gemm(const nvfp4_operand& a, const nvfp4_operand& b, matrix_view<Out> out, gemm_mode mode = gemm_mode::exact,
                 std::span<const float> bias = {}) {
-  const index_t m = a.tensor.rows(), n = b.tensor.rows();
-  detail::require(a.tensor.cols() == b.tensor.cols(), errc::shape_mismatch,
-                  "nvfp4_gemm: A is " + std::to_string(m) + "x" + std::to_string(a.tensor.cols()) + " and B is " + std::to_string(n) +
-                      "x" + std::to_string(b.tensor.cols()) + ": both must be [rows, K] with the same K");
-  detail::require(!a.row_scaled() || static_cast<index_t>(a.row_amax.size()) == m, errc::shape_mismatch,
-                  "nvfp4_gemm: A's row amaxes do not match its rows");
-  detail::require(!b.row_scaled() || static_cast<index_t>(b.row_amax.size()) == n, errc::shape_mismatch,
-                  "nvfp4_gemm: B's row amaxes do not match its rows");
-  detail::require(bias.empty() || static_cast<index_t>(bias.size()) == n, errc::shape_mismatch,
-                  "nvfp4_gemm: bias has " + std::to_string(bias.size()) + " values, expected " + std::to_string(n));
-  out.validate("output");
-  detail::require(out.rows() == m && out.cols() == n, errc::shape_mismatch,
-                  "nvfp4_gemm: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", expected " +
-                      std::to_string(m) + "x" + std::to_string(n));
-  // The MMA writes straight into a contiguous fp32 output (no fresh buffer to touch), else into d.
-  std::vector<float> d;
-  matrix_view<float> d_view;
-  if constexpr (std::is_same_v<Out, float>) {
-    if (out.rows_contiguous() && out.row_stride() == n) d_view = out;
-  }
-  if (d_view.data() == nullptr) {
-    d.resize(static_cast<std::size_t>(m * n));
-    d_view = matrix_view<float>::row_major(d.data(), m, n);
-  }
-  block_scaled_mma(a.tensor, b.tensor, matrix_view<const float>{}, d_view, mode);
-  const float factor = nvfp4_alpha_factor(a.e4m3_max, b.e4m3_max);
-  const bool row_scaled = a.row_scaled() || b.row_scaled();
-  const float alpha = row_scaled ? factor : detail::materialize(a.tensor.amax() * b.tensor.amax()) * factor;
-  simd::parallel_ranges(m, simd::worth_parallel(m * n), [&](index_t begin, index_t end) {
-    for (index_t i = begin; i < end; ++i)
-      for (index_t j = 0; j < n; ++j) {
-        float value = detail::materialize(alpha * d_view(i, j));
-        if (row_scaled) {
-          const float r = a.row_scaled() ? a.row_amax[static_cast<std::size_t>(i)] : a.tensor.amax();
-          const float c = b.row_scaled() ? b.row_amax[static_cast<std::size_t>(j)] : b.tensor.amax();
-          value = (a.row_scaled() && b.row_scaled()) ? detail::materialize(detail::materialize(value * r) * c)
-                                                     : detail::materialize(value * detail::materialize(r * c));
-        }
-        if (!bias.empty()) value += bias[static_cast<std::size_t>(j)];
-        if constexpr (std::is_same_v<Out, float>) {
-          out(i, j) = value;
-        } else {
-          out(i, j) = bf16::from_float(value);
-        }
-      }
-  });
+  detail::nvfp4_gemm_parts(a, b.tensor, b.e4m3_max, b.row_amax, nullptr, out, mode, bias);
 }
 
 }  // namespace nvfp4
