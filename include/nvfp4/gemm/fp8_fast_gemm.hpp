@@ -29,6 +29,7 @@ struct fp8_step_kernels;
 /// The portable set: each output through the scalar step.
 template <>
 struct fp8_step_kernels<isa::scalar> {
+  static constexpr staged_parts staging(gemm_mode) { return {}; }
   static void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
     for (int r = 0; r < blk.rows; ++r)
       for (int t = 0; t < blk.tile_count; ++t)
@@ -96,7 +97,7 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
           }
         for (index_t c0 = 0; c0 < steps; c0 += chunk) {
           const index_t c1 = std::min(steps, c0 + chunk);
-          stage_rows(a, i_begin, item_rows, c0, c1, mode, staged);
+          stage_rows(a, i_begin, item_rows, c0, c1, fp8_step_kernels<simd::fp8_gemm_isa>::staging(mode), staged);
           for (index_t t0 = 0; t0 < t_count; t0 += block_tiles)
             for (int r0 = 0; r0 < item_rows; r0 += block_rows) {
               step_block blk{&a, &staged, r0, std::min(block_rows, item_rows - r0), &b, {nullptr, nullptr}, {0, 0},

@@ -109,10 +109,16 @@ struct row_staging {
   std::vector<std::uint32_t> pair;     ///< bf16(value[2q]) | bf16(value[2q + 1]) << 16
 };
 
-/// Stages the rows: values always (every exact kernel, and the relaxed kernels without
-/// AVX512_BF16), exponents for the exact kernels, pairs for the relaxed ones (the scalar fallback
-/// reads the codes).
-inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, index_t s1, gemm_mode mode, row_staging& out) {
+/// Which parts of the staged rows a kernel set reads (its `staging(mode)`); the scalar fallback
+/// reads the codes.
+struct staged_parts {
+  bool value = false;
+  bool exponent = false;
+  bool pair = false;
+};
+
+/// Stages the parts of the rows that `parts` asks for.
+inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, index_t s1, staged_parts parts, row_staging& out) {
   out.i0 = i0;
   out.s0 = s0;
   out.rows = rows;
@@ -131,11 +137,11 @@ inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, 
     std::int32_t* exponent = out.exponent.data() + r * out.padded_k;
     std::uint32_t* pair = out.pair.data() + r * out.padded_k / 2;
     const index_t full = std::max<index_t>(0, std::min(out.padded_k, a.cols - k_begin));
-    for (index_t k = 0; k < out.padded_k; ++k) value[k] = t.value[k < full ? row[k_begin + k] : 0];
-    if (mode == gemm_mode::exact) {
+    if (parts.value)
+      for (index_t k = 0; k < out.padded_k; ++k) value[k] = t.value[k < full ? row[k_begin + k] : 0];
+    if (parts.exponent)
       for (index_t k = 0; k < out.padded_k; ++k) exponent[k] = t.exponent[k < full ? row[k_begin + k] : 0];
-      continue;
-    }
+    if (!parts.pair) continue;
     for (index_t q = 0; q < out.padded_k / 2; ++q) {
       const std::uint8_t c0 = 2 * q < full ? row[k_begin + 2 * q] : 0, c1 = 2 * q + 1 < full ? row[k_begin + 2 * q + 1] : 0;
       pair[q] = t.bf16_bits[c0] | (static_cast<std::uint32_t>(t.bf16_bits[c1]) << 16);

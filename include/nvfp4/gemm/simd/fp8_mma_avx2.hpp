@@ -33,6 +33,8 @@ struct fp8_step_kernels;
 /// The AVX2 step kernels (simd/dispatch.hpp's fp8_gemm_isa picks them where AVX-512 is absent).
 template <>
 struct fp8_step_kernels<isa::avx2> {
+  /// The staged parts the kernels below read: values, and exponents for the exact step.
+  static constexpr staged_parts staging(gemm_mode mode) { return {.value = true, .exponent = mode == gemm_mode::exact}; }
   /// Runs steps [s0, s1) of the block (acc as in fp8_gemm_detail::run_steps), one tile at a time:
   /// the exact kernel takes two rows a call, the relaxed one four (16 ymm registers).
   static void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {

@@ -197,9 +197,13 @@ void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, in
       for (int r = 0; r < R; ++r) {
         c_before[r][t] = _mm512_loadu_ps(acc + r * stride + t * lanes);
         fallback[r][t] = static_cast<__mmask16>(blk.tiles[t]->special[static_cast<std::size_t>(s)] | (rs[r].special ? 0xFFFF : 0));
-        const __m512 scale =
-            _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(_mm512_add_epi32(col_scale, _mm512_set1_epi32(rs[r].scale_exponent))));
-        _mm512_storeu_ps(acc + r * stride + t * lanes, _mm512_fmadd_ps(partial[r][t], scale, c_before[r][t]));
+        const __m512i scale_exponent = _mm512_add_epi32(col_scale, _mm512_set1_epi32(rs[r].scale_exponent));
+        // Scale 1 (every per-tensor FP8 step): fma(partial, 1, c) is partial + c, bit for bit.
+        const __m512 result = _mm512_test_epi32_mask(scale_exponent, scale_exponent) == 0
+                                  ? _mm512_add_ps(partial[r][t], c_before[r][t])
+                                  : _mm512_fmadd_ps(partial[r][t], _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(scale_exponent)),
+                                                    c_before[r][t]);
+        _mm512_storeu_ps(acc + r * stride + t * lanes, result);
       }
     }
     scalar_lanes<R, C>(blk, s, c_before, fallback, acc, stride);
@@ -270,6 +274,16 @@ struct fp8_step_kernels;
 /// The AVX-512 step kernels (simd/dispatch.hpp's fp8_gemm_isa picks them).
 template <>
 struct fp8_step_kernels<isa::avx512> {
+  /// The staged parts the kernels read: values and exponents for the exact step; bf16 pairs for
+  /// the relaxed one where VDPBF16PS runs it, else values.
+  static constexpr staged_parts staging(gemm_mode mode) {
+    if (mode == gemm_mode::exact) return {.value = true, .exponent = true};
+#if defined(__AVX512BF16__)
+    return {.pair = true};
+#else
+    return {.value = true};
+#endif
+  }
   static void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
     simd_fp8::run_steps(blk, s0, s1, acc, stride);
   }
