@@ -1,5 +1,6 @@
 // Tests of nvfp4/gemm/float_gemm.hpp: a hand-worked product whose K order shows, the fast path
-// against the reference (strided and transposed views, C aliasing D, sizes across the blocking)
+// against the reference (B read in place or packed: K-major, padded, row-major and doubly strided
+// views; C aliasing D, sizes across the blocking)
 // on every ISA build and for 1 and 2 threads, and bad shapes.
 // NVFP4_TEST_ALL_ISAS
 #include <gtest/gtest.h>
@@ -37,27 +38,39 @@ TEST(FloatGemm, OneFmaChainInKOrder) {
 TEST(FloatGemm, FastEqualsReference) {
   std::mt19937 gen(3);
   std::normal_distribution<float> normal;
-  for (auto [m, n, k] : {std::tuple<index_t, index_t, index_t>{1, 1, 1}, {5, 70, 300}, {130, 300, 70}, {70, 260, 513}}) {
-    std::vector<float> a(m * k), b(k * n), c(m * n);
+  for (auto [m, n, k] : {std::tuple<index_t, index_t, index_t>{1, 1, 1}, {5, 70, 300}, {130, 300, 70}, {70, 260, 513}, {16, 64, 40}}) {
+    // B's storage holds it four ways: K-major without and with padding (the fast path reads both
+    // in place, copying only a last block narrower than 64 columns), row-major, and with both
+    // strides > 1 (packed panel by panel).
+    const index_t ld = n + 3;
+    std::vector<float> a(m * k), b(k * ld * 2), c(m * n);
     for (auto& v : a) v = normal(gen);
     for (auto& v : b) v = normal(gen);
     for (auto& v : c) v = normal(gen);
     const auto av = matrix_view<const float>::row_major(a.data(), m, k);
-    const auto bt = matrix_view<const float>::row_major(b.data(), k, n).transposed();  // B [n, k], strided
     const auto cv = matrix_view<const float>::row_major(c.data(), m, n);
-    std::vector<float> want(m * n), got(m * n);
-    reference::float_gemm(av, bt, cv, matrix_view<float>::row_major(want.data(), m, n));
-    for (int threads : {1, 2}) {
+    const matrix_view<const float> layouts[] = {
+        matrix_view<const float>::row_major(b.data(), k, n).transposed(),
+        matrix_view<const float>(b.data(), n, k, 1, ld),
+        matrix_view<const float>::row_major(b.data(), n, k),
+        matrix_view<const float>(b.data(), n, k, 2, 2 * n),
+    };
+    for (int layout = 0; layout < 4; ++layout) {
+      const auto bv = layouts[layout];
+      std::vector<float> want(m * n), got(m * n);
+      reference::float_gemm(av, bv, cv, matrix_view<float>::row_major(want.data(), m, n));
+      for (int threads : {1, 2}) {
 #if defined(_OPENMP)
-      omp_set_num_threads(threads);
+        omp_set_num_threads(threads);
 #endif
-      float_gemm(av, bt, cv, matrix_view<float>::row_major(got.data(), m, n));
-      EXPECT_EQ(test::float_bits(got), test::float_bits(want)) << m << " " << n << " " << k << " threads " << threads;
+        float_gemm(av, bv, cv, matrix_view<float>::row_major(got.data(), m, n));
+        EXPECT_EQ(test::float_bits(got), test::float_bits(want)) << m << " " << n << " " << k << " layout " << layout << " threads " << threads;
+      }
+      // C aliasing D.
+      std::vector<float> in_place = c;
+      float_gemm(av, bv, matrix_view<const float>::row_major(in_place.data(), m, n), matrix_view<float>::row_major(in_place.data(), m, n));
+      EXPECT_EQ(test::float_bits(in_place), test::float_bits(want)) << "layout " << layout;
     }
-    // C aliasing D.
-    std::vector<float> in_place = c;
-    float_gemm(av, bt, matrix_view<const float>::row_major(in_place.data(), m, n), matrix_view<float>::row_major(in_place.data(), m, n));
-    EXPECT_EQ(test::float_bits(in_place), test::float_bits(want));
   }
 }
 

@@ -84,7 +84,9 @@ inline void float_gemm_micro_block(const float* const* a_rows, const float* b_pa
 
 /// The fast path of float_gemm: D = C + A·Bᵀ, bit-identical to reference::float_gemm for any
 /// thread count: each output is computed start to end by one thread in K order; the threads only
-/// pick which work item (a panel of B against 64 rows of A) they compute.
+/// pick which work item (a panel of B against 64 rows of A) they compute. A B whose rows are
+/// contiguous along N (a transposed view, column stride K-major: B(j, k) at j + k * ld) is read in
+/// place, as the micro kernel wants it; any other B is packed panel by panel.
 inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
                             matrix_view<float> d) {
   constexpr index_t block_rows = float_gemm_blocking::block_rows, block_cols = float_gemm_blocking::block_cols;
@@ -94,6 +96,8 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   const index_t panels = (n + panel_cols - 1) / panel_cols;
   const index_t row_groups = (m + 63) / 64;
   const index_t items = panels * row_groups;
+  // B in place: B(j, k) = b_base[j + k * b_ld].
+  const bool b_in_place = b.row_stride() == 1 && b.col_stride() >= n;
   struct thread_state {
     std::vector<float> packed;   // B's panel, K-major: packed[kk][j] = B(j0 + j, kk), zero past N
     std::vector<float> a_chunk;
@@ -104,7 +108,9 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   simd::parallel_dynamic(
       items, simd::worth_parallel(m * n * ((k + 63) / 64)),
       [&] {
-        return thread_state{std::vector<float>(static_cast<std::size_t>(std::max<index_t>(k, 1) * panel_cols)),
+        // In place, only a last block narrower than block_cols is copied (zero-padded), a chunk at a time.
+        const index_t packed_size = b_in_place ? chunk_k * block_cols : std::max<index_t>(k, 1) * panel_cols;
+        return thread_state{std::vector<float>(static_cast<std::size_t>(packed_size)),
                             std::vector<float>(static_cast<std::size_t>(64 * chunk_k)),
                             std::vector<float>(static_cast<std::size_t>(64 * panel_cols)), -1};
       },
@@ -114,10 +120,23 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
         std::vector<float>& staged = state.staged;
         const index_t p = item / row_groups, i0 = (item % row_groups) * 64;
         const index_t j0 = p * panel_cols, cols = std::min(panel_cols, n - j0), rows = std::min<index_t>(64, m - i0);
-        if (state.packed_panel != p) {
-          for (index_t kk = 0; kk < k; ++kk)
-            for (index_t j = 0; j < panel_cols; ++j)
-              packed[static_cast<std::size_t>(kk * panel_cols + j)] = j < cols ? b(j0 + j, kk) : 0.0f;
+        if (!b_in_place && state.packed_panel != p) {
+          // The transpose goes tile by tile (16 columns of B by 16 of K): each tile reads 16 runs
+          // of B's rows and writes 16 runs of the panel, where a plain loop over K then the
+          // columns reads one float per row of B, K floats apart (a decode-shaped product spent
+          // most of its time here).
+          constexpr index_t tile = 16;
+          for (index_t k0 = 0; k0 < k; k0 += tile) {
+            const index_t k1 = std::min(k, k0 + tile);
+            for (index_t j = 0; j < panel_cols; ++j) {
+              float* const to = packed.data() + j;
+              if (j < cols) {
+                for (index_t kk = k0; kk < k1; ++kk) to[kk * panel_cols] = b(j0 + j, kk);
+              } else {
+                for (index_t kk = k0; kk < k1; ++kk) to[kk * panel_cols] = 0.0f;
+              }
+            }
+          }
           state.packed_panel = p;
         }
         for (index_t i = 0; i < rows; ++i)
@@ -130,16 +149,28 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
           for (index_t jb = 0; jb < cols; jb += block_cols) {
             const index_t block_width = std::min(block_cols, cols - jb);
             const float* b_panel = packed.data() + k0 * panel_cols + jb;
+            index_t b_stride = panel_cols;
+            if (b_in_place) {
+              b_stride = b.col_stride();
+              b_panel = &b(j0 + jb, k0);
+              if (block_width < block_cols) {  // the micro kernel reads block_cols columns
+                for (index_t kk = 0; kk < kc; ++kk)
+                  for (index_t j = 0; j < block_cols; ++j)
+                    packed[static_cast<std::size_t>(kk * block_cols + j)] = j < block_width ? b_panel[kk * b_stride + j] : 0.0f;
+                b_panel = packed.data();
+                b_stride = block_cols;
+              }
+            }
             for (index_t r0 = 0; r0 < rows; r0 += block_rows) {
               const float* a_rows[block_rows];
               const index_t r_count = std::min(block_rows, rows - r0);
               for (index_t r = 0; r < r_count; ++r) a_rows[r] = a_chunk.data() + (r0 + r) * chunk_k;
               float* out = staged.data() + r0 * panel_cols + jb;
               switch (r_count) {
-                case 4: float_gemm_micro_block<4>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
-                case 3: float_gemm_micro_block<3>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
-                case 2: float_gemm_micro_block<2>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
-                default: float_gemm_micro_block<1>(a_rows, b_panel, panel_cols, kc, out, panel_cols, block_width); break;
+                case 4: float_gemm_micro_block<4>(a_rows, b_panel, b_stride, kc, out, panel_cols, block_width); break;
+                case 3: float_gemm_micro_block<3>(a_rows, b_panel, b_stride, kc, out, panel_cols, block_width); break;
+                case 2: float_gemm_micro_block<2>(a_rows, b_panel, b_stride, kc, out, panel_cols, block_width); break;
+                default: float_gemm_micro_block<1>(a_rows, b_panel, b_stride, kc, out, panel_cols, block_width); break;
               }
             }
           }

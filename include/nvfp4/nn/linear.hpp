@@ -38,9 +38,10 @@
 // columnwise copies backward needs, without touching a forward saved for backward, and without
 // recording or updating delayed-scaling state. Both forward and infer take a weight_cache, TE's
 // `is_first_microbatch`: refresh quantizes W and keeps it, reuse runs on the kept W (micro-batches,
-// decode steps between optimizer steps), off quantizes W every call. Under the quantized recipes
-// the kept W's fprop operand is packed once for the GEMM kernels (nvfp4_packed_operand; FP8 and
-// MXFP8: fp8_packed_weight, about 7 bytes per weight element besides the quantized copies).
+// decode steps between optimizer steps), off quantizes W every call. The kept W's fprop operand
+// is packed once for the GEMM kernels (nvfp4_packed_operand; FP8 and MXFP8: fp8_packed_weight,
+// about 7 bytes per weight element besides the quantized copies; no quantization: Wᵀ, which
+// float_gemm reads in place).
 #pragma once
 
 #include <algorithm>
@@ -226,7 +227,8 @@ class linear {
   /// backward may follow or the weight is kept). Shared between the kept weight and a forward
   /// saved for backward, so neither copies it.
   struct weight_operands {
-    std::vector<float> values;                  // no quantization: W in the dtype, row-major
+    std::vector<float> values;                  // no quantization: W in the dtype, row-major [N, K]
+    bool values_transposed = false;             // values hold Wᵀ [K, N] instead (a kept W, packed)
     nvfp4_operand nvfp4_row, nvfp4_col;
     fp8_tensor fp8_row, fp8_col;                // per-tensor and block FP8
     quantized_tensor<mxfp8> mx_row, mx_col;     // MXFP8 (weights are E4M3)
@@ -333,17 +335,32 @@ class linear {
   void quantize_weight_operands(const no_quantization&, matrix_view<const float> w, bool, bool, weight_operands& out) const {
     out.values.assign(w.data(), w.data() + w.rows() * w.cols());  // w is the row-major dtype copy
   }
-  static void pack_fprop_operand(const no_quantization&, weight_operands&) {}  // float_gemm packs per call
-  static matrix_view<const float> values_view(const weight_operands& w, index_t rows, index_t cols) {
-    return matrix_view<const float>::row_major(w.values.data(), rows, cols);
+  /// A kept W is stored as Wᵀ, which float_gemm reads in place as fprop's B (K-major) instead of
+  /// packing W's panels on every call; dgrad then packs (it read W in place).
+  void pack_fprop_operand(const no_quantization&, weight_operands& w) const {
+    std::vector<float> transposed(w.values.size());
+    constexpr index_t tile = 16;  // tile by tile, so that neither side is walked a float per row
+    for (index_t n0 = 0; n0 < out_; n0 += tile)
+      for (index_t k0 = 0; k0 < in_; k0 += tile)
+        for (index_t n = n0; n < std::min(out_, n0 + tile); ++n)
+          for (index_t k = k0; k < std::min(in_, k0 + tile); ++k)
+            transposed[static_cast<std::size_t>(k * out_ + n)] = w.values[static_cast<std::size_t>(n * in_ + k)];
+    w.values = std::move(transposed);
+    w.values_transposed = true;
   }
+  /// W [N, K] (fprop's B) and Wᵀ [K, N] (dgrad's B) as views of the stored values.
+  matrix_view<const float> weight_rows(const weight_operands& w) const {
+    return w.values_transposed ? matrix_view<const float>(w.values.data(), out_, in_, 1, out_)
+                               : matrix_view<const float>::row_major(w.values.data(), out_, in_);
+  }
+  matrix_view<const float> weight_columns(const weight_operands& w) const { return weight_rows(w).transposed(); }
   void fprop(const no_quantization&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool) {
-    float_gemm(x, values_view(w, out_, in_), {}, y);
+    float_gemm(x, weight_rows(w), {}, y);
     add_bias(y);  // X in the dtype stays in its scratch buffer for backward
   }
   void bprop(const no_quantization&, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
     const auto x = matrix_view<const float>::row_major(x_scratch_.data(), saved_.rows, in_);
-    float_gemm(dy, values_view(*saved_.weight, out_, in_).transposed(), {}, dx);
+    float_gemm(dy, weight_columns(*saved_.weight), {}, dx);
     float_gemm(dy.transposed(), x.transposed(), {}, dw);
   }
 
