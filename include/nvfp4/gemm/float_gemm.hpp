@@ -59,6 +59,8 @@ namespace detail {
 struct float_gemm_blocking {
   static constexpr index_t block_rows = 4, block_cols = 64, chunk_k = 256, panel_cols = 256;
 };
+/// The most rows of A for which float_gemm_fast reads a K-major B in place.
+inline constexpr index_t in_place_max_rows = 16;
 
 /// acc[r][j] = fma(a_r[k], b[k][j], acc[r][j]) over k in [0, kc), for R rows: the j loop is
 /// contiguous and without dependencies, so the compiler vectorizes it for whatever ISA the
@@ -84,8 +86,8 @@ inline void float_gemm_micro_block(const float* const* a_rows, const float* b_pa
 
 /// The fast path of float_gemm: D = C + A·Bᵀ, bit-identical to reference::float_gemm for any
 /// thread count: each output is computed start to end by one thread in K order; the threads only
-/// pick which work item (a panel of B against 64 rows of A) they compute. A B whose rows are
-/// contiguous along N (a transposed view, column stride K-major: B(j, k) at j + k * ld) is read in
+/// pick which work item (a panel of B against 64 rows of A) they compute. For at most
+/// in_place_max_rows rows of A, a K-major B (a transposed view: B(j, k) at j + k * ld) is read in
 /// place, as the micro kernel wants it; any other B is packed panel by panel.
 inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
                             matrix_view<float> d) {
@@ -96,8 +98,10 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   const index_t panels = (n + panel_cols - 1) / panel_cols;
   const index_t row_groups = (m + 63) / 64;
   const index_t items = panels * row_groups;
-  // B in place: B(j, k) = b_base[j + k * b_ld].
-  const bool b_in_place = b.row_stride() == 1 && b.col_stride() >= n;
+  // B in place (B(j, k) at j + k * ld): only for a few rows of A (decode shapes), where packing
+  // B would cost more than the product; with more rows the micro kernel re-reads each block of B
+  // once per 4 rows, and K-strided reads of it cost more than one packed copy (4096³: 1.45x).
+  const bool b_in_place = b.row_stride() == 1 && b.col_stride() >= n && m <= in_place_max_rows;
   struct thread_state {
     std::vector<float> packed;   // B's panel, K-major: packed[kk][j] = B(j0 + j, kk), zero past N
     std::vector<float> a_chunk;

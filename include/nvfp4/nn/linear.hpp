@@ -41,7 +41,7 @@
 // decode steps between optimizer steps), off quantizes W every call. The kept W's fprop operand
 // is packed once for the GEMM kernels (nvfp4_packed_operand; FP8 and MXFP8: fp8_packed_weight,
 // about 7 bytes per weight element besides the quantized copies; no quantization: Wᵀ, which
-// float_gemm reads in place).
+// float_gemm reads in place for decode-sized inputs).
 #pragma once
 
 #include <algorithm>
@@ -335,8 +335,8 @@ class linear {
   void quantize_weight_operands(const no_quantization&, matrix_view<const float> w, bool, bool, weight_operands& out) const {
     out.values.assign(w.data(), w.data() + w.rows() * w.cols());  // w is the row-major dtype copy
   }
-  /// A kept W is stored as Wᵀ, which float_gemm reads in place as fprop's B (K-major) instead of
-  /// packing W's panels on every call; dgrad then packs (it read W in place).
+  /// A kept W is stored as Wᵀ: for decode-sized X float_gemm reads it in place as fprop's B
+  /// (K-major) instead of packing W on every call (dgrad then reads W's rows, as fprop did).
   void pack_fprop_operand(const no_quantization&, weight_operands& w) const {
     std::vector<float> transposed(w.values.size());
     constexpr index_t tile = 16;  // tile by tile, so that neither side is walked a float per row
