@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nvfp4/error.hpp"
@@ -66,8 +67,8 @@ inline constexpr index_t in_place_max_rows = 16;
 /// contiguous and without dependencies, so the compiler vectorizes it for whatever ISA the
 /// translation unit targets (AVX-512, AVX2 + FMA, or plain scalar fma). The order per output is
 /// K order, as the reference's.
-template <int R>
-inline void float_gemm_micro_block(const float* const* a_rows, const float* b_panel, index_t b_stride, index_t kc, float* out,
+template <int R, class Stride>
+inline void float_gemm_micro_block(const float* const* a_rows, const float* b_panel, Stride b_stride, index_t kc, float* out,
                                    index_t out_stride, index_t cols) {
   constexpr index_t block_cols = float_gemm_blocking::block_cols;
   float acc[R][block_cols];
@@ -125,19 +126,26 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
         const index_t p = item / row_groups, i0 = (item % row_groups) * 64;
         const index_t j0 = p * panel_cols, cols = std::min(panel_cols, n - j0), rows = std::min<index_t>(64, m - i0);
         if (!b_in_place && state.packed_panel != p) {
-          // The transpose goes tile by tile (16 columns of B by 16 of K): each tile reads 16 runs
-          // of B's rows and writes 16 runs of the panel, where a plain loop over K then the
-          // columns reads one float per row of B, K floats apart (a decode-shaped product spent
-          // most of its time here).
-          constexpr index_t tile = 16;
-          for (index_t k0 = 0; k0 < k; k0 += tile) {
-            const index_t k1 = std::min(k, k0 + tile);
-            for (index_t j = 0; j < panel_cols; ++j) {
-              float* const to = packed.data() + j;
-              if (j < cols) {
-                for (index_t kk = k0; kk < k1; ++kk) to[kk * panel_cols] = b(j0 + j, kk);
-              } else {
-                for (index_t kk = k0; kk < k1; ++kk) to[kk * panel_cols] = 0.0f;
+          if (b.row_stride() == 1) {
+            // K-major B: each k is a run of the panel's columns in memory.
+            for (index_t kk = 0; kk < k; ++kk)
+              for (index_t j = 0; j < panel_cols; ++j)
+                packed[static_cast<std::size_t>(kk * panel_cols + j)] = j < cols ? b(j0 + j, kk) : 0.0f;
+          } else {
+            // Any other B goes tile by tile (16 of K by the panel's columns): the panel's 256 rows
+            // are read a line at a time each, where a loop over K then the columns would read
+            // one float per row of B, K floats apart (a decode-shaped product spent most of its
+            // time there).
+            constexpr index_t tile = 16;
+            for (index_t k0 = 0; k0 < k; k0 += tile) {
+              const index_t k1 = std::min(k, k0 + tile);
+              for (index_t j = 0; j < panel_cols; ++j) {
+                float* const to = packed.data() + j;
+                if (j < cols) {
+                  for (index_t kk = k0; kk < k1; ++kk) to[kk * panel_cols] = b(j0 + j, kk);
+                } else {
+                  for (index_t kk = k0; kk < k1; ++kk) to[kk * panel_cols] = 0.0f;
+                }
               }
             }
           }
@@ -165,17 +173,26 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
                 b_stride = block_cols;
               }
             }
-            for (index_t r0 = 0; r0 < rows; r0 += block_rows) {
-              const float* a_rows[block_rows];
-              const index_t r_count = std::min(block_rows, rows - r0);
-              for (index_t r = 0; r < r_count; ++r) a_rows[r] = a_chunk.data() + (r0 + r) * chunk_k;
-              float* out = staged.data() + r0 * panel_cols + jb;
-              switch (r_count) {
-                case 4: float_gemm_micro_block<4>(a_rows, b_panel, b_stride, kc, out, panel_cols, block_width); break;
-                case 3: float_gemm_micro_block<3>(a_rows, b_panel, b_stride, kc, out, panel_cols, block_width); break;
-                case 2: float_gemm_micro_block<2>(a_rows, b_panel, b_stride, kc, out, panel_cols, block_width); break;
-                default: float_gemm_micro_block<1>(a_rows, b_panel, b_stride, kc, out, panel_cols, block_width); break;
+            // The packed panel's stride is a constant the micro kernel is compiled for (a
+            // run-time stride there cost ~4% at 4096³).
+            const auto row_blocks = [&](auto stride) {
+              for (index_t r0 = 0; r0 < rows; r0 += block_rows) {
+                const float* a_rows[block_rows];
+                const index_t r_count = std::min(block_rows, rows - r0);
+                for (index_t r = 0; r < r_count; ++r) a_rows[r] = a_chunk.data() + (r0 + r) * chunk_k;
+                float* out = staged.data() + r0 * panel_cols + jb;
+                switch (r_count) {
+                  case 4: float_gemm_micro_block<4>(a_rows, b_panel, stride, kc, out, panel_cols, block_width); break;
+                  case 3: float_gemm_micro_block<3>(a_rows, b_panel, stride, kc, out, panel_cols, block_width); break;
+                  case 2: float_gemm_micro_block<2>(a_rows, b_panel, stride, kc, out, panel_cols, block_width); break;
+                  default: float_gemm_micro_block<1>(a_rows, b_panel, stride, kc, out, panel_cols, block_width); break;
+                }
               }
+            };
+            if (b_stride == panel_cols) {
+              row_blocks(std::integral_constant<index_t, panel_cols>{});
+            } else {
+              row_blocks(b_stride);
             }
           }
         }
