@@ -336,7 +336,8 @@ class linear {
     out.values.assign(w.data(), w.data() + w.rows() * w.cols());  // w is the row-major dtype copy
   }
   /// A kept W is stored as Wᵀ: for decode-sized X float_gemm reads it in place as fprop's B
-  /// (K-major) instead of packing W on every call (dgrad then reads W's rows, as fprop did).
+  /// (K-major) instead of packing W on every call. The roles swap for dgrad, whose B (Wᵀ, row-major
+  /// then) is packed where W's transposed view was read in place.
   void pack_fprop_operand(const no_quantization&, weight_operands& w) const {
     std::vector<float> transposed(w.values.size());
     constexpr index_t tile = 16;  // tile by tile, so that neither side is walked a float per row
