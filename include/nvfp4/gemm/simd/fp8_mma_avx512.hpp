@@ -4,8 +4,9 @@
 //
 // Exact step (docs/numerics_spec.md §9): per lane E_max = max(E_c, max_k(e_a + e_b) + s_a + s_b) (the pair
 // maximum is skipped when the row and column maxima cannot reach E_c); each product a_k * b_k is
-// exact in fp32, scaled by 2^(F - E_max + s_a + s_b) (vscalefps, exact) and truncated to an integer
-// (vcvttps2dq): that is the term truncated to a multiple of 2^(E_max - F), counted in those units.
+// exact in fp32, multiplied by 2^(F - E_max + s_a + s_b) (a normal float, so exact; lanes where it
+// is not go through the scalar step) and truncated to an integer (vcvttps2dq): that is the term
+// truncated to a multiple of 2^(E_max - F), counted in those units.
 // The integer sums are exact: below 2^20 on Hopper (F = 13), two halves of 16 terms below 2^31 on
 // Blackwell (F = 25), added in double. The result is the sum times 2^(E_max - F), cut to 13
 // fraction bits (Hopper: exact in fp32, then the low 10 bits cleared) or converted to fp32 toward
@@ -118,12 +119,19 @@ void exact_steps(const step_block& blk, index_t s0, index_t s1, float* acc, inde
         for (int t = 0; t < C; ++t) e_max[r][t] = _mm512_max_epi32(e_max[r][t], _mm512_add_epi32(pair_max[r][t], scale_sum[r][t]));
     }
     // Products scale by 2^(F - E_max + s_a + s_b), c by 2^(F - E_max); both truncate to integers.
-    __m512 product_shift[R][C];
+    // The products' factor is a float multiplier (vmulps runs at twice vscalefps's rate on Zen 4),
+    // so lanes where it is not a normal float (only extreme MX scales) go through the scalar step.
+    __m512 product_factor[R][C];
     __m512i sum_low[R][C], sum_high[R][C];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < C; ++t) {
         const __m512i shift = _mm512_sub_epi32(_mm512_set1_epi32(fraction), e_max[r][t]);
-        product_shift[r][t] = _mm512_cvtepi32_ps(_mm512_add_epi32(shift, scale_sum[r][t]));
+        const __m512i product_exponent = _mm512_add_epi32(shift, scale_sum[r][t]);
+        const __mmask16 normal = _mm512_cmpgt_epi32_mask(product_exponent, _mm512_set1_epi32(-127)) &
+                                 _mm512_cmplt_epi32_mask(product_exponent, _mm512_set1_epi32(128));
+        product_factor[r][t] = _mm512_castsi512_ps(
+            _mm512_maskz_slli_epi32(normal, _mm512_add_epi32(product_exponent, _mm512_set1_epi32(127)), 23));
+        fallback[r][t] = static_cast<__mmask16>(fallback[r][t] | ~normal);
         sum_low[r][t] = _mm512_setzero_si512();
         sum_high[r][t] = _mm512_setzero_si512();
       }
@@ -132,7 +140,7 @@ void exact_steps(const step_block& blk, index_t s0, index_t s1, float* acc, inde
       for (int t = 0; t < C; ++t) {
         const __m512 b = _mm512_loadu_ps(b_value[t] + k * lanes);
         for (int r = 0; r < R; ++r) {
-          const __m512 q = _mm512_scalef_ps(_mm512_mul_ps(_mm512_set1_ps(rs[r].value[k]), b), product_shift[r][t]);
+          const __m512 q = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(rs[r].value[k]), b), product_factor[r][t]);
           sum_low[r][t] = _mm512_add_epi32(sum_low[r][t], _mm512_cvttps_epi32(q));
         }
       }
@@ -140,7 +148,7 @@ void exact_steps(const step_block& blk, index_t s0, index_t s1, float* acc, inde
       for (int t = 0; t < C; ++t) {
         const __m512 b = _mm512_loadu_ps(b_value[t] + k * lanes);
         for (int r = 0; r < R; ++r) {
-          const __m512 q = _mm512_scalef_ps(_mm512_mul_ps(_mm512_set1_ps(rs[r].value[k]), b), product_shift[r][t]);
+          const __m512 q = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(rs[r].value[k]), b), product_factor[r][t]);
           sum_high[r][t] = _mm512_add_epi32(sum_high[r][t], _mm512_cvttps_epi32(q));
         }
       }
