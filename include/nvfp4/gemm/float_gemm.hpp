@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nvfp4/error.hpp"
+#include "nvfp4/scaling/detail/block_kernels.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
@@ -126,28 +127,17 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
         const index_t p = item / row_groups, i0 = (item % row_groups) * 64;
         const index_t j0 = p * panel_cols, cols = std::min(panel_cols, n - j0), rows = std::min<index_t>(64, m - i0);
         if (!b_in_place && state.packed_panel != p) {
-          if (b.row_stride() == 1) {
-            // K-major B: each k is a run of the panel's columns in memory.
+          if (b.rows_contiguous()) {
+            // Row-major B: the panel is the transpose of its rows, 16 x 16 floats at a time (a loop
+            // over K then the columns would read one float per row of B, K floats apart).
+            fast_block_kernels::transpose_panel(&b(j0, 0), b.row_stride(), k, cols, packed.data(), panel_cols);
+            if (cols < panel_cols)
+              for (index_t kk = 0; kk < k; ++kk) std::fill_n(packed.data() + kk * panel_cols + cols, panel_cols - cols, 0.0f);
+          } else {
+            // K-major B (each k a run of the panel's columns in memory) or any other strides.
             for (index_t kk = 0; kk < k; ++kk)
               for (index_t j = 0; j < panel_cols; ++j)
                 packed[static_cast<std::size_t>(kk * panel_cols + j)] = j < cols ? b(j0 + j, kk) : 0.0f;
-          } else {
-            // Any other B goes tile by tile (16 of K by the panel's columns): the panel's 256 rows
-            // are read a line at a time each, where a loop over K then the columns would read
-            // one float per row of B, K floats apart (a decode-shaped product spent most of its
-            // time there).
-            constexpr index_t tile = 16;
-            for (index_t k0 = 0; k0 < k; k0 += tile) {
-              const index_t k1 = std::min(k, k0 + tile);
-              for (index_t j = 0; j < panel_cols; ++j) {
-                float* const to = packed.data() + j;
-                if (j < cols) {
-                  for (index_t kk = k0; kk < k1; ++kk) to[kk * panel_cols] = b(j0 + j, kk);
-                } else {
-                  for (index_t kk = k0; kk < k1; ++kk) to[kk * panel_cols] = 0.0f;
-                }
-              }
-            }
           }
           state.packed_panel = p;
         }

@@ -340,12 +340,7 @@ class linear {
   /// then) is packed where W's transposed view was read in place.
   void pack_fprop_operand(const no_quantization&, weight_operands& w) const {
     std::vector<float> transposed(w.values.size());
-    constexpr index_t tile = 16;  // tile by tile, so that neither side is walked a float per row
-    for (index_t n0 = 0; n0 < out_; n0 += tile)
-      for (index_t k0 = 0; k0 < in_; k0 += tile)
-        for (index_t n = n0; n < std::min(out_, n0 + tile); ++n)
-          for (index_t k = k0; k < std::min(in_, k0 + tile); ++k)
-            transposed[static_cast<std::size_t>(k * out_ + n)] = w.values[static_cast<std::size_t>(n * in_ + k)];
+    nvfp4::detail::fast_block_kernels::transpose_panel(w.values.data(), in_, in_, out_, transposed.data(), out_);
     w.values = std::move(transposed);
     w.values_transposed = true;
   }
