@@ -154,17 +154,24 @@ TEST(Fp8Gemm, FastEqualsReference) {
 }
 
 // The vector kernels' edges against the reference MMA, bit for bit: NaN / Inf codes, accumulators
-// that are NaN, Inf, huge, subnormal or signed zeros, and (MXFP8) E8M0 scales over the whole code
-// range with NaN scales among them, so that scale pairs whose power of two leaves fp32's normal
-// range take the fallback. Both tensor cores, both modes, 1 and 2 threads.
+// that are NaN, Inf, huge, subnormal or signed zeros, steps whose 32 codes are all zero (their
+// products' factor leaves fp32's range above), and (MXFP8) E8M0 scales over the whole code range
+// with NaN scales among them (factors that leave it below, and relaxed scales that take the
+// fallback). Both tensor cores, both modes, 1 and 2 threads.
 TEST(Fp8Gemm, FastEqualsReferenceAtTheEdges) {
   std::mt19937 gen(11);
   const index_t m = 21, n = 35, k = 100;
-  const auto random_codes = [&](std::span<std::uint8_t> codes) {
+  // Codes of a [rows, k] operand; about a quarter of its rows' 32-element steps all zero (sparse
+  // data, underflowed gradients), whose products then have no exponent to align with.
+  const auto random_codes = [&](std::span<std::uint8_t> codes, index_t rows) {
     for (auto& c : codes) {
       c = static_cast<std::uint8_t>(gen());
       if (gen() % 32 != 0 && (c & 0x7F) >= 0x7C) c &= 0xBB;  // NaN / Inf codes in about 1 of 32 draws
     }
+    for (index_t r = 0; r < rows; ++r)
+      for (index_t k0 = 0; k0 < k; k0 += 32)
+        if (gen() % 4 == 0)
+          for (index_t i = k0; i < std::min(k, k0 + 32); ++i) codes[static_cast<std::size_t>(r * k + i)] = 0;
   };
   const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN(), 0x1.8p126f, -0x1.fffffep127f, 0x1p-140f, -0x1.4p-127f, 3.0f};
@@ -178,8 +185,8 @@ TEST(Fp8Gemm, FastEqualsReferenceAtTheEdges) {
   for (fp8_format fa : {fp8_format::e4m3, fp8_format::e5m2})
     for (fp8_format fb : {fp8_format::e4m3, fp8_format::e5m2}) {
       fp8_tensor a(m, k, fa), b(n, k, fb);
-      random_codes(a.codes());
-      random_codes(b.codes());
+      random_codes(a.codes(), m);
+      random_codes(b.codes(), n);
       for (tensor_core core : {tensor_core::hopper, tensor_core::blackwell})
         for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed}) {
           const fp8_gemm_options options{.core = core, .mode = mode, .promotion_interval = 0};
@@ -195,8 +202,8 @@ TEST(Fp8Gemm, FastEqualsReferenceAtTheEdges) {
   // most outputs stay finite and the vector path is what runs.
   quantized_tensor<mxfp8> ma(m, k);
   quantized_tensor<mxfp8_e5m2> mb(n, k);
-  random_codes(std::span(reinterpret_cast<std::uint8_t*>(ma.data().data()), ma.data().size()));
-  random_codes(std::span(reinterpret_cast<std::uint8_t*>(mb.data().data()), mb.data().size()));
+  random_codes(std::span(reinterpret_cast<std::uint8_t*>(ma.data().data()), ma.data().size()), m);
+  random_codes(std::span(reinterpret_cast<std::uint8_t*>(mb.data().data()), mb.data().size()), n);
   const auto random_scale = [&] {
     const unsigned draw = gen() % 16;
     const unsigned bits = draw == 0 ? 0xFFu : draw < 6 ? static_cast<unsigned>(gen() % 255) : 127u - 20u + static_cast<unsigned>(gen() % 41);

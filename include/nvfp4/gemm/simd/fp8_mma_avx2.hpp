@@ -2,9 +2,9 @@
 // to mma8::step and mma8::relaxed_step: the method of the AVX-512 kernels
 // (gemm/simd/fp8_mma_avx512.hpp, whose header comment derives it) on 8-lane vectors, two per
 // 16-column tile. AVX2 has no vscalefps, so the powers of two are built from exponent bits:
-// - a product's factor 2^(F - E_max + s_a + s_b) as a float, where it is a normal number; lanes
-//   where it is not (only extreme MX scale pairs) go through the scalar step, like NaN / Inf codes,
-//   NaN scales and non-finite accumulators;
+// - a product's factor 2^(F - E_max + s_a + s_b) as a float, where it is a normal number, else 0
+//   (every term is 0 there, as the AVX-512 kernel's header comment shows); NaN / Inf codes, NaN
+//   scales and non-finite accumulators go through the scalar step;
 // - the accumulator's factor 2^(F - E_max) and the result's 2^(E_max - F) in double, where every
 //   one of them is a normal number and every product of them with the integer sums is exact;
 // - Blackwell's conversion toward zero is the nearest conversion (vcvtpd2ps under the default
@@ -181,9 +181,8 @@ struct fp8_step_kernels<isa::avx2> {
       __m256i sum_low[R][halves], sum_high[R][halves];
       for (int r = 0; r < R; ++r)
         for (int h = 0; h < halves; ++h) {
-          int in_range;
+          int in_range;  // out of range: factor 0, every term 0
           factor[r][h] = float_power_of_two(_mm256_add_epi32(_mm256_sub_epi32(_mm256_set1_epi32(fraction), e_max[r][h]), scale_sum[r][h]), in_range);
-          fallback[r][h] |= ~in_range & 0xFF;
           sum_low[r][h] = _mm256_setzero_si256();
           sum_high[r][h] = _mm256_setzero_si256();
         }

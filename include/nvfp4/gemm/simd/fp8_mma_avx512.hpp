@@ -4,9 +4,12 @@
 //
 // Exact step (docs/numerics_spec.md §9): per lane E_max = max(E_c, max_k(e_a + e_b) + s_a + s_b) (the pair
 // maximum is skipped when the row and column maxima cannot reach E_c); each product a_k * b_k is
-// exact in fp32, multiplied by 2^(F - E_max + s_a + s_b) (a normal float, so exact; lanes where it
-// is not go through the scalar step) and truncated to an integer (vcvttps2dq): that is the term
-// truncated to a multiple of 2^(E_max - F), counted in those units.
+// exact in fp32, multiplied by 2^(F - E_max + s_a + s_b) (a normal float, so exact) and truncated
+// to an integer (vcvttps2dq): that is the term truncated to a multiple of 2^(E_max - F), counted
+// in those units. Where that power of two is not a normal float every term is 0, and the factor
+// 0 gives it: above 2^127 means E_max - s_a - s_b < F - 127, so no product is nonzero (a nonzero
+// FP8 product is at least 2^-32 and E_max bounds every product's exponent plus s_a + s_b); below
+// 2^-126 every |product| (under 2^32) times it is below 1.
 // The integer sums are exact: below 2^20 on Hopper (F = 13), two halves of 16 terms below 2^31 on
 // Blackwell (F = 25), added in double. The result is the sum times 2^(E_max - F), cut to 13
 // fraction bits (Hopper: exact in fp32, then the low 10 bits cleared) or converted to fp32 toward
@@ -120,7 +123,7 @@ void exact_steps(const step_block& blk, index_t s0, index_t s1, float* acc, inde
     }
     // Products scale by 2^(F - E_max + s_a + s_b), c by 2^(F - E_max); both truncate to integers.
     // The products' factor is a float multiplier (vmulps runs at twice vscalefps's rate on Zen 4),
-    // so lanes where it is not a normal float (only extreme MX scales) go through the scalar step.
+    // 0 where it is not a normal float: every term is 0 there (header comment).
     __m512 product_factor[R][C];
     __m512i sum_low[R][C], sum_high[R][C];
     for (int r = 0; r < R; ++r)
@@ -131,7 +134,6 @@ void exact_steps(const step_block& blk, index_t s0, index_t s1, float* acc, inde
                                  _mm512_cmplt_epi32_mask(product_exponent, _mm512_set1_epi32(128));
         product_factor[r][t] = _mm512_castsi512_ps(
             _mm512_maskz_slli_epi32(normal, _mm512_add_epi32(product_exponent, _mm512_set1_epi32(127)), 23));
-        fallback[r][t] = static_cast<__mmask16>(fallback[r][t] | ~normal);
         sum_low[r][t] = _mm512_setzero_si512();
         sum_high[r][t] = _mm512_setzero_si512();
       }
