@@ -2,7 +2,7 @@
 // the public quantizers and GEMMs the header documents; the layer's dtype (bf16 inputs and
 // outputs), the bias and its gradient against a hand sum, delayed scaling stepping its states,
 // seeds, 1 vs 2 threads, recipe switching, bad input; the inference forward and the kept weight
-// (TE's is_first_microbatch) against the training forward.
+// (TE's is_first_microbatch) against the training forward; an NVFP4 amax rule composed the same way.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -127,6 +127,62 @@ TEST(Linear, Nvfp4ComposesRecipeOperandsAndGemm) {
       expect_same(got, want, mode == gemm_mode::exact ? "nvfp4 exact" : "nvfp4 relaxed");
     }
   }
+}
+
+/// An amax rule that scales TE's amax by a factor per role and per RHT copy.
+nvfp4_amax_rule scaled_amax_rule() {
+  return [](const nvfp4_amax_query& q) {
+    const float factor = q.role == tensor_role::input ? 0.5f : (q.role == tensor_role::weight ? 0.75f : 0.25f);
+    return (q.transformed ? 0.5f : 1.0f) * factor * q.amax;
+  };
+}
+
+TEST(Linear, Nvfp4AmaxRuleComposes) {
+  const inputs in;
+  const nvfp4_amax_rule rule = scaled_amax_rule();
+  for (const nvfp4_block_scaling& r : {nvfp4_block_scaling{}, nvfp4_block_scaling{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all}}) {
+    const nn::linear_options options{.bias = true, .dtype = high_precision::bf16, .seed = 11, .nvfp4_amax = rule};
+    const layer_run got = run_layer(r, options, in);
+    const auto x = to_bf16(in.x), w = to_bf16(in.w), dy = to_bf16(in.dy);
+    const operand_pair xs = quantize_activation(cview(x, M, K), r, rule);
+    const operand_pair ws = quantize_weight(cview(w, N, K), r, rule);
+    nvfp4_block_scaling step0 = r;
+    step0.seed = nn::linear(K, N, r, options).gradient_seed(0);
+    const operand_pair gs = quantize_gradient(cview(dy, M, N), step0, rule);
+    layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
+    nvfp4_gemm(xs.rowwise, ws.rowwise, mview(want.y, M, N), gemm_mode::exact, in.b);
+    nvfp4_gemm(gs.rowwise, ws.columnwise, mview(want.dx, M, K));
+    nvfp4_gemm(gs.columnwise, xs.columnwise, mview(want.dw, N, K));
+    want.y = to_bf16(want.y);
+    want.dx = to_bf16(want.dx);
+    expect_same(got, want, "nvfp4 with an amax rule");
+    EXPECT_NE(first_difference(got.y, run_layer(r, {.bias = true, .dtype = high_precision::bf16, .seed = 11}, in).y), -1);
+    // The inference forward, fresh and on a kept weight, gives the same Y.
+    nn::linear layer(K, N, r, options);
+    std::copy(in.w.begin(), in.w.end(), layer.weight().begin());
+    std::copy(in.b.begin(), in.b.end(), layer.bias().begin());
+    EXPECT_EQ(first_difference(layer.infer(cview(in.x, M, K)), got.y), -1);
+    EXPECT_EQ(first_difference(layer.infer(cview(in.x, M, K), nn::weight_cache::refresh), got.y), -1);
+    EXPECT_EQ(first_difference(layer.infer(cview(in.x, M, K), nn::weight_cache::reuse), got.y), -1);
+  }
+}
+
+TEST(Linear, Nvfp4AmaxRuleIsRefusedWhereItCannotApply) {
+  const nn::linear_options options{.nvfp4_amax = scaled_amax_rule()};
+  EXPECT_EQ(test::error_code_of([&] { nn::linear(K, N, float8_current_scaling{}, options); }), errc::unsupported);
+  EXPECT_EQ(test::error_code_of([&] { nn::linear(K, N, mxfp8_block_scaling{}, options); }), errc::unsupported);
+  nn::linear layer(K, N, nvfp4_block_scaling{}, options);
+  EXPECT_EQ(test::error_code_of([&] { layer.set_recipe(delayed_scaling{}); }), errc::unsupported);
+  EXPECT_EQ(std::string(recipe_name(layer.current_recipe())), recipe_name(nvfp4_block_scaling{}));  // unchanged
+  EXPECT_NO_THROW(layer.set_recipe(no_quantization{}));  // nothing quantized: the rule rests
+
+  // A rule whose answer is not an amax: the forward throws before writing Y or saving anything.
+  nn::linear bad(K, N, nvfp4_block_scaling{}, {.nvfp4_amax = [](const nvfp4_amax_query&) { return -1.0f; }});
+  const inputs in;
+  std::vector<float> y(M * N, 3.0f), dx(M * K);
+  EXPECT_EQ(test::error_code_of([&] { bad.forward(cview(in.x, M, K), mview(y, M, N)); }), errc::invalid_argument);
+  for (float v : y) ASSERT_EQ(v, 3.0f);
+  EXPECT_EQ(test::error_code_of([&] { bad.backward(cview(in.dy, M, N), mview(dx, M, K)); }), errc::invalid_argument);  // no forward
 }
 
 TEST(Linear, Fp8CurrentScalingComposes) {

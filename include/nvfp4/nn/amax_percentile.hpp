@@ -1,10 +1,12 @@
 // nvfp4/nn/amax_percentile.hpp: an adaptive global amax, the q-quantile of |x| instead of its
-// maximum, and an NVFP4 engine whose activations and gradients take their tensor scale from it.
+// maximum, as an nvfp4_amax_rule, and the NVFP4 Linear engine whose activations and gradients
+// take their tensor scale from it.
 // NOT a TransformerEngine recipe: TE's NVFP4 and FP8 scales always come from the true amax. A
 // research control for tensors whose few largest values waste the scale's range.
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -18,110 +20,104 @@
 
 namespace nvfp4::nn {
 
+namespace detail {
+/// The q-quantile of |v| over the `count` values `visit(f)` passes to f, always in the same order
+/// (amax_percentile). A radix selection: the magnitudes' bit patterns order as the magnitudes do,
+/// so one pass counts them by their top 16 bits (exponent and 7 mantissa bits), and a second
+/// selects within the one bucket that holds the wanted rank. Exact, and touches no copy of the
+/// tensor but that bucket.
+template <class Visit>
+float quantile_of_magnitudes(std::size_t count, double q, Visit&& visit) {
+  nvfp4::detail::require(q > 0.0 && q <= 1.0, errc::invalid_argument, "amax_percentile: q must be in (0, 1], got " + std::to_string(q));
+  if (count == 0) return 0.0f;
+  constexpr std::uint32_t magnitude_mask = 0x7FFFFFFFu;
+  constexpr int bucket_shift = 16;
+  std::vector<std::size_t> buckets(std::size_t{1} << (31 - bucket_shift), 0);
+  std::size_t index = 0;
+  visit([&](float v) {
+    if (!std::isfinite(v))
+      nvfp4::detail::require(false, errc::non_finite_input, "amax_percentile: NaN or Inf at index " + std::to_string(index));
+    ++buckets[(std::bit_cast<std::uint32_t>(v) & magnitude_mask) >> bucket_shift];
+    ++index;
+  });
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(count)));
+  std::size_t wanted = std::min(count, std::max<std::size_t>(rank, 1)) - 1;  // 0-based, ascending
+  std::uint32_t bucket = 0;
+  while (wanted >= buckets[bucket]) wanted -= buckets[bucket++];
+  std::vector<std::uint32_t> candidates;
+  candidates.reserve(buckets[bucket]);
+  visit([&](float v) {
+    const std::uint32_t key = std::bit_cast<std::uint32_t>(v) & magnitude_mask;
+    if (key >> bucket_shift == bucket) candidates.push_back(key);
+  });
+  std::nth_element(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(wanted), candidates.end());
+  return std::bit_cast<float>(candidates[wanted]);
+}
+}  // namespace detail
+
 /// The q-quantile of |x| (the smallest |x_i| with at least ceil(q·n) of the n values at or below
 /// it); q = 1 is the amax. Exact and order-independent. Throws invalid_argument for q outside
 /// (0, 1], non_finite_input for NaN/Inf in x. Zero for an empty x.
 inline float amax_percentile(std::span<const float> x, double q) {
+  return detail::quantile_of_magnitudes(x.size(), q, [&](auto&& f) {
+    for (const float v : x) f(v);
+  });
+}
+/// The same over a view's elements (NaN/Inf indices counted in row-major order).
+inline float amax_percentile(matrix_view<const float> values, double q) {
+  const auto count = static_cast<std::size_t>(std::max<index_t>(values.rows(), 0) * std::max<index_t>(values.cols(), 0));
+  return detail::quantile_of_magnitudes(count, q, [&](auto&& f) {
+    for (index_t r = 0; r < values.rows(); ++r)
+      for (index_t c = 0; c < values.cols(); ++c) f(values(r, c));
+  });
+}
+
+/// An nvfp4_amax_rule: the q-quantile of |x| as the global amax of activations and gradients
+/// (over the transformed values for a copy with RHT, as TE takes its amax after the transform);
+/// weights keep TE's amax. Throws invalid_argument for q outside (0, 1].
+inline nvfp4_amax_rule percentile_amax_rule(double q) {
   nvfp4::detail::require(q > 0.0 && q <= 1.0, errc::invalid_argument,
-                         "amax_percentile: q must be in (0, 1], got " + std::to_string(q));
-  if (x.empty()) return 0.0f;
-  std::vector<float> magnitudes(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    nvfp4::detail::require(std::isfinite(x[i]), errc::non_finite_input, "amax_percentile: NaN or Inf at index " + std::to_string(i));
-    magnitudes[i] = std::fabs(x[i]);
-  }
-  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(x.size())));
-  const auto index = std::min(x.size(), std::max<std::size_t>(rank, 1)) - 1;
-  std::nth_element(magnitudes.begin(), magnitudes.begin() + static_cast<std::ptrdiff_t>(index), magnitudes.end());
-  return magnitudes[index];
+                         "percentile_amax_rule: q must be in (0, 1], got " + std::to_string(q));
+  return [q](const nvfp4_amax_query& query) {
+    return query.role == tensor_role::weight ? query.amax : amax_percentile(query.values, q);
+  };
 }
 
 struct percentile_amax_options {
-  double quantile = 0.999;           ///< in (0, 1]; 1 is TE's amax (the maximum)
-  nvfp4_block_scaling recipe{};      ///< RHT / SR / 2-D switches; 4over6 and row scaling are not supported
+  double quantile = 0.999;       ///< in (0, 1]; 1 is TE's amax (the maximum)
+  nvfp4_block_scaling recipe{};  ///< every switch of the recipe (row-scaled activations keep their row amaxes)
   gemm_mode mode = gemm_mode::exact;
-  std::uint64_t seed = 0;            ///< as linear_options::seed: gradient SR seeds derive from it per step
+  std::uint64_t seed = 0;        ///< as linear_options::seed: gradient SR seeds derive from it per step
 };
 
-/// TE's NVFP4 recipe (nn/linear.hpp's NVFP4 GEMMs, BF16 high precision) except for the global amax
-/// of activations and gradients: the quantile of |x| over the tensor (over the transformed values
-/// for a copy with RHT); values above it saturate. Weights keep TE's amax. With quantile 1 every
-/// result equals the Linear layer's NVFP4 bit for bit.
+/// The Linear layer's NVFP4 (nn/linear.hpp, BF16 high precision) with percentile_amax_rule as its
+/// linear_options::nvfp4_amax: TE's recipe except for the global amax of activations and
+/// gradients. With quantile 1 every result equals the plain Linear's NVFP4 bit for bit.
 class nvfp4_percentile_engine final : public gemm_engine {
  public:
-  explicit nvfp4_percentile_engine(percentile_amax_options options) : options_(options) {
-    nvfp4::detail::require(options.quantile > 0.0 && options.quantile <= 1.0, errc::invalid_argument,
-                           "nvfp4_percentile_engine: quantile must be in (0, 1], got " + std::to_string(options.quantile));
-    options.recipe.validate();
-    nvfp4::detail::require(options.recipe.nvfp4_4over6 == four_over_six_scope::none && !options.recipe.row_scaled_activation,
-                           errc::unsupported, "nvfp4_percentile_engine: 4over6 and row-scaled activations are not supported");
-  }
-  std::string name() const override {
-    char quantile[32];
-    std::snprintf(quantile, sizeof quantile, "%g", options_.quantile);
-    return std::string("nvfp4_amax_q") + quantile;
-  }
+  /// Throws invalid_argument for a quantile outside (0, 1] or a recipe TE rejects.
+  nvfp4_percentile_engine(index_t in, index_t out, const percentile_amax_options& options)
+      : engine_(in, out, options.recipe,
+                {.dtype = high_precision::bf16, .mode = options.mode, .seed = options.seed,
+                 .nvfp4_amax = percentile_amax_rule(options.quantile)}),
+        name_(quantile_name(options.quantile)) {}
+  std::string name() const override { return name_; }
+  linear& layer() { return engine_.layer(); }
 
   void forward(matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y, bool training) override {
-    const std::vector<float> xr = bf16_copy(x), wr = bf16_copy(w);
-    const auto xv = row_major(xr, x.rows(), x.cols()), wv = row_major(wr, w.rows(), w.cols());
-    operand_pair ws = quantize_weight(wv, options_.recipe);
-    const float x_amax = amax_percentile(xr, options_.quantile);
-    const nvfp4_operand x_row{quantize_with_amax<nvfp4_1x16>(xv, x_amax), 448.0f, {}};
-    nvfp4_gemm(x_row, ws.rowwise, y, options_.mode);
-    round_to_bf16(y);
-    if (training) {
-      x_columnwise_ = columnwise_copy(xv, x_amax, {});
-      w_columnwise_ = std::move(ws.columnwise);
-      rows_ = x.rows();
-    }
+    engine_.forward(x, w, y, training);
   }
-
-  void backward(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) override {
-    nvfp4::detail::require(rows_ == dy.rows(), errc::invalid_argument, "nvfp4_percentile_engine: backward without its forward");
-    const std::vector<float> gr = bf16_copy(dy);
-    const auto gv = row_major(gr, dy.rows(), dy.cols());
-    const float g_amax = amax_percentile(gr, options_.quantile);
-    const std::uint64_t seed = nvfp4::detail::derived_seed(options_.seed, steps_++);  // the Linear's gradient_seed(step)
-    const auto rounding = options_.recipe.disable_stochastic_rounding ? rounding_mode::nearest_even : rounding_mode::stochastic;
-    const nvfp4_operand g_row{
-        quantize_with_amax<nvfp4_1x16>(gv, g_amax, {.rounding = rounding, .seed = nvfp4::detail::derived_seed(seed, 0)}), 448.0f, {}};
-    const nvfp4_operand g_col = columnwise_copy(gv, g_amax, {.rounding = rounding, .seed = nvfp4::detail::derived_seed(seed, 1)});
-    nvfp4_gemm(g_row, w_columnwise_, dx, options_.mode);
-    round_to_bf16(dx);
-    nvfp4_gemm(g_col, x_columnwise_, dw, options_.mode);
-    rows_ = -1;
-  }
+  void backward(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) override { engine_.backward(dy, dx, dw); }
 
  private:
-  static std::vector<float> bf16_copy(matrix_view<const float> v) {
-    std::vector<float> out(static_cast<std::size_t>(v.rows() * v.cols()));
-    for (index_t i = 0; i < v.rows(); ++i)
-      for (index_t j = 0; j < v.cols(); ++j) out[static_cast<std::size_t>(i * v.cols() + j)] = bf16::from_float(v(i, j)).to_float();
-    return out;
-  }
-  static matrix_view<const float> row_major(const std::vector<float>& v, index_t rows, index_t cols) {
-    return matrix_view<const float>::row_major(v.data(), rows, cols);
-  }
-  static void round_to_bf16(matrix_view<float> m) {
-    for (index_t i = 0; i < m.rows(); ++i)
-      for (index_t j = 0; j < m.cols(); ++j) m(i, j) = bf16::from_float(m(i, j)).to_float();
-  }
-  /// The wgrad copy along M: with RHT, quantized against the quantile of the transformed values
-  /// (TE: the amax after the transform); without, against the tensor's own.
-  nvfp4_operand columnwise_copy(matrix_view<const float> v, float amax, quantize_options options) const {
-    options.axis = quantized_axis::columnwise;
-    if (options_.recipe.disable_rht) return {quantize_with_amax<nvfp4_1x16>(v.transposed(), amax, options), 448.0f, {}};
-    const columnwise_rht t = rht_columnwise(v, options_.recipe.rht);
-    std::vector<float> transformed(t.values.size());
-    for (std::size_t i = 0; i < transformed.size(); ++i) transformed[i] = t.values[i].to_float();
-    return {quantize_with_amax<nvfp4_1x16>(t.view(), amax_percentile(transformed, options_.quantile), options), 448.0f, {}};
+  static std::string quantile_name(double quantile) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", quantile);
+    return std::string("nvfp4_amax_q") + text;
   }
 
-  percentile_amax_options options_;
-  nvfp4_operand x_columnwise_, w_columnwise_;
-  index_t rows_ = -1;
-  std::uint64_t steps_ = 0;
+  linear_engine engine_;
+  std::string name_;
 };
 
 }  // namespace nvfp4::nn

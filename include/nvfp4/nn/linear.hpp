@@ -21,7 +21,7 @@
 // - no_quantization: float_gemm on X, W, dY rounded to the dtype (fprop X·Wᵀ, dgrad dY·W, wgrad
 //   dYᵀ·X).
 // - nvfp4_block_scaling: quantize_activation(X), quantize_weight(W), quantize_gradient(dY) with
-//   the recipe's seed replaced by gradient_seed(step); fprop nvfp4_gemm(X rowwise, W rowwise),
+//   the recipe's seed replaced by gradient_seed(step), each with options.nvfp4_amax; fprop nvfp4_gemm(X rowwise, W rowwise),
 //   dgrad nvfp4_gemm(dY rowwise, W columnwise), wgrad nvfp4_gemm(dY columnwise, X columnwise).
 // - float8_current_scaling: quantize_fp8_current per tensor (X, W in the forward format, dY in the
 //   backward one); the columnwise copy is quantize_fp8_with_scale of the transpose with the same
@@ -72,6 +72,10 @@ struct linear_options {
   mma8::tensor_core fp8_tensor_core = mma8::tensor_core::hopper;  ///< per-tensor and block FP8 GEMMs
   index_t promotion_interval = 128;                     ///< FP8 split accumulator: elements of K per promotion
   std::uint64_t seed = 0;                               ///< the only source of randomness (NVFP4 SR)
+  /// NVFP4 recipes: chooses each tensor's global amax in place of TE's maximum |value| (a research
+  /// control, e.g. nn/amax_percentile.hpp's quantile; empty: TE). It sees X, W and dY in the
+  /// layer's dtype and the RHT'd wgrad copies; FP8 and MXFP8 recipes refuse a layer that has one.
+  nvfp4_amax_rule nvfp4_amax{};
 };
 
 /// How a forward treats the quantized weight: TE's `is_first_microbatch` (None, True, False).
@@ -112,6 +116,9 @@ class linear {
   /// dropped: call set_recipe between steps.
   void set_recipe(nvfp4::recipe r) {
     validate(r);
+    nvfp4::detail::require(!options_.nvfp4_amax || std::holds_alternative<nvfp4_block_scaling>(r) ||
+                               std::holds_alternative<no_quantization>(r),
+                           errc::unsupported, "linear: linear_options::nvfp4_amax applies to NVFP4 recipes only; this layer's recipe is FP8");
     recipe_ = std::move(r);
     if (const auto* d = std::get_if<delayed_scaling>(&recipe_)) {
       for (nvfp4::tensor_role role : {nvfp4::tensor_role::input, nvfp4::tensor_role::weight, nvfp4::tensor_role::grad_output})
@@ -363,11 +370,11 @@ class linear {
   // ---- NVFP4 ----
   void quantize_weight_operands(const nvfp4_block_scaling& r, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
     if (columnwise) {
-      operand_pair ws = quantize_weight(w, r);
+      operand_pair ws = quantize_weight(w, r, options_.nvfp4_amax);
       out.nvfp4_row = std::move(ws.rowwise);
       out.nvfp4_col = std::move(ws.columnwise);
     } else {
-      out.nvfp4_row = quantize_weight_rowwise(w, r);
+      out.nvfp4_row = quantize_weight_rowwise(w, r, options_.nvfp4_amax);
     }
   }
   static void pack_fprop_operand(const nvfp4_block_scaling&, weight_operands& w) {
@@ -378,17 +385,17 @@ class linear {
       on_fprop_operand(w.nvfp4_row_packed, w.nvfp4_row, [&](const auto& b) { nvfp4_gemm(x_row, b, y, options_.mode, bias_span()); });
     };
     if (training) {
-      operand_pair xs = quantize_activation(x, r);
+      operand_pair xs = quantize_activation(x, r, options_.nvfp4_amax);
       gemm(xs.rowwise);
       saved_.x_nvfp4 = std::move(xs.columnwise);
     } else {
-      gemm(quantize_activation_rowwise(x, r));
+      gemm(quantize_activation_rowwise(x, r, options_.nvfp4_amax));
     }
   }
   void bprop(const nvfp4_block_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
     nvfp4_block_scaling step_recipe = r;
     step_recipe.seed = gradient_seed(steps_);
-    const operand_pair gs = quantize_gradient(dy, step_recipe);
+    const operand_pair gs = quantize_gradient(dy, step_recipe, options_.nvfp4_amax);
     nvfp4_gemm(gs.rowwise, saved_.weight->nvfp4_col, dx, options_.mode);
     nvfp4_gemm(gs.columnwise, saved_.x_nvfp4, dw, options_.mode);
   }

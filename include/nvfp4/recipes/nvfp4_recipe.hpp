@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/recipes/nvfp4_amax_rule.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
 #include "nvfp4/scaling/four_over_six.hpp"
 #include "nvfp4/scaling/quantize.hpp"
@@ -110,12 +111,21 @@ constexpr std::uint64_t derived_seed(std::uint64_t seed, std::uint64_t tag) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+/// The tensor amax of x under `rule` (TE's max |x| without one).
+template <class T>
+float tensor_amax(matrix_view<const T> x, tensor_role role, const nvfp4_amax_rule& rule) {
+  return chosen_amax(rule, role, false, x, amax(x));
+}
+/// The wgrad copy along M: with RHT, against the amax of the transformed values (TE), asked of the
+/// rule once more; without, against the tensor's.
 template <class T>
 nvfp4_tensor columnwise_copy(matrix_view<const T> x, float rowwise_amax, bool with_rht, const hadamard_transform& t,
-                             quantize_options options) {
+                             quantize_options options, tensor_role role, const nvfp4_amax_rule& rule) {
   options.axis = quantized_axis::columnwise;
-  if (with_rht) return quantize_columnwise_rht<nvfp4_1x16>(x, t, options);  // amax after the transform
-  return quantize_with_amax<nvfp4_1x16>(x.transposed(), rowwise_amax, options);
+  if (!with_rht) return quantize_with_amax<nvfp4_1x16>(x.transposed(), rowwise_amax, options);
+  if (!rule) return quantize_columnwise_rht<nvfp4_1x16>(x, t, options);  // amax after the transform
+  const columnwise_rht transformed = rht_columnwise(x, t);
+  return quantize_with_amax<nvfp4_1x16>(transformed.view(), chosen_amax(rule, role, true, transformed.view(), transformed.amax), options);
 }
 inline nvfp4_operand plain_operand(nvfp4_tensor t) { return {std::move(t), 448.0f, {}}; }
 /// The rowwise copies, given the tensor's amax (unused with row-scaled activations).
@@ -144,35 +154,46 @@ nvfp4_operand weight_rowwise(matrix_view<const T> w, float w_amax, const nvfp4_b
 }
 }  // namespace detail
 
-/// The rowwise copy of quantize_activation(x, recipe) alone (what an inference forward needs).
+// Each quantizer below takes an optional nvfp4_amax_rule (recipes/nvfp4_amax_rule.hpp) that
+// chooses the tensor amax in place of TE's maximum; without one the results are TE's.
+
+/// The rowwise copy of quantize_activation(x, recipe, rule) alone (what an inference forward needs).
 template <quantizer_input T>
-nvfp4_operand quantize_activation_rowwise(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {}) {
-  return detail::activation_rowwise(x, amax(x), recipe);
+nvfp4_operand quantize_activation_rowwise(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {},
+                                          const nvfp4_amax_rule& rule = {}) {
+  if (recipe.row_scaled_activation) return detail::activation_rowwise(x, 0.0f, recipe);  // one amax per row, no rule
+  return detail::activation_rowwise(x, detail::tensor_amax(x, tensor_role::input, rule), recipe);
 }
 
-/// The rowwise copy of quantize_weight(w, recipe) alone (what an inference forward needs).
+/// The rowwise copy of quantize_weight(w, recipe, rule) alone (what an inference forward needs).
 template <quantizer_input T>
-nvfp4_operand quantize_weight_rowwise(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}) {
-  return detail::weight_rowwise(w, amax(w), recipe);
+nvfp4_operand quantize_weight_rowwise(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
+  return detail::weight_rowwise(w, detail::tensor_amax(w, tensor_role::weight, rule), recipe);
 }
 
 /// Activations X [M tokens, K]: 1x16, round-to-nearest; rowwise for fprop, columnwise (along M,
 /// with RHT unless disabled) for wgrad. With 4over6 on activations: both copies by 4over6 with the
 /// tensor amax; with row_scaled_activation: the rowwise copy with one amax per token, the
-/// columnwise copy with one per feature (TE's quantizer). Throws as the quantizers do.
+/// columnwise copy with one per feature (TE's quantizer; a rule is not asked). Throws as the
+/// quantizers do, and invalid_argument for a rule's amax that is not finite and >= 0.
 template <quantizer_input T>
-operand_pair quantize_activation(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {}) {
-  const float x_amax = amax(x);
+operand_pair quantize_activation(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
   operand_pair out;
   if (recipe.row_scaled_activation) {
+    auto rowwise = quantize_row_scaled(x);
+    out.rowwise = {std::move(rowwise.values), 448.0f, std::move(rowwise.row_amax)};
     auto columnwise = quantize_row_scaled(x.transposed(), quantized_axis::columnwise);
     out.columnwise = {std::move(columnwise.values), 448.0f, std::move(columnwise.row_amax)};
-  } else if (recipe.uses_4over6(tensor_role::input)) {
+    return out;
+  }
+  const float x_amax = detail::tensor_amax(x, tensor_role::input, rule);
+  if (recipe.uses_4over6(tensor_role::input)) {
     const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::input)};
     out.columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(x.transposed(), x_amax, options, quantized_axis::columnwise),
                       static_cast<float>(options.e4m3_max), {}};
   } else {
-    out.columnwise = detail::plain_operand(detail::columnwise_copy(x, x_amax, !recipe.disable_rht, recipe.rht, {}));
+    out.columnwise =
+        detail::plain_operand(detail::columnwise_copy(x, x_amax, !recipe.disable_rht, recipe.rht, {}, tensor_role::input, rule));
   }
   out.rowwise = detail::activation_rowwise(x, x_amax, recipe);
   return out;
@@ -183,8 +204,8 @@ operand_pair quantize_activation(matrix_view<const T> x, const nvfp4_block_scali
 /// copy). With 4over6 on weights each copy is chosen by 4over6 (its errors summed in that copy's
 /// own order, as TE's kernel does).
 template <quantizer_input T>
-operand_pair quantize_weight(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}) {
-  const float w_amax = amax(w);
+operand_pair quantize_weight(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
+  const float w_amax = detail::tensor_amax(w, tensor_role::weight, rule);
   operand_pair out;
   const auto columnwise = quantized_axis::columnwise;
   if (recipe.uses_4over6(tensor_role::weight)) {
@@ -210,12 +231,13 @@ operand_pair quantize_weight(matrix_view<const T> w, const nvfp4_block_scaling& 
 /// streams per copy (seeds derived_seed(recipe.seed, 0) rowwise, 1 columnwise); rowwise for
 /// dgrad, columnwise (along M, with RHT unless disabled) for wgrad. Never 4over6 or row-scaled.
 template <quantizer_input T>
-operand_pair quantize_gradient(matrix_view<const T> dy, const nvfp4_block_scaling& recipe = {}) {
-  const float dy_amax = amax(dy);
+operand_pair quantize_gradient(matrix_view<const T> dy, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
+  const float dy_amax = detail::tensor_amax(dy, tensor_role::grad_output, rule);
   const auto rounding = recipe.disable_stochastic_rounding ? rounding_mode::nearest_even : rounding_mode::stochastic;
   operand_pair out;
   out.columnwise = detail::plain_operand(detail::columnwise_copy(dy, dy_amax, !recipe.disable_rht, recipe.rht,
-                                                                 {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 1)}));
+                                                                 {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 1)},
+                                                                 tensor_role::grad_output, rule));
   out.rowwise = detail::plain_operand(
       quantize_with_amax<nvfp4_1x16>(dy, dy_amax, {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 0)}));
   return out;
@@ -238,13 +260,13 @@ struct linear_operands {
 /// X [M, K], W [N, K] and dY [M, N] fit together, invalid_argument for a recipe TE rejects.
 template <quantizer_input T>
 linear_operands quantize_linear_operands(matrix_view<const T> x, matrix_view<const T> w, matrix_view<const T> dy,
-                                         const nvfp4_block_scaling& recipe = {}) {
+                                         const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
   detail::require(x.cols() == w.cols() && dy.rows() == x.rows() && dy.cols() == w.rows(), errc::shape_mismatch,
                   "quantize_linear_operands: X is " + std::to_string(x.rows()) + "x" + std::to_string(x.cols()) + ", W " +
                       std::to_string(w.rows()) + "x" + std::to_string(w.cols()) + ", dY " + std::to_string(dy.rows()) + "x" +
                       std::to_string(dy.cols()) + "; need X [M, K], W [N, K], dY [M, N]");
   recipe.validate();
-  return {quantize_activation(x, recipe), quantize_weight(w, recipe), quantize_gradient(dy, recipe)};
+  return {quantize_activation(x, recipe, rule), quantize_weight(w, recipe, rule), quantize_gradient(dy, recipe, rule)};
 }
 
 /// TE's NVFP4 GEMM alpha factor 1 / (6 * 6 * e4m3_max_A * e4m3_max_B) (TE common/recipe/nvfp4.cu,
