@@ -16,6 +16,7 @@
 
 #include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
+#include "nvfp4/nn/amax_percentile.hpp"
 #include "nvfp4/nvfp4.hpp"
 
 namespace py = pybind11;
@@ -781,7 +782,8 @@ PYBIND11_MODULE(nvfp4, m) {
                          "An emulated TransformerEngine Linear layer Y = X W^T (+ b), forward and backward under a recipe, "
                          "fp32 master weights; results depend on the seed only.")
       .def(py::init([](index_t in_features, index_t out_features, const py::object& recipe_object, bool bias, const std::string& dtype,
-                       const std::string& mode, const std::string& fp8_tensor_core, index_t promotion_interval, std::uint64_t seed) {
+                       const std::string& mode, const std::string& fp8_tensor_core, index_t promotion_interval, std::uint64_t seed,
+                       std::optional<double> amax_quantile) {
              nn::linear_options o;
              o.bias = bias;
              o.dtype = parse_enum<high_precision>(dtype, {{"fp32", high_precision::fp32}, {"bf16", high_precision::bf16}}, "dtype");
@@ -790,11 +792,12 @@ PYBIND11_MODULE(nvfp4, m) {
                  fp8_tensor_core, {{"hopper", mma8::tensor_core::hopper}, {"blackwell", mma8::tensor_core::blackwell}}, "fp8_tensor_core");
              o.promotion_interval = promotion_interval;
              o.seed = seed;
+             if (amax_quantile) o.nvfp4_amax = nn::percentile_amax_rule(*amax_quantile);
              return nn::linear(in_features, out_features, to_recipe(recipe_object), o);
            }),
            py::arg("in_features"), py::arg("out_features"), py::arg("recipe") = py::none(), py::kw_only(), py::arg("bias") = false,
            py::arg("dtype") = "fp32", py::arg("mode") = "exact", py::arg("fp8_tensor_core") = "hopper",
-           py::arg("promotion_interval") = 128, py::arg("seed") = 0)
+           py::arg("promotion_interval") = 128, py::arg("seed") = 0, py::arg("amax_quantile") = py::none())
       .def_property_readonly("in_features", &nn::linear::in_features)
       .def_property_readonly("out_features", &nn::linear::out_features)
       .def_property_readonly("weight", layer_array(&nn::linear::weight, true), "W [out_features, in_features], float32, writable (the layer's own memory)")

@@ -172,3 +172,10 @@ def test_linear_layer_and_recipes():
     assert info.value.code == "invalid_argument"
     with pytest.raises(nvfp4.Error):
         bad.nvfp4_4over6 = "everything"
+    # The quantile amax (not TE): NVFP4 only, q in (0, 1].
+    with pytest.raises(nvfp4.Error) as info:
+        nvfp4.Linear(64, 16, nvfp4.Float8CurrentScaling(), amax_quantile=0.99)
+    assert info.value.code == "unsupported"
+    with pytest.raises(nvfp4.Error) as info:
+        nvfp4.Linear(64, 16, nvfp4.NVFP4BlockScaling(), amax_quantile=1.5)
+    assert info.value.code == "invalid_argument"

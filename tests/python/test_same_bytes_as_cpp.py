@@ -141,3 +141,8 @@ def test_linear_layer_gives_the_cpp_bits(ref):
     assert y.tobytes() == arrays["linear_y"].tobytes()
     assert dx.tobytes() == arrays["linear_dx"].tobytes()
     assert layer.weight_grad.tobytes() == arrays["linear_dw"].tobytes()
+    quantile = nvfp4.Linear(256, 48, recipe, seed=5, amax_quantile=0.99)
+    quantile.weight[:] = arrays["b"]
+    y99 = quantile.forward(arrays["x"])
+    assert y99.tobytes() == arrays["linear_q99_y"].tobytes() and y99.tobytes() != y.tobytes()
+    assert quantile.backward(arrays["linear_dy"]).tobytes() == arrays["linear_q99_dx"].tobytes()

@@ -12,6 +12,7 @@
 #include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
+#include "nvfp4/nn/amax_percentile.hpp"
 #include "nvfp4/nvfp4.hpp"
 
 namespace {
@@ -130,6 +131,14 @@ int main(int argc, char** argv) {
     io::write_npy(dir / "linear_y.npy", array_of(y, io::npy_dtype::float32, rows, b_rows));
     io::write_npy(dir / "linear_dx.npy", array_of(dx, io::npy_dtype::float32, rows, cols));
     io::write_npy(dir / "linear_dw.npy", array_of(dw, io::npy_dtype::float32, b_rows, cols));
+    // The same layer with the 0.99-quantile as the amax of activations and gradients.
+    layer_options.nvfp4_amax = nn::percentile_amax_rule(0.99);
+    nn::linear quantile_layer(cols, b_rows, nvfp4_block_scaling{}, layer_options);
+    std::copy(b.begin(), b.end(), quantile_layer.weight().begin());
+    io::write_npy(dir / "linear_q99_y.npy", array_of(quantile_layer.forward(xv), io::npy_dtype::float32, rows, b_rows));
+    io::write_npy(dir / "linear_q99_dx.npy",
+                  array_of(quantile_layer.backward(matrix_view<const float>::row_major(dy.data(), rows, b_rows)), io::npy_dtype::float32,
+                           rows, cols));
 
     // Metrics of the 1x16 round trip, in the order of error_report's fields.
     const std::vector<float> restored = dequantize(q1);
