@@ -9,6 +9,14 @@
 #define NVFP4_VERSION_MINOR 1
 #define NVFP4_VERSION_PATCH 0
 
+// The results are bit-exact only under IEEE arithmetic as written. -ffast-math (GCC and Clang
+// define __FAST_MATH__) reassociates sums and flushes subnormals, and it changes them (measured:
+// the NVFP4 and FP8 recipes' Linear outputs). Contraction into FMAs does not: the results are the
+// same with -ffp-contract=fast and off (tests/build_flags/).
+#if defined(__FAST_MATH__) && !defined(NVFP4_ALLOW_FAST_MATH)
+#error "nvfp4: compiled with -ffast-math, which changes the library's bit-exact results; build without it (define NVFP4_ALLOW_FAST_MATH to accept inexact results)"
+#endif
+
 // SIMD is chosen at compile time from the compiler's target flags (as Eigen does). Defining
 // NVFP4_FORCE_SCALAR before including any header turns every fast path into the scalar one.
 #if !defined(NVFP4_FORCE_SCALAR) && defined(__AVX512F__) && defined(__AVX512BW__) && \
