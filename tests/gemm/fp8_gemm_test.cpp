@@ -1,7 +1,7 @@
 // Tests of nvfp4/gemm/fp8_gemm.hpp: the split accumulator against the plain chain on a hand-worked
 // case, the per-tensor and block-scaled epilogues (which scale is applied first), bias and bf16
 // output, the MXFP8 GEMM against its MMA, fast == reference on every ISA build for any thread
-// count, and bad input.
+// count (kernels, their edges, the epilogue with bias, bf16 and strided outputs), and bad input.
 // NVFP4_TEST_ALL_ISAS
 #include <gtest/gtest.h>
 
@@ -151,6 +151,58 @@ TEST(Fp8Gemm, FastEqualsReference) {
   mxfp8_mma(ma, mb, {}, matrix_view<float>::row_major(d.data(), m, n), {.promotion_interval = 0});
   mxfp8_gemm(ma, mb, matrix_view<float>::row_major(got.data(), m, n), {.promotion_interval = 0});
   EXPECT_EQ(test::float_bits(got), test::float_bits(d));
+}
+
+// The epilogue of the fast path (row segments of each item) against the reference's, output by
+// output: bias, bf16 output, an output view whose columns are not contiguous, C into fp8_mma,
+// for per-tensor, block-scaled and MXFP8 operands whose N is not a multiple of 16 or of a panel.
+TEST(Fp8Gemm, FastEpilogueEqualsReference) {
+  std::mt19937 gen(9);
+  const index_t m = 70, n = 275, k = 160;
+  std::normal_distribution<float> normal;
+  std::vector<float> xa(m * k), xb(n * k), bias(n), c(m * n);
+  for (auto& v : xa) v = normal(gen);
+  for (auto& v : xb) v = normal(gen) * 10.0f;
+  for (auto& v : bias) v = normal(gen);
+  for (auto& v : c) v = normal(gen) * 100.0f;
+  const auto va = matrix_view<const float>::row_major(xa.data(), m, k), vb = matrix_view<const float>::row_major(xb.data(), n, k);
+  const auto check = [&](const auto& a, const auto& b, auto gemm, auto reference_gemm, const char* what) {
+    for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed})
+      for (bool with_bias : {false, true}) {
+        const fp8_gemm_options options{.mode = mode, .bias = with_bias ? std::span<const float>(bias) : std::span<const float>()};
+        std::vector<float> want(m * n), got(m * n), got_columns(m * n);
+        reference_gemm(a, b, matrix_view<float>::row_major(want.data(), m, n), options);
+        gemm(a, b, matrix_view<float>::row_major(got.data(), m, n), options);
+        ASSERT_EQ(test::float_bits(got), test::float_bits(want)) << what << " " << int(mode) << with_bias;
+        gemm(a, b, matrix_view<float>(got_columns.data(), m, n, 1, m), options);  // column-major storage
+        for (index_t i = 0; i < m; ++i)
+          for (index_t j = 0; j < n; ++j)
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(got_columns[std::size_t(j * m + i)]), std::bit_cast<std::uint32_t>(want[std::size_t(i * n + j)]))
+                << what << " column-major " << i << "," << j;
+        std::vector<bf16> want16(m * n), got16(m * n);
+        reference_gemm(a, b, matrix_view<bf16>::row_major(want16.data(), m, n), options);
+        gemm(a, b, matrix_view<bf16>::row_major(got16.data(), m, n), options);
+        ASSERT_EQ(got16, want16) << what << " bf16 " << int(mode) << with_bias;
+      }
+  };
+  const auto fast = [](const auto& a, const auto& b, auto out, const fp8_gemm_options& o) { fp8_gemm(a, b, out, o); };
+  const auto slow = [](const auto& a, const auto& b, auto out, const fp8_gemm_options& o) { reference::fp8_gemm(a, b, out, o); };
+  check(quantize_fp8_current(va, fp8_format::e4m3), quantize_fp8_current(vb, fp8_format::e5m2), fast, slow, "per tensor");
+  check(quantize_fp8_blockwise(va, fp8_format::e4m3, fp8_block_shape::block_1x128),
+        quantize_fp8_blockwise(vb, fp8_format::e4m3, fp8_block_shape::block_128x128), fast, slow, "block");
+  check(quantize_mxfp8_te<mxfp8>(va), quantize_mxfp8_te<mxfp8>(vb),
+        [](const auto& a, const auto& b, auto out, const fp8_gemm_options& o) { mxfp8_gemm(a, b, out, o); },
+        [](const auto& a, const auto& b, auto out, const fp8_gemm_options& o) { reference::mxfp8_gemm(a, b, out, o); }, "mxfp8");
+  // fp8_mma with C, into a column-major D.
+  const auto a8 = quantize_fp8_current(va, fp8_format::e4m3), b8 = quantize_fp8_current(vb, fp8_format::e4m3);
+  const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
+  std::vector<float> want(m * n), got(m * n);
+  reference::fp8_mma(a8, b8, c_view, matrix_view<float>::row_major(want.data(), m, n));
+  fp8_mma(a8, b8, c_view, matrix_view<float>(got.data(), m, n, 1, m));
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[std::size_t(j * m + i)]), std::bit_cast<std::uint32_t>(want[std::size_t(i * n + j)]))
+          << "fp8_mma " << i << "," << j;
 }
 
 // The vector kernels' edges against the reference MMA, bit for bit: NaN / Inf codes, accumulators

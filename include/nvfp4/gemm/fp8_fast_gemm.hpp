@@ -50,9 +50,11 @@ inline constexpr int block_rows = 8, block_tiles = 2;
 inline constexpr index_t rows_per_item = 64, tiles_per_panel = 16, chunk_steps = 8;
 inline constexpr index_t panel_columns = tiles_per_panel * lanes;
 
-/// Calls run(block, s0, s1, acc, stride) over every block and K chunk: acc starts as init(i, j)
-/// (padding columns 0), chunks are whole multiples of `granule` steps (so a promotion or a scale
-/// block never straddles two), and store(i, j, value) receives the final accumulators.
+/// Calls run(block, s0, s1, acc, stride) over every block and K chunk: init(i, j0, acc, count)
+/// sets the accumulators of outputs (i, j0 .. j0 + count - 1) (padding columns start at 0),
+/// chunks are whole multiples of `granule` steps (so a promotion or a scale block never straddles
+/// two), and store(i, j0, acc, count) receives the final accumulators of such a row segment.
+/// Row segments, not single outputs: the epilogue is then a loop over contiguous floats.
 template <class Init, class Run, class Store>
 void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_core core, gemm_mode mode, index_t granule,
                     Init&& init, Run&& run, Store&& store) {
@@ -90,11 +92,12 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
           for (index_t t = 0; t < t_count; ++t) pack_tile(b, (t_begin + t) * lanes, panel[static_cast<std::size_t>(t)]);
           buffers.packed = p;
         }
-        for (int r = 0; r < item_rows; ++r)
-          for (index_t c = 0; c < panel_columns; ++c) {
-            const index_t j = t_begin * lanes + c;
-            acc[static_cast<std::size_t>(r * panel_columns + c)] = (c < t_count * lanes && j < n) ? init(i_begin + r, j) : 0.0f;
-          }
+        const index_t j_begin = t_begin * lanes, columns = std::min(t_count * lanes, n - j_begin);
+        for (int r = 0; r < item_rows; ++r) {
+          float* const row = acc.data() + r * panel_columns;
+          init(i_begin + r, j_begin, row, columns);
+          std::fill(row + columns, row + panel_columns, 0.0f);
+        }
         for (index_t c0 = 0; c0 < steps; c0 += chunk) {
           const index_t c1 = std::min(steps, c0 + chunk);
           stage_rows(a, i_begin, item_rows, c0, c1, fp8_step_kernels<simd::fp8_gemm_isa>::staging(mode), staged);
@@ -109,11 +112,7 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
               run(blk, c0, c1, acc.data() + r0 * panel_columns + t0 * lanes, panel_columns);
             }
         }
-        for (int r = 0; r < item_rows; ++r)
-          for (index_t c = 0; c < t_count * lanes; ++c) {
-            const index_t j = t_begin * lanes + c;
-            if (j < n) store(i_begin + r, j, acc[static_cast<std::size_t>(r * panel_columns + c)]);
-          }
+        for (int r = 0; r < item_rows; ++r) store(i_begin + r, j_begin, acc.data() + r * panel_columns, columns);
       });
 }
 

@@ -107,6 +107,29 @@ void store_output(matrix_view<Out> out, index_t i, index_t j, float value, std::
   }
 }
 
+/// store_output for out(i, j0 + c), c < count, of values[c] (times alpha where Scaled, the
+/// product rounded on its own as in store_output's callers), with the view's strides hoisted.
+template <bool Scaled, class Out>
+void store_output_row(matrix_view<Out> out, index_t i, index_t j0, const float* values, index_t count, float alpha,
+                      std::span<const float> bias) {
+  if (count <= 0) return;
+  Out* const row = &out(i, j0);
+  const index_t step = out.col_stride();
+  const float* const row_bias = bias.empty() ? nullptr : bias.data() + j0;
+  for (index_t c = 0; c < count; ++c) {
+    float value = values[c];
+    if constexpr (Scaled) value = alpha * value;
+    if (row_bias) value = materialize(value) + row_bias[c];
+    if constexpr (std::is_same_v<Out, float>) {
+      row[c * step] = value;
+    } else {
+      row[c * step] = bf16::from_float(value);
+    }
+  }
+}
+/// The fast chain's init for no C: zeros.
+inline void zero_row(index_t, index_t, float* acc, index_t count) { std::fill(acc, acc + count, 0.0f); }
+
 /// The E8M0 scale of row r for step s (MX tensors have one per 32 = one per step).
 template <class Format>
 e8m0 step_scale(const quantized_tensor<Format>& q, index_t r, index_t s) {
@@ -270,8 +293,9 @@ fp8_gemm_detail::operand_rows unpack_operand(const quantized_tensor<Format>& q) 
                                        [&](index_t r, index_t s) { return s < q.scale_cols() ? q.scale(r, s).bits() : std::uint8_t{127}; });
 }
 
-/// The fast path of the chained GEMMs: acc = init(i, j), then the split-accumulated chain over
-/// all of K, then store(i, j, acc).
+/// The fast path of the chained GEMMs: acc from init(i, j0, acc, count), then the
+/// split-accumulated chain over all of K, then store(i, j0, acc, count) (row segments, as
+/// fp8_gemm_detail::for_each_chunk).
 template <class Init, class Store>
 void fp8_fast_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detail::operand_rows& b, mma8::tensor_core core,
                     gemm_mode mode, index_t promotion_interval, Init&& init, Store&& store) {
@@ -297,8 +321,12 @@ inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const 
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
   const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
   detail::fp8_fast_chain(
-      ua, ub, options.core, options.mode, options.promotion_interval, [&](index_t i, index_t j) { return has_c ? c(i, j) : 0.0f; },
-      [&](index_t i, index_t j, float v) { d(i, j) = v; });
+      ua, ub, options.core, options.mode, options.promotion_interval, [&](index_t i, index_t j0, float* acc, index_t count) {
+        for (index_t k = 0; k < count; ++k) acc[k] = has_c ? c(i, j0 + k) : 0.0f;
+      },
+      [&](index_t i, index_t j0, const float* acc, index_t count) {
+        for (index_t k = 0; k < count; ++k) d(i, j0 + k) = acc[k];
+      });
 }
 
 /// D = C + A·Bᵀ for MXFP8 operands, bit-identical to reference::mxfp8_mma.
@@ -312,7 +340,11 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
   const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
   detail::fp8_fast_chain(
       ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval,
-      [&](index_t i, index_t j) { return has_c ? c(i, j) : 0.0f; }, [&](index_t i, index_t j, float v) { d(i, j) = v; });
+      [&](index_t i, index_t j0, float* acc, index_t count) {
+        for (index_t k = 0; k < count; ++k) acc[k] = has_c ? c(i, j0 + k) : 0.0f;
+      }, [&](index_t i, index_t j0, const float* acc, index_t count) {
+        for (index_t k = 0; k < count; ++k) d(i, j0 + k) = acc[k];
+      });
 }
 
 namespace detail {
@@ -321,12 +353,15 @@ namespace detail {
 template <class Out>
 void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& ua, const fp8_tensor& b,
                       const fp8_gemm_detail::operand_rows& ub, matrix_view<Out> out, const fp8_gemm_options& options) {
-  const auto store = [&](index_t i, index_t j, float v) { store_output(out, i, j, v, options.bias); };
-  const auto zero = [](index_t, index_t) { return 0.0f; };
+  const auto store = [&](index_t i, index_t j0, const float* acc, index_t count) {
+    store_output_row<false>(out, i, j0, acc, count, 1.0f, options.bias);
+  };
   if (a.per_tensor() && b.per_tensor()) {
     const float alpha = a.scale_inv()[0] * b.scale_inv()[0];
-    fp8_fast_chain(ua, ub, options.core, options.mode, options.promotion_interval, zero,
-                   [&](index_t i, index_t j, float v) { store(i, j, alpha * v); });
+    fp8_fast_chain(ua, ub, options.core, options.mode, options.promotion_interval, zero_row,
+                   [&](index_t i, index_t j0, const float* acc, index_t count) {
+                     store_output_row<true>(out, i, j0, acc, count, alpha, options.bias);
+                   });
     return;
   }
   // Block scaling: each K block's partial enters y through the fma TE's reference uses.
@@ -335,7 +370,7 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
   const index_t steps_per_block = fp8_block_size / mma8::step_k;
   const bool a_1d = a.block_rows() == 1, b_1d = b.block_rows() == 1;
   fp8_gemm_detail::for_each_chunk(
-      ua, ub, options.core, options.mode, steps_per_block, zero,
+      ua, ub, options.core, options.mode, steps_per_block, zero_row,
       [&](const fp8_gemm_detail::step_block& blk, index_t s0, index_t s1, float* y, index_t stride) {
         constexpr index_t partial_stride = fp8_gemm_detail::block_tiles * lanes;
         for (index_t k0 = s0; k0 < s1; k0 += steps_per_block) {
@@ -364,8 +399,10 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
 template <class Out>
 void mxfp8_gemm_checked(const fp8_gemm_detail::operand_rows& ua, const fp8_gemm_detail::operand_rows& ub, matrix_view<Out> out,
                         const fp8_gemm_options& options) {
-  fp8_fast_chain(ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval, [](index_t, index_t) { return 0.0f; },
-                 [&](index_t i, index_t j, float v) { store_output(out, i, j, v, options.bias); });
+  fp8_fast_chain(ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval, zero_row,
+                 [&](index_t i, index_t j0, const float* acc, index_t count) {
+                   store_output_row<false>(out, i, j0, acc, count, 1.0f, options.bias);
+                 });
 }
 
 }  // namespace detail
