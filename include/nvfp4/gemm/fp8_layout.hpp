@@ -19,12 +19,16 @@ namespace nvfp4::fp8_gemm_detail {
 
 inline constexpr int lanes = 16;  ///< output columns per tile (one zmm of fp32)
 
-/// Decode tables of one FP8 format: value, §9 exponent, bf16 bits, NaN/Inf.
+/// Decode tables of one FP8 format: value, §9 exponent, bf16 bits, NaN/Inf; and the smallest
+/// magnitude code (c & 0x7F) that is NaN or Inf. Both formats put those codes on top (E4M3 0x7F,
+/// E5M2 0x7C-0x7F), and below them the exponent never decreases as the magnitude code grows, so
+/// the largest exponent of some codes is that of their largest finite magnitude code.
 struct code_tables {
   float value[256];
   std::int8_t exponent[256];
   std::uint16_t bf16_bits[256];
   bool special[256];
+  std::uint8_t first_special = 0x80;
   explicit code_tables(fp8_format format) {
     for (int c = 0; c < 256; ++c) {
       const auto code = static_cast<std::uint8_t>(c);
@@ -33,6 +37,7 @@ struct code_tables {
       exponent[c] = static_cast<std::int8_t>(parts.exponent);
       bf16_bits[c] = bf16::from_float(value[c]).bits();
       special[c] = parts.is_nan || parts.is_inf;
+      if (special[c] && c < first_special) first_special = code;
     }
   }
 };
@@ -81,20 +86,24 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   o.max_exponent.resize(static_cast<std::size_t>(rows * o.steps));
   o.scale.resize(o.max_exponent.size());
   o.special.resize(o.max_exponent.size());
+  // Per step, the largest finite magnitude code and whether any code is NaN / Inf (byte maxima the
+  // compiler vectorizes); its exponent is the step's maximum (code_tables), -126 for zeros alone.
+  const std::uint8_t first_special = tables.first_special;
   for (index_t r = 0; r < rows; ++r)
     for (index_t s = 0; s < o.steps; ++s) {
       const index_t k0 = s * mma8::step_k, k1 = std::min(cols, k0 + mma8::step_k);
-      int max_e = -126;
-      bool special = false;
+      const std::uint8_t* const step = codes + r * stride;
+      std::uint8_t top = 0, special = 0;
       for (index_t k = k0; k < k1; ++k) {
-        const std::uint8_t c = codes[r * stride + k];
-        max_e = std::max<int>(max_e, tables.exponent[c]);
-        special = special || tables.special[c];
+        const auto magnitude = static_cast<std::uint8_t>(step[k] & 0x7F);
+        const bool is_special = magnitude >= first_special;
+        special |= static_cast<std::uint8_t>(is_special);
+        top = std::max(top, is_special ? std::uint8_t{0} : magnitude);
       }
       const std::uint8_t scale = scales(r, s);
-      o.max_exponent[o.at(r, s)] = max_e;
+      o.max_exponent[o.at(r, s)] = tables.exponent[top];
       o.scale[o.at(r, s)] = scale;
-      o.special[o.at(r, s)] = special || scale == 0xFF;
+      o.special[o.at(r, s)] = special != 0 || scale == 0xFF;
     }
   return o;
 }
@@ -137,13 +146,21 @@ inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, 
     std::int32_t* exponent = out.exponent.data() + r * out.padded_k;
     std::uint32_t* pair = out.pair.data() + r * out.padded_k / 2;
     const index_t full = std::max<index_t>(0, std::min(out.padded_k, a.cols - k_begin));
-    if (parts.value)
-      for (index_t k = 0; k < out.padded_k; ++k) value[k] = t.value[k < full ? row[k_begin + k] : 0];
-    if (parts.exponent)
-      for (index_t k = 0; k < out.padded_k; ++k) exponent[k] = t.exponent[k < full ? row[k_begin + k] : 0];
+    if (parts.value) {
+      for (index_t k = 0; k < full; ++k) value[k] = t.value[row[k_begin + k]];
+      std::fill(value + full, value + out.padded_k, 0.0f);
+    }
+    if (parts.exponent) {
+      for (index_t k = 0; k < full; ++k) exponent[k] = t.exponent[row[k_begin + k]];
+      std::fill(exponent + full, exponent + out.padded_k, std::int32_t{t.exponent[0]});
+    }
     if (!parts.pair) continue;
-    for (index_t q = 0; q < out.padded_k / 2; ++q) {
-      const std::uint8_t c0 = 2 * q < full ? row[k_begin + 2 * q] : 0, c1 = 2 * q + 1 < full ? row[k_begin + 2 * q + 1] : 0;
+    const std::uint8_t* const codes = row + k_begin;
+    const index_t full_pairs = full / 2;
+    for (index_t q = 0; q < full_pairs; ++q)
+      pair[q] = t.bf16_bits[codes[2 * q]] | (static_cast<std::uint32_t>(t.bf16_bits[codes[2 * q + 1]]) << 16);
+    for (index_t q = full_pairs; q < out.padded_k / 2; ++q) {  // the pair K ends in, and zero padding
+      const std::uint8_t c0 = 2 * q < full ? codes[2 * q] : 0, c1 = 2 * q + 1 < full ? codes[2 * q + 1] : 0;
       pair[q] = t.bf16_bits[c0] | (static_cast<std::uint32_t>(t.bf16_bits[c1]) << 16);
     }
   }

@@ -1,0 +1,82 @@
+// Tests of nvfp4/gemm/fp8_layout.hpp: the decode tables' order (what make_operand's per-step
+// maxima rely on), make_operand's per-step maximum exponent, scale and NaN / Inf flag against
+// their definition on codes with specials and a ragged K, and stage_rows against the tables.
+// NVFP4_TEST_ALL_ISAS
+#include "nvfp4/gemm/fp8_layout.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <random>
+#include <vector>
+
+namespace nvfp4::fp8_gemm_detail {
+namespace {
+
+TEST(Fp8Layout, TablesPutSpecialsOnTopOfNonDecreasingExponents) {
+  for (fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+    const code_tables t(format);
+    EXPECT_EQ(t.first_special, format == fp8_format::e4m3 ? 0x7F : 0x7C);
+    for (int c = 0; c < 128; ++c) {
+      EXPECT_EQ(t.special[c], c >= t.first_special) << c;
+      EXPECT_EQ(t.special[c | 0x80], t.special[c]) << c;
+      EXPECT_EQ(t.exponent[c | 0x80], t.exponent[c]) << c;
+      if (c > 0 && c < t.first_special) {
+        EXPECT_GE(t.exponent[c], t.exponent[c - 1]) << c;
+      }
+    }
+    EXPECT_EQ(t.exponent[0], -126);
+  }
+}
+
+TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
+  std::mt19937 gen(3);
+  for (fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+    const code_tables t(format);
+    const index_t rows = 9, cols = 150, stride = 160;  // five steps, the last partial
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * stride), 0xAA);  // past cols: never read
+    for (index_t r = 0; r < rows; ++r)
+      for (index_t k = 0; k < cols; ++k) {
+        const unsigned draw = gen() % 64;
+        auto& c = codes[static_cast<std::size_t>(r * stride + k)];
+        c = draw == 0 ? static_cast<std::uint8_t>(t.first_special | (gen() & 0x83)) : draw < 20 ? std::uint8_t{0}
+            : static_cast<std::uint8_t>(gen() % t.first_special | (gen() & 0x80));
+      }
+    for (index_t k = 0; k < 32; ++k) codes[static_cast<std::size_t>(2 * stride + 32 + k)] = k % 2 ? 0x80 : 0;  // signed zeros only
+    const operand_rows o = make_operand(codes.data(), stride, rows, cols, format, t,
+                                        [](index_t r, index_t s) { return static_cast<std::uint8_t>(r == 4 && s == 1 ? 0xFF : 120 + s); });
+    ASSERT_EQ(o.steps, 5);
+    for (index_t r = 0; r < rows; ++r)
+      for (index_t s = 0; s < o.steps; ++s) {
+        int max_e = -126;
+        bool special = false;
+        for (index_t k = s * 32; k < std::min(cols, s * 32 + 32); ++k) {
+          const std::uint8_t c = codes[static_cast<std::size_t>(r * stride + k)];
+          if (!t.special[c]) max_e = std::max<int>(max_e, t.exponent[c]);
+          special = special || t.special[c];
+        }
+        EXPECT_EQ(o.max_exponent[o.at(r, s)], max_e) << r << "," << s;
+        EXPECT_EQ(o.special[o.at(r, s)] != 0, special || (r == 4 && s == 1)) << r << "," << s;
+        EXPECT_EQ(o.scale[o.at(r, s)], r == 4 && s == 1 ? 0xFF : 120 + s);
+      }
+    EXPECT_EQ(o.max_exponent[o.at(2, 1)], -126);
+
+    // Staged rows: values, exponents and bf16 pairs of the codes, zero past K.
+    row_staging staged;
+    stage_rows(o, 3, 5, 2, 5, {.value = true, .exponent = true, .pair = true}, staged);
+    ASSERT_EQ(staged.padded_k, 96);
+    for (int r = 0; r < 5; ++r)
+      for (index_t k = 0; k < staged.padded_k; ++k) {
+        const index_t col = 64 + k;
+        const std::uint8_t c = col < cols ? codes[static_cast<std::size_t>((3 + r) * stride + col)] : 0;
+        const std::size_t at = static_cast<std::size_t>(r * staged.padded_k + k);
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(staged.value[at]), std::bit_cast<std::uint32_t>(t.value[c])) << r << "," << k;
+        EXPECT_EQ(staged.exponent[at], t.exponent[c]) << r << "," << k;
+        EXPECT_EQ(staged.pair[at / 2] >> (16 * (k % 2)) & 0xFFFF, t.bf16_bits[c]) << r << "," << k;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4::fp8_gemm_detail
