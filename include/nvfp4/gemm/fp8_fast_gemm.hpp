@@ -3,7 +3,7 @@
 // panel of 16 tiles of 16 columns), packs a panel's tiles once per thread (or reads B's tiles
 // packed beforehand: operand_rows::packed_tiles), and walks K in chunks of whole promotion
 // granules so that a chunk of the panel and of the item's staged rows stay in cache while every
-// block of 8 rows x 2 tiles goes over them; each output's accumulator lives in the item's buffer
+// block of 8 rows x 4 tiles goes over them; each output's accumulator lives in the item's buffer
 // between chunks, so every output still sees its K steps in order. The AVX-512 kernels
 // (gemm/simd/fp8_mma_avx512.hpp) or the AVX2 ones (gemm/simd/fp8_mma_avx2.hpp) run where the
 // build has them; elsewhere each output goes through the scalar step. One thread computes an
@@ -46,7 +46,7 @@ inline void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc,
   fp8_step_kernels<simd::fp8_gemm_isa>::run_steps(blk, s0, s1, acc, stride);
 }
 
-inline constexpr int block_rows = 8, block_tiles = 2;
+inline constexpr int block_rows = 8, block_tiles = 4;
 inline constexpr index_t rows_per_item = 64, tiles_per_panel = 16, chunk_steps = 8;
 inline constexpr index_t panel_columns = tiles_per_panel * lanes;
 
@@ -103,7 +103,7 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
           stage_rows(a, i_begin, item_rows, c0, c1, fp8_step_kernels<simd::fp8_gemm_isa>::staging(mode), staged);
           for (index_t t0 = 0; t0 < t_count; t0 += block_tiles)
             for (int r0 = 0; r0 < item_rows; r0 += block_rows) {
-              step_block blk{&a, &staged, r0, std::min(block_rows, item_rows - r0), &b, {nullptr, nullptr}, {0, 0},
+              step_block blk{&a, &staged, r0, std::min(block_rows, item_rows - r0), &b, {}, {},
                              static_cast<int>(std::min<index_t>(block_tiles, t_count - t0)), core, mode};
               for (int t = 0; t < blk.tile_count; ++t) {
                 blk.tiles[t] = panel_tiles + t0 + t;

@@ -212,7 +212,7 @@ inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
 }
 
 /// What the kernels need to run steps for `rows` rows (staged rows row_offset ..) against
-/// `tile_count` tiles (1 or 2). The accumulators of the block live at acc[r * acc_stride + t * 16
+/// `tile_count` tiles (1 to 4). The accumulators of the block live at acc[r * acc_stride + t * 16
 /// + lane] (see run_steps).
 struct step_block {
   const operand_rows* a;
@@ -220,8 +220,8 @@ struct step_block {
   int row_offset;
   int rows;
   const operand_rows* b;
-  const column_tile* tiles[2];
-  index_t j0[2];
+  const column_tile* tiles[4];
+  index_t j0[4];
   int tile_count;
   mma8::tensor_core core;
   gemm_mode mode;

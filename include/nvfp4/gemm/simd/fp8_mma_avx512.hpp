@@ -250,13 +250,39 @@ void relaxed_rows(const step_block& blk, index_t s0, index_t s1, float* acc, ind
   }
 }
 
+/// The relaxed steps of up to 4 rows against C (3 or 4) tiles.
+template <int C>
+void relaxed_wide_rows(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
+  switch (blk.rows) {
+    case 4: relaxed_steps<4, C>(blk, s0, s1, acc, stride); break;
+    case 3: relaxed_steps<3, C>(blk, s0, s1, acc, stride); break;
+    case 2: relaxed_steps<2, C>(blk, s0, s1, acc, stride); break;
+    default: relaxed_steps<1, C>(blk, s0, s1, acc, stride); break;
+  }
+}
+
 /// Runs steps [s0, s1) of the block with the AVX-512 kernels (acc as in fp8_gemm_detail::run_steps).
 inline void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
   if (blk.mode == gemm_mode::relaxed) {
-    if (blk.tile_count == 2) {
-      relaxed_rows<2>(blk, s0, s1, acc, stride);
-    } else {
-      relaxed_rows<1>(blk, s0, s1, acc, stride);
+    // Up to 8 rows by 2 tiles, or 4 rows by 3-4 tiles: 16 accumulators either way, and the wide
+    // block loads one row pair per 4 VDPBF16PS instead of per 2 (Zen 4, 2048³: 96 -> 104 GFLOP/s).
+    if (blk.tile_count <= 2) {
+      if (blk.tile_count == 2) {
+        relaxed_rows<2>(blk, s0, s1, acc, stride);
+      } else {
+        relaxed_rows<1>(blk, s0, s1, acc, stride);
+      }
+      return;
+    }
+    for (int r0 = 0; r0 < blk.rows; r0 += 4) {
+      step_block part = blk;
+      part.row_offset = blk.row_offset + r0;
+      part.rows = std::min(4, blk.rows - r0);
+      if (blk.tile_count == 4) {
+        relaxed_wide_rows<4>(part, s0, s1, acc + r0 * stride, stride);
+      } else {
+        relaxed_wide_rows<3>(part, s0, s1, acc + r0 * stride, stride);
+      }
     }
     return;
   }
