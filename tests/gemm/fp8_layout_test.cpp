@@ -1,6 +1,7 @@
 // Tests of nvfp4/gemm/fp8_layout.hpp: the decode tables' order (what make_operand's per-step
-// maxima rely on), make_operand's per-step maximum exponent, scale and NaN / Inf flag against
-// their definition on codes with specials and a ragged K, and stage_rows against the tables.
+// maxima rely on), make_operand's per-step maximum exponent, scale and NaN / Inf flag and its
+// plain rows against their definition on codes with specials and a ragged K, plain tiles, and
+// stage_rows against the tables.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/gemm/fp8_layout.hpp"
 
@@ -61,6 +62,25 @@ TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
         EXPECT_EQ(o.scale[o.at(r, s)], r == 4 && s == 1 ? 0xFF : 120 + s);
       }
     EXPECT_EQ(o.max_exponent[o.at(2, 1)], -126);
+
+    // Plain rows (every step unscaled, no NaN / Inf) and tiles (all their columns plain).
+    for (index_t r = 0; r < rows; ++r) EXPECT_EQ(o.plain[static_cast<std::size_t>(r)], 0) << r;  // scales are not 127
+    const operand_rows unscaled = make_operand(codes.data(), stride, rows, cols, format, t, [](index_t, index_t) { return std::uint8_t{127}; });
+    std::vector<bool> row_plain(rows, true);
+    for (index_t r = 0; r < rows; ++r) {
+      for (index_t k = 0; k < cols; ++k) row_plain[r] = row_plain[r] && !t.special[codes[static_cast<std::size_t>(r * stride + k)]];
+      EXPECT_EQ(unscaled.plain[static_cast<std::size_t>(r)] != 0, row_plain[r]) << r;
+    }
+    std::vector<std::uint8_t> tame = codes;  // small finite codes, but row 5 holds a NaN / Inf
+    for (auto& c : tame) c &= 0x83;
+    tame[static_cast<std::size_t>(5 * stride + 7)] = t.first_special;
+    const auto unit = [](index_t, index_t) { return std::uint8_t{127}; };
+    const operand_rows b = make_operand(tame.data(), stride, rows, cols, format, t, unit);
+    column_tile tile;
+    pack_tile(b, 0, tile);
+    EXPECT_FALSE(tile.plain);
+    pack_tile(make_operand(tame.data(), stride, 5, cols, format, t, unit), 0, tile);
+    EXPECT_TRUE(tile.plain);
 
     // Staged rows: values, exponents and bf16 pairs of the codes, zero past K.
     row_staging staged;

@@ -56,6 +56,9 @@ struct operand_rows {
   std::vector<std::int32_t> max_exponent;
   std::vector<std::uint8_t> scale;
   std::vector<std::uint8_t> special;
+  /// Per row: every step unscaled (E8M0 127) without NaN / Inf (what the relaxed kernels' plain
+  /// loop needs: each step's result is then partial + c).
+  std::vector<std::uint8_t> plain;
   /// Every tile of this operand packed beforehand (tile t: rows 16t .. 16t + 15), as an operand B
   /// packed once for many products (fp8_packed_weight); null: the driver packs panels as it goes.
   const column_tile* packed_tiles = nullptr;
@@ -86,6 +89,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   o.max_exponent.resize(static_cast<std::size_t>(rows * o.steps));
   o.scale.resize(o.max_exponent.size());
   o.special.resize(o.max_exponent.size());
+  o.plain.assign(static_cast<std::size_t>(rows), 1);
   // Per step, the largest finite magnitude code and whether any code is NaN / Inf (byte maxima the
   // compiler vectorizes); its exponent is the step's maximum (code_tables), -126 for zeros alone.
   const std::uint8_t first_special = tables.first_special;
@@ -104,6 +108,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
       o.max_exponent[o.at(r, s)] = tables.exponent[top];
       o.scale[o.at(r, s)] = scale;
       o.special[o.at(r, s)] = special != 0 || scale == 0xFF;
+      if (special != 0 || scale != 127) o.plain[static_cast<std::size_t>(r)] = 0;
     }
   return o;
 }
@@ -178,6 +183,7 @@ struct column_tile {
   std::vector<std::int32_t> max_exponent;    ///< [steps][16]
   std::vector<std::int32_t> scale_exponent;  ///< [steps][16]
   std::vector<std::uint16_t> special;        ///< [steps]
+  bool plain = true;                         ///< every step of every column unscaled, without NaN / Inf
 };
 
 inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
@@ -190,6 +196,7 @@ inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
   t.max_exponent.assign(static_cast<std::size_t>(steps * lanes), -126);
   t.scale_exponent.assign(t.max_exponent.size(), 0);
   t.special.assign(static_cast<std::size_t>(steps), 0);
+  t.plain = true;
   const code_tables& tables = *b.tables;
   for (int lane = 0; lane < t.columns; ++lane) {
     const index_t j = j0 + lane;
@@ -208,6 +215,7 @@ inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
       t.scale_exponent[static_cast<std::size_t>(s * lanes + lane)] = static_cast<int>(b.scale[b.at(j, s)]) - 127;
       if (b.special[b.at(j, s)]) t.special[static_cast<std::size_t>(s)] |= static_cast<std::uint16_t>(1u << lane);
     }
+    t.plain = t.plain && b.plain[static_cast<std::size_t>(j)];
   }
 }
 

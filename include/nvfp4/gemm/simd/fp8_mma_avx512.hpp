@@ -165,41 +165,73 @@ void exact_steps(const step_block& blk, index_t s0, index_t s1, float* acc, inde
   }
 }
 
+/// The step's pair dot products of R rows against C tiles into partial (mma8::relaxed_step's
+/// partial sum).
+template <int R, int C>
+NVFP4_ALWAYS_INLINE void relaxed_partials(const step_block& blk, const staged_row_step (&rs)[R], index_t s, __m512 (&partial)[R][C]) {
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < C; ++t) partial[r][t] = _mm512_setzero_ps();
+#if defined(__AVX512BF16__)
+  const std::uint32_t* b_pair[C];
+  for (int t = 0; t < C; ++t) b_pair[t] = blk.tiles[t]->pair.data() + s * (mma8::step_k / 2) * lanes;
+  for (int q = 0; q < mma8::step_k / 2; ++q) {
+    __m512bh b[C];
+    for (int t = 0; t < C; ++t) b[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b_pair[t] + q * lanes));
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(rs[r].pair[q])));
+      for (int t = 0; t < C; ++t) partial[r][t] = _mm512_dpbf16_ps(partial[r][t], a, b[t]);
+    }
+  }
+#else
+  const float* b_value[C];
+  for (int t = 0; t < C; ++t) b_value[t] = blk.tiles[t]->value.data() + s * mma8::step_k * lanes;
+  for (int k = 0; k < mma8::step_k; k += 2) {
+    __m512 odd[C], even[C];
+    for (int t = 0; t < C; ++t) {
+      odd[t] = _mm512_loadu_ps(b_value[t] + (k + 1) * lanes);
+      even[t] = _mm512_loadu_ps(b_value[t] + k * lanes);
+    }
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < C; ++t) {
+        partial[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(rs[r].value[k + 1]), odd[t], partial[r][t]);
+        partial[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(rs[r].value[k]), even[t], partial[r][t]);
+      }
+  }
+#endif
+}
+
+/// Whether every row and tile of the block is plain (operand_rows::plain, column_tile::plain):
+/// each step's result is then partial + c, with no scale and no lane for the scalar step.
+template <int R, int C>
+NVFP4_ALWAYS_INLINE bool plain_block(const step_block& blk) {
+  bool plain = true;
+  for (int r = 0; r < R; ++r) plain = plain && blk.a->plain[static_cast<std::size_t>(blk.i0() + r)] != 0;
+  for (int t = 0; t < C; ++t) plain = plain && blk.tiles[t]->plain;
+  return plain;
+}
+
 template <int R, int C>
 void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
+  if (plain_block<R, C>(blk)) {
+    // Every per-tensor FP8 block without NaN / Inf: c + partial per step, nothing else to test.
+    for (index_t s = s0; s < s1; ++s) {
+      staged_row_step rs[R];
+      for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
+      __m512 partial[R][C];
+      relaxed_partials<R, C>(blk, rs, s, partial);
+      for (int r = 0; r < R; ++r)
+        for (int t = 0; t < C; ++t) {
+          float* const out = acc + r * stride + t * lanes;
+          _mm512_storeu_ps(out, _mm512_add_ps(partial[r][t], _mm512_loadu_ps(out)));
+        }
+    }
+    return;
+  }
   for (index_t s = s0; s < s1; ++s) {
     staged_row_step rs[R];
     for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
     __m512 partial[R][C];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < C; ++t) partial[r][t] = _mm512_setzero_ps();
-#if defined(__AVX512BF16__)
-    const std::uint32_t* b_pair[C];
-    for (int t = 0; t < C; ++t) b_pair[t] = blk.tiles[t]->pair.data() + s * (mma8::step_k / 2) * lanes;
-    for (int q = 0; q < mma8::step_k / 2; ++q) {
-      __m512bh b[C];
-      for (int t = 0; t < C; ++t) b[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b_pair[t] + q * lanes));
-      for (int r = 0; r < R; ++r) {
-        const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(rs[r].pair[q])));
-        for (int t = 0; t < C; ++t) partial[r][t] = _mm512_dpbf16_ps(partial[r][t], a, b[t]);
-      }
-    }
-#else
-    const float* b_value[C];
-    for (int t = 0; t < C; ++t) b_value[t] = blk.tiles[t]->value.data() + s * mma8::step_k * lanes;
-    for (int k = 0; k < mma8::step_k; k += 2) {
-      __m512 odd[C], even[C];
-      for (int t = 0; t < C; ++t) {
-        odd[t] = _mm512_loadu_ps(b_value[t] + (k + 1) * lanes);
-        even[t] = _mm512_loadu_ps(b_value[t] + k * lanes);
-      }
-      for (int r = 0; r < R; ++r)
-        for (int t = 0; t < C; ++t) {
-          partial[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(rs[r].value[k + 1]), odd[t], partial[r][t]);
-          partial[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(rs[r].value[k]), even[t], partial[r][t]);
-        }
-    }
-#endif
+    relaxed_partials<R, C>(blk, rs, s, partial);
     __m512 c_before[R][C];
     __mmask16 fallback[R][C];
     for (int t = 0; t < C; ++t) {
