@@ -217,30 +217,55 @@ struct fp8_step_kernels<isa::avx2> {
     }
   }
 
+  /// The step's pair dot products of R rows against the tile into partial (mma8::relaxed_step's
+  /// partial sum: the odd element of each pair first).
+  template <int R>
+  static NVFP4_ALWAYS_INLINE void relaxed_partials(const column_tile& tile, const staged_row_step (&rs)[R], index_t s,
+                                                   __m256 (&partial)[R][halves]) {
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < halves; ++h) partial[r][h] = _mm256_setzero_ps();
+    const float* const b_value = tile.value.data() + s * mma8::step_k * lanes;
+    for (int k = 0; k < mma8::step_k; k += 2) {
+      __m256 odd[halves], even[halves];
+      for (int h = 0; h < halves; ++h) {
+        odd[h] = _mm256_loadu_ps(b_value + (k + 1) * lanes + h * 8);
+        even[h] = _mm256_loadu_ps(b_value + k * lanes + h * 8);
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256 a_odd = _mm256_set1_ps(rs[r].value[k + 1]), a_even = _mm256_set1_ps(rs[r].value[k]);
+        for (int h = 0; h < halves; ++h) {
+          partial[r][h] = _mm256_fmadd_ps(a_odd, odd[h], partial[r][h]);
+          partial[r][h] = _mm256_fmadd_ps(a_even, even[h], partial[r][h]);
+        }
+      }
+    }
+  }
+
   template <int R>
   static void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
     const column_tile& tile = *blk.tiles[0];
+    bool plain = tile.plain;
+    for (int r = 0; r < R; ++r) plain = plain && blk.a->plain[static_cast<std::size_t>(blk.i0() + r)] != 0;
+    if (plain) {
+      // Unscaled steps without NaN / Inf (operand_rows::plain, column_tile::plain): c + partial.
+      for (index_t s = s0; s < s1; ++s) {
+        staged_row_step rs[R];
+        for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
+        __m256 partial[R][halves];
+        relaxed_partials<R>(tile, rs, s, partial);
+        for (int r = 0; r < R; ++r)
+          for (int h = 0; h < halves; ++h) {
+            float* const out = acc + r * stride + h * 8;
+            _mm256_storeu_ps(out, _mm256_add_ps(partial[r][h], _mm256_loadu_ps(out)));
+          }
+      }
+      return;
+    }
     for (index_t s = s0; s < s1; ++s) {
       staged_row_step rs[R];
       for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
       __m256 partial[R][halves];
-      for (int r = 0; r < R; ++r)
-        for (int h = 0; h < halves; ++h) partial[r][h] = _mm256_setzero_ps();
-      const float* const b_value = tile.value.data() + s * mma8::step_k * lanes;
-      for (int k = 0; k < mma8::step_k; k += 2) {
-        __m256 odd[halves], even[halves];
-        for (int h = 0; h < halves; ++h) {
-          odd[h] = _mm256_loadu_ps(b_value + (k + 1) * lanes + h * 8);
-          even[h] = _mm256_loadu_ps(b_value + k * lanes + h * 8);
-        }
-        for (int r = 0; r < R; ++r) {
-          const __m256 a_odd = _mm256_set1_ps(rs[r].value[k + 1]), a_even = _mm256_set1_ps(rs[r].value[k]);
-          for (int h = 0; h < halves; ++h) {
-            partial[r][h] = _mm256_fmadd_ps(a_odd, odd[h], partial[r][h]);
-            partial[r][h] = _mm256_fmadd_ps(a_even, even[h], partial[r][h]);
-          }
-        }
-      }
+      relaxed_partials<R>(tile, rs, s, partial);
       __m256 c_before[R][halves];
       int fallback[R][halves];
       const unsigned special_columns = tile.special[static_cast<std::size_t>(s)];
