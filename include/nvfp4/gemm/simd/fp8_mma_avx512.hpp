@@ -268,29 +268,13 @@ void exact_rows(const step_block& blk, index_t s0, index_t s1, float* acc, index
   }
 }
 
-template <int C>
+/// relaxed_steps<blk.rows, C>, for 1 <= blk.rows <= R.
+template <int C, int R>
 void relaxed_rows(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
-  switch (blk.rows) {
-    case 8: relaxed_steps<8, C>(blk, s0, s1, acc, stride); break;
-    case 7: relaxed_steps<7, C>(blk, s0, s1, acc, stride); break;
-    case 6: relaxed_steps<6, C>(blk, s0, s1, acc, stride); break;
-    case 5: relaxed_steps<5, C>(blk, s0, s1, acc, stride); break;
-    case 4: relaxed_steps<4, C>(blk, s0, s1, acc, stride); break;
-    case 3: relaxed_steps<3, C>(blk, s0, s1, acc, stride); break;
-    case 2: relaxed_steps<2, C>(blk, s0, s1, acc, stride); break;
-    default: relaxed_steps<1, C>(blk, s0, s1, acc, stride); break;
+  if constexpr (R > 1) {
+    if (blk.rows < R) return relaxed_rows<C, R - 1>(blk, s0, s1, acc, stride);
   }
-}
-
-/// The relaxed steps of up to 4 rows against C (3 or 4) tiles.
-template <int C>
-void relaxed_wide_rows(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
-  switch (blk.rows) {
-    case 4: relaxed_steps<4, C>(blk, s0, s1, acc, stride); break;
-    case 3: relaxed_steps<3, C>(blk, s0, s1, acc, stride); break;
-    case 2: relaxed_steps<2, C>(blk, s0, s1, acc, stride); break;
-    default: relaxed_steps<1, C>(blk, s0, s1, acc, stride); break;
-  }
+  relaxed_steps<R, C>(blk, s0, s1, acc, stride);
 }
 
 /// Runs steps [s0, s1) of the block with the AVX-512 kernels (acc as in fp8_gemm_detail::run_steps).
@@ -300,9 +284,9 @@ inline void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc,
     // block loads one row pair per 4 VDPBF16PS instead of per 2 (Zen 4, 2048³: 96 -> 104 GFLOP/s).
     if (blk.tile_count <= 2) {
       if (blk.tile_count == 2) {
-        relaxed_rows<2>(blk, s0, s1, acc, stride);
+        relaxed_rows<2, 8>(blk, s0, s1, acc, stride);
       } else {
-        relaxed_rows<1>(blk, s0, s1, acc, stride);
+        relaxed_rows<1, 8>(blk, s0, s1, acc, stride);
       }
       return;
     }
@@ -311,9 +295,9 @@ inline void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc,
       part.row_offset = blk.row_offset + r0;
       part.rows = std::min(4, blk.rows - r0);
       if (blk.tile_count == 4) {
-        relaxed_wide_rows<4>(part, s0, s1, acc + r0 * stride, stride);
+        relaxed_rows<4, 4>(part, s0, s1, acc + r0 * stride, stride);
       } else {
-        relaxed_wide_rows<3>(part, s0, s1, acc + r0 * stride, stride);
+        relaxed_rows<3, 4>(part, s0, s1, acc + r0 * stride, stride);
       }
     }
     return;
