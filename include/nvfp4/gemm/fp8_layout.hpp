@@ -236,6 +236,16 @@ struct step_block {
   index_t i0() const { return staged->i0 + row_offset; }
 };
 
+/// Whether every row and tile of the block is plain (operand_rows::plain, column_tile::plain):
+/// each relaxed step's result is then partial + c, with no scale and no lane for the scalar step.
+inline bool plain_block(const step_block& blk) {
+  for (int r = 0; r < blk.rows; ++r)
+    if (!blk.a->plain[static_cast<std::size_t>(blk.i0() + r)]) return false;
+  for (int t = 0; t < blk.tile_count; ++t)
+    if (!blk.tiles[t]->plain) return false;
+  return true;
+}
+
 /// A staged row of a step block: its element data and statistics for step s (what every vector
 /// kernel reads per row and step).
 struct staged_row_step {

@@ -244,9 +244,7 @@ struct fp8_step_kernels<isa::avx2> {
   template <int R>
   static void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
     const column_tile& tile = *blk.tiles[0];
-    bool plain = tile.plain;
-    for (int r = 0; r < R; ++r) plain = plain && blk.a->plain[static_cast<std::size_t>(blk.i0() + r)] != 0;
-    if (plain) {
+    if (plain_block(blk)) {
       // Unscaled steps without NaN / Inf (operand_rows::plain, column_tile::plain): c + partial.
       for (index_t s = s0; s < s1; ++s) {
         staged_row_step rs[R];

@@ -200,19 +200,9 @@ NVFP4_ALWAYS_INLINE void relaxed_partials(const step_block& blk, const staged_ro
 #endif
 }
 
-/// Whether every row and tile of the block is plain (operand_rows::plain, column_tile::plain):
-/// each step's result is then partial + c, with no scale and no lane for the scalar step.
-template <int R, int C>
-NVFP4_ALWAYS_INLINE bool plain_block(const step_block& blk) {
-  bool plain = true;
-  for (int r = 0; r < R; ++r) plain = plain && blk.a->plain[static_cast<std::size_t>(blk.i0() + r)] != 0;
-  for (int t = 0; t < C; ++t) plain = plain && blk.tiles[t]->plain;
-  return plain;
-}
-
 template <int R, int C>
 void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
-  if (plain_block<R, C>(blk)) {
+  if (plain_block(blk)) {
     // Every per-tensor FP8 block without NaN / Inf: c + partial per step, nothing else to test.
     for (index_t s = s0; s < s1; ++s) {
       staged_row_step rs[R];
@@ -239,13 +229,9 @@ void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, in
       for (int r = 0; r < R; ++r) {
         c_before[r][t] = _mm512_loadu_ps(acc + r * stride + t * lanes);
         fallback[r][t] = static_cast<__mmask16>(blk.tiles[t]->special[static_cast<std::size_t>(s)] | (rs[r].special ? 0xFFFF : 0));
-        const __m512i scale_exponent = _mm512_add_epi32(col_scale, _mm512_set1_epi32(rs[r].scale_exponent));
-        // Scale 1 (every per-tensor FP8 step): fma(partial, 1, c) is partial + c, bit for bit.
-        const __m512 result = _mm512_test_epi32_mask(scale_exponent, scale_exponent) == 0
-                                  ? _mm512_add_ps(partial[r][t], c_before[r][t])
-                                  : _mm512_fmadd_ps(partial[r][t], _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(scale_exponent)),
-                                                    c_before[r][t]);
-        _mm512_storeu_ps(acc + r * stride + t * lanes, result);
+        const __m512 scale =
+            _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(_mm512_add_epi32(col_scale, _mm512_set1_epi32(rs[r].scale_exponent))));
+        _mm512_storeu_ps(acc + r * stride + t * lanes, _mm512_fmadd_ps(partial[r][t], scale, c_before[r][t]));
       }
     }
     scalar_lanes<R, C>(blk, s, c_before, fallback, acc, stride);
