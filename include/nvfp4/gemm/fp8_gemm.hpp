@@ -108,24 +108,11 @@ void store_output(matrix_view<Out> out, index_t i, index_t j, float value, std::
 }
 
 /// store_output for out(i, j0 + c), c < count, of values[c] (times alpha where Scaled, the
-/// product rounded on its own as in store_output's callers), with the view's strides hoisted.
+/// product rounded on its own before the bias, as store_output does).
 template <bool Scaled, class Out>
 void store_output_row(matrix_view<Out> out, index_t i, index_t j0, const float* values, index_t count, float alpha,
                       std::span<const float> bias) {
-  if (count <= 0) return;
-  Out* const row = &out(i, j0);
-  const index_t step = out.col_stride();
-  const float* const row_bias = bias.empty() ? nullptr : bias.data() + j0;
-  for (index_t c = 0; c < count; ++c) {
-    float value = values[c];
-    if constexpr (Scaled) value = alpha * value;
-    if (row_bias) value = materialize(value) + row_bias[c];
-    if constexpr (std::is_same_v<Out, float>) {
-      row[c * step] = value;
-    } else {
-      row[c * step] = bf16::from_float(value);
-    }
-  }
+  for (index_t c = 0; c < count; ++c) store_output(out, i, j0 + c, Scaled ? alpha * values[c] : values[c], bias);
 }
 /// The fast chain's init for no C: zeros.
 inline void zero_row(index_t, index_t, float* acc, index_t count) { std::fill(acc, acc + count, 0.0f); }
@@ -308,6 +295,19 @@ void fp8_fast_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detai
       store);
 }
 
+/// The MMAs' fast path: D = C (or 0 without one) + the chain of A·Bᵀ on the `core`.
+inline void fp8_mma_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detail::operand_rows& b, mma8::tensor_core core,
+                          const fp8_gemm_options& options, bool has_c, matrix_view<const float> c, matrix_view<float> d) {
+  fp8_fast_chain(
+      a, b, core, options.mode, options.promotion_interval,
+      [&](index_t i, index_t j0, float* acc, index_t count) {
+        for (index_t k = 0; k < count; ++k) acc[k] = has_c ? c(i, j0 + k) : 0.0f;
+      },
+      [&](index_t i, index_t j0, const float* acc, index_t count) {
+        for (index_t k = 0; k < count; ++k) d(i, j0 + k) = acc[k];
+      });
+}
+
 }  // namespace detail
 
 /// D = C + A·Bᵀ over the codes of two FP8 tensors (their scales not applied), bit-identical to
@@ -319,14 +319,7 @@ inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const 
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
-  detail::fp8_fast_chain(
-      ua, ub, options.core, options.mode, options.promotion_interval, [&](index_t i, index_t j0, float* acc, index_t count) {
-        for (index_t k = 0; k < count; ++k) acc[k] = has_c ? c(i, j0 + k) : 0.0f;
-      },
-      [&](index_t i, index_t j0, const float* acc, index_t count) {
-        for (index_t k = 0; k < count; ++k) d(i, j0 + k) = acc[k];
-      });
+  detail::fp8_mma_chain(detail::unpack_operand(a), detail::unpack_operand(b), options.core, options, has_c, c, d);
 }
 
 /// D = C + A·Bᵀ for MXFP8 operands, bit-identical to reference::mxfp8_mma.
@@ -337,14 +330,7 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  const auto ua = detail::unpack_operand(a), ub = detail::unpack_operand(b);
-  detail::fp8_fast_chain(
-      ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval,
-      [&](index_t i, index_t j0, float* acc, index_t count) {
-        for (index_t k = 0; k < count; ++k) acc[k] = has_c ? c(i, j0 + k) : 0.0f;
-      }, [&](index_t i, index_t j0, const float* acc, index_t count) {
-        for (index_t k = 0; k < count; ++k) d(i, j0 + k) = acc[k];
-      });
+  detail::fp8_mma_chain(detail::unpack_operand(a), detail::unpack_operand(b), mma8::tensor_core::blackwell, options, has_c, c, d);
 }
 
 namespace detail {

@@ -20,9 +20,10 @@
 // "(columnwise)" is the transposed copy, blocks along the other dimension; see docs/recipes.md):
 // - no_quantization: float_gemm on X, W, dY rounded to the dtype (fprop X·Wᵀ, dgrad dY·W, wgrad
 //   dYᵀ·X).
-// - nvfp4_block_scaling: quantize_activation(X), quantize_weight(W), quantize_gradient(dY) with
-//   the recipe's seed replaced by gradient_seed(step), each with options.nvfp4_amax; fprop nvfp4_gemm(X rowwise, W rowwise),
-//   dgrad nvfp4_gemm(dY rowwise, W columnwise), wgrad nvfp4_gemm(dY columnwise, X columnwise).
+// - nvfp4_block_scaling: quantize_activation(X), quantize_weight(W), quantize_gradient(dY), each
+//   with options.nvfp4_amax, the gradients' recipe seed replaced by gradient_seed(step); fprop
+//   nvfp4_gemm(X rowwise, W rowwise), dgrad nvfp4_gemm(dY rowwise, W columnwise), wgrad
+//   nvfp4_gemm(dY columnwise, X columnwise).
 // - float8_current_scaling: quantize_fp8_current per tensor (X, W in the forward format, dY in the
 //   backward one); the columnwise copy is quantize_fp8_with_scale of the transpose with the same
 //   scale; fp8_gemm with the recipe's split-accumulator flags.
