@@ -209,7 +209,8 @@ TEST(Fp8Gemm, FastEpilogueEqualsReference) {
 // that are NaN, Inf, huge, subnormal or signed zeros, steps whose 32 codes are all zero (their
 // products' factor leaves fp32's range above), and (MXFP8) E8M0 scales over the whole code range
 // with NaN scales among them (factors that leave it below, and relaxed scales that take the
-// fallback). Both tensor cores, both modes, 1 and 2 threads.
+// fallback), then the same scales on finite operands. Both tensor cores, both modes, 1 and 2
+// threads.
 TEST(Fp8Gemm, FastEqualsReferenceAtTheEdges) {
   std::mt19937 gen(11);
   const index_t m = 21, n = 35, k = 100;
@@ -263,15 +264,31 @@ TEST(Fp8Gemm, FastEqualsReferenceAtTheEdges) {
   };
   for (auto& s : ma.scales()) s = random_scale();
   for (auto& s : mb.scales()) s = random_scale();
-  for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed}) {
-    const fp8_gemm_options options{.mode = mode, .promotion_interval = 0};
-    reference::mxfp8_mma(ma, mb, c_view, matrix_view<float>::row_major(want.data(), m, n), options);
-    for (int threads : {1, 2}) {
-      test::set_threads(threads);
-      mxfp8_mma(ma, mb, c_view, matrix_view<float>::row_major(got.data(), m, n), options);
-      compare("mxfp8_mma");
+  const auto compare_mxfp8 = [&](const char* what) {
+    for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed}) {
+      const fp8_gemm_options options{.mode = mode, .promotion_interval = 0};
+      reference::mxfp8_mma(ma, mb, c_view, matrix_view<float>::row_major(want.data(), m, n), options);
+      for (int threads : {1, 2}) {
+        test::set_threads(threads);
+        mxfp8_mma(ma, mb, c_view, matrix_view<float>::row_major(got.data(), m, n), options);
+        compare(what);
+      }
     }
-  }
+  };
+  compare_mxfp8("mxfp8_mma");
+  // Then without NaN / Inf codes and NaN scales: every row and tile is finite, so the relaxed
+  // kernels' finite loop meets the whole scale range (2^(s_a + s_b) subnormal, zero or Inf).
+  const auto make_finite = [](std::span<std::uint8_t> codes) {
+    for (auto& c : codes)
+      if ((c & 0x7F) >= 0x7C) c &= 0xBB;
+  };
+  make_finite(std::span(reinterpret_cast<std::uint8_t*>(ma.data().data()), ma.data().size()));
+  make_finite(std::span(reinterpret_cast<std::uint8_t*>(mb.data().data()), mb.data().size()));
+  for (auto& s : ma.scales())
+    if (s.is_nan()) s = e8m0::from_bits(254);
+  for (auto& s : mb.scales())
+    if (s.is_nan()) s = e8m0::from_bits(0);
+  compare_mxfp8("mxfp8_mma, finite operands");
 }
 
 TEST(Fp8Gemm, QuantizedProductIsClose) {

@@ -1,7 +1,7 @@
 // Tests of nvfp4/gemm/fp8_layout.hpp: the decode tables' order (what make_operand's per-step
 // maxima rely on), make_operand's per-step maximum exponent, scale and NaN / Inf flag and its
-// plain rows against their definition on codes with specials and a ragged K, plain tiles, and
-// stage_rows against the tables.
+// finite and plain rows against their definition on codes with specials and a ragged K, finite and
+// plain tiles with their scales as floats, and stage_rows against the tables.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/gemm/fp8_layout.hpp"
 
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -63,8 +64,14 @@ TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
       }
     EXPECT_EQ(o.max_exponent[o.at(2, 1)], -126);
 
-    // Plain rows (every step unscaled, no NaN / Inf) and tiles (all their columns plain).
-    for (index_t r = 0; r < rows; ++r) EXPECT_EQ(o.plain[static_cast<std::size_t>(r)], 0) << r;  // scales are not 127
+    // Finite rows (no NaN / Inf code, no NaN scale), plain rows (finite and every step unscaled)
+    // and tiles (all their columns finite / plain).
+    for (index_t r = 0; r < rows; ++r) {
+      bool finite = r != 4;  // row 4 has the NaN scale
+      for (index_t k = 0; k < cols; ++k) finite = finite && !t.special[codes[static_cast<std::size_t>(r * stride + k)]];
+      EXPECT_EQ(o.finite[static_cast<std::size_t>(r)] != 0, finite) << r;
+      EXPECT_EQ(o.plain[static_cast<std::size_t>(r)], 0) << r;  // scales are not 127
+    }
     const operand_rows unscaled = make_operand(codes.data(), stride, rows, cols, format, t, [](index_t, index_t) { return std::uint8_t{127}; });
     std::vector<bool> row_plain(rows, true);
     for (index_t r = 0; r < rows; ++r) {
@@ -78,9 +85,21 @@ TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
     const operand_rows b = make_operand(tame.data(), stride, rows, cols, format, t, unit);
     column_tile tile;
     pack_tile(b, 0, tile);
+    EXPECT_FALSE(tile.finite);
     EXPECT_FALSE(tile.plain);
     pack_tile(make_operand(tame.data(), stride, 5, cols, format, t, unit), 0, tile);
+    EXPECT_TRUE(tile.finite);
     EXPECT_TRUE(tile.plain);
+    // Scaled finite columns: finite, not plain, and each step's scale as a float, 2^(code - 127).
+    const auto scaled = [](index_t j, index_t s) { return static_cast<std::uint8_t>(j == 0 ? 0 : j == 1 ? 254 : 100 + 10 * s + j); };
+    pack_tile(make_operand(tame.data(), stride, 5, cols, format, t, scaled), 0, tile);
+    EXPECT_TRUE(tile.finite);
+    EXPECT_FALSE(tile.plain);
+    for (index_t s = 0; s < tile.steps; ++s)
+      for (index_t j = 0; j < 5; ++j)
+        EXPECT_EQ(tile.scale_value[static_cast<std::size_t>(s * lanes + j)], std::ldexp(1.0f, scaled(j, s) - 127)) << j << "," << s;
+    EXPECT_EQ(tile.scale_value[0], 0x1p-127f);  // E8M0 0: a subnormal float, still exact
+    EXPECT_EQ(tile.scale_value[1], 0x1p127f);
 
     // Staged rows: values, exponents and bf16 pairs of the codes, zero past K.
     row_staging staged;

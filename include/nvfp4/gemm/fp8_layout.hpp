@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -56,8 +57,11 @@ struct operand_rows {
   std::vector<std::int32_t> max_exponent;
   std::vector<std::uint8_t> scale;
   std::vector<std::uint8_t> special;
-  /// Per row: every step unscaled (E8M0 127) without NaN / Inf (what the relaxed kernels' plain
-  /// loop needs: each step's result is then partial + c).
+  /// Per row: no step with a NaN / Inf code or a NaN scale (what the relaxed kernels' finite loop
+  /// needs: no lane of the row takes the scalar step).
+  std::vector<std::uint8_t> finite;
+  /// Per row: finite and every step unscaled (E8M0 127) (what the relaxed kernels' plain loop
+  /// needs: each step's result is then partial + c).
   std::vector<std::uint8_t> plain;
   /// Every tile of this operand packed beforehand (tile t: rows 16t .. 16t + 15), as an operand B
   /// packed once for many products (fp8_packed_weight); null: the driver packs panels as it goes.
@@ -89,6 +93,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   o.max_exponent.resize(static_cast<std::size_t>(rows * o.steps));
   o.scale.resize(o.max_exponent.size());
   o.special.resize(o.max_exponent.size());
+  o.finite.assign(static_cast<std::size_t>(rows), 1);
   o.plain.assign(static_cast<std::size_t>(rows), 1);
   // Per step, the largest finite magnitude code and whether any code is NaN / Inf (byte maxima the
   // compiler vectorizes); its exponent is the step's maximum (code_tables), -126 for zeros alone.
@@ -108,6 +113,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
       o.max_exponent[o.at(r, s)] = tables.exponent[top];
       o.scale[o.at(r, s)] = scale;
       o.special[o.at(r, s)] = special != 0 || scale == 0xFF;
+      if (o.special[o.at(r, s)]) o.finite[static_cast<std::size_t>(r)] = 0;
       if (special != 0 || scale != 127) o.plain[static_cast<std::size_t>(r)] = 0;
     }
   return o;
@@ -182,8 +188,10 @@ struct column_tile {
   std::vector<std::uint32_t> pair;           ///< [steps][16][16]
   std::vector<std::int32_t> max_exponent;    ///< [steps][16]
   std::vector<std::int32_t> scale_exponent;  ///< [steps][16]
+  std::vector<float> scale_value;            ///< [steps][16]: 2^scale_exponent
   std::vector<std::uint16_t> special;        ///< [steps]
-  bool plain = true;                         ///< every step of every column unscaled, without NaN / Inf
+  bool finite = true;                        ///< no step of any column with a NaN / Inf code or a NaN scale
+  bool plain = true;                         ///< finite, and every step of every column unscaled
 };
 
 inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
@@ -195,7 +203,9 @@ inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
   t.pair.assign(t.value.size() / 2, 0u);
   t.max_exponent.assign(static_cast<std::size_t>(steps * lanes), -126);
   t.scale_exponent.assign(t.max_exponent.size(), 0);
+  t.scale_value.assign(t.max_exponent.size(), 1.0f);
   t.special.assign(static_cast<std::size_t>(steps), 0);
+  t.finite = true;
   t.plain = true;
   const code_tables& tables = *b.tables;
   for (int lane = 0; lane < t.columns; ++lane) {
@@ -212,9 +222,12 @@ inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
     }
     for (index_t s = 0; s < steps; ++s) {
       t.max_exponent[static_cast<std::size_t>(s * lanes + lane)] = b.max_exponent[b.at(j, s)];
-      t.scale_exponent[static_cast<std::size_t>(s * lanes + lane)] = static_cast<int>(b.scale[b.at(j, s)]) - 127;
+      const int scale_exponent = static_cast<int>(b.scale[b.at(j, s)]) - 127;
+      t.scale_exponent[static_cast<std::size_t>(s * lanes + lane)] = scale_exponent;
+      t.scale_value[static_cast<std::size_t>(s * lanes + lane)] = std::ldexp(1.0f, scale_exponent);
       if (b.special[b.at(j, s)]) t.special[static_cast<std::size_t>(s)] |= static_cast<std::uint16_t>(1u << lane);
     }
+    t.finite = t.finite && b.finite[static_cast<std::size_t>(j)];
     t.plain = t.plain && b.plain[static_cast<std::size_t>(j)];
   }
 }
@@ -236,6 +249,16 @@ struct step_block {
   index_t i0() const { return staged->i0 + row_offset; }
 };
 
+/// Whether every row and tile of the block is finite (operand_rows::finite, column_tile::finite):
+/// no lane of a relaxed step then takes the scalar step.
+inline bool finite_block(const step_block& blk) {
+  for (int r = 0; r < blk.rows; ++r)
+    if (!blk.a->finite[static_cast<std::size_t>(blk.i0() + r)]) return false;
+  for (int t = 0; t < blk.tile_count; ++t)
+    if (!blk.tiles[t]->finite) return false;
+  return true;
+}
+
 /// Whether every row and tile of the block is plain (operand_rows::plain, column_tile::plain):
 /// each relaxed step's result is then partial + c, with no scale and no lane for the scalar step.
 inline bool plain_block(const step_block& blk) {
@@ -254,14 +277,16 @@ struct staged_row_step {
   const std::uint32_t* pair;
   int max_exponent;
   int scale_exponent;
+  float scale_value;  ///< 2^scale_exponent
   bool special;
 };
 NVFP4_ALWAYS_INLINE staged_row_step staged_row_at(const step_block& blk, int r, index_t s) {
   const row_staging& st = *blk.staged;
   const index_t base = (blk.row_offset + r) * st.padded_k + (s - st.s0) * mma8::step_k;
   const std::size_t at = blk.a->at(blk.i0() + r, s);
-  return {st.value.data() + base, st.exponent.data() + base, st.pair.data() + base / 2, blk.a->max_exponent[at],
-          static_cast<int>(blk.a->scale[at]) - 127, blk.a->special[at] != 0};
+  const int scale_exponent = static_cast<int>(blk.a->scale[at]) - 127;
+  return {st.value.data() + base,       st.exponent.data() + base,       st.pair.data() + base / 2, blk.a->max_exponent[at],
+          scale_exponent,               std::ldexp(1.0f, scale_exponent), blk.a->special[at] != 0};
 }
 
 /// One output's step by the scalar model (the portable path, and the vector kernels' fallback for

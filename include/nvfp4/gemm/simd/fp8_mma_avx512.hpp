@@ -217,6 +217,24 @@ void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, in
     }
     return;
   }
+  if (finite_block(blk)) {
+    // MXFP8 without NaN / Inf: fma(partial, 2^(s_a + s_b), c), nothing to redo.
+    for (index_t s = s0; s < s1; ++s) {
+      staged_row_step rs[R];
+      for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
+      __m512 partial[R][C];
+      relaxed_partials<R, C>(blk, rs, s, partial);
+      for (int t = 0; t < C; ++t) {
+        const __m512 col_scale = _mm512_loadu_ps(blk.tiles[t]->scale_value.data() + s * lanes);
+        for (int r = 0; r < R; ++r) {
+          float* const out = acc + r * stride + t * lanes;
+          const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(rs[r].scale_value), col_scale);
+          _mm512_storeu_ps(out, _mm512_fmadd_ps(partial[r][t], scale, _mm512_loadu_ps(out)));
+        }
+      }
+    }
+    return;
+  }
   for (index_t s = s0; s < s1; ++s) {
     staged_row_step rs[R];
     for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
