@@ -73,10 +73,14 @@ TEST(Recipe, TeRejections) {
   EXPECT_EQ(code_of(mxfp8_block_scaling{.fp8_format = recipe_format::e5m2}), bad);
   EXPECT_EQ(code_of(float8_block_scaling{.fp8_format = recipe_format::e5m2}), bad);
   EXPECT_EQ(code_of(float8_block_scaling{.x_block_scaling_dim = 3}), bad);
+  EXPECT_EQ(code_of(float8_block_scaling{.w_block_scaling_dim = 0}), bad);
+  EXPECT_EQ(code_of(float8_block_scaling{.grad_block_scaling_dim = 3}), bad);
+  EXPECT_EQ(code_of(float8_block_scaling{.x_block_scaling_dim = 2}), bad);  // 2D x with the default 2D w
   EXPECT_EQ(code_of(float8_block_scaling{.w_block_scaling_dim = 2, .grad_block_scaling_dim = 2}), bad);
   EXPECT_EQ(code_of(float8_block_scaling{.x_block_scaling_dim = 2, .w_block_scaling_dim = 1, .grad_block_scaling_dim = 2}), bad);
   EXPECT_EQ(code_of(float8_block_scaling{.x_block_scaling_dim = 2, .w_block_scaling_dim = 1}), errc{});  // 2D x with 1D w, grad
   EXPECT_EQ(code_of(float8_block_scaling{.fp8_gemm_fprop = {.use_split_accumulator = false}}), bad);
+  EXPECT_EQ(code_of(float8_block_scaling{.fp8_gemm_dgrad = {.use_split_accumulator = false}}), bad);
   EXPECT_EQ(code_of(float8_block_scaling{.fp8_gemm_wgrad = {.use_split_accumulator = false}}), bad);
   EXPECT_EQ(code_of(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::all}), bad);          // activations with RHT
   EXPECT_EQ(code_of(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::activations}), bad);
