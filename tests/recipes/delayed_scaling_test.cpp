@@ -106,12 +106,17 @@ TEST(DelayedScaling, NanIsIgnoredByMaxButNotByMostRecent) {
   by_max.update();
   EXPECT_EQ(by_max.scale(), 56.0f);  // fmax over {8, NaN} is 8
   EXPECT_TRUE(std::isnan(by_max.amax_history()[1]));
-  delayed_scaling_state recent({.amax_history_len = 2, .amax_compute_algo = amax_compute_algorithm::most_recent}, fp8_format::e4m3);
+  // most_recent: amaxes 8 then 2 give scale 224 with 8 still in the window, so a NaN step that
+  // fell back to the window's max (8 -> 56) differs from keeping the old scale (224).
+  delayed_scaling_state recent({.amax_history_len = 3, .amax_compute_algo = amax_compute_algorithm::most_recent}, fp8_format::e4m3);
   recent.record(8.0f);
   recent.update();
+  recent.record(2.0f);
+  recent.update();
+  EXPECT_EQ(recent.scale(), 224.0f);
   recent.record(std::nanf(""));
   recent.update();
-  EXPECT_EQ(recent.scale(), 56.0f);  // NaN is not finite: the old scale stays
+  EXPECT_EQ(recent.scale(), 224.0f);  // NaN is not finite: the old scale stays
 }
 
 TEST(DelayedScaling, TinyAmaxGivesFltMax) {
