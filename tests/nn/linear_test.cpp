@@ -211,13 +211,14 @@ TEST(Linear, DelayedScalingComposesAndStepsItsState) {
   const delayed_scaling r{.margin = 1, .amax_history_len = 3};
   nn::linear layer(K, N, r, {});
   std::copy(in.w.begin(), in.w.end(), layer.weight().begin());
-  const float x_amax = amax(cview(in.x, M, K)), g_amax = amax(cview(in.dy, M, N));
+  const float x_amax = amax(cview(in.x, M, K)), w_amax = amax(cview(in.w, N, K)), g_amax = amax(cview(in.dy, M, N));
   for (int step = 0; step < 4; ++step) {
     // The scales this step uses: 1 at first, then (fp8_max / 2) / amax of the history.
     const float x_scale = layer.scaling_state(tensor_role::input)->scale();
     const float w_scale = layer.scaling_state(tensor_role::weight)->scale();
     const float g_scale = layer.scaling_state(tensor_role::grad_output)->scale();
     EXPECT_EQ(x_scale, step == 0 ? 1.0f : 224.0f / x_amax);
+    EXPECT_EQ(w_scale, step == 0 ? 1.0f : 224.0f / w_amax);
     EXPECT_EQ(g_scale, step == 0 ? 1.0f : 28672.0f / g_amax);
     const auto y = layer.forward(cview(in.x, M, K));
     const auto dx = layer.backward(cview(in.dy, M, N));
