@@ -460,7 +460,10 @@ TEST(LinearInfer, BadInputChangesNoDelayedState) {
   for (int pass = 0; pass < 2; ++pass) {
     const auto run = [&] { pass == 0 ? layer.forward(cview(bad, M, K)) : layer.infer(cview(bad, M, K), nn::weight_cache::refresh); };
     EXPECT_EQ(test::error_code_of(run), errc::non_finite_input);
-    EXPECT_EQ(history_of(layer, tensor_role::weight), std::vector<float>(2, 0.0f));  // W's amax not recorded
+    for (tensor_role role : {tensor_role::input, tensor_role::weight}) {
+      EXPECT_EQ(history_of(layer, role), std::vector<float>(2, 0.0f)) << pass;  // no amax (not X's NaN) recorded
+      EXPECT_EQ(layer.scaling_state(role)->scale(), 1.0f) << pass;
+    }
   }
   std::vector<float> y(M * N);
   EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
