@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -56,6 +55,7 @@ struct operand_rows {
   const code_tables* tables = nullptr;
   std::vector<std::int32_t> max_exponent;
   std::vector<std::uint8_t> scale;
+  std::vector<float> scale_value;  ///< 2^(scale - 127), NaN for a NaN scale
   std::vector<std::uint8_t> special;
   /// Per row: no step with a NaN / Inf code or a NaN scale (what the relaxed kernels' finite loop
   /// needs: no lane of the row takes the scalar step).
@@ -92,6 +92,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   o.tables = &tables;
   o.max_exponent.resize(static_cast<std::size_t>(rows * o.steps));
   o.scale.resize(o.max_exponent.size());
+  o.scale_value.resize(o.max_exponent.size());
   o.special.resize(o.max_exponent.size());
   o.finite.assign(static_cast<std::size_t>(rows), 1);
   o.plain.assign(static_cast<std::size_t>(rows), 1);
@@ -112,6 +113,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
       const std::uint8_t scale = scales(r, s);
       o.max_exponent[o.at(r, s)] = tables.exponent[top];
       o.scale[o.at(r, s)] = scale;
+      o.scale_value[o.at(r, s)] = e8m0::from_bits(scale).to_float();
       o.special[o.at(r, s)] = special != 0 || scale == 0xFF;
       if (o.special[o.at(r, s)]) o.finite[static_cast<std::size_t>(r)] = 0;
       if (special != 0 || scale != 127) o.plain[static_cast<std::size_t>(r)] = 0;
@@ -188,7 +190,7 @@ struct column_tile {
   std::vector<std::uint32_t> pair;           ///< [steps][16][16]
   std::vector<std::int32_t> max_exponent;    ///< [steps][16]
   std::vector<std::int32_t> scale_exponent;  ///< [steps][16]
-  std::vector<float> scale_value;            ///< [steps][16]: 2^scale_exponent
+  std::vector<float> scale_value;            ///< [steps][16]: 2^scale_exponent (NaN for a NaN scale)
   std::vector<std::uint16_t> special;        ///< [steps]
   bool finite = true;                        ///< no step of any column with a NaN / Inf code or a NaN scale
   bool plain = true;                         ///< finite, and every step of every column unscaled
@@ -222,9 +224,9 @@ inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
     }
     for (index_t s = 0; s < steps; ++s) {
       t.max_exponent[static_cast<std::size_t>(s * lanes + lane)] = b.max_exponent[b.at(j, s)];
-      const int scale_exponent = static_cast<int>(b.scale[b.at(j, s)]) - 127;
-      t.scale_exponent[static_cast<std::size_t>(s * lanes + lane)] = scale_exponent;
-      t.scale_value[static_cast<std::size_t>(s * lanes + lane)] = std::ldexp(1.0f, scale_exponent);
+      const e8m0 scale = e8m0::from_bits(b.scale[b.at(j, s)]);
+      t.scale_exponent[static_cast<std::size_t>(s * lanes + lane)] = scale.exponent();
+      t.scale_value[static_cast<std::size_t>(s * lanes + lane)] = scale.to_float();
       if (b.special[b.at(j, s)]) t.special[static_cast<std::size_t>(s)] |= static_cast<std::uint16_t>(1u << lane);
     }
     t.finite = t.finite && b.finite[static_cast<std::size_t>(j)];
@@ -277,16 +279,14 @@ struct staged_row_step {
   const std::uint32_t* pair;
   int max_exponent;
   int scale_exponent;
-  float scale_value;  ///< 2^scale_exponent
   bool special;
 };
 NVFP4_ALWAYS_INLINE staged_row_step staged_row_at(const step_block& blk, int r, index_t s) {
   const row_staging& st = *blk.staged;
   const index_t base = (blk.row_offset + r) * st.padded_k + (s - st.s0) * mma8::step_k;
   const std::size_t at = blk.a->at(blk.i0() + r, s);
-  const int scale_exponent = static_cast<int>(blk.a->scale[at]) - 127;
-  return {st.value.data() + base,       st.exponent.data() + base,       st.pair.data() + base / 2, blk.a->max_exponent[at],
-          scale_exponent,               std::ldexp(1.0f, scale_exponent), blk.a->special[at] != 0};
+  return {st.value.data() + base, st.exponent.data() + base, st.pair.data() + base / 2, blk.a->max_exponent[at],
+          static_cast<int>(blk.a->scale[at]) - 127, blk.a->special[at] != 0};
 }
 
 /// One output's step by the scalar model (the portable path, and the vector kernels' fallback for

@@ -224,11 +224,14 @@ void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, in
       for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
       __m512 partial[R][C];
       relaxed_partials<R, C>(blk, rs, s, partial);
+      // Row r's scale at row_scale[r * steps], read where it is used (held across the partial
+      // sums, the row scales took the registers of B's pairs).
+      const float* const row_scale = blk.a->scale_value.data() + blk.a->at(blk.i0(), s);
       for (int t = 0; t < C; ++t) {
         const __m512 col_scale = _mm512_loadu_ps(blk.tiles[t]->scale_value.data() + s * lanes);
         for (int r = 0; r < R; ++r) {
           float* const out = acc + r * stride + t * lanes;
-          const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(rs[r].scale_value), col_scale);
+          const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(row_scale[r * blk.a->steps]), col_scale);
           _mm512_storeu_ps(out, _mm512_fmadd_ps(partial[r][t], scale, _mm512_loadu_ps(out)));
         }
       }
