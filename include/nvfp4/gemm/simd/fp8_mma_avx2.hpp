@@ -11,7 +11,8 @@
 //   MXCSR) stepped back one ulp where it went up in magnitude; Hopper's result is the nearest
 //   conversion with the low 10 bits cleared, as in the AVX-512 kernel.
 // The relaxed step is mma8::relaxed_step's pair order with two FMAs per pair, its scale 2^(s_a +
-// s_b) built the same way.
+// s_b) built the same way, or, where no row or tile of the block has a NaN / Inf code or a NaN
+// scale, as the float product 2^s_a * 2^s_b (which rounds as the model's float(2^(s_a + s_b))).
 #pragma once
 
 #include <algorithm>
@@ -256,6 +257,25 @@ struct fp8_step_kernels<isa::avx2> {
             float* const out = acc + r * stride + h * 8;
             _mm256_storeu_ps(out, _mm256_add_ps(partial[r][h], _mm256_loadu_ps(out)));
           }
+      }
+      return;
+    }
+    if (finite_block(blk)) {
+      // MXFP8 without NaN / Inf: fma(partial, 2^s_a * 2^s_b, c), nothing to redo.
+      for (index_t s = s0; s < s1; ++s) {
+        staged_row_step rs[R];
+        for (int r = 0; r < R; ++r) rs[r] = staged_row_at(blk, r, s);
+        __m256 partial[R][halves];
+        relaxed_partials<R>(tile, rs, s, partial);
+        const float* const row_scale = blk.a->scale_value.data() + blk.a->at(blk.i0(), s);  // row r at r * steps
+        for (int h = 0; h < halves; ++h) {
+          const __m256 col_scale = _mm256_loadu_ps(tile.scale_value.data() + s * lanes + h * 8);
+          for (int r = 0; r < R; ++r) {
+            float* const out = acc + r * stride + h * 8;
+            const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(row_scale[r * blk.a->steps]), col_scale);
+            _mm256_storeu_ps(out, _mm256_fmadd_ps(partial[r][h], scale, _mm256_loadu_ps(out)));
+          }
+        }
       }
       return;
     }

@@ -18,7 +18,9 @@
 //
 // Relaxed step: the pair dot product of mma8::relaxed_step, by VDPBF16PS where the build has
 // AVX512_BF16 (one rounding per pair product, odd element first, as the instruction does), else
-// by two FMAs per pair in the same order.
+// by two FMAs per pair in the same order; then c + partial where the block is plain (unscaled, no
+// NaN / Inf), fma(partial, 2^s_a * 2^s_b, c) where it is finite (the product of two exact powers
+// of two rounds as the model's float(2^(s_a + s_b))), else the general step with its fallback.
 #pragma once
 
 #include <algorithm>
