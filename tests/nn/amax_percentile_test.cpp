@@ -26,9 +26,11 @@ TEST(AmaxPercentile, QuantilesWorkedByHand) {
   EXPECT_EQ(amax_percentile(x, 0.5), 5.0f);
   EXPECT_EQ(amax_percentile(x, 0.01), 1.0f);
   EXPECT_EQ(amax_percentile(std::vector<float>{}, 0.5), 0.0f);
-  EXPECT_THROW(amax_percentile(x, 0.0), error);
-  EXPECT_THROW(amax_percentile(x, 1.5), error);
-  EXPECT_THROW(amax_percentile(std::vector<float>{1.0f, std::numeric_limits<float>::quiet_NaN()}, 0.5), error);
+  // The header: invalid_argument for q outside (0, 1], non_finite_input for NaN/Inf in x.
+  EXPECT_EQ(test::error_code_of([&] { amax_percentile(x, 0.0); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { amax_percentile(x, 1.5); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { amax_percentile(std::vector<float>{1.0f, std::numeric_limits<float>::quiet_NaN()}, 0.5); }),
+            errc::non_finite_input);
 }
 
 /// The quantile by definition: sort the magnitudes, take the ceil(q·n)-th (at least the first).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nn/model_test_support.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4::nn {
 namespace {
@@ -39,15 +40,15 @@ TEST(Mlp, LayerMap) {
 }
 
 TEST(Mlp, RejectsBadConfigurationsAndBatches) {
-  EXPECT_THROW(mlp_classifier({.classes = 1}, fp32_engines()), error);
-  EXPECT_THROW(mlp_classifier({.depth = 0}, fp32_engines()), error);
+  EXPECT_EQ(test::error_code_of([] { mlp_classifier({.classes = 1}, fp32_engines()); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { mlp_classifier({.depth = 0}, fp32_engines()); }), errc::invalid_argument);
   mlp_classifier m({.inputs = 4, .hidden = 8, .depth = 1, .classes = 3}, fp32_engines());
   batch b = feature_batch(2, 4, 3, 0);
   b.features.pop_back();
-  EXPECT_THROW(m.evaluate(b), error);
+  EXPECT_EQ(test::error_code_of([&] { m.evaluate(b); }), errc::shape_mismatch);
   b = feature_batch(2, 4, 3, 0);
-  b.targets[1] = 3;
-  EXPECT_THROW(m.evaluate(b), error);
+  b.targets[1] = 3;  // classes = 3: softmax_cross_entropy's invalid_argument for a target outside [0, classes)
+  EXPECT_EQ(test::error_code_of([&] { m.evaluate(b); }), errc::invalid_argument);
 }
 
 }  // namespace

@@ -64,17 +64,17 @@ TEST(Transformer, SameBitsForOneAndTwoThreads) {
 }
 
 TEST(Transformer, RejectsBadConfigurationsAndBatches) {
-  EXPECT_THROW(transformer_lm({.width = 10, .heads = 4}, fp32_engines()), error);
-  EXPECT_THROW(transformer_lm({.depth = 0}, fp32_engines()), error);
-  EXPECT_THROW(transformer_lm({}, engine_factory{}), error);
+  EXPECT_EQ(test::error_code_of([] { transformer_lm({.width = 10, .heads = 4}, fp32_engines()); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { transformer_lm({.depth = 0}, fp32_engines()); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { transformer_lm({}, engine_factory{}); }), errc::null_pointer);  // as dense's
   transformer_lm m({.vocab = 16, .width = 8, .depth = 1, .heads = 2, .seq_len = 4}, fp32_engines());
-  EXPECT_THROW(m.evaluate(token_batch(1, 5, 16, 0)), error);  // longer than seq_len
+  EXPECT_EQ(test::error_code_of([&] { m.evaluate(token_batch(1, 5, 16, 0)); }), errc::invalid_argument);  // longer than seq_len
   batch bad = token_batch(1, 4, 16, 0);
   bad.inputs[2] = 16;  // outside the vocabulary
-  EXPECT_THROW(m.evaluate(bad), error);
+  EXPECT_EQ(test::error_code_of([&] { m.evaluate(bad); }), errc::invalid_argument);
   bad = token_batch(1, 4, 16, 0);
   bad.targets.pop_back();
-  EXPECT_THROW(m.evaluate(bad), error);
+  EXPECT_EQ(test::error_code_of([&] { m.evaluate(bad); }), errc::shape_mismatch);
 }
 
 }  // namespace

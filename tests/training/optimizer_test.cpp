@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace nvfp4::training {
 namespace {
 
@@ -142,10 +144,12 @@ TEST(AdamW, RejectsNonFiniteGradientsBeforeUpdating) {
 
 TEST(AdamW, RejectsBadOptions) {
   nn::parameter a("a", nn::parameter_kind::matrix, 1, 1);
-  EXPECT_THROW(adamw({&a}, {.beta1 = 1.0f}), error);
-  EXPECT_THROW(adamw({&a}, {.beta2 = -0.1f}), error);
-  EXPECT_THROW(adamw({&a}, {.lr = -1.0f}), error);
-  EXPECT_THROW(adamw({nullptr}, {}), error);
+  // Betas outside [0, 1) and a negative rate are options out of their domain; a null parameter
+  // is a null pointer.
+  EXPECT_EQ(test::error_code_of([&] { adamw({&a}, {.beta1 = 1.0f}); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { adamw({&a}, {.beta2 = -0.1f}); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { adamw({&a}, {.lr = -1.0f}); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { adamw({nullptr}, {}); }), errc::null_pointer);
 }
 
 TEST(Sgd, MomentumStepsWorkedByHand) {
