@@ -227,5 +227,47 @@ TEST(DelayedScaling, RestoreAndValidation) {
   EXPECT_EQ(test::error_code_of([] { delayed_scaling{.margin = 200}.validate(); }), errc::invalid_argument);
 }
 
+TEST(DelayedScaling, MarginIsValidWhereTwoToMinusMarginIsANormalFloat) {
+  // The header's rule: 2^-margin must be a normal float, i.e. -margin in [-126, 127]. Both ends
+  // and one step past them, through validate() and the state's constructor (which validates).
+  // Not checked: margin 126 (2^-126 = FLT_MIN, normal), which the rule allows and validate()
+  // rejects; reported rather than asserted.
+  for (int margin : {-127, 0, 125}) {
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = margin}.validate(); }), errc{}) << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = margin}, fp8_format::e4m3); }), errc{}) << margin;
+  }
+  for (int margin : {-128, 127, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()}) {
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = margin}.validate(); }), errc::invalid_argument) << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = margin}, fp8_format::e4m3); }), errc::invalid_argument) << margin;
+  }
+  // An accepted edge gives the documented scale: amax 1 maps to 448 * 2^-125.
+  delayed_scaling_state s({.margin = 125, .amax_history_len = 1}, fp8_format::e4m3);
+  s.record(1.0f);
+  s.update();
+  EXPECT_EQ(s.scale(), std::ldexp(448.0f, -125));
+}
+
+TEST(DelayedScaling, RestoreRejectsAScaleThatIsNotPositiveAndFiniteAndKeepsTheState) {
+  // The header: invalid_argument for a scale that is not positive and finite; error.hpp: nothing
+  // is changed unless every check passes.
+  delayed_scaling_state s({.amax_history_len = 2}, fp8_format::e4m3);
+  const std::vector<float> saved = {0.0f, 3.0f};
+  s.restore(saved, 2.0f);
+  const std::vector<float> other = {1.0f, 5.0f};
+  for (float scale : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                      std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), -1.0f, -0.0f,
+                      -std::numeric_limits<float>::denorm_min()}) {
+    EXPECT_EQ(test::error_code_of([&] { s.restore(other, scale); }), errc::invalid_argument) << scale;
+    EXPECT_EQ(s.scale(), 2.0f) << scale;
+    EXPECT_EQ(history_of(s), saved) << scale;
+  }
+  // Positive and finite however small or large: the smallest subnormal and FLT_MAX are accepted.
+  for (float scale : {std::numeric_limits<float>::denorm_min(), FLT_MAX}) {
+    s.restore(other, scale);
+    EXPECT_EQ(s.scale(), scale);
+    EXPECT_EQ(history_of(s), other);
+  }
+}
+
 }  // namespace
 }  // namespace nvfp4
