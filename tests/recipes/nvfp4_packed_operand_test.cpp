@@ -2,7 +2,8 @@
 // hand-made operands, the scalar reference MMA times alpha on quantized ones, and the bits of the
 // unpacked product for every operand kind (per tensor, row-scaled on either side, the 4over6
 // bound), both modes, fp32 and bf16 outputs, bias, several A, 1 and 2 threads; copies share the
-// packed form; an empty operand and bad shapes are refused before anything is written.
+// packed form; an empty operand, bad shapes and row-amax counts other than the row count are
+// refused before anything is written.
 #include "nvfp4/recipes/nvfp4_packed_operand.hpp"
 
 #include <gtest/gtest.h>
@@ -166,6 +167,45 @@ TEST(Nvfp4PackedOperand, EmptyOperandAndBadShapesAreRefusedBeforeWriting) {
   const std::vector<float> short_bias(N - 1, 1.0f);
   EXPECT_EQ(test::error_code_of([&] { nvfp4_gemm(a, b, out_view, gemm_mode::exact, short_bias); }), errc::shape_mismatch);
   for (float v : out) ASSERT_EQ(std::bit_cast<std::uint32_t>(v), std::bit_cast<std::uint32_t>(poison));
+}
+
+// A row-scaled operand carries one amax per row (nvfp4_operand); nvfp4_gemm throws shape_mismatch
+// for operands that do not fit, and the packed product does as nvfp4_gemm. One amax too few or too
+// many, on A and on the packed B, for both output types.
+TEST(Nvfp4PackedOperand, RowAmaxCountOtherThanTheRowCountIsRefusedBeforeWriting) {
+  nvfp4_block_scaling row_scaled;
+  row_scaled.row_scaled_activation = true;
+  row_scaled.disable_rht = true;
+  const auto x = random_matrix(M, K, 7), w = random_matrix(N, K, 8);
+  const nvfp4_operand a = quantize_activation_rowwise(view(x, M, K), row_scaled);
+  const nvfp4_operand b = quantize_activation_rowwise(view(w, N, K), row_scaled);
+  ASSERT_EQ(a.row_amax.size(), std::size_t{M});
+  ASSERT_EQ(b.row_amax.size(), std::size_t{N});
+  std::vector<float> out(M * N, poison);
+  std::vector<bf16> out16(M * N, bf16::from_bits(0x7FC1));
+  const auto out_view = matrix_view<float>::row_major(out.data(), M, N);
+  const auto out16_view = matrix_view<bf16>::row_major(out16.data(), M, N);
+  const nvfp4_packed_operand good_b(b);
+  for (const bool longer : {false, true}) {
+    nvfp4_operand bad_a = a, bad_b = b;
+    if (longer) {
+      bad_a.row_amax.push_back(1.0f);
+      bad_b.row_amax.push_back(1.0f);
+    } else {
+      bad_a.row_amax.pop_back();
+      bad_b.row_amax.pop_back();
+    }
+    const nvfp4_packed_operand packed_bad_b(bad_b);
+    const std::string what = longer ? "one amax too many" : "one amax too few";
+    EXPECT_EQ(test::error_code_of([&] { nvfp4_gemm(bad_a, good_b, out_view); }), errc::shape_mismatch) << "A, " << what;
+    EXPECT_EQ(test::error_code_of([&] { nvfp4_gemm(a, packed_bad_b, out_view); }), errc::shape_mismatch) << "B, " << what;
+    EXPECT_EQ(test::error_code_of([&] { nvfp4_gemm(bad_a, good_b, out16_view); }), errc::shape_mismatch) << "A, bf16, " << what;
+    EXPECT_EQ(test::error_code_of([&] { nvfp4_gemm(a, packed_bad_b, out16_view); }), errc::shape_mismatch) << "B, bf16, " << what;
+  }
+  for (float v : out) ASSERT_EQ(std::bit_cast<std::uint32_t>(v), std::bit_cast<std::uint32_t>(poison));
+  for (bf16 v : out16) ASSERT_EQ(v.bits(), 0x7FC1);
+  // The same operands with the right counts are accepted: the refusals above are the counts'.
+  EXPECT_EQ(test::error_code_of([&] { nvfp4_gemm(a, good_b, out_view); }), errc{});
 }
 
 }  // namespace
