@@ -13,6 +13,7 @@
 
 #include "nvfp4/scaling/quantize.hpp"
 #include "random_operands.hpp"
+#include "test_support.hpp"
 
 #if NVFP4_HAS_OPENMP
 #include <omp.h>
@@ -126,10 +127,18 @@ TEST(PackedWeight, StaysRightWhenTheKernelChoiceChangesAfterPacking) {
 }
 
 TEST(PackedWeight, ShapesAreChecked) {
+  // As the unpacked calls (docs/api.md): shape_mismatch for a different K or a D of the wrong
+  // shape, before D is written.
   std::vector<float> x(8 * 64, 1.0f), w(16 * 96, 1.0f), d(8 * 16, -7.0f);
   const auto a = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), 8, 64));
   const packed_weight<nvfp4_1x16> b(quantize<nvfp4_1x16>(matrix_view<const float>::row_major(w.data(), 16, 96)));
-  EXPECT_THROW(block_scaled_mma(a, b, {}, matrix_view<float>::row_major(d.data(), 8, 16)), error);
+  const auto d_view = matrix_view<float>::row_major(d.data(), 8, 16);
+  EXPECT_EQ(test::error_code_of([&] { block_scaled_mma(a, b, {}, d_view); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { gemm(a, b, d_view); }), errc::shape_mismatch);
+  const packed_weight<nvfp4_1x16> same_k(quantize<nvfp4_1x16>(matrix_view<const float>::row_major(w.data(), 16, 64)));
+  const auto short_d = matrix_view<float>::row_major(d.data(), 8, 15);
+  EXPECT_EQ(test::error_code_of([&] { block_scaled_mma(a, same_k, {}, short_d); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { gemm(a, same_k, short_d); }), errc::shape_mismatch);
   for (float v : d) EXPECT_EQ(v, -7.0f);
 }
 
