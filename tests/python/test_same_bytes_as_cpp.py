@@ -146,3 +146,52 @@ def test_linear_layer_gives_the_cpp_bits(ref):
     y99 = quantile.forward(arrays["x"])
     assert y99.tobytes() == arrays["linear_q99_y"].tobytes() and y99.tobytes() != y.tobytes()
     assert quantile.backward(arrays["linear_dy"]).tobytes() == arrays["linear_q99_dx"].tobytes()
+
+
+FP8_QUANTIZERS = {
+    # stored name: (input, quantizer, positional and keyword arguments)
+    "x_current": ("x", nvfp4.quantize_fp8_current, (), {}),
+    "b_current": ("b", nvfp4.quantize_fp8_current, (), {}),
+    "b_e5m2_pow2": ("b", nvfp4.quantize_fp8_current, ("e5m2",), {"power_2_scale": True}),
+    "x_scaled": ("x_bf16", nvfp4.quantize_fp8_with_scale, (), {"scale": 3.0}),
+    "x_1x128": ("x", nvfp4.quantize_fp8_blockwise, (), {}),
+    "b_128x128": ("b", nvfp4.quantize_fp8_blockwise, ("e4m3", "128x128"), {}),
+}
+
+
+def fp8_quantized(arrays, name):
+    source, quantizer, args, kwargs = FP8_QUANTIZERS[name]
+    return quantizer(arrays[source], *args, **kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(FP8_QUANTIZERS))
+def test_fp8_quantizers_give_the_cpp_bytes(ref, name):
+    _, _, arrays = ref
+    q = fp8_quantized(arrays, name)
+    assert q.codes.tobytes() == arrays[f"fp8_{name}_codes"].tobytes()
+    assert q.scale_inv.shape == arrays[f"fp8_{name}_scale_inv"].shape
+    assert q.scale_inv.tobytes() == arrays[f"fp8_{name}_scale_inv"].tobytes()
+
+
+def test_fp8_gemms_give_the_cpp_bits(ref):
+    _, _, arrays = ref
+    q = {name: fp8_quantized(arrays, name) for name in FP8_QUANTIZERS}
+    assert nvfp4.fp8_gemm(q["x_current"], q["b_current"]).tobytes() == arrays["fp8_gemm_current"].tobytes()
+    assert nvfp4.fp8_gemm(q["x_current"], q["b_e5m2_pow2"]).tobytes() == arrays["fp8_gemm_hybrid"].tobytes()
+    assert nvfp4.fp8_gemm(q["x_1x128"], q["b_128x128"]).tobytes() == arrays["fp8_gemm_blockwise"].tobytes()
+    blackwell = nvfp4.fp8_gemm(q["x_current"], q["b_current"], core="blackwell", promotion_interval=0,
+                               bias=arrays["fp8_bias"][0], out_dtype="bfloat16")
+    assert blackwell.dtype == np.uint16 and blackwell.tobytes() == arrays["fp8_gemm_blackwell_bias_bf16"].tobytes()
+    relaxed = nvfp4.fp8_gemm(q["x_current"], q["b_current"], mode="relaxed")
+    assert relaxed.tobytes() == arrays["fp8_gemm_relaxed"].tobytes()
+    assert nvfp4.fp8_mma(q["x_current"], q["b_current"]).tobytes() == arrays["fp8_mma"].tobytes()
+    # The same GEMM on tensors rebuilt from the C++ program's bytes (what a GPU kernel would hand over).
+    a = nvfp4.Fp8Tensor.from_bytes("e4m3", arrays["fp8_x_1x128_codes"], arrays["fp8_x_1x128_scale_inv"], block="1x128")
+    b = nvfp4.Fp8Tensor.from_bytes("e4m3", arrays["fp8_b_128x128_codes"], arrays["fp8_b_128x128_scale_inv"], block="128x128")
+    assert nvfp4.fp8_gemm(a, b).tobytes() == arrays["fp8_gemm_blockwise"].tobytes()
+    mx_x, mx_b = nvfp4.quantize(arrays["x"], "mxfp8"), nvfp4.quantize(arrays["b"], "mxfp8")
+    assert nvfp4.mxfp8_gemm(mx_x, mx_b).tobytes() == arrays["mxfp8_gemm"].tobytes()
+    assert nvfp4.mxfp8_mma(mx_x, mx_b, promotion_interval=0).tobytes() == arrays["mxfp8_mma_plain"].tobytes()
+    # Different options give different bits here, so each comparison above pins its option down.
+    distinct = [arrays[k].tobytes() for k in ("fp8_gemm_current", "fp8_gemm_relaxed", "fp8_mma", "mxfp8_gemm", "mxfp8_mma_plain")]
+    assert len(set(distinct)) == len(distinct)

@@ -1,5 +1,5 @@
 // tests/python/write_reference.cpp: writes results of the C++ API (every quantization mode, the
-// RHT, the GEMMs, the metrics, the Linear layer) for one deterministic input into a directory, so that
+// RHT, the GEMMs, the FP8 quantizers and GEMMs, the metrics, the Linear layer) for one deterministic input into a directory, so that
 // test_same_bytes_as_cpp.py can check that the Python module produces the very same bytes.
 // usage: python_reference_writer <directory>
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "nvfp4/gemm/fp8_gemm.hpp"
 #include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
@@ -117,6 +118,57 @@ int main(int argc, char** argv) {
     io::write_npy(dir / "gemm_exact_bf16.npy", array_of(bits_of(d_bf16), io::npy_dtype::uint16, rows, b_rows));
     io::write_npy(dir / "gemm_mxfp4.npy",
                   array_of(gemm(quantize<mxfp4>(xv), quantize<mxfp4>(bv)), io::npy_dtype::float32, rows, b_rows));
+
+    // FP8: codes and scale_inv of each quantizer, then the FP8 GEMMs on them (C++ defaults unless named).
+    auto write_fp8 = [&](const char* name, const fp8_tensor& t) {
+      const std::vector<std::uint8_t> codes(t.codes().begin(), t.codes().end());
+      const std::vector<float> scale_inv(t.scale_inv().begin(), t.scale_inv().end());
+      io::write_npy(dir / (std::string("fp8_") + name + "_codes.npy"), array_of(codes, io::npy_dtype::uint8, t.rows(), t.cols()));
+      io::write_npy(dir / (std::string("fp8_") + name + "_scale_inv.npy"),
+                    array_of(scale_inv, io::npy_dtype::float32, t.scale_rows(), t.scale_cols()));
+    };
+    const fp8_tensor x_current = quantize_fp8_current(xv, fp8_format::e4m3);
+    const fp8_tensor b_current = quantize_fp8_current(bv, fp8_format::e4m3);
+    const fp8_tensor b_e5m2_pow2 = quantize_fp8_current(bv, fp8_format::e5m2, {.power_2_scale = true});
+    const fp8_tensor x_scaled = quantize_fp8_with_scale(xb, fp8_format::e4m3, 3.0f);
+    const fp8_tensor x_1x128 = quantize_fp8_blockwise(xv, fp8_format::e4m3, fp8_block_shape::block_1x128);
+    const fp8_tensor b_128x128 = quantize_fp8_blockwise(bv, fp8_format::e4m3, fp8_block_shape::block_128x128);
+    write_fp8("x_current", x_current);
+    write_fp8("b_current", b_current);
+    write_fp8("b_e5m2_pow2", b_e5m2_pow2);
+    write_fp8("x_scaled", x_scaled);
+    write_fp8("x_1x128", x_1x128);
+    write_fp8("b_128x128", b_128x128);
+    std::vector<float> d(static_cast<std::size_t>(rows * b_rows));
+    const auto dv = matrix_view<float>::row_major(d.data(), rows, b_rows);
+    fp8_gemm(x_current, b_current, dv);
+    io::write_npy(dir / "fp8_gemm_current.npy", array_of(d, io::npy_dtype::float32, rows, b_rows));
+    fp8_gemm(x_current, b_e5m2_pow2, dv);  // E4M3 x E5M2 (TE's HYBRID dgrad / wgrad pairing)
+    io::write_npy(dir / "fp8_gemm_hybrid.npy", array_of(d, io::npy_dtype::float32, rows, b_rows));
+    fp8_gemm(x_1x128, b_128x128, dv);
+    io::write_npy(dir / "fp8_gemm_blockwise.npy", array_of(d, io::npy_dtype::float32, rows, b_rows));
+    const std::vector<float> bias = input(b_rows, 4);
+    fp8_gemm_options blackwell;
+    blackwell.core = mma8::tensor_core::blackwell;
+    blackwell.promotion_interval = 0;
+    blackwell.bias = bias;
+    std::vector<bf16> d_fp8_bf16(static_cast<std::size_t>(rows * b_rows));
+    fp8_gemm(x_current, b_current, matrix_view<bf16>::row_major(d_fp8_bf16.data(), rows, b_rows), blackwell);
+    io::write_npy(dir / "fp8_bias.npy", array_of(bias, io::npy_dtype::float32, 1, b_rows));
+    io::write_npy(dir / "fp8_gemm_blackwell_bias_bf16.npy", array_of(bits_of(d_fp8_bf16), io::npy_dtype::uint16, rows, b_rows));
+    fp8_gemm_options relaxed8;
+    relaxed8.mode = gemm_mode::relaxed;
+    fp8_gemm(x_current, b_current, dv, relaxed8);
+    io::write_npy(dir / "fp8_gemm_relaxed.npy", array_of(d, io::npy_dtype::float32, rows, b_rows));
+    fp8_mma(x_current, b_current, {}, dv);
+    io::write_npy(dir / "fp8_mma.npy", array_of(d, io::npy_dtype::float32, rows, b_rows));
+    const auto mx_x = quantize<mxfp8>(xv), mx_b = quantize<mxfp8>(bv);
+    mxfp8_gemm(mx_x, mx_b, dv);
+    io::write_npy(dir / "mxfp8_gemm.npy", array_of(d, io::npy_dtype::float32, rows, b_rows));
+    fp8_gemm_options plain;
+    plain.promotion_interval = 0;
+    mxfp8_mma(mx_x, mx_b, {}, dv, plain);
+    io::write_npy(dir / "mxfp8_mma_plain.npy", array_of(d, io::npy_dtype::float32, rows, b_rows));
 
     // The Linear layer under the NVFP4 recipe: W = b, forward x, backward dy (seed 5).
     const std::vector<float> dy = input(rows * b_rows, 3);
