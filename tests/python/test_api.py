@@ -179,3 +179,125 @@ def test_linear_layer_and_recipes():
     with pytest.raises(nvfp4.Error) as info:
         nvfp4.Linear(64, 16, nvfp4.NVFP4BlockScaling(), amax_quantile=1.5)
     assert info.value.code == "invalid_argument"
+
+
+def one_step_operands():
+    """Codes of one K=32 step whose products are 1, 1, 2^-13, 2^-14 (E4M3: 0x38 = 1, 0x08 = 2^-6, 0x04 = 2^-7)."""
+    a = np.zeros((1, 32), np.uint8)
+    b = np.zeros((1, 32), np.uint8)
+    a[0, :4] = [0x38, 0x38, 0x04, 0x04]
+    b[0, :4] = [0x38, 0x38, 0x08, 0x04]
+    return a, b
+
+
+def test_hand_worked_fp8_step():
+    # §9 of NUMERICS.md. E_max = 0. Hopper (F = 13): the 2^-14 term is truncated away (step 5), the sum
+    # 2 + 2^-13 has exponent 1 and keeps only 13 fraction bits, so the 2^-13 goes too (step 6): 2.0.
+    # Blackwell (F = 25, 23 bits) keeps everything: 2 + 3 * 2^-14; so does the relaxed fp32 chain.
+    a_codes, b_codes = one_step_operands()
+    a = nvfp4.Fp8Tensor.from_bytes("e4m3", a_codes, 0.5)
+    b = nvfp4.Fp8Tensor.from_bytes("e4m3", b_codes, 4.0)
+    exact_sum = np.float32(2 + 3 * 2.0**-14)
+    assert nvfp4.fp8_mma(a, b)[0, 0] == 2.0
+    assert nvfp4.fp8_mma(a, b, core="blackwell")[0, 0] == exact_sum
+    assert nvfp4.fp8_mma(a, b, mode="relaxed")[0, 0] == exact_sum
+    c = np.full((1, 1), 1.0, np.float32)
+    assert nvfp4.fp8_mma(a, b, c, promotion_interval=0)[0, 0] == 3.0  # c enters the step: 3 + 2^-13 cut to 3
+    assert nvfp4.fp8_mma(a, b, c, core="blackwell", promotion_interval=0)[0, 0] == np.float32(3 + 3 * 2.0**-14)
+    # fp8_gemm: alpha = scale_inv_A * scale_inv_B = 2, then + bias.
+    assert nvfp4.fp8_gemm(a, b)[0, 0] == 4.0
+    assert nvfp4.fp8_gemm(a, b, core="blackwell")[0, 0] == np.float32(2) * exact_sum
+    assert nvfp4.fp8_gemm(a, b, bias=np.array([0.5], np.float32))[0, 0] == 4.5
+    assert nvfp4.fp8_gemm(a, b, out_dtype="bfloat16")[0, 0] == 0x4080  # 4.0 in bf16
+    # The MXFP8 chain is Blackwell's: E8M0 scales 2^1 (0x80) and 2^-1 (0x7E) multiply to 1.
+    mx_a = nvfp4.QuantizedTensor.from_bytes("mxfp8", 1, 32, a_codes, np.array([0x80], np.uint8))
+    mx_b = nvfp4.QuantizedTensor.from_bytes("mxfp8", 1, 32, b_codes, np.array([0x7E], np.uint8))
+    assert nvfp4.mxfp8_mma(mx_a, mx_b)[0, 0] == exact_sum
+    assert nvfp4.mxfp8_gemm(mx_a, mx_b)[0, 0] == exact_sum
+
+
+def test_fp8_tensor_from_bytes():
+    codes = np.array([[0x38, 0xB8, 0x7E]], np.uint8)  # E4M3 1, -1, 448
+    t = nvfp4.Fp8Tensor.from_bytes("e4m3", codes, 0.25, amax=112.0)
+    assert t.format == "e4m3" and t.shape == (1, 3) and t.per_tensor and t.axis == "rowwise"
+    assert t.amax == 112.0 and t.scale_inv.shape == (1, 1) and t.scale_inv.dtype == np.float32
+    assert np.array_equal(t.dequantize(), np.array([[0.25, -0.25, 112.0]], np.float32))
+    assert np.array_equal(nvfp4.dequantize(t), t.dequantize())
+    assert not t.codes.flags.writeable and not t.scale_inv.flags.writeable
+    e5m2 = nvfp4.Fp8Tensor.from_bytes("e5m2", np.array([[0x3C, 0x7B]], np.uint8))  # 1, 57344
+    assert np.array_equal(e5m2.dequantize(), np.array([[1.0, 57344.0]], np.float32))
+    blocks = nvfp4.Fp8Tensor.from_bytes("e4m3", np.full((2, 130), 0x38, np.uint8),
+                                        np.array([[1, 2], [4, 8]], np.float32), block="1x128")
+    assert blocks.block_shape == (1, 128) and blocks.scale_inv.shape == (2, 2) and not blocks.per_tensor
+    assert blocks.dequantize()[1, 127] == 4 and blocks.dequantize()[1, 128] == 8
+
+
+def test_hand_worked_fp8_quantizers():
+    x = np.zeros((1, 130), np.float32)
+    x[0, 0], x[0, 1], x[0, 128] = 3.0, -1.5, 0.5
+    # Float8BlockScaling (power-of-2 scales by default): block 0 amax 3, 448/3 -> 128; block 1
+    # amax 0.5, 896 -> 512. 3 * 128 = 384 is E4M3 0x7C, 0.5 * 512 = 256 is 0x78.
+    q = nvfp4.quantize_fp8_blockwise(x)
+    assert q.block_shape == (1, 128) and q.amax == 3.0
+    assert np.array_equal(q.scale_inv, np.array([[2.0**-7, 2.0**-9]], np.float32))
+    assert q.codes[0, 0] == 0x7C and q.codes[0, 1] == 0xF4 and q.codes[0, 128] == 0x78  # -1.5 * 128 = -192
+    assert np.array_equal(q.dequantize(), x)
+    assert nvfp4.quantize_fp8_blockwise(x, "e4m3", "128x128").block_shape == (128, 128)
+    # Float8CurrentScaling: scale = fp32(448 / 3), scale_inv its fp32 reciprocal; 3 * scale -> 448 (0x7E).
+    c = nvfp4.quantize_fp8_current(x)
+    assert c.scale == np.float32(448) / np.float32(3)
+    assert c.scale_inv[0, 0] == np.float32(1) / np.float32(c.scale) and c.codes[0, 0] == 0x7E
+    assert nvfp4.quantize_fp8_current(x, power_2_scale=True).scale == 128.0
+    assert nvfp4.quantize_fp8_current(x, "e5m2").scale == np.float32(57344) / np.float32(3)
+    s = nvfp4.quantize_fp8_with_scale(x, scale=2.0)
+    assert s.scale == 2.0 and s.scale_inv[0, 0] == 0.5 and s.amax == 3.0 and s.codes[0, 0] == 0x4C  # 6.0
+    assert nvfp4.quantize_fp8_current(x.T, axis="columnwise").axis == "columnwise"
+
+
+def test_fp8_gemm_options_change_the_result():
+    rng = np.random.default_rng(9)
+    a = nvfp4.quantize_fp8_current(rng.standard_normal((16, 512)).astype(np.float32))
+    b = nvfp4.quantize_fp8_current(rng.standard_normal((8, 512)).astype(np.float32))
+    base = nvfp4.fp8_gemm(a, b)
+    reference = nvfp4.dequantize(a).astype(np.float64) @ nvfp4.dequantize(b).T.astype(np.float64)
+    assert base.shape == (16, 8) and nvfp4.sqnr_db(reference.astype(np.float32), base) > 60
+    for kwargs in ({"core": "blackwell"}, {"promotion_interval": 0}, {"mode": "relaxed"}):
+        assert not np.array_equal(nvfp4.fp8_gemm(a, b, **kwargs), base), kwargs
+
+
+@pytest.mark.parametrize("call,kind,code", [
+    (lambda: nvfp4.quantize_fp8_current(np.zeros((4, 32), np.float32), "e3m4"), nvfp4.Error, "invalid_argument"),
+    (lambda: nvfp4.quantize_fp8_current(np.array([[1.0, np.nan]], np.float32)), nvfp4.Error, "non_finite_input"),
+    (lambda: nvfp4.quantize_fp8_current(np.zeros(32, np.float32)), ValueError, None),
+    (lambda: nvfp4.quantize_fp8_with_scale(np.ones((2, 32), np.float32), scale=0.0), nvfp4.Error, "invalid_argument"),
+    (lambda: nvfp4.quantize_fp8_blockwise(np.ones((2, 32), np.float32), "e4m3", "64x64"), nvfp4.Error, "invalid_argument"),
+    (lambda: nvfp4.Fp8Tensor.from_bytes("e4m3", np.zeros(32, np.uint8)), nvfp4.Error, "shape_mismatch"),
+    (lambda: nvfp4.Fp8Tensor.from_bytes("e4m3", np.zeros((2, 256), np.uint8), np.ones(3, np.float32), block="1x128"),
+     nvfp4.Error, "shape_mismatch"),
+    (lambda: nvfp4.Fp8Tensor.from_bytes("e4m3", np.zeros((2, 256), np.uint8), 1.0, block="1x128"), nvfp4.Error, "shape_mismatch"),
+    (lambda: nvfp4.Fp8Tensor.from_bytes("e4m3", np.zeros((2, 32), np.float32)), TypeError, None),
+    (lambda: nvfp4.Fp8Tensor.from_bytes("e4m3", np.zeros((2, 32), np.uint8), np.ones(1, np.float64)), TypeError, None),
+    (lambda: nvfp4.fp8_gemm(nvfp4.Fp8Tensor.from_bytes("e4m3", np.zeros((2, 64), np.uint8)),
+                            nvfp4.Fp8Tensor.from_bytes("e4m3", np.zeros((2, 32), np.uint8))), nvfp4.Error, "shape_mismatch"),
+    (lambda: nvfp4.fp8_gemm(nvfp4.quantize_fp8_current(np.ones((2, 128), np.float32)),
+                            nvfp4.quantize_fp8_blockwise(np.ones((2, 128), np.float32))), nvfp4.Error, "invalid_argument"),
+    (lambda: nvfp4.fp8_gemm(*[nvfp4.quantize_fp8_current(np.ones((2, 64), np.float32))] * 2, promotion_interval=48),
+     nvfp4.Error, "invalid_argument"),
+    (lambda: nvfp4.fp8_gemm(*[nvfp4.quantize_fp8_current(np.ones((2, 64), np.float32))] * 2, core="ampere"),
+     nvfp4.Error, "invalid_argument"),
+    (lambda: nvfp4.fp8_gemm(*[nvfp4.quantize_fp8_current(np.ones((2, 64), np.float32))] * 2, bias=np.ones(3, np.float32)),
+     nvfp4.Error, "shape_mismatch"),
+    (lambda: nvfp4.fp8_gemm(*[nvfp4.quantize_fp8_current(np.ones((2, 64), np.float32))] * 2, out_dtype="float16"),
+     nvfp4.Error, "invalid_argument"),
+    (lambda: nvfp4.fp8_mma(*[nvfp4.quantize_fp8_current(np.ones((2, 64), np.float32))] * 2, np.ones((2, 3), np.float32)),
+     nvfp4.Error, "shape_mismatch"),
+    (lambda: nvfp4.mxfp8_gemm(nvfp4.quantize(np.ones((2, 64), np.float32), "mxfp8"), nvfp4.quantize(np.ones((2, 64), np.float32))),
+     nvfp4.Error, "dtype_mismatch"),
+    (lambda: nvfp4.mxfp8_mma(*[nvfp4.quantize(np.ones((2, 64), np.float32), "mxfp8")] * 2, mode="fast"),
+     nvfp4.Error, "invalid_argument"),
+])
+def test_fp8_errors(call, kind, code):
+    with pytest.raises(kind) as info:
+        call()
+    if code:
+        assert info.value.code == code

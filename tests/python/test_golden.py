@@ -66,3 +66,22 @@ def test_block_scaled_mma_matches_mma_sim(golden, fmt):
         b = nvfp4.QuantizedTensor.from_bytes(name, c["n"], c["k"], load("b_packed"), load("b_scale"))
         d = nvfp4.block_scaled_mma(a, b, load("c"))
         assert d.view(np.uint32).tobytes() == load("d").view(np.uint32).tobytes(), (c["style"], c["m"], c["n"], c["k"])
+
+
+@pytest.mark.parametrize("arch,core", [("hopper_wgmma", "hopper"), ("blackwell_f8f6f4", "blackwell")])
+def test_fp8_mma_matches_mma_sim(golden, arch, core):
+    for c, load in cases(golden, "gemm_fp8", arch=arch):
+        a = nvfp4.Fp8Tensor.from_bytes(c["a_format"], load("a"))
+        b = nvfp4.Fp8Tensor.from_bytes(c["b_format"], load("b"))
+        # promotion_interval=0: the tensor core's own chain, which MMA-Sim models
+        d = nvfp4.fp8_mma(a, b, load("c"), core=core, promotion_interval=0)
+        assert d.view(np.uint32).tobytes() == load("d").view(np.uint32).tobytes(), (c["style"], c["a_format"], c["b_format"])
+
+
+def test_mxfp8_mma_matches_mma_sim(golden):
+    # The module's "mxfp8" tensors hold E4M3 elements, so the E4M3 x E4M3 cases.
+    for c, load in cases(golden, "gemm_fp8", arch="blackwell_mxf8f6f4", a_format="e4m3", b_format="e4m3"):
+        a = nvfp4.QuantizedTensor.from_bytes("mxfp8", c["m"], c["k"], load("a"), load("a_scale"))
+        b = nvfp4.QuantizedTensor.from_bytes("mxfp8", c["n"], c["k"], load("b"), load("b_scale"))
+        d = nvfp4.mxfp8_mma(a, b, load("c"), promotion_interval=0)
+        assert d.view(np.uint32).tobytes() == load("d").view(np.uint32).tobytes(), c["style"]
