@@ -89,7 +89,8 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_c
         const int item_rows = static_cast<int>(std::min(rows_per_item, m - i_begin));
         const column_tile* const panel_tiles = b.packed_tiles ? b.packed_tiles + t_begin : panel.data();
         if (!b.packed_tiles && buffers.packed != p) {
-          for (index_t t = 0; t < t_count; ++t) pack_tile(b, (t_begin + t) * lanes, panel[static_cast<std::size_t>(t)]);
+          for (index_t t = 0; t < t_count; ++t)
+            pack_tile(b, (t_begin + t) * lanes, panel[static_cast<std::size_t>(t)], fp8_step_kernels<simd::fp8_gemm_isa>::staging(mode));
           buffers.packed = p;
         }
         const index_t j_begin = t_begin * lanes, columns = std::min(t_count * lanes, n - j_begin);

@@ -131,8 +131,8 @@ struct row_staging {
   std::vector<std::uint32_t> pair;     ///< bf16(value[2q]) | bf16(value[2q + 1]) << 16
 };
 
-/// Which parts of the staged rows a kernel set reads (its `staging(mode)`); the scalar fallback
-/// reads the codes.
+/// Which element parts of the staged rows and of the packed tiles a kernel set reads (its
+/// `staging(mode)`); the scalar fallback reads the codes.
 struct staged_parts {
   bool value = false;
   bool exponent = false;
@@ -180,8 +180,9 @@ inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, 
 }
 
 /// 16 rows of B (output columns j0 .. j0 + 15) laid out K-major for the vector kernels: per step
-/// and k the 16 columns' values, exponents and pairs side by side, and per step the 16 columns'
-/// max exponents, scale exponents and specials (bit j). Zero past the real columns.
+/// and k the 16 columns' values, exponents and pairs side by side (those packed: empty otherwise),
+/// and per step the 16 columns' max exponents, scale exponents and specials (bit j). Zero past
+/// the real columns.
 struct column_tile {
   index_t steps = 0;
   int columns = 0;
@@ -196,13 +197,16 @@ struct column_tile {
   bool plain = true;                         ///< finite, and every step of every column unscaled
 };
 
-inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
+/// Packs the tile of B's rows j0 .. j0 + 15: the element parts that `parts` asks for (a kernel
+/// set's staging(mode); a tile packed for any kernel takes all three) and every statistic.
+inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t, staged_parts parts = {true, true, true}) {
   const index_t steps = b.steps, padded = steps * mma8::step_k;
+  const std::size_t elements = static_cast<std::size_t>(padded * lanes);
   t.steps = steps;
   t.columns = static_cast<int>(std::min<index_t>(lanes, b.rows - j0));
-  t.value.assign(static_cast<std::size_t>(padded * lanes), 0.0f);
-  t.exponent.assign(t.value.size(), static_cast<std::int8_t>(-126));
-  t.pair.assign(t.value.size() / 2, 0u);
+  t.value.assign(parts.value ? elements : 0, 0.0f);
+  t.exponent.assign(parts.exponent ? elements : 0, static_cast<std::int8_t>(-126));
+  t.pair.assign(parts.pair ? elements / 2 : 0, 0u);
   t.max_exponent.assign(static_cast<std::size_t>(steps * lanes), -126);
   t.scale_exponent.assign(t.max_exponent.size(), 0);
   t.scale_value.assign(t.max_exponent.size(), 1.0f);
@@ -213,12 +217,11 @@ inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t) {
   for (int lane = 0; lane < t.columns; ++lane) {
     const index_t j = j0 + lane;
     const std::uint8_t* row = b.codes + j * b.stride;
-    for (index_t k = 0; k < b.cols; ++k) {
-      const std::size_t dst = static_cast<std::size_t>(k * lanes + lane);
-      t.value[dst] = tables.value[row[k]];
-      t.exponent[dst] = tables.exponent[row[k]];
-    }
-    for (index_t q = 0; q < padded / 2; ++q) {
+    if (parts.value)
+      for (index_t k = 0; k < b.cols; ++k) t.value[static_cast<std::size_t>(k * lanes + lane)] = tables.value[row[k]];
+    if (parts.exponent)
+      for (index_t k = 0; k < b.cols; ++k) t.exponent[static_cast<std::size_t>(k * lanes + lane)] = tables.exponent[row[k]];
+    for (index_t q = 0; parts.pair && q < padded / 2; ++q) {
       const std::uint8_t c0 = 2 * q < b.cols ? row[2 * q] : 0, c1 = 2 * q + 1 < b.cols ? row[2 * q + 1] : 0;
       t.pair[static_cast<std::size_t>(q * lanes + lane)] = tables.bf16_bits[c0] | (static_cast<std::uint32_t>(tables.bf16_bits[c1]) << 16);
     }
