@@ -230,9 +230,7 @@ TEST(DelayedScaling, RestoreAndValidation) {
 TEST(DelayedScaling, MarginIsValidWhereTwoToMinusMarginIsANormalFloat) {
   // The header's rule: 2^-margin must be a normal float, i.e. -margin in [-126, 127]. Both ends
   // and one step past them, through validate() and the state's constructor (which validates).
-  // Not checked: margin 126 (2^-126 = FLT_MIN, normal), which the rule allows and validate()
-  // rejects; reported rather than asserted.
-  for (int margin : {-127, 0, 125}) {
+  for (int margin : {-127, 0, 125, 126}) {
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = margin}.validate(); }), errc{}) << margin;
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = margin}, fp8_format::e4m3); }), errc{}) << margin;
   }
@@ -240,11 +238,11 @@ TEST(DelayedScaling, MarginIsValidWhereTwoToMinusMarginIsANormalFloat) {
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = margin}.validate(); }), errc::invalid_argument) << margin;
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = margin}, fp8_format::e4m3); }), errc::invalid_argument) << margin;
   }
-  // An accepted edge gives the documented scale: amax 1 maps to 448 * 2^-125.
-  delayed_scaling_state s({.margin = 125, .amax_history_len = 1}, fp8_format::e4m3);
+  // The accepted edge gives the documented scale: amax 1 maps to 448 * 2^-126 (FLT_MIN * 448).
+  delayed_scaling_state s({.margin = 126, .amax_history_len = 1}, fp8_format::e4m3);
   s.record(1.0f);
   s.update();
-  EXPECT_EQ(s.scale(), std::ldexp(448.0f, -125));
+  EXPECT_EQ(s.scale(), 448.0f * 0x1p-126f);
 }
 
 TEST(DelayedScaling, RestoreRejectsAScaleThatIsNotPositiveAndFiniteAndKeepsTheState) {

@@ -46,8 +46,8 @@ struct delayed_scaling {
     detail::reject_pure_e5m2(fp8_format, "delayed_scaling");
     detail::require(amax_history_len >= 1, errc::invalid_argument,
                     "delayed_scaling: amax_history_len must be at least 1, got " + std::to_string(amax_history_len));
-    detail::require(margin > -128 && margin < 126, errc::invalid_argument,
-                    "delayed_scaling: margin must be in (-128, 126), got " + std::to_string(margin));
+    detail::require(margin >= -127 && margin <= 126, errc::invalid_argument,
+                    "delayed_scaling: margin must be in [-127, 126] (2^-margin a normal float), got " + std::to_string(margin));
   }
 };
 
