@@ -29,7 +29,9 @@ namespace nvfp4 {
 
 /// How an FP8 GEMM accumulates (docs/numerics_spec.md §9 steps 7-8).
 struct fp8_gemm_options {
-  /// Which tensor core's step (Hopper wgmma: 13 bits; Blackwell f8f6f4 / mxf8f6f4: 25 bits).
+  /// Which tensor core's step (Hopper wgmma: 13 bits; Blackwell f8f6f4: 25 bits). Read by the
+  /// FP8 GEMMs only: MXFP8 exists on Blackwell alone, so mxfp8_gemm / mxfp8_mma always run
+  /// kind::mxf8f6f4's step and ignore it.
   mma8::tensor_core core = mma8::tensor_core::hopper;
   /// exact: the tensor core's step, bit for bit; relaxed: fp32 FMA per element (not bit-exact).
   gemm_mode mode = gemm_mode::exact;
