@@ -254,25 +254,23 @@ struct step_block {
   index_t i0() const { return staged->i0 + row_offset; }
 };
 
-/// Whether every row and tile of the block is finite (operand_rows::finite, column_tile::finite):
-/// no lane of a relaxed step then takes the scalar step.
-inline bool finite_block(const step_block& blk) {
+/// Whether every row of the block has the per-row flag `row_flag` and every tile `tile_flag`.
+inline bool every_row_and_tile(const step_block& blk, std::vector<std::uint8_t> operand_rows::*row_flag, bool column_tile::*tile_flag) {
+  const std::vector<std::uint8_t>& rows = blk.a->*row_flag;
   for (int r = 0; r < blk.rows; ++r)
-    if (!blk.a->finite[static_cast<std::size_t>(blk.i0() + r)]) return false;
+    if (!rows[static_cast<std::size_t>(blk.i0() + r)]) return false;
   for (int t = 0; t < blk.tile_count; ++t)
-    if (!blk.tiles[t]->finite) return false;
+    if (!(blk.tiles[t]->*tile_flag)) return false;
   return true;
 }
 
+/// Whether every row and tile of the block is finite (operand_rows::finite, column_tile::finite):
+/// no lane of a relaxed step then takes the scalar step.
+inline bool finite_block(const step_block& blk) { return every_row_and_tile(blk, &operand_rows::finite, &column_tile::finite); }
+
 /// Whether every row and tile of the block is plain (operand_rows::plain, column_tile::plain):
 /// each relaxed step's result is then partial + c, with no scale and no lane for the scalar step.
-inline bool plain_block(const step_block& blk) {
-  for (int r = 0; r < blk.rows; ++r)
-    if (!blk.a->plain[static_cast<std::size_t>(blk.i0() + r)]) return false;
-  for (int t = 0; t < blk.tile_count; ++t)
-    if (!blk.tiles[t]->plain) return false;
-  return true;
-}
+inline bool plain_block(const step_block& blk) { return every_row_and_tile(blk, &operand_rows::plain, &column_tile::plain); }
 
 /// A staged row of a step block: its element data and statistics for step s (what every vector
 /// kernel reads per row and step).
