@@ -219,6 +219,9 @@ void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, in
     }
     return;
   }
+  // The plain and finite loops stay two loops: one template over both (if constexpr on the
+  // scale) compiled to 130 / 103 GFLOP/s against 136 / 137 (FP8 / MXFP8 relaxed, 2048³, g++ 12,
+  // Zen 4).
   if (finite_block(blk)) {
     // MXFP8 without NaN / Inf: fma(partial, 2^(s_a + s_b), c), nothing to redo.
     for (index_t s = s0; s < s1; ++s) {
