@@ -365,19 +365,27 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
           float partial[fp8_gemm_detail::block_rows * partial_stride] = {};
           fp8_gemm_detail::promoted_block(blk, k0, std::min(s1, k0 + steps_per_block), per_promotion, partial, partial_stride);
           const index_t kb = k0 / steps_per_block;
-          fp8_gemm_detail::for_each_lane(blk, stride, [&](int r, int t, int lane, index_t at) {
-            if (lane >= blk.tiles[t]->columns) return;
-            const float sa = a.block_scale_inv((blk.i0() + r) / a.block_rows(), kb);
-            const float sb = b.block_scale_inv((blk.j0[t] + lane) / b.block_rows(), kb);
-            const float p = partial[r * partial_stride + t * lanes + lane];
-            if (a_1d) {
-              y[at] = std::fma(p * sa, sb, y[at]);
-            } else if (b_1d) {
-              y[at] = std::fma(p * sb, sa, y[at]);
-            } else {
-              y[at] = std::fma(p, sa * sb, y[at]);
+          // K block kb's decode scales: one per row of the block (A), one per lane of each tile
+          // (B; 1 for lanes past B's rows, whose outputs are padding and never stored). Looked up
+          // once per block, so that the loops below are plain 16-lane loops the compiler vectorizes.
+          float sa[fp8_gemm_detail::block_rows], sb[fp8_gemm_detail::block_tiles][lanes];
+          for (int r = 0; r < blk.rows; ++r) sa[r] = a.block_scale_inv((blk.i0() + r) / a.block_rows(), kb);
+          for (int t = 0; t < blk.tile_count; ++t)
+            for (int lane = 0; lane < lanes; ++lane)
+              sb[t][lane] = lane < blk.tiles[t]->columns ? b.block_scale_inv((blk.j0[t] + lane) / b.block_rows(), kb) : 1.0f;
+          for (int r = 0; r < blk.rows; ++r)
+            for (int t = 0; t < blk.tile_count; ++t) {
+              const float* const p = partial + r * partial_stride + t * lanes;
+              const float* const b_scale = sb[t];
+              float* const out = y + r * stride + t * lanes;
+              if (a_1d) {
+                for (int lane = 0; lane < lanes; ++lane) out[lane] = std::fma(p[lane] * sa[r], b_scale[lane], out[lane]);
+              } else if (b_1d) {
+                for (int lane = 0; lane < lanes; ++lane) out[lane] = std::fma(p[lane] * b_scale[lane], sa[r], out[lane]);
+              } else {
+                for (int lane = 0; lane < lanes; ++lane) out[lane] = std::fma(p[lane], sa[r] * b_scale[lane], out[lane]);
+              }
             }
-          });
         }
       },
       store);
