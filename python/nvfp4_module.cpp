@@ -126,6 +126,18 @@ matrix_view<float> view_of(py::array_t<float>& a) {
   return matrix_view<float>::row_major(a.mutable_data(), a.shape(0), a.shape(1));
 }
 
+/// A new float32 [m, n] array filled by run(matrix_view<float>) with the GIL released.
+template <class Run>
+py::array_t<float> float_output(index_t m, index_t n, Run&& run) {
+  auto out = new_float_matrix(m, n);
+  auto view = view_of(out);
+  {
+    py::gil_scoped_release unlocked;
+    run(view);
+  }
+  return out;
+}
+
 /// A float32 array's elements in C order (a copy only when it is not C-contiguous float32).
 py::array_t<float, py::array::c_style> float_values(const py::array& x, const char* what) {
   if (!x.dtype().is(py::dtype::of<float>()))
@@ -209,15 +221,7 @@ py::tuple quantize_both_py(py::array x, const std::string& format, const std::st
 }
 
 py::array_t<float> dequantize_py(const py_quantized& q) {
-  return visit(q, [](const auto& t) {
-    auto out = new_float_matrix(t.rows(), t.cols());
-    auto view = view_of(out);
-    {
-      py::gil_scoped_release unlocked;
-      nvfp4::dequantize(t, view);
-    }
-    return out;
-  });
+  return visit(q, [](const auto& t) { return float_output(t.rows(), t.cols(), [&](matrix_view<float> view) { nvfp4::dequantize(t, view); }); });
 }
 
 py_quantized from_bytes_py(const std::string& format, index_t rows, index_t cols, py::array data, py::array scales,
@@ -330,6 +334,23 @@ matrix_view<const float> accumulator_view(const std::optional<py::array>& c, ind
   return matrix_view<const float>::row_major(keep.data(), m, n);
 }
 
+/// A new [m, n] output of out_dtype ("float32", or "bfloat16" as uint16 bits) filled by run(view)
+/// with the GIL released (run takes a matrix_view of either type).
+template <class Run>
+py::array gemm_output(const std::string& out_dtype, index_t m, index_t n, Run&& run) {
+  if (out_dtype == "float32") return float_output(m, n, run);
+  if (out_dtype == "bfloat16") {
+    py::array_t<std::uint16_t> out({static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(n)});
+    const auto view = matrix_view<bf16>::row_major(reinterpret_cast<bf16*>(out.mutable_data()), m, n);
+    {
+      py::gil_scoped_release unlocked;
+      run(view);
+    }
+    return out;
+  }
+  throw error(errc::invalid_argument, "out_dtype must be 'float32' or 'bfloat16', not '" + out_dtype + "'");
+}
+
 py::array gemm_py(const py_quantized& a, const py_quantized& b, const std::string& mode, bool apply_alpha, float beta,
                   std::optional<py::array> c, const std::string& out_dtype) {
   gemm_options options;
@@ -339,25 +360,9 @@ py::array gemm_py(const py_quantized& a, const py_quantized& b, const std::strin
   const index_t m = rows_of(a), n = rows_of(b);
   py::array_t<float, py::array::c_style> c_values;
   const matrix_view<const float> c_view = accumulator_view(c, m, n, c_values, "gemm");
-  if (out_dtype == "float32") {
-    auto out = new_float_matrix(m, n);
-    auto view = view_of(out);
-    {
-      py::gil_scoped_release unlocked;
-      with_gemm_pair(a, b, [&](const auto& ta, const auto& tb) { nvfp4::gemm(ta, tb, view, options, c_view); });
-    }
-    return out;
-  }
-  if (out_dtype == "bfloat16") {
-    py::array_t<std::uint16_t> out({static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(n)});
-    const auto view = matrix_view<bf16>::row_major(reinterpret_cast<bf16*>(out.mutable_data()), m, n);
-    {
-      py::gil_scoped_release unlocked;
-      with_gemm_pair(a, b, [&](const auto& ta, const auto& tb) { nvfp4::gemm(ta, tb, view, options, c_view); });
-    }
-    return out;
-  }
-  throw error(errc::invalid_argument, "out_dtype must be 'float32' or 'bfloat16', not '" + out_dtype + "'");
+  return gemm_output(out_dtype, m, n, [&](auto view) {
+    with_gemm_pair(a, b, [&](const auto& ta, const auto& tb) { nvfp4::gemm(ta, tb, view, options, c_view); });
+  });
 }
 
 py::array_t<float> block_scaled_mma_py(const py_quantized& a, const py_quantized& b, std::optional<py::array> c,
@@ -366,13 +371,9 @@ py::array_t<float> block_scaled_mma_py(const py_quantized& a, const py_quantized
   const index_t m = rows_of(a), n = rows_of(b);
   py::array_t<float, py::array::c_style> c_values;
   const matrix_view<const float> c_view = accumulator_view(c, m, n, c_values, "block_scaled_mma");
-  auto out = new_float_matrix(m, n);
-  auto view = view_of(out);
-  {
-    py::gil_scoped_release unlocked;
+  return float_output(m, n, [&](matrix_view<float> view) {
     with_gemm_pair(a, b, [&](const auto& ta, const auto& tb) { nvfp4::block_scaled_mma(ta, tb, c_view, view, parsed); });
-  }
-  return out;
+  });
 }
 
 float gemm_alpha_py(const py_quantized& a, const py_quantized& b) {
@@ -661,13 +662,7 @@ fp8_tensor quantize_fp8_blockwise_py(py::array x, const std::string& format, con
 }
 
 py::array_t<float> dequantize_fp8_py(const fp8_tensor& q) {
-  auto out = new_float_matrix(q.rows(), q.cols());
-  auto view = view_of(out);
-  {
-    py::gil_scoped_release unlocked;
-    nvfp4::dequantize(q, view);
-  }
-  return out;
+  return float_output(q.rows(), q.cols(), [&](matrix_view<float> view) { nvfp4::dequantize(q, view); });
 }
 
 /// The options of the FP8 GEMMs; `keep` holds the bias's float32 values.
@@ -685,30 +680,6 @@ fp8_gemm_options fp8_options(const std::string& mode, const std::string& core, i
   return o;
 }
 
-/// A new [m, n] output of out_dtype ("float32", or "bfloat16" as uint16 bits) filled by run(view)
-/// with the GIL released.
-template <class Run>
-py::array gemm_output(const std::string& out_dtype, index_t m, index_t n, Run&& run) {
-  if (out_dtype == "float32") {
-    auto out = new_float_matrix(m, n);
-    auto view = view_of(out);
-    {
-      py::gil_scoped_release unlocked;
-      run(view);
-    }
-    return out;
-  }
-  if (out_dtype == "bfloat16") {
-    py::array_t<std::uint16_t> out({static_cast<py::ssize_t>(m), static_cast<py::ssize_t>(n)});
-    const auto view = matrix_view<bf16>::row_major(reinterpret_cast<bf16*>(out.mutable_data()), m, n);
-    {
-      py::gil_scoped_release unlocked;
-      run(view);
-    }
-    return out;
-  }
-  throw error(errc::invalid_argument, "out_dtype must be 'float32' or 'bfloat16', not '" + out_dtype + "'");
-}
 
 py::array fp8_gemm_py(const fp8_tensor& a, const fp8_tensor& b, const std::string& mode, const std::string& core,
                       index_t promotion_interval, std::optional<py::array> bias, const std::string& out_dtype) {
@@ -722,13 +693,7 @@ py::array_t<float> fp8_mma_py(const fp8_tensor& a, const fp8_tensor& b, std::opt
   py::array_t<float, py::array::c_style> unused, c_values;
   const fp8_gemm_options options = fp8_options(mode, core, promotion_interval, std::nullopt, unused);
   const matrix_view<const float> c_view = accumulator_view(c, a.rows(), b.rows(), c_values, "fp8_mma");
-  auto out = new_float_matrix(a.rows(), b.rows());
-  auto view = view_of(out);
-  {
-    py::gil_scoped_release unlocked;
-    nvfp4::fp8_mma(a, b, c_view, view, options);
-  }
-  return out;
+  return float_output(a.rows(), b.rows(), [&](matrix_view<float> view) { nvfp4::fp8_mma(a, b, c_view, view, options); });
 }
 
 /// Calls f(a, b) when both are MXFP8 tensors; otherwise throws dtype_mismatch.
@@ -763,13 +728,9 @@ py::array_t<float> mxfp8_mma_py(const py_quantized& a, const py_quantized& b, st
   const fp8_gemm_options options = fp8_options(mode, "blackwell", promotion_interval, std::nullopt, unused);
   const index_t m = rows_of(a), n = rows_of(b);
   const matrix_view<const float> c_view = accumulator_view(c, m, n, c_values, "mxfp8_mma");
-  auto out = new_float_matrix(m, n);
-  auto view = view_of(out);
-  {
-    py::gil_scoped_release unlocked;
+  return float_output(m, n, [&](matrix_view<float> view) {
     with_mxfp8_pair(a, b, "mxfp8_mma", [&](const auto& ta, const auto& tb) { nvfp4::mxfp8_mma(ta, tb, c_view, view, options); });
-  }
-  return out;
+  });
 }
 }  // namespace
 
