@@ -576,8 +576,9 @@ void string_field(py::class_<Class>& c, const char* name, Enum Class::*field, En
 fp8_format parse_fp8_format(const std::string& f) {
   return parse_enum<fp8_format>(f, {{"e4m3", fp8_format::e4m3}, {"e5m2", fp8_format::e5m2}}, "format");
 }
-mma8::tensor_core parse_core(const std::string& c) {
-  return parse_enum<mma8::tensor_core>(c, {{"hopper", mma8::tensor_core::hopper}, {"blackwell", mma8::tensor_core::blackwell}}, "core");
+/// "hopper" or "blackwell"; `what` names the argument in the error.
+mma8::tensor_core parse_core(const std::string& c, const char* what = "core") {
+  return parse_enum<mma8::tensor_core>(c, {{"hopper", mma8::tensor_core::hopper}, {"blackwell", mma8::tensor_core::blackwell}}, what);
 }
 quantized_axis parse_axis(const std::string& axis) { return make_options("nearest_even", 0, "ocp_floor", axis).axis; }
 fp8_block_shape parse_block(const std::string& b) {
@@ -1015,8 +1016,7 @@ PYBIND11_MODULE(nvfp4, m) {
              o.bias = bias;
              o.dtype = parse_enum<high_precision>(dtype, {{"fp32", high_precision::fp32}, {"bf16", high_precision::bf16}}, "dtype");
              o.mode = parse_mode(mode);
-             o.fp8_tensor_core = parse_enum<mma8::tensor_core>(
-                 fp8_tensor_core, {{"hopper", mma8::tensor_core::hopper}, {"blackwell", mma8::tensor_core::blackwell}}, "fp8_tensor_core");
+             o.fp8_tensor_core = parse_core(fp8_tensor_core, "fp8_tensor_core");
              o.promotion_interval = promotion_interval;
              o.seed = seed;
              if (amax_quantile) o.nvfp4_amax = nn::percentile_amax_rule(*amax_quantile);
