@@ -120,6 +120,7 @@ void BM_quantize_into(benchmark::State& state) {
 /// in L2 after the first iteration): the kernel's own speed without DRAM, to tell a compute bound
 /// from a memory bound in the full-size rows above. One thread only.
 void BM_quantize_pass_cache_resident_nvfp4_1x16(benchmark::State& state) {
+  set_threads(state);  // (without it the pass ran on every thread: its figure was a 2-thread one)
   constexpr index_t rows = 32;
   const auto x = matrix_view<const float>::row_major(source().data(), rows, kCols);
   quantized_tensor<nvfp4_1x16> q(rows, kCols);

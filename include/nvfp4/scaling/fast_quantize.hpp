@@ -99,6 +99,12 @@ struct nearest_encoder {
   void encode(const float* x, index_t n, const float* factors, std::uint8_t* out, index_t /*row*/, index_t /*first_col*/) {
     fast_block_kernels::template encode_scaled<Format::element_type::traits, Format::block_cols>(x, n, factors, out);
   }
+  /// NVFP4 1x16 has a one-pass row kernel (block amax, scales and codes together), which the
+  /// walk then runs instead of its three passes over each row.
+  static constexpr bool quantizes_rows = std::is_same_v<Format, nvfp4_1x16>;
+  void quantize_row(const float* x, index_t n, tensor_scale scale, std::uint8_t* scale_codes, std::uint8_t* out) {
+    fast_block_kernels::quantize_nvfp4_1x16(x, n, scale, scale_codes, out);
+  }
 };
 
 /// max |x| bits over a view (see abs_bits_mask); >= float_inf_bits when x holds a NaN or an Inf.
@@ -173,6 +179,19 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
         std::uint8_t* const row_data = data + r0 * data_stride + c0 / Format::elements_per_storage;
         std::uint8_t* const row_scales = scales + r0 * scale_stride + c0 / block_cols;
 
+        if constexpr (Encoder::quantizes_rows) {
+          for (index_t i = 0; i < rows; ++i) {
+            const float* const ahead = in_place && r0 + i + 1 < x.rows() ? tile + (i + 1) * stride : nullptr;
+            for (index_t c = 0; c < cols; c += encode_piece_cols) {
+              const index_t n = std::min(encode_piece_cols, cols - c);
+              if (ahead)
+                for (index_t k = 0; k < n; k += 16) NVFP4_PREFETCH(ahead + c + k);
+              encoder.quantize_row(tile + i * stride + c, n, scale, row_scales + i * scale_stride + c / block_cols,
+                                   row_data + i * data_stride + c / Format::elements_per_storage);
+            }
+          }
+          continue;
+        }
         for (index_t t0 = 0; t0 < rows; t0 += Format::block_rows) {
           // One scale per block_rows x block_cols tile: the block amax runs over its rows.
           const index_t tile_rows = std::min<index_t>(Format::block_rows, rows - t0);

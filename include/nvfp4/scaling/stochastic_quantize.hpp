@@ -81,6 +81,8 @@ struct stochastic_encoder {
     fill_random_bytes(seed_, static_cast<std::uint64_t>(row * source_cols_ + first_col), static_cast<std::size_t>(n), random_.data());
     stochastic_rounding_kernels<simd::ops>::template encode_scaled<Format::block_cols>(x, n, factors, random_.data(), out);
   }
+  /// No one-pass row kernel: the walk's block amax, scales and encode passes run.
+  static constexpr bool quantizes_rows = false;
 
  private:
   std::uint64_t seed_;

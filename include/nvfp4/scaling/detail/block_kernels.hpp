@@ -11,6 +11,7 @@
 
 #include "nvfp4/config.hpp"
 #include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/formats/e2m1.hpp"
 #include "nvfp4/formats/traits.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
 #include "nvfp4/simd/dispatch.hpp"
@@ -26,6 +27,18 @@ inline constexpr std::uint32_t float_inf_bits = 0x7F800000u;
 /// True when format T's codes are 4 bits wide (stored two per byte).
 template <minifloat_traits T>
 inline constexpr bool is_packed_format = T.exponent_bits + T.mantissa_bits + 1 == 4;
+
+/// Makes the compiler forget what `array` holds: its later reads stay loads (a broadcast load
+/// folds into the multiply that uses it) instead of becoming lane shuffles of the register it
+/// was stored from, three instructions each.
+template <class T, int N>
+NVFP4_ALWAYS_INLINE void forget_contents(T (&array)[N]) {
+#if defined(__GNUC__) || defined(__clang__)
+  __asm__("" : "+m"(array));
+#else
+  (void)array;
+#endif
+}
 
 template <class Ops>
 struct block_kernels {
@@ -154,35 +167,111 @@ struct block_kernels {
     for (; i < n; ++i) inout[block] = std::max(inout[block], float_bits(x[i]) & abs_bits_mask);  // the last, partial block
   }
 
-  /// NVFP4 block scales (docs/numerics_spec.md §2 steps 3-4) for `count` block amaxes (as bits): the UE4M3
-  /// code of each and the factor its elements are multiplied by. The same fp32 operations as
-  /// nvfp4_block_scale / nvfp4_block_encode_factor, lane-wise.
+  /// NVFP4 block scales (docs/numerics_spec.md §2 steps 3-4) of `width` block amaxes (as bits):
+  /// the UE4M3 code of each and the factor its elements are multiplied by. The same fp32
+  /// operations as nvfp4_block_scale / nvfp4_block_encode_factor, lane-wise.
+  static NVFP4_ALWAYS_INLINE void nvfp4_scale_lanes(vi amax_bits, tensor_scale scale, vi& code, vf& factor) {
+    const vf flt_max = Ops::set(FLT_MAX);
+    const vf d = Ops::min(Ops::mul(Ops::as_float(amax_bits), Ops::set(scale.encode * one_sixth)), flt_max);
+    code = encode_bits<ue4m3_traits, overflow_policy::saturate>(Ops::as_int(d));
+    // Exact UE4M3 decode of a finite code: normal (e + 120) << 23 | m << 20, subnormal m * 2^-9.
+    const vi exponent = Ops::template shift_right<3>(code);
+    const vi mantissa = Ops::bit_and(code, Ops::set_int(7));
+    const vi normal = Ops::bit_or(Ops::template shift_left<23>(Ops::add(exponent, Ops::set_int(120))),
+                                  Ops::template shift_left<20>(mantissa));
+    const vi subnormal = Ops::as_int(Ops::mul(Ops::to_float(mantissa), Ops::set(exp2i(-9))));
+    const vf value = Ops::as_float(Ops::select(Ops::greater(Ops::set_int(8), code), subnormal, normal));
+    factor = Ops::min(Ops::div(Ops::set(1.0f), Ops::mul(value, Ops::set(scale.decode))), flt_max);
+  }
+
+  /// NVFP4 block scales for `count` block amaxes (as bits): nvfp4_scale_lanes over arrays.
   static void nvfp4_block_scales(const std::uint32_t* block_amax_bits, index_t count, tensor_scale scale,
                                  std::uint8_t* codes, float* factors) {
-    const vf multiplier = Ops::set(scale.encode * one_sixth);
-    const vf decode = Ops::set(scale.decode);
-    const vf flt_max = Ops::set(FLT_MAX);
     index_t b = 0;
     for (; b + width <= count; b += width) {
-      const vf amax = Ops::as_float(Ops::load_bits(block_amax_bits + b));
-      const vf d = Ops::min(Ops::mul(amax, multiplier), flt_max);
-      const vi code = encode_bits<ue4m3_traits, overflow_policy::saturate>(Ops::as_int(d));
+      vi code;
+      vf factor;
+      nvfp4_scale_lanes(Ops::load_bits(block_amax_bits + b), scale, code, factor);
       Ops::store_bytes(codes + b, code);
-      // Exact UE4M3 decode of a finite code: normal (e + 120) << 23 | m << 20, subnormal m * 2^-9.
-      const vi exponent = Ops::template shift_right<3>(code);
-      const vi mantissa = Ops::bit_and(code, Ops::set_int(7));
-      const vi normal = Ops::bit_or(Ops::template shift_left<23>(Ops::add(exponent, Ops::set_int(120))),
-                                    Ops::template shift_left<20>(mantissa));
-      const vi subnormal = Ops::as_int(Ops::mul(Ops::to_float(mantissa), Ops::set(exp2i(-9))));
-      const vf value = Ops::as_float(Ops::select(Ops::greater(Ops::set_int(8), code), subnormal, normal));
-      const vf factor = Ops::div(Ops::set(1.0f), Ops::mul(value, decode));
-      Ops::store(factors + b, Ops::min(factor, flt_max));
+      Ops::store(factors + b, factor);
     }
     if constexpr (width > 1) {
       // Fewer than `width` blocks are left; saying so keeps GCC 12 from vectorizing the scalar
       // tail for long counts and then warning that such stores overflow a short buffer.
       NVFP4_ASSUME(count - b < width);
       tail::nvfp4_block_scales(block_amax_bits + b, count - b, scale, codes + b, factors + b);
+    }
+  }
+
+  /// E2M1 codes (round to nearest even, saturating) of a's and b's lanes in Ops::narrow_to_words
+  /// order: the ISA's own word encoder where it has one, else encode_bits per vector.
+  static NVFP4_ALWAYS_INLINE vi e2m1_codes_as_words(vf a, vf b) {
+    if constexpr (requires { Ops::e2m1_codes_as_words(a, b); }) {
+      return Ops::e2m1_codes_as_words(a, b);
+    } else {
+      return Ops::narrow_to_words(encode_bits<e2m1_traits, overflow_policy::saturate>(Ops::as_int(a)),
+                                  encode_bits<e2m1_traits, overflow_policy::saturate>(Ops::as_int(b)));
+    }
+  }
+
+  /// NVFP4 1x16 quantization of x[0..n), a row or a piece of one that starts at a block, in one
+  /// pass: each 16-element block's amax, its UE4M3 scale code (scale_codes[b]) and its elements'
+  /// E2M1 codes, packed two per byte into out (an odd n leaves the last byte's high nibble as
+  /// encode_scaled does). The same bytes as block_abs_max_bits, nvfp4_block_scales and
+  /// encode_scaled<e2m1, 16> in turn; `width` blocks go at a time, so their amaxes come out of
+  /// one max tree and their scales out of one nvfp4_scale_lanes, and the codes are encoded two
+  /// vectors and packed eight vectors at a time.
+  static void quantize_nvfp4_1x16(const float* x, index_t n, tensor_scale scale, std::uint8_t* scale_codes,
+                                  std::uint8_t* out) {
+    constexpr int block = 16;
+    constexpr int vectors_per_block = block / width;
+    constexpr index_t group = block * width;  // elements per step: `width` blocks, `block` vectors
+    constexpr index_t chunk_blocks = 64;      // 4 KiB of x, read again from L1 by the second pass
+    static_assert(block % width == 0 && chunk_blocks % width == 0);
+    const vi abs_mask = Ops::set_int(abs_bits_mask);
+    alignas(64) float factors[chunk_blocks];
+    index_t i = 0;
+    while (i + group <= n) {
+      // Two passes over a chunk: all its scales, then all its codes. Each block's codes wait on
+      // a long chain (amax tree, scale, reciprocal); a pass of scales alone, then one of codes
+      // alone, gives the core independent work in both.
+      const index_t end = i + std::min(chunk_blocks * block, (n - i) / group * group);
+      for (index_t g = i; g < end; g += group) {
+        vi block_max[width];
+        for (int b = 0; b < width; ++b) {
+          const float* const p = x + g + b * block;
+          vi m = Ops::bit_and(Ops::as_int(Ops::load(p)), abs_mask);
+          for (int k = 1; k < vectors_per_block; ++k) m = Ops::max(m, Ops::bit_and(Ops::as_int(Ops::load(p + k * width)), abs_mask));
+          block_max[b] = m;
+        }
+        vi code;
+        vf factor;
+        nvfp4_scale_lanes(Ops::reduce_max_each(block_max), scale, code, factor);
+        Ops::store_bytes(scale_codes + g / block, code);
+        Ops::store(factors + (g - i) / block, factor);
+      }
+      forget_contents(factors);
+      for (index_t g = i; g < end; g += group) {
+        const float* const block_factors = factors + (g - i) / block;
+        const auto scaled = [&](int vector) {
+          return Ops::mul(Ops::load(x + g + vector * width), Ops::set(block_factors[vector / vectors_per_block]));
+        };
+        for (int half = 0; half < 2; ++half) {
+          vi words[4];
+          for (int p = 0; p < 4; ++p) words[p] = e2m1_codes_as_words(scaled(8 * half + 2 * p), scaled(8 * half + 2 * p + 1));
+          Ops::store_nibble_words_x4(out + (g + 8 * half * width) / 2, words);
+        }
+      }
+      i = end;
+    }
+    if constexpr (width > 1) {
+      tail::quantize_nvfp4_1x16(x + i, n - i, scale, scale_codes + i / block, out + i / 2);
+    } else if (i < n) {  // the last, partial block
+      std::uint32_t amax_bits = 0;
+      block_abs_max_bits<block>(x + i, n - i, &amax_bits);
+      float block_factor;
+      nvfp4_block_scales(&amax_bits, 1, scale, scale_codes + i / block, &block_factor);
+      encode_scaled<e2m1_traits, block>(x + i, n - i, &block_factor, out + i / 2);
     }
   }
 

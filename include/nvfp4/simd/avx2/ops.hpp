@@ -62,6 +62,19 @@ struct ops {
     const std::uint32_t bytes = static_cast<std::uint32_t>(_mm_cvtsi128_si32(_mm_packus_epi16(words, words)));
     std::memcpy(packed + first / 2, &bytes, 4);
   }
+  static NVFP4_ALWAYS_INLINE vi narrow_to_words(vi a, vi b) { return _mm256_packus_epi32(a, b); }
+  static NVFP4_ALWAYS_INLINE void store_nibble_words_x4(std::uint8_t* packed, const vi (&words)[4]) {
+    // As the AVX-512 packing: narrowed to bytes in 128-bit halves, byte pairs summed as
+    // low + 16 * high and narrowed again; half H's word w is output word 2w + H, so the two
+    // halves' words interleave.
+    const vi pair_weights = _mm256_set1_epi16(0x1001);
+    const vi low = _mm256_maddubs_epi16(_mm256_packus_epi16(words[0], words[1]), pair_weights);
+    const vi high = _mm256_maddubs_epi16(_mm256_packus_epi16(words[2], words[3]), pair_weights);
+    const vi bytes = _mm256_packus_epi16(low, high);
+    const __m128i half0 = _mm256_castsi256_si128(bytes), half1 = _mm256_extracti128_si256(bytes, 1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(packed), _mm_unpacklo_epi16(half0, half1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(packed + 16), _mm_unpackhi_epi16(half0, half1));
+  }
   static NVFP4_ALWAYS_INLINE void store_lanes2(std::uint8_t* out, index_t stride, vi a, vi b) {
     // 128-bit half q of t0 holds lanes 4q, 4q + 1 (a, b each), of t1 lanes 4q + 2, 4q + 3.
     const vi t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
@@ -132,6 +145,16 @@ struct ops {
     m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0x4E));
     m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0xB1));
     return static_cast<std::uint32_t>(_mm_cvtsi128_si32(m));
+  }
+  static NVFP4_ALWAYS_INLINE vi reduce_max_each(const vi (&rows)[width]) {
+    // As the AVX-512 tree: within 128-bit halves by 32-bit then 64-bit interleaves (u[i] half H:
+    // rows 4i..4i+3, each over its half H), then across the halves.
+    vi t[4], u[2];
+    for (int i = 0; i < 4; ++i)
+      t[i] = _mm256_max_epi32(_mm256_unpacklo_epi32(rows[2 * i], rows[2 * i + 1]), _mm256_unpackhi_epi32(rows[2 * i], rows[2 * i + 1]));
+    for (int i = 0; i < 2; ++i)
+      u[i] = _mm256_max_epi32(_mm256_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm256_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+    return _mm256_max_epi32(_mm256_permute2x128_si256(u[0], u[1], 0x20), _mm256_permute2x128_si256(u[0], u[1], 0x31));
   }
   static NVFP4_ALWAYS_INLINE vi select(vm m, vi if_true, vi if_false) { return _mm256_blendv_epi8(if_false, if_true, m); }
   static NVFP4_ALWAYS_INLINE vf select(vm m, vf if_true, vf if_false) {

@@ -56,6 +56,18 @@ struct ops {
     std::uint8_t& byte = packed[first / 2];
     byte = static_cast<std::uint8_t>((first & 1) ? (byte & 0x0Fu) | (codes << 4) : codes);
   }
+  /// a and b narrowed to 16-bit words (unsigned saturation), both in one vector: lane l of each
+  /// into words of lane l (the x86 pack order: within each 128-bit lane, a's four, then b's four).
+  static NVFP4_ALWAYS_INLINE vi narrow_to_words(vi a, vi b) { return narrow_word(a) | narrow_word(b) << 16; }
+  /// The codes 0..15 of 8 * width consecutive elements, as narrow_to_words(codes of vectors 2p,
+  /// 2p + 1) for p = 0..3, packed two per byte (element 2i in the low nibble of byte i) into
+  /// packed[0 .. 4 * width): every byte written whole.
+  static NVFP4_ALWAYS_INLINE void store_nibble_words_x4(std::uint8_t* packed, const vi (&words)[4]) {
+    for (int p = 0; p < 4; ++p) packed[p] = static_cast<std::uint8_t>((words[p] & 0xFu) | (words[p] >> 16 & 0xFu) << 4);
+  }
+  // (An ISA may also offer e2m1_codes_as_words(vf a, vf b): the E2M1 codes, round to nearest
+  // even and saturating, of a and b as narrow_to_words would hold them. Where it is absent,
+  // block_kernels encodes each vector and narrows.)
   /// Lanes to rows: lane l's words of a, b (and c, d) go to out + l * stride as 8 (16) bytes,
   /// little-endian, in that order.
   static NVFP4_ALWAYS_INLINE void store_lanes2(std::uint8_t* out, index_t /*stride*/, vi a, vi b) {
@@ -126,6 +138,9 @@ struct ops {
   }
   /// Signed max over the lanes (the kernels use it on values in [0, 2^31)).
   static NVFP4_ALWAYS_INLINE std::uint32_t reduce_max(vi a) { return a; }
+  /// Lane i of the result: reduce_max(rows[i]), for all `width` rows at once (a max tree, not
+  /// `width` separate reductions).
+  static NVFP4_ALWAYS_INLINE vi reduce_max_each(const vi (&rows)[width]) { return rows[0]; }
   static NVFP4_ALWAYS_INLINE vi select(vm m, vi if_true, vi if_false) { return m ? if_true : if_false; }
   static NVFP4_ALWAYS_INLINE vf select(vm m, vf if_true, vf if_false) { return m ? if_true : if_false; }
   /// Bit l set when lane l of m is.
@@ -196,6 +211,7 @@ struct ops {
 
  private:
   static constexpr std::int32_t signed_of(vi v) { return static_cast<std::int32_t>(v); }
+  static constexpr vi narrow_word(vi v) { return signed_of(v) < 0 ? 0u : (v > 0xFFFFu ? 0xFFFFu : v); }
   static NVFP4_ALWAYS_INLINE void put_word(std::uint8_t* out, vi word) {
     for (int k = 0; k < 4; ++k) out[k] = static_cast<std::uint8_t>(word >> (8 * k));
   }

@@ -1,0 +1,137 @@
+// Tests for nvfp4/scaling/detail/block_kernels.hpp's one-pass NVFP4 1x16 row kernel and the lane
+// primitives it stands on (simd/<isa>/ops.hpp: reduce_max_each, narrow_to_words,
+// store_nibble_words_x4, the AVX-512 E2M1 word encoder), in the build's ISA: codes against the
+// E2M1 codec on every rounding threshold and around it, rows against nvfp4::reference.
+// NVFP4_TEST_ALL_ISAS
+#include "nvfp4/scaling/detail/block_kernels.hpp"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nvfp4/scaling/reference.hpp"
+#include "test_support.hpp"
+
+namespace nvfp4 {
+namespace {
+
+using kernels = detail::fast_block_kernels;
+using ops = simd::ops;
+constexpr int width = ops::width;
+
+/// Values where E2M1's round-to-nearest-even is decided: every grid value and midpoint, each
+/// with its float neighbours and nearby values, both signs; zeros, subnormals, the saturating
+/// range up to Inf; and a sweep of every exponent from 2^-30 to 2^30 with assorted mantissas.
+std::vector<float> e2m1_probe_values() {
+  std::vector<float> magnitudes = {0.0f, std::numeric_limits<float>::denorm_min(), FLT_MIN, 6.0f, 7.0f, 7.99f, 8.0f,
+                                   8.5f, 12.0f, 1e30f, FLT_MAX, std::numeric_limits<float>::infinity()};
+  for (float t : {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f}) {
+    magnitudes.push_back(t);
+    magnitudes.push_back(std::nextafter(t, 0.0f));
+    magnitudes.push_back(std::nextafter(t, 100.0f));
+    for (float nudge : {1e-6f, 1e-3f, 0.03f}) {
+      magnitudes.push_back(t * (1.0f + nudge));
+      magnitudes.push_back(t * (1.0f - nudge));
+    }
+  }
+  std::mt19937 gen(11);
+  for (std::uint32_t exponent = 127 - 30; exponent <= 127 + 30; ++exponent)
+    for (std::uint32_t top = 0; top < 16; ++top)  // the top 4 mantissa bits
+      for (std::uint32_t low : {0u, 1u, 0x7FFFFu, 0x80000u, static_cast<std::uint32_t>(gen()) & 0x7FFFFu})
+        magnitudes.push_back(std::bit_cast<float>(exponent << 23 | top << 19 | low));
+  std::vector<float> values;
+  for (float m : magnitudes) {
+    values.push_back(m);
+    values.push_back(-m);
+  }
+  while (values.size() % (8 * width) != 0) values.push_back(0.0f);
+  return values;
+}
+
+TEST(E2m1WordCodes, PackedCodesEqualTheCodecOnEveryThresholdAndAround) {
+  const std::vector<float> values = e2m1_probe_values();
+  std::vector<std::uint8_t> packed(values.size() / 2);
+  for (std::size_t i = 0; i < values.size(); i += 8 * width) {
+    ops::vi words[4];
+    for (int p = 0; p < 4; ++p)
+      words[p] = kernels::e2m1_codes_as_words(ops::load(values.data() + i + 2 * p * width), ops::load(values.data() + i + (2 * p + 1) * width));
+    ops::store_nibble_words_x4(packed.data() + i / 2, words);
+  }
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const unsigned got = (packed[i / 2] >> (4 * (i % 2))) & 0xFu;
+    const unsigned expected = detail::encode_minifloat<e2m1_traits>(values[i], overflow_policy::saturate);
+    if (got != expected && mismatches++ < 5)
+      ADD_FAILURE() << "element " << i << " = " << values[i] << " (bits 0x" << std::hex << std::bit_cast<std::uint32_t>(values[i])
+                    << std::dec << "): code " << got << ", the codec's " << expected;
+  }
+  EXPECT_EQ(mismatches, 0u) << ops::name;
+}
+
+TEST(ReduceMaxEach, LaneIIsTheMaxOfVectorI) {
+  std::mt19937 gen(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    alignas(64) std::uint32_t lanes[width][width];
+    ops::vi rows[width];
+    for (int r = 0; r < width; ++r) {
+      for (int l = 0; l < width; ++l) lanes[r][l] = static_cast<std::uint32_t>(gen()) >> (1 + gen() % 31);  // [0, 2^31)
+      // One trial in four puts the largest value in a chosen lane, so every position wins somewhere.
+      if (trial % 4 == 0) lanes[r][(r + trial) % width] = 0x7FFFFFFFu - static_cast<std::uint32_t>(r);
+      rows[r] = ops::load_bits(lanes[r]);
+    }
+    alignas(64) std::uint32_t result[width];
+    ops::store_bits(result, ops::reduce_max_each(rows));
+    for (int r = 0; r < width; ++r) {
+      std::uint32_t expected = 0;
+      for (int l = 0; l < width; ++l) expected = std::max(expected, lanes[r][l]);
+      ASSERT_EQ(result[r], expected) << ops::name << ", trial " << trial << ", vector " << r;
+    }
+  }
+}
+
+/// quantize_nvfp4_1x16 on one row of n values against the reference quantization of that row
+/// (the same global amax): scale codes and packed elements, byte for byte.
+void expect_row_matches_reference(const std::vector<float>& row, float global_amax, const std::string& label) {
+  SCOPED_TRACE(label);
+  const auto n = static_cast<index_t>(row.size());
+  const auto expected = reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const float>::row_major(row.data(), 1, n), global_amax);
+  std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(expected.scale_cols()), 0xEE);
+  std::vector<std::uint8_t> data(static_cast<std::size_t>(expected.data_row_stride()), 0xEE);
+  kernels::quantize_nvfp4_1x16(row.data(), n, nvfp4_tensor_scale(global_amax), scale_codes.data(), data.data());
+  for (std::size_t b = 0; b < scale_codes.size(); ++b)
+    ASSERT_EQ(scale_codes[b], expected.scales()[b].bits()) << "scale of block " << b;
+  for (std::size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], expected.data()[i].bits()) << "data byte " << i;
+}
+
+TEST(QuantizeNvfp4Row, EqualsTheReferenceForEveryLengthAndSpread) {
+  // Lengths around the kernel's step (16 * width), its 64-block chunk and the partial block.
+  const index_t lengths[] = {1, 2, 15, 16, 17, 31, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 1040, 2048 + 272, 4096};
+  unsigned seed = 1;
+  for (const index_t n : lengths) {
+    for (const test::value_spread spread : {test::value_spread{}, test::value_spread{1.0, 6.0, 0}, test::value_spread{1e-30, 2.0, 7},
+                                            test::value_spread{1e30, 3.0, 0}}) {
+      std::vector<float> row = test::random_values(n, seed++, spread);
+      if (n > 40)  // a block of zeros, and one of ties (the grid's midpoints, times a power of two)
+        for (index_t i = 16; i < 32; ++i) {
+          row[static_cast<std::size_t>(i)] = 0.0f;
+          row[static_cast<std::size_t>(i + 16)] = (i % 2 ? -1.0f : 1.0f) * std::ldexp(0.25f + 0.5f * static_cast<float>(i % 8), 3);
+        }
+      float amax = 0.0f;
+      for (float v : row) amax = std::max(amax, std::fabs(v));
+      const std::string label = "n " + std::to_string(n) + ", seed " + std::to_string(seed);
+      expect_row_matches_reference(row, amax, label);
+      // An amax below the data's (delayed scaling's): blocks above it saturate.
+      expect_row_matches_reference(row, amax / 1000.0f, label + ", amax / 1000");
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nvfp4
