@@ -314,7 +314,9 @@ TYPED_TEST(CheckpointRoundTrip, EmptyTensorsInThe128x4LayoutReadBack) {
   for (const auto& [rows, cols] : {std::pair<index_t, index_t>{0, 64}, {300, 0}, {max_element_count - 2, 0}}) {
     const auto q = quantize<Format>(matrix_view<const float>::row_major(&unused, rows, cols));
     safetensors_file file;
-    add_quantized_tensor(file, "w", q, {.swizzle = true});
+    store_options swizzled;
+    swizzled.swizzle = true;
+    add_quantized_tensor(file, "w", q, swizzled);
     EXPECT_EQ(file.at("w.weight_scale").shape, (std::vector<std::int64_t>{rows, q.scale_cols()}));
     const auto image = serialize_safetensors(file);
     const auto restored = dequantize_tensor(parse_safetensors(image.data(), image.size()), "w");

@@ -22,8 +22,9 @@
 
 namespace nvfp4::detail {
 
-/// Rows per panel: the parallel unit, a 16x16 tile's height, and the height of the transposed
-/// copy made of a view whose rows are not contiguous.
+/// Rows per panel: the parallel unit, a 16x16 tile's height, and the height of the copy made of
+/// a view whose rows are not contiguous (four panels at once where its columns are: see
+/// quantize_panels).
 inline constexpr index_t panel_rows = 16;
 /// Columns per chunk of a copied panel: 16 rows of it (32 KiB of float) stay in L1/L2 between the
 /// block-amax pass and the encode pass. A multiple of every block width.
@@ -56,17 +57,17 @@ const float* load_panel(matrix_view<const T> x, index_t r0, index_t rows, index_
       stride = x.row_stride();
       return x.row(r0) + c0;
     }
-    if (x.row_stride() == 1) {  // columns contiguous (a transposed or column-major view)
-      fast_block_kernels::transpose_panel(&x(r0, c0), x.col_stride(), rows, cols, buffer, panel_cols);
-      stride = panel_cols;
-      return buffer;
-    }
   } else {
     if (x.rows_contiguous()) {
       for (index_t i = 0; i < rows; ++i) fast_block_kernels::widen(x.row(r0 + i) + c0, cols, buffer + i * panel_cols);
       stride = panel_cols;
       return buffer;
     }
+  }
+  if (x.row_stride() == 1) {  // columns contiguous (a transposed or column-major view)
+    fast_block_kernels::transpose_panel(&x(r0, c0), x.col_stride(), rows, cols, buffer, panel_cols);
+    stride = panel_cols;
+    return buffer;
   }
   for (index_t c = 0; c < cols; ++c)
     for (index_t i = 0; i < rows; ++i) buffer[i * panel_cols + c] = to_float32(x(r0 + i, c0 + c));
@@ -152,25 +153,30 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
   std::uint8_t* const scales = bytes_of(q.scales());
   const index_t data_stride = q.data_row_stride();
   const index_t scale_stride = q.scale_cols();
-  const index_t panels = (x.rows() + panel_rows - 1) / panel_rows;
   const bool parallel = simd::worth_parallel(x.size());
 
   // Contiguous float rows are read in place, a whole row at a time (one sequential stream for
   // the hardware prefetcher); other inputs are copied panel by panel into a small buffer.
   const bool in_place = std::is_same_v<T, float> && x.rows_contiguous();
+  // A view with contiguous columns (a transposed matrix) is copied 64 rows at a time: each of
+  // its columns is then read 256 bytes at a time, and each page of the source is visited a
+  // quarter as often as with 16 rows (bf16 4096 x 4096, Zen 4: the same at one thread, 2.0-2.1
+  // -> 2.3-2.5 G elements/s at two).
+  const index_t rows_per_panel = !in_place && !x.rows_contiguous() && x.row_stride() == 1 ? 4 * panel_rows : panel_rows;
+  const index_t panels = (x.rows() + rows_per_panel - 1) / rows_per_panel;
   const index_t chunk_cols = in_place ? x.cols() : panel_cols;
   const index_t blocks_per_chunk = (chunk_cols + block_cols - 1) / block_cols;
 
   simd::parallel_ranges(panels, parallel, [&](index_t first_panel, index_t last_panel) {
-    std::vector<float> buffer(in_place ? 0 : static_cast<std::size_t>(panel_rows * panel_cols));
+    std::vector<float> buffer(in_place ? 0 : static_cast<std::size_t>(rows_per_panel * panel_cols));
     std::vector<std::uint32_t> amax_bits(static_cast<std::size_t>(blocks_per_chunk));
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(blocks_per_chunk));
     std::vector<float> factors(static_cast<std::size_t>(blocks_per_chunk));
     Encoder encoder(options, x.cols(), chunk_cols);
 
     for (index_t panel = first_panel; panel < last_panel; ++panel) {
-      const index_t r0 = panel * panel_rows;
-      const index_t rows = std::min(panel_rows, x.rows() - r0);
+      const index_t r0 = panel * rows_per_panel;
+      const index_t rows = std::min(rows_per_panel, x.rows() - r0);
       for (index_t c0 = 0; c0 < x.cols(); c0 += chunk_cols) {
         const index_t cols = std::min(chunk_cols, x.cols() - c0);
         const index_t blocks = (cols + block_cols - 1) / block_cols;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 #include "nvfp4/config.hpp"
 #include "nvfp4/formats/bf16.hpp"
@@ -124,6 +125,10 @@ struct block_kernels {
     else return std::max(head, tail::abs_max_bits(x + i, n - i));
   }
 
+  /// `width` consecutive floats, or bf16 values widened to float (exact), as bits.
+  static NVFP4_ALWAYS_INLINE vi load_bits_of(const float* p) { return Ops::as_int(Ops::load(p)); }
+  static NVFP4_ALWAYS_INLINE vi load_bits_of(const bf16* p) { return Ops::load_bf16_bits(p); }
+
   /// bf16 -> float (exact).
   static void widen(const bf16* x, index_t n, float* out) {
     index_t i = 0;
@@ -131,17 +136,19 @@ struct block_kernels {
     if constexpr (width > 1) tail::widen(x + i, n - i, out + i);
   }
 
-  /// dst[i * dst_stride + c] = src[c * src_stride + i] for i < rows, c < cols: a panel of a view
-  /// whose columns are contiguous, copied into contiguous rows, width x width words at a time.
-  static void transpose_panel(const float* src, index_t src_stride, index_t rows, index_t cols, float* dst,
-                              index_t dst_stride) {
+  /// dst[i * dst_stride + c] = src[c * src_stride + i] (widened to float) for i < rows, c < cols:
+  /// a panel of a view whose columns are contiguous, float or bf16, copied into contiguous float
+  /// rows, width x width words at a time.
+  template <class T>
+  static void transpose_panel(const T* src, index_t src_stride, index_t rows, index_t cols, float* dst, index_t dst_stride) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16>);
     index_t i0 = 0;
     if constexpr (width > 1) {
       for (; i0 + width <= rows; i0 += width) {
         index_t c = 0;
         for (; c + width <= cols; c += width) {
           vi block[width];
-          for (int k = 0; k < width; ++k) block[k] = Ops::as_int(Ops::load(src + (c + k) * src_stride + i0));
+          for (int k = 0; k < width; ++k) block[k] = load_bits_of(src + (c + k) * src_stride + i0);
           Ops::transpose(block);
           for (int k = 0; k < width; ++k) Ops::store(dst + (i0 + k) * dst_stride + c, Ops::as_float(block[k]));
         }
@@ -149,7 +156,11 @@ struct block_kernels {
       }
     }
     for (index_t c = 0; c < cols; ++c)
-      for (index_t i = i0; i < rows; ++i) dst[i * dst_stride + c] = src[c * src_stride + i];
+      for (index_t i = i0; i < rows; ++i) {
+        const T value = src[c * src_stride + i];
+        if constexpr (std::is_same_v<T, float>) dst[i * dst_stride + c] = value;
+        else dst[i * dst_stride + c] = value.to_float();
+      }
   }
 
   /// inout[b] = max(inout[b], max |x| bits over block b = x[b*Block, min((b+1)*Block, n))).
@@ -167,12 +178,19 @@ struct block_kernels {
     for (; i < n; ++i) inout[block] = std::max(inout[block], float_bits(x[i]) & abs_bits_mask);  // the last, partial block
   }
 
+  /// The constants of nvfp4_scale_lanes for one tensor scale, made once per loop.
+  struct nvfp4_scale_constants {
+    vf multiplier;  // S_enc / 6, the block amax's factor
+    vf decode;      // S_dec
+    explicit nvfp4_scale_constants(tensor_scale scale) : multiplier(Ops::set(scale.encode * one_sixth)), decode(Ops::set(scale.decode)) {}
+  };
+
   /// NVFP4 block scales (docs/numerics_spec.md §2 steps 3-4) of `width` block amaxes (as bits):
   /// the UE4M3 code of each and the factor its elements are multiplied by. The same fp32
   /// operations as nvfp4_block_scale / nvfp4_block_encode_factor, lane-wise.
-  static NVFP4_ALWAYS_INLINE void nvfp4_scale_lanes(vi amax_bits, tensor_scale scale, vi& code, vf& factor) {
+  static NVFP4_ALWAYS_INLINE void nvfp4_scale_lanes(vi amax_bits, const nvfp4_scale_constants& k, vi& code, vf& factor) {
     const vf flt_max = Ops::set(FLT_MAX);
-    const vf d = Ops::min(Ops::mul(Ops::as_float(amax_bits), Ops::set(scale.encode * one_sixth)), flt_max);
+    const vf d = Ops::min(Ops::mul(Ops::as_float(amax_bits), k.multiplier), flt_max);
     code = encode_bits<ue4m3_traits, overflow_policy::saturate>(Ops::as_int(d));
     // Exact UE4M3 decode of a finite code: normal (e + 120) << 23 | m << 20, subnormal m * 2^-9.
     const vi exponent = Ops::template shift_right<3>(code);
@@ -181,17 +199,18 @@ struct block_kernels {
                                   Ops::template shift_left<20>(mantissa));
     const vi subnormal = Ops::as_int(Ops::mul(Ops::to_float(mantissa), Ops::set(exp2i(-9))));
     const vf value = Ops::as_float(Ops::select(Ops::greater(Ops::set_int(8), code), subnormal, normal));
-    factor = Ops::min(Ops::div(Ops::set(1.0f), Ops::mul(value, Ops::set(scale.decode))), flt_max);
+    factor = Ops::min(Ops::div(Ops::set(1.0f), Ops::mul(value, k.decode)), flt_max);
   }
 
   /// NVFP4 block scales for `count` block amaxes (as bits): nvfp4_scale_lanes over arrays.
   static void nvfp4_block_scales(const std::uint32_t* block_amax_bits, index_t count, tensor_scale scale,
                                  std::uint8_t* codes, float* factors) {
+    const nvfp4_scale_constants constants(scale);
     index_t b = 0;
     for (; b + width <= count; b += width) {
       vi code;
       vf factor;
-      nvfp4_scale_lanes(Ops::load_bits(block_amax_bits + b), scale, code, factor);
+      nvfp4_scale_lanes(Ops::load_bits(block_amax_bits + b), constants, code, factor);
       Ops::store_bytes(codes + b, code);
       Ops::store(factors + b, factor);
     }
@@ -229,6 +248,7 @@ struct block_kernels {
     constexpr index_t chunk_blocks = 64;      // 4 KiB of x, read again from L1 by the second pass
     static_assert(block % width == 0 && chunk_blocks % width == 0);
     const vi abs_mask = Ops::set_int(abs_bits_mask);
+    const nvfp4_scale_constants constants(scale);
     alignas(64) float factors[chunk_blocks];
     index_t i = 0;
     while (i + group <= n) {
@@ -246,7 +266,7 @@ struct block_kernels {
         }
         vi code;
         vf factor;
-        nvfp4_scale_lanes(Ops::reduce_max_each(block_max), scale, code, factor);
+        nvfp4_scale_lanes(Ops::reduce_max_each(block_max), constants, code, factor);
         Ops::store_bytes(scale_codes + g / block, code);
         Ops::store(factors + (g - i) / block, factor);
       }
