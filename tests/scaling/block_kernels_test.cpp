@@ -1,7 +1,8 @@
-// Tests for nvfp4/scaling/detail/block_kernels.hpp's one-pass NVFP4 1x16 row kernel and the lane
-// primitives it stands on (simd/<isa>/ops.hpp: reduce_max_each, narrow_to_words,
-// store_nibble_words_x4, the AVX-512 E2M1 word encoder), in the build's ISA: codes against the
-// E2M1 codec on every rounding threshold and around it, rows against nvfp4::reference.
+// Tests for nvfp4/scaling/detail/block_kernels.hpp's one-pass NVFP4 1x16 row kernel, its E2M1
+// encoder of scaled rows (also the NVFP4 16x16 and MXFP4 one) and the lane primitives they stand
+// on (simd/<isa>/ops.hpp: reduce_max_each, narrow_to_words, store_nibble_words_x4, the AVX-512
+// E2M1 word encoder), in the build's ISA: codes against the E2M1 codec on every rounding
+// threshold and around it, rows against nvfp4::reference.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/scaling/detail/block_kernels.hpp"
 
@@ -92,6 +93,32 @@ TEST(ReduceMaxEach, LaneIIsTheMaxOfVectorI) {
       for (int l = 0; l < width; ++l) expected = std::max(expected, lanes[r][l]);
       ASSERT_EQ(result[r], expected) << ops::name << ", trial " << trial << ", vector " << r;
     }
+  }
+}
+
+/// encode_e2m1_scaled<Block> against the codec applied element by element: code of
+/// x[i] * factors[i / Block] (rounded to float first, as the kernels multiply), two per byte.
+template <int Block>
+void expect_scaled_codes_match_the_codec(index_t n, unsigned seed) {
+  SCOPED_TRACE("block " + std::to_string(Block) + ", n " + std::to_string(n));
+  const std::vector<float> x = test::random_values(n, seed, {1.0, 4.0, 9});
+  std::vector<float> factors(static_cast<std::size_t>((n + Block - 1) / Block));
+  std::mt19937 gen(seed);
+  for (float& f : factors) f = std::ldexp(1.0f + static_cast<float>(gen() % 8) / 8.0f, static_cast<int>(gen() % 9) - 4);
+  std::vector<std::uint8_t> packed(static_cast<std::size_t>((n + 1) / 2), 0xEE);
+  kernels::encode_e2m1_scaled<Block>(x.data(), n, factors.data(), packed.data());
+  for (index_t i = 0; i < n; ++i) {
+    const float scaled = x[static_cast<std::size_t>(i)] * factors[static_cast<std::size_t>(i / Block)];
+    const unsigned expected = detail::encode_minifloat<e2m1_traits>(scaled, overflow_policy::saturate);
+    ASSERT_EQ((packed[static_cast<std::size_t>(i / 2)] >> (4 * (i % 2))) & 0xFu, expected) << "element " << i;
+  }
+}
+
+TEST(EncodeE2m1Scaled, EqualsTheCodecForNvfp4AndMxBlocks) {
+  unsigned seed = 3;
+  for (const index_t n : {1, 15, 16, 33, 255, 256, 257, 511, 512, 4096 + 47}) {
+    expect_scaled_codes_match_the_codec<16>(n, seed++);
+    expect_scaled_codes_match_the_codec<32>(n, seed++);
   }
 }
 

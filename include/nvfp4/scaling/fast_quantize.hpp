@@ -98,7 +98,11 @@ struct nearest_encoder {
   /// Codes of x[0..n) * factors[i / block_cols] into out (packed for FP4); row / first_col: where
   /// x starts in the source (unused here).
   void encode(const float* x, index_t n, const float* factors, std::uint8_t* out, index_t /*row*/, index_t /*first_col*/) {
-    fast_block_kernels::template encode_scaled<Format::element_type::traits, Format::block_cols>(x, n, factors, out);
+    if constexpr (Format::is_fp4) {
+      fast_block_kernels::template encode_e2m1_scaled<Format::block_cols>(x, n, factors, out);
+    } else {
+      fast_block_kernels::template encode_scaled<Format::element_type::traits, Format::block_cols>(x, n, factors, out);
+    }
   }
   /// NVFP4 1x16 has a one-pass row kernel (block amax, scales and codes together), which the
   /// walk then runs instead of its three passes over each row.

@@ -233,6 +233,28 @@ struct block_kernels {
     }
   }
 
+  /// E2M1 codes of x[i] * factors[i / Block] packed two per byte: encode_scaled<e2m1, Block>'s
+  /// bytes (an odd n leaves the last byte's high nibble), 16 vectors at a time through
+  /// e2m1_codes_as_words and store_nibble_words_x4.
+  template <int Block>
+  static void encode_e2m1_scaled(const float* x, index_t n, const float* factors, std::uint8_t* out) {
+    constexpr index_t group = 16 * width;
+    index_t i = 0;
+    if constexpr (group % Block == 0) {  // (else a group would end inside a block: all goes below)
+      for (; i + group <= n; i += group) {
+        const auto scaled = [&](int vector) {
+          return Ops::mul(Ops::load(x + i + vector * width), Ops::set(factors[(i + vector * width) / Block]));
+        };
+        for (int half = 0; half < 2; ++half) {
+          vi words[4];
+          for (int p = 0; p < 4; ++p) words[p] = e2m1_codes_as_words(scaled(8 * half + 2 * p), scaled(8 * half + 2 * p + 1));
+          Ops::store_nibble_words_x4(out + (i + 8 * half * width) / 2, words);
+        }
+      }
+    }
+    encode_scaled<e2m1_traits, Block>(x + i, n - i, factors + i / Block, out + i / 2);
+  }
+
   /// NVFP4 1x16 quantization of x[0..n), a row or a piece of one that starts at a block, in one
   /// pass: each 16-element block's amax, its UE4M3 scale code (scale_codes[b]) and its elements'
   /// E2M1 codes, packed two per byte into out (an odd n leaves the last byte's high nibble as
@@ -271,17 +293,7 @@ struct block_kernels {
         Ops::store(factors + (g - i) / block, factor);
       }
       forget_contents(factors);
-      for (index_t g = i; g < end; g += group) {
-        const float* const block_factors = factors + (g - i) / block;
-        const auto scaled = [&](int vector) {
-          return Ops::mul(Ops::load(x + g + vector * width), Ops::set(block_factors[vector / vectors_per_block]));
-        };
-        for (int half = 0; half < 2; ++half) {
-          vi words[4];
-          for (int p = 0; p < 4; ++p) words[p] = e2m1_codes_as_words(scaled(8 * half + 2 * p), scaled(8 * half + 2 * p + 1));
-          Ops::store_nibble_words_x4(out + (g + 8 * half * width) / 2, words);
-        }
-      }
+      encode_e2m1_scaled<block>(x + i, end - i, factors, out + i / 2);
       i = end;
     }
     if constexpr (width > 1) {
