@@ -104,8 +104,8 @@ struct nearest_encoder {
       fast_block_kernels::template encode_scaled<Format::element_type::traits, Format::block_cols>(x, n, factors, out);
     }
   }
-  /// NVFP4 1x16 has a one-pass row kernel (block amax, scales and codes together), which the
-  /// walk then runs instead of its three passes over each row.
+  /// NVFP4 1x16 has a row kernel that makes block amaxes, scales and codes in one walk over the
+  /// row, which quantize_panels then runs instead of its three passes.
   static constexpr bool quantizes_rows = std::is_same_v<Format, nvfp4_1x16>;
   void quantize_row(const float* x, index_t n, tensor_scale scale, std::uint8_t* scale_codes, std::uint8_t* out) {
     fast_block_kernels::quantize_nvfp4_1x16(x, n, scale, scale_codes, out);

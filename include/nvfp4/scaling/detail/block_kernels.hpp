@@ -1,8 +1,8 @@
 // nvfp4/scaling/detail/block_kernels.hpp: the block-scaling kernels (amax, panel copies, block
-// amax, NVFP4 block scales, scaled encode, dequantize) and the bulk codecs, written once over an
-// ISA's lane operations (simd/<isa>/ops.hpp). With the scalar Ops they are the portable kernels;
-// tails shorter than a vector go through that instantiation. Bit-identical to the reference
-// codecs and scale rules for every input.
+// amax, NVFP4 block scales, scaled encode, the NVFP4 1x16 row quantizer, dequantize) and the
+// bulk codecs, written once over an ISA's lane operations (simd/<isa>/ops.hpp). With the scalar
+// Ops they are the portable kernels; tails shorter than a vector go through that instantiation.
+// Bit-identical to the reference codecs and scale rules for every input.
 #pragma once
 
 #include <algorithm>
@@ -256,12 +256,12 @@ struct block_kernels {
   }
 
   /// NVFP4 1x16 quantization of x[0..n), a row or a piece of one that starts at a block, in one
-  /// pass: each 16-element block's amax, its UE4M3 scale code (scale_codes[b]) and its elements'
-  /// E2M1 codes, packed two per byte into out (an odd n leaves the last byte's high nibble as
-  /// encode_scaled does). The same bytes as block_abs_max_bits, nvfp4_block_scales and
-  /// encode_scaled<e2m1, 16> in turn; `width` blocks go at a time, so their amaxes come out of
-  /// one max tree and their scales out of one nvfp4_scale_lanes, and the codes are encoded two
-  /// vectors and packed eight vectors at a time.
+  /// walk (chunks of 64 blocks, each read twice from L1): each 16-element block's amax, its UE4M3
+  /// scale code (scale_codes[b]) and its elements' E2M1 codes, packed two per byte into out (an
+  /// odd n leaves the last byte's high nibble as encode_scaled does). The same bytes as
+  /// block_abs_max_bits, nvfp4_block_scales and encode_scaled<e2m1, 16> in turn; `width` blocks
+  /// go at a time, so their amaxes come out of one max tree and their scales out of one
+  /// nvfp4_scale_lanes, and the codes are encoded two vectors and packed eight at a time.
   static void quantize_nvfp4_1x16(const float* x, index_t n, tensor_scale scale, std::uint8_t* scale_codes,
                                   std::uint8_t* out) {
     constexpr int block = 16;
