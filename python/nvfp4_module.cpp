@@ -681,7 +681,6 @@ fp8_gemm_options fp8_options(const std::string& mode, const std::string& core, i
   return o;
 }
 
-
 py::array fp8_gemm_py(const fp8_tensor& a, const fp8_tensor& b, const std::string& mode, const std::string& core,
                       index_t promotion_interval, std::optional<py::array> bias, const std::string& out_dtype) {
   py::array_t<float, py::array::c_style> bias_values;

@@ -166,7 +166,7 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
   // its columns is then read 256 bytes at a time, and each page of the source is visited a
   // quarter as often as with 16 rows (bf16 4096 x 4096, Zen 4: the same at one thread, 2.0-2.1
   // -> 2.3-2.5 G elements/s at two).
-  const index_t rows_per_panel = !in_place && !x.rows_contiguous() && x.row_stride() == 1 ? 4 * panel_rows : panel_rows;
+  const index_t rows_per_panel = !x.rows_contiguous() && x.row_stride() == 1 ? 4 * panel_rows : panel_rows;
   const index_t panels = (x.rows() + rows_per_panel - 1) / rows_per_panel;
   const index_t chunk_cols = in_place ? x.cols() : panel_cols;
   const index_t blocks_per_chunk = (chunk_cols + block_cols - 1) / block_cols;
@@ -189,17 +189,26 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
         std::uint8_t* const row_data = data + r0 * data_stride + c0 / Format::elements_per_storage;
         std::uint8_t* const row_scales = scales + r0 * scale_stride + c0 / block_cols;
 
-        if constexpr (Encoder::quantizes_rows) {
-          for (index_t i = 0; i < rows; ++i) {
-            const float* const ahead = in_place && r0 + i + 1 < x.rows() ? tile + (i + 1) * stride : nullptr;
-            for (index_t c = 0; c < cols; c += encode_piece_cols) {
-              const index_t n = std::min(encode_piece_cols, cols - c);
-              if (ahead)
-                for (index_t k = 0; k < n; k += 16) NVFP4_PREFETCH(ahead + c + k);
+        // Row i of the tile, piece by piece: read in place, the row the next tile reads at this
+        // position is fetched while this one is encoded (from cache), so the memory stream does
+        // not pause.
+        const auto each_piece = [&](index_t i, auto&& piece) {
+          const index_t next = r0 + i + Format::block_rows;
+          const float* const ahead = in_place && next < x.rows() ? tile + (i + Format::block_rows) * stride : nullptr;
+          for (index_t c = 0; c < cols; c += encode_piece_cols) {
+            const index_t n = std::min(encode_piece_cols, cols - c);
+            if (ahead)
+              for (index_t k = 0; k < n; k += 16) NVFP4_PREFETCH(ahead + c + k);
+            piece(c, n);
+          }
+        };
+        if constexpr (Encoder::quantizes_rows) {  // block amax, scales and codes row by row
+          static_assert(Format::block_rows == 1);
+          for (index_t i = 0; i < rows; ++i)
+            each_piece(i, [&](index_t c, index_t n) {
               encoder.quantize_row(tile + i * stride + c, n, scale, row_scales + i * scale_stride + c / block_cols,
                                    row_data + i * data_stride + c / Format::elements_per_storage);
-            }
-          }
+            });
           continue;
         }
         for (index_t t0 = 0; t0 < rows; t0 += Format::block_rows) {
@@ -211,17 +220,10 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
           block_scales<Format>(amax_bits.data(), blocks, scale, options.mx_rule, codes.data(), factors.data());
           for (index_t i = t0; i < t0 + tile_rows; ++i) {
             std::memcpy(row_scales + i * scale_stride, codes.data(), static_cast<std::size_t>(blocks));
-            // Read in place, the row the next tile reads at this position is fetched while this one
-            // is encoded (from cache), piece by piece, so the memory stream does not pause.
-            const index_t next = r0 + i + Format::block_rows;
-            const float* const ahead = in_place && next < x.rows() ? tile + (i + Format::block_rows) * stride : nullptr;
-            for (index_t c = 0; c < cols; c += encode_piece_cols) {
-              const index_t n = std::min(encode_piece_cols, cols - c);
-              if (ahead)
-                for (index_t k = 0; k < n; k += 16) NVFP4_PREFETCH(ahead + c + k);
+            each_piece(i, [&](index_t c, index_t n) {
               encoder.encode(tile + i * stride + c, n, factors.data() + c / block_cols,
                              row_data + i * data_stride + c / Format::elements_per_storage, r0 + i, c0 + c);
-            }
+            });
           }
         }
       }

@@ -14,6 +14,7 @@
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/formats/e2m1.hpp"
 #include "nvfp4/formats/traits.hpp"
+#include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/scalar/ops.hpp"
@@ -28,18 +29,6 @@ inline constexpr std::uint32_t float_inf_bits = 0x7F800000u;
 /// True when format T's codes are 4 bits wide (stored two per byte).
 template <minifloat_traits T>
 inline constexpr bool is_packed_format = T.exponent_bits + T.mantissa_bits + 1 == 4;
-
-/// Makes the compiler forget what `array` holds: its later reads stay loads (a broadcast load
-/// folds into the multiply that uses it) instead of becoming lane shuffles of the register it
-/// was stored from, three instructions each.
-template <class T, int N>
-NVFP4_ALWAYS_INLINE void forget_contents(T (&array)[N]) {
-#if defined(__GNUC__) || defined(__clang__)
-  __asm__("" : "+m"(array));
-#else
-  (void)array;
-#endif
-}
 
 template <class Ops>
 struct block_kernels {
@@ -156,11 +145,7 @@ struct block_kernels {
       }
     }
     for (index_t c = 0; c < cols; ++c)
-      for (index_t i = i0; i < rows; ++i) {
-        const T value = src[c * src_stride + i];
-        if constexpr (std::is_same_v<T, float>) dst[i * dst_stride + c] = value;
-        else dst[i * dst_stride + c] = value.to_float();
-      }
+      for (index_t i = i0; i < rows; ++i) dst[i * dst_stride + c] = to_float32(src[c * src_stride + i]);
   }
 
   /// inout[b] = max(inout[b], max |x| bits over block b = x[b*Block, min((b+1)*Block, n))).
@@ -292,7 +277,6 @@ struct block_kernels {
         Ops::store_bytes(scale_codes + g / block, code);
         Ops::store(factors + (g - i) / block, factor);
       }
-      forget_contents(factors);
       encode_e2m1_scaled<block>(x + i, end - i, factors, out + i / 2);
       i = end;
     }
