@@ -29,8 +29,8 @@ inline constexpr index_t panel_rows = 16;
 /// Columns per chunk of a copied panel: 16 rows of it (32 KiB of float) stay in L1/L2 between the
 /// block-amax pass and the encode pass. A multiple of every block width.
 inline constexpr index_t panel_cols = 512;
-/// Columns per piece of a row's encode pass: between pieces, the walk prefetches the same columns
-/// of the row the next tile reads (a multiple of every block width).
+/// Columns per piece of a row's encode pass: between pieces, the walk may prefetch the same
+/// columns of the next row (a multiple of every block width).
 inline constexpr index_t encode_piece_cols = 512;
 /// Columns per work item of amax on contiguous rows, so a few long rows still split over threads.
 inline constexpr index_t amax_chunk_cols = index_t{1} << 14;
@@ -170,6 +170,12 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
   const index_t panels = (x.rows() + rows_per_panel - 1) / rows_per_panel;
   const index_t chunk_cols = in_place ? x.cols() : panel_cols;
   const index_t blocks_per_chunk = (chunk_cols + block_cols - 1) / block_cols;
+  // Software prefetch of the next row pays only where a tile is one row walked by the three
+  // passes (block amax, scales, encode: MXFP4 / MXFP8 quantize 5-15% faster with it on Zen 4).
+  // The NVFP4 1x16 row kernel and 16x16 tiles run far slower with it: 1x16 quantize_into
+  // 1.5-2.5x on Zen 4 and on the device's Xeon, 16x16 1.4x; the prefetches queue ahead of the
+  // hardware prefetcher's stream (docs/benchmarks.md, "Software prefetch").
+  constexpr bool prefetch_next_row = Format::block_rows == 1 && !Encoder::quantizes_rows;
 
   simd::parallel_ranges(panels, parallel, [&](index_t first_panel, index_t last_panel) {
     std::vector<float> buffer(in_place ? 0 : static_cast<std::size_t>(rows_per_panel * panel_cols));
@@ -189,26 +195,10 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
         std::uint8_t* const row_data = data + r0 * data_stride + c0 / Format::elements_per_storage;
         std::uint8_t* const row_scales = scales + r0 * scale_stride + c0 / block_cols;
 
-        // Row i of the tile, piece by piece: read in place, the row the next tile reads at this
-        // position is fetched while this one is encoded (from cache), so the memory stream does
-        // not pause.
-        const auto each_piece = [&](index_t i, auto&& piece) {
-          const index_t next = r0 + i + Format::block_rows;
-          const float* const ahead = in_place && next < x.rows() ? tile + (i + Format::block_rows) * stride : nullptr;
-          for (index_t c = 0; c < cols; c += encode_piece_cols) {
-            const index_t n = std::min(encode_piece_cols, cols - c);
-            if (ahead)
-              for (index_t k = 0; k < n; k += 16) NVFP4_PREFETCH(ahead + c + k);
-            piece(c, n);
-          }
-        };
         if constexpr (Encoder::quantizes_rows) {  // block amax, scales and codes row by row
           static_assert(Format::block_rows == 1);
           for (index_t i = 0; i < rows; ++i)
-            each_piece(i, [&](index_t c, index_t n) {
-              encoder.quantize_row(tile + i * stride + c, n, scale, row_scales + i * scale_stride + c / block_cols,
-                                   row_data + i * data_stride + c / Format::elements_per_storage);
-            });
+            encoder.quantize_row(tile + i * stride, cols, scale, row_scales + i * scale_stride, row_data + i * data_stride);
           continue;
         }
         for (index_t t0 = 0; t0 < rows; t0 += Format::block_rows) {
@@ -220,10 +210,16 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
           block_scales<Format>(amax_bits.data(), blocks, scale, options.mx_rule, codes.data(), factors.data());
           for (index_t i = t0; i < t0 + tile_rows; ++i) {
             std::memcpy(row_scales + i * scale_stride, codes.data(), static_cast<std::size_t>(blocks));
-            each_piece(i, [&](index_t c, index_t n) {
+            // Read in place with one-row tiles, the next row is fetched piece by piece while this
+            // one is encoded from cache (see prefetch_next_row).
+            const float* const ahead = prefetch_next_row && in_place && r0 + i + 1 < x.rows() ? tile + (i + 1) * stride : nullptr;
+            for (index_t c = 0; c < cols; c += encode_piece_cols) {
+              const index_t n = std::min(encode_piece_cols, cols - c);
+              if (ahead)
+                for (index_t k = 0; k < n; k += 16) NVFP4_PREFETCH(ahead + c + k);
               encoder.encode(tile + i * stride + c, n, factors.data() + c / block_cols,
                              row_data + i * data_stride + c / Format::elements_per_storage, r0 + i, c0 + c);
-            });
+            }
           }
         }
       }
