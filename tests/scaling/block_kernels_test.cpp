@@ -122,12 +122,13 @@ TEST(EncodeE2m1Scaled, EqualsTheCodecForNvfp4AndMxBlocks) {
   }
 }
 
-/// quantize_nvfp4_1x16 on one row of n values against the reference quantization of that row
-/// (the same global amax): scale codes and packed elements, byte for byte.
-void expect_row_matches_reference(const std::vector<float>& row, float global_amax, const std::string& label) {
+/// quantize_nvfp4_1x16 on one row of n values (float or bf16) against the reference quantization
+/// of that row (the same global amax): scale codes and packed elements, byte for byte.
+template <class T>
+void expect_row_matches_reference(const std::vector<T>& row, float global_amax, const std::string& label) {
   SCOPED_TRACE(label);
   const auto n = static_cast<index_t>(row.size());
-  const auto expected = reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const float>::row_major(row.data(), 1, n), global_amax);
+  const auto expected = reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const T>::row_major(row.data(), 1, n), global_amax);
   std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(expected.scale_cols()), 0xEE);
   std::vector<std::uint8_t> data(static_cast<std::size_t>(expected.data_row_stride()), 0xEE);
   kernels::quantize_nvfp4_1x16(row.data(), n, nvfp4_tensor_scale(global_amax), scale_codes.data(), data.data());
@@ -155,6 +156,15 @@ TEST(QuantizeNvfp4Row, EqualsTheReferenceForEveryLengthAndSpread) {
       expect_row_matches_reference(row, amax, label);
       // An amax below the data's (delayed scaling's): blocks above it saturate.
       expect_row_matches_reference(row, amax / 1000.0f, label + ", amax / 1000");
+      // The same row as bf16, which the kernel reads without a float copy.
+      std::vector<bf16> row_bf16(row.size());
+      float amax_bf16 = 0.0f;
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        row_bf16[i] = bf16::from_float(row[i]);
+        amax_bf16 = std::max(amax_bf16, std::fabs(row_bf16[i].to_float()));
+      }
+      expect_row_matches_reference(row_bf16, amax_bf16, label + ", bf16");
+      expect_row_matches_reference(row_bf16, amax_bf16 / 1000.0f, label + ", bf16, amax / 1000");
       if (::testing::Test::HasFailure()) return;
     }
   }

@@ -218,37 +218,48 @@ struct block_kernels {
     }
   }
 
-  /// E2M1 codes of x[i] * factors[i / Block] packed two per byte: encode_scaled<e2m1, Block>'s
-  /// bytes (an odd n leaves the last byte's high nibble), 16 vectors at a time through
-  /// e2m1_codes_as_words and store_nibble_words_x4.
-  template <int Block>
-  static void encode_e2m1_scaled(const float* x, index_t n, const float* factors, std::uint8_t* out) {
+  /// E2M1 codes of x[i] * factors[i / Block] packed two per byte, for the first n / (16 * width)
+  /// groups of 16 vectors (float, or bf16 widened exactly): e2m1_codes_as_words two vectors at a
+  /// time, store_nibble_words_x4 eight at a time. Returns the elements done.
+  template <int Block, class T>
+  static index_t encode_e2m1_scaled_groups(const T* x, index_t n, const float* factors, std::uint8_t* out) {
     constexpr index_t group = 16 * width;
+    static_assert(group % Block == 0, "a group ends inside a block");
     index_t i = 0;
-    if constexpr (group % Block == 0) {  // (else a group would end inside a block: all goes below)
-      for (; i + group <= n; i += group) {
-        const auto scaled = [&](int vector) {
-          return Ops::mul(Ops::load(x + i + vector * width), Ops::set(factors[(i + vector * width) / Block]));
-        };
-        for (int half = 0; half < 2; ++half) {
-          vi words[4];
-          for (int p = 0; p < 4; ++p) words[p] = e2m1_codes_as_words(scaled(8 * half + 2 * p), scaled(8 * half + 2 * p + 1));
-          Ops::store_nibble_words_x4(out + (i + 8 * half * width) / 2, words);
-        }
+    for (; i + group <= n; i += group) {
+      const auto scaled = [&](int vector) {
+        return Ops::mul(Ops::as_float(load_bits_of(x + i + vector * width)), Ops::set(factors[(i + vector * width) / Block]));
+      };
+      for (int half = 0; half < 2; ++half) {
+        vi words[4];
+        for (int p = 0; p < 4; ++p) words[p] = e2m1_codes_as_words(scaled(8 * half + 2 * p), scaled(8 * half + 2 * p + 1));
+        Ops::store_nibble_words_x4(out + (i + 8 * half * width) / 2, words);
       }
     }
+    return i;
+  }
+
+  /// E2M1 codes of x[i] * factors[i / Block] packed two per byte: encode_scaled<e2m1, Block>'s
+  /// bytes (an odd n leaves the last byte's high nibble), whole groups through
+  /// encode_e2m1_scaled_groups.
+  template <int Block>
+  static void encode_e2m1_scaled(const float* x, index_t n, const float* factors, std::uint8_t* out) {
+    index_t i = 0;
+    if constexpr (16 * width % Block == 0) i = encode_e2m1_scaled_groups<Block>(x, n, factors, out);
     encode_scaled<e2m1_traits, Block>(x + i, n - i, factors + i / Block, out + i / 2);
   }
 
-  /// NVFP4 1x16 quantization of x[0..n), a row or a piece of one that starts at a block, in one
-  /// walk (chunks of 64 blocks, each read twice from L1): each 16-element block's amax, its UE4M3
-  /// scale code (scale_codes[b]) and its elements' E2M1 codes, packed two per byte into out (an
-  /// odd n leaves the last byte's high nibble as encode_scaled does). The same bytes as
-  /// block_abs_max_bits, nvfp4_block_scales and encode_scaled<e2m1, 16> in turn; `width` blocks
-  /// go at a time, so their amaxes come out of one max tree and their scales out of one
-  /// nvfp4_scale_lanes, and the codes are encoded two vectors and packed eight at a time.
-  static void quantize_nvfp4_1x16(const float* x, index_t n, tensor_scale scale, std::uint8_t* scale_codes,
-                                  std::uint8_t* out) {
+  /// NVFP4 1x16 quantization of x[0..n) (float, or bf16 read as its exact float value), a row or
+  /// a piece of one that starts at a block, in one walk (chunks of 64 blocks, each read twice from
+  /// L1): each 16-element block's amax, its UE4M3 scale code (scale_codes[b]) and its elements'
+  /// E2M1 codes, packed two per byte into out (an odd n leaves the last byte's high nibble as
+  /// encode_scaled does). The same bytes as block_abs_max_bits, nvfp4_block_scales and
+  /// encode_scaled<e2m1, 16> in turn on the float values; `width` blocks go at a time, so their
+  /// amaxes come out of one max tree and their scales out of one nvfp4_scale_lanes, and the codes
+  /// are encoded two vectors and packed eight at a time.
+  template <class T>
+  static void quantize_nvfp4_1x16(const T* x, index_t n, tensor_scale scale, std::uint8_t* scale_codes, std::uint8_t* out) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16>);
     constexpr int block = 16;
     constexpr int vectors_per_block = block / width;
     constexpr index_t group = block * width;  // elements per step: `width` blocks, `block` vectors
@@ -266,9 +277,9 @@ struct block_kernels {
       for (index_t g = i; g < end; g += group) {
         vi block_max[width];
         for (int b = 0; b < width; ++b) {
-          const float* const p = x + g + b * block;
-          vi m = Ops::bit_and(Ops::as_int(Ops::load(p)), abs_mask);
-          for (int k = 1; k < vectors_per_block; ++k) m = Ops::max(m, Ops::bit_and(Ops::as_int(Ops::load(p + k * width)), abs_mask));
+          const T* const p = x + g + b * block;
+          vi m = Ops::bit_and(load_bits_of(p), abs_mask);
+          for (int k = 1; k < vectors_per_block; ++k) m = Ops::max(m, Ops::bit_and(load_bits_of(p + k * width), abs_mask));
           block_max[b] = m;
         }
         vi code;
@@ -277,10 +288,14 @@ struct block_kernels {
         Ops::store_bytes(scale_codes + g / block, code);
         Ops::store(factors + (g - i) / block, factor);
       }
-      encode_e2m1_scaled<block>(x + i, end - i, factors, out + i / 2);
+      encode_e2m1_scaled_groups<block>(x + i, end - i, factors, out + i / 2);
       i = end;
     }
-    if constexpr (width > 1) {
+    if constexpr (std::is_same_v<T, bf16>) {  // fewer than a group left: as float
+      alignas(64) float rest[group];
+      widen(x + i, n - i, rest);
+      quantize_nvfp4_1x16(rest, n - i, scale, scale_codes + i / block, out + i / 2);
+    } else if constexpr (width > 1) {
       tail::quantize_nvfp4_1x16(x + i, n - i, scale, scale_codes + i / block, out + i / 2);
     } else if (i < n) {  // the last, partial block
       std::uint32_t amax_bits = 0;
