@@ -109,37 +109,23 @@ struct mma_kernels<isa::avx512_vnni> {
     return _mm512_load_ps(result);
   }
 
-  /// One step of an R x C block with the terms added in double (see exact_block); out of line, so
-  /// that the fp32 sum, the usual case, keeps its registers.
-  template <int R, int C>
-  [[gnu::noinline]] static void exact_step_in_double(const row_step* const (&ra)[R], const tile_step* const (&tb)[C],
-                                                     const __m512 (&acc)[R][C], __m512 (&fast)[R][C]) {
+  /// One step of one row against one tile with the terms added in double (see exact_block); out
+  /// of line, so that the fp32 sums, the usual case, keep their registers.
+  [[gnu::noinline]] static __m512 exact_step_in_double(const row_step& a, const tile_step& b, __m512 accumulator) {
     constexpr int truncate = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
-    __m512d sum[R][C][2];
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c) {
-        sum[r][c][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(acc[r][c]));
-        sum[r][c][1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1)));
-      }
+    const row_step* const ra[1] = {&a};
+    const tile_step* const tb[1] = {&b};
+    __m512d sum[2] = {_mm512_cvtps_pd(_mm512_castps512_ps256(accumulator)),
+                      _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(accumulator), 1)))};
     for (int g = 0; g < 4; ++g) {
-      __m512i p[R][C];
-      group_sums<R, C>(ra, tb, g, p);
-      for (int c = 0; c < C; ++c) {
-        const __m512d scale_b0 = _mm512_cvtps_pd(_mm256_load_ps(tb[c]->value[g])),
-                      scale_b1 = _mm512_cvtps_pd(_mm256_load_ps(tb[c]->value[g] + 8));
-        for (int r = 0; r < R; ++r) {
-          const __m512d quarter_a = _mm512_set1_pd(static_cast<double>(ra[r]->quarter[g]));
-          sum[r][c][0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(p[r][c])), _mm512_mul_pd(quarter_a, scale_b0),
-                                         sum[r][c][0]);
-          sum[r][c][1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(p[r][c], 1)), _mm512_mul_pd(quarter_a, scale_b1),
-                                         sum[r][c][1]);
-        }
-      }
+      __m512i p[1][1];
+      group_sums<1, 1>(ra, tb, g, p);
+      const __m512d quarter_a = _mm512_set1_pd(static_cast<double>(a.quarter[g]));
+      const __m512d scale_b0 = _mm512_cvtps_pd(_mm256_load_ps(b.value[g])), scale_b1 = _mm512_cvtps_pd(_mm256_load_ps(b.value[g] + 8));
+      sum[0] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(p[0][0])), _mm512_mul_pd(quarter_a, scale_b0), sum[0]);
+      sum[1] = _mm512_fmadd_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(p[0][0], 1)), _mm512_mul_pd(quarter_a, scale_b1), sum[1]);
     }
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; ++c)
-        fast[r][c] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum[r][c][0], truncate)),
-                                        _mm512_cvt_roundpd_ps(sum[r][c][1], truncate), 1);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum[0], truncate)), _mm512_cvt_roundpd_ps(sum[1], truncate), 1);
   }
 
   /// Exact mode. Where truncation to 2^(E_max - 35) removes nothing, the fused sum is the plain
@@ -149,8 +135,8 @@ struct mma_kernels<isa::avx512_vnni> {
   /// scales_allow_fast_step checks the scale part for the whole tile, the vector test below the
   /// accumulator per lane. Exponents of groups whose products happen to be all zero still count
   /// here, which can only make the test stricter. The four terms are added in fp32 (one fma each,
-  /// then c + T with one add rounding toward zero) where that is exact for every row and tile of
-  /// the block (terms_add_exactly_in_float: the usual case), else in double, where every product
+  /// then c + T with one add rounding toward zero) for the whole block; a row and tile where that
+  /// is not exact (terms_add_exactly_in_float; rare) is then redone in double, where every product
   /// and partial sum is exact (each term is a whole multiple of the unit and below 2^(E_max + 15)).
   template <class ScaleType, int R, int C>
   static void exact_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
@@ -162,11 +148,15 @@ struct mma_kernels<isa::avx512_vnni> {
       const tile_step* tb[C];
       for (int r = 0; r < R; ++r) ra[r] = rows[r] + s;
       for (int c = 0; c < C; ++c) tb[c] = tiles[c] + s;
-      bool in_float = true;
+      bool in_float[R][C];
+      bool all_in_float = true;
       for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) in_float &= terms_add_exactly_in_float(*ra[r], *tb[c]);
+        for (int c = 0; c < C; ++c) {
+          in_float[r][c] = terms_add_exactly_in_float(*ra[r], *tb[c]);
+          all_in_float &= in_float[r][c];
+        }
       __m512 fast[R][C];
-      if (in_float) [[likely]] {
+      {
         __m512 sum[R][C];
         for (int r = 0; r < R; ++r)
           for (int c = 0; c < C; ++c) sum[r][c] = _mm512_setzero_ps();  // +0: an all-zero T stays +0
@@ -181,9 +171,11 @@ struct mma_kernels<isa::avx512_vnni> {
         }
         for (int r = 0; r < R; ++r)
           for (int c = 0; c < C; ++c) fast[r][c] = _mm512_add_round_ps(acc[r][c], sum[r][c], truncate);
-      } else {
-        exact_step_in_double<R, C>(ra, tb, acc, fast);
       }
+      if (!all_in_float) [[unlikely]]
+        for (int r = 0; r < R; ++r)
+          for (int c = 0; c < C; ++c)
+            if (!in_float[r][c]) fast[r][c] = exact_step_in_double(*ra[r], *tb[c], acc[r][c]);
       for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) {
           __mmask16 ok = 0;
