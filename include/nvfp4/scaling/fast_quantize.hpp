@@ -175,8 +175,8 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
   // Software prefetch of the next row pays only where a tile is one row walked by the three
   // passes (block amax, scales, encode: MXFP4 / MXFP8 quantize 5-15% faster with it on Zen 4).
   // The NVFP4 1x16 row kernel and 16x16 tiles run far slower with it: 1x16 quantize_into
-  // 1.5-2.5x on Zen 4 and on the device's Xeon, 16x16 1.4x; the prefetches queue ahead of the
-  // hardware prefetcher's stream (docs/benchmarks.md, "Software prefetch").
+  // 1.5-2.5x on Zen 4 and on the device's Xeon, 16x16 1.4x, at every distance and locality hint
+  // tried (docs/benchmarks.md, "Software prefetch"; why was not measured: no hardware counters).
   constexpr bool prefetch_next_row = Format::block_rows == 1 && !Encoder::quantizes_rows;
 
   simd::parallel_ranges(panels, parallel, [&](index_t first_panel, index_t last_panel) {
