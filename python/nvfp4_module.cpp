@@ -32,14 +32,15 @@ static_assert(sizeof(e2m1x2) == 1 && sizeof(e4m3) == 1 && sizeof(ue4m3) == 1 && 
 
 // ---- the quantized tensor object -----------------------------------------------------------
 
-using any_tensor = std::variant<nvfp4_tensor, nvfp4_tile_tensor, mxfp4_tensor, mxfp8_tensor>;
+using any_tensor = std::variant<nvfp4_tensor, nvfp4_tile_tensor, mxfp4_tensor, mxfp8_tensor, mxfp8_e5m2_tensor>;
 
 template <class Format>
 constexpr const char* format_name() {
   if constexpr (std::is_same_v<Format, nvfp4_1x16>) return "nvfp4_1x16";
   else if constexpr (std::is_same_v<Format, nvfp4_16x16>) return "nvfp4_16x16";
   else if constexpr (std::is_same_v<Format, mxfp4>) return "mxfp4";
-  else return "mxfp8";
+  else if constexpr (std::is_same_v<Format, mxfp8>) return "mxfp8";
+  else return "mxfp8_e5m2";
 }
 
 /// Calls f with a default-constructed Format tag for the format named `name`.
@@ -49,8 +50,9 @@ decltype(auto) with_format(const std::string& name, F&& f) {
   if (name == "nvfp4_16x16") return f(nvfp4_16x16{});
   if (name == "mxfp4") return f(mxfp4{});
   if (name == "mxfp8") return f(mxfp8{});
+  if (name == "mxfp8_e5m2") return f(mxfp8_e5m2{});
   throw error(errc::invalid_argument,
-              "unknown format '" + name + "' (one of: nvfp4_1x16, nvfp4_16x16, mxfp4, mxfp8)");
+              "unknown format '" + name + "' (one of: nvfp4_1x16, nvfp4_16x16, mxfp4, mxfp8, mxfp8_e5m2)");
 }
 
 /// A quantized tensor of any format, with how it was made (recorded when saved to a checkpoint).
@@ -403,7 +405,14 @@ void save_checkpoint_py(const std::string& path, const py::dict& tensors, bool s
     options.swizzle = swizzle;
     options.rht = q.rht;
     options.quantize = q.made_with;
-    visit(q, [&](const auto& t) { io::add_quantized_tensor(file, name, t, options); });
+    visit(q, [&](const auto& t) {
+      if constexpr (std::is_same_v<typename std::decay_t<decltype(t)>::format, mxfp8_e5m2>)
+        throw error(errc::unsupported, "save_checkpoint: '" + name +
+                                           "' is mxfp8_e5m2, which has no stored layout (checkpoints hold weights: nvfp4_1x16, "
+                                           "nvfp4_16x16, mxfp4, mxfp8)");
+      else
+        io::add_quantized_tensor(file, name, t, options);
+    });
   }
   io::write_safetensors(path, file);
 }
@@ -707,7 +716,7 @@ void with_mxfp8_pair(const py_quantized& a, const py_quantized& b, const char* w
           f(ta, tb);
         } else {
           throw error(errc::dtype_mismatch, std::string(what) + ": " + format_name<A>() + " x " + format_name<B>() +
-                                                " is not an MXFP8 GEMM (mxfp8 x mxfp8)");
+                                                " is not an MXFP8 GEMM (mxfp8 or mxfp8_e5m2, both sides)");
         }
       },
       a.tensor, b.tensor);
@@ -740,7 +749,7 @@ PYBIND11_MODULE(nvfp4, m) {
       "bit for bit with the GPU stack (numpy arrays in and out). Reference: docs/python.md.";
   m.attr("__version__") = NVFP4_PYTHON_VERSION;
   m.attr("compiled_isa") = isa_name(compiled_isa);
-  m.attr("formats") = py::make_tuple("nvfp4_1x16", "nvfp4_16x16", "mxfp4", "mxfp8");
+  m.attr("formats") = py::make_tuple("nvfp4_1x16", "nvfp4_16x16", "mxfp4", "mxfp8", "mxfp8_e5m2");
 
   // nvfp4.Error (a ValueError) with .code, the errc name ("shape_mismatch", ...).
   static py::exception<nvfp4::error> error_type(m, "Error", PyExc_ValueError);
@@ -758,7 +767,7 @@ PYBIND11_MODULE(nvfp4, m) {
                            "A block-scaled quantized matrix: packed elements, block scales, amax and tensor scale.")
       .def_property_readonly("format", [](const py_quantized& q) {
         return visit(q, [](const auto& t) { return format_name<typename std::decay_t<decltype(t)>::format>(); });
-      }, "'nvfp4_1x16', 'nvfp4_16x16', 'mxfp4' or 'mxfp8'")
+      }, "'nvfp4_1x16', 'nvfp4_16x16', 'mxfp4', 'mxfp8' (E4M3) or 'mxfp8_e5m2'")
       .def_property_readonly("shape", [](const py_quantized& q) {
         return visit(q, [](const auto& t) { return py::make_tuple(t.rows(), t.cols()); });
       }, "(rows, cols) of the matrix it holds (for a columnwise copy of an M x N source: (N, M))")
@@ -778,7 +787,7 @@ PYBIND11_MODULE(nvfp4, m) {
         return visit(q, [&](const auto& t) {
           return byte_view(t.data().data(), {t.rows(), t.data_row_stride()}, self);
         });
-      }, "uint8 [rows, ceil(cols/2)] packed E2M1 (element 2i in the low nibble), or uint8 [rows, cols] E4M3 codes for mxfp8; read-only view")
+      }, "uint8 [rows, ceil(cols/2)] packed E2M1 (element 2i in the low nibble), or uint8 [rows, cols] E4M3 / E5M2 codes for mxfp8 / mxfp8_e5m2; read-only view")
       .def_property_readonly("scales", [](py::object self) {
         const auto& q = self.cast<const py_quantized&>();
         return visit(q, [&](const auto& t) { return byte_view(t.scales().data(), {t.rows(), t.scale_cols()}, self); });
@@ -903,9 +912,9 @@ PYBIND11_MODULE(nvfp4, m) {
         "plain chain MMA-Sim models.");
   m.def("mxfp8_gemm", &mxfp8_gemm_py, py::arg("a"), py::arg("b"), py::kw_only(), py::arg("mode") = "exact",
         py::arg("promotion_interval") = 128, py::arg("bias") = py::none(), py::arg("out_dtype") = "float32",
-        "a @ b.T for 'mxfp8' QuantizedTensors as Blackwell's kind::mxf8f6f4 (E8M0 scales inside the MMA), + bias [N].");
+        "a @ b.T for 'mxfp8' / 'mxfp8_e5m2' QuantizedTensors (any mix) as Blackwell's kind::mxf8f6f4 (E8M0 scales inside the MMA), + bias [N].");
   m.def("mxfp8_mma", &mxfp8_mma_py, py::arg("a"), py::arg("b"), py::arg("c") = py::none(), py::kw_only(), py::arg("mode") = "exact",
-        py::arg("promotion_interval") = 128, "c + a @ b.T for 'mxfp8' QuantizedTensors: the kind::mxf8f6f4 chain.");
+        py::arg("promotion_interval") = 128, "c + a @ b.T for 'mxfp8' / 'mxfp8_e5m2' QuantizedTensors (any mix): the kind::mxf8f6f4 chain.");
 
   py::class_<error_report>(m, "ErrorReport", "Error metrics of an approximation against a reference")
       .def_readonly("mse", &error_report::mse)

@@ -9,7 +9,7 @@ import nvfp4
 def test_module_says_what_it_is():
     assert nvfp4.__version__.count(".") == 2
     assert nvfp4.compiled_isa in ("avx512", "avx2", "scalar")
-    assert nvfp4.formats == ("nvfp4_1x16", "nvfp4_16x16", "mxfp4", "mxfp8")
+    assert nvfp4.formats == ("nvfp4_1x16", "nvfp4_16x16", "mxfp4", "mxfp8", "mxfp8_e5m2")
 
 
 def test_hand_worked_nvfp4_block():
@@ -31,7 +31,7 @@ def test_hand_worked_nvfp4_block():
 
 
 @pytest.mark.parametrize("fmt,data_cols,scale_cols", [("nvfp4_1x16", 40, 5), ("nvfp4_16x16", 40, 5), ("mxfp4", 40, 3),
-                                                       ("mxfp8", 80, 3)])
+                                                       ("mxfp8", 80, 3), ("mxfp8_e5m2", 80, 3)])
 def test_shapes_of_every_format(fmt, data_cols, scale_cols):
     x = np.random.default_rng(1).standard_normal((33, 80)).astype(np.float32)
     q = nvfp4.quantize(x, fmt)
@@ -39,6 +39,39 @@ def test_shapes_of_every_format(fmt, data_cols, scale_cols):
     assert q.data.shape == (33, data_cols) and q.scales.shape == (33, scale_cols)
     assert nvfp4.dequantize(q).shape == (33, 80)
     assert not q.data.flags.writeable and not q.scales.flags.writeable
+
+
+def e5m2_nearest_even(v):
+    """float64 values rounded to E5M2 (2 mantissa bits, exponents from -14, subnormals below),
+    ties to even, saturating at 57344: written from the format's definition (OCP FP8)."""
+    exponent = np.maximum(np.floor(np.log2(np.maximum(np.abs(v), 2.0 ** -40))), -14)
+    quantum = 2.0 ** (exponent - 2)
+    return np.clip(np.round(v / quantum) * quantum, -57344.0, 57344.0)  # np.round: ties to even
+
+
+def test_mxfp8_e5m2_follows_the_ocp_rule():
+    # OCP MX (floor rule): each block of 32 shares 2^s, s = floor(log2(amax)) - 15, 15 being
+    # E5M2's largest exponent; its elements are x / 2^s rounded to E5M2, saturating. Rows of four
+    # magnitudes; in row 1's first block (amax 1.9, s = -15) ties to even (1.125 -> 1,
+    # -1.375 -> -1.5, 0.5625 -> 0.5) and 1.9 * 2^15, past E5M2's top, saturating to 1.75.
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((4, 64)) * np.array([[1e-3], [1.0], [1e3], [3e30]])).astype(np.float32)
+    x[1, :32] = np.clip(x[1, :32], -1.5, 1.5)
+    x[1, :4] = [1.125, -1.375, 1.9, 0.5625]
+    q = nvfp4.quantize(x, "mxfp8_e5m2")
+    assert q.format == "mxfp8_e5m2" and q.data.shape == (4, 64) and q.scales.shape == (4, 2)
+    blocks = x.astype(np.float64).reshape(4, 2, 32)
+    shared = np.floor(np.log2(np.abs(blocks).max(axis=2))) - 15
+    assert np.array_equal(q.scales, (shared + 127).astype(np.uint8))
+    expected = e5m2_nearest_even(blocks / 2.0 ** shared[..., None]) * 2.0 ** shared[..., None]
+    assert np.array_equal(nvfp4.dequantize(q), expected.reshape(4, 64).astype(np.float32))
+    assert q.scales[1, 0] == 127 - 15 and list(nvfp4.dequantize(q)[1, :4]) == [1.0, -1.5, 1.75, 0.5]
+    # It pairs with E4M3 in the MXFP8 GEMM (dgrad's dY x W), and has no checkpoint layout.
+    w = nvfp4.quantize(rng.standard_normal((8, 64)).astype(np.float32), "mxfp8")
+    assert nvfp4.mxfp8_gemm(q, w).shape == (4, 8)
+    with pytest.raises(nvfp4.Error) as info:
+        nvfp4.save_checkpoint("/nonexistent-dir/never-written.safetensors", {"g": q})
+    assert info.value.code == "unsupported"
 
 
 def test_strided_and_transposed_inputs_quantize_like_their_copies():
