@@ -250,7 +250,9 @@ void check_case(const std::vector<float>& values, shape s, layout l) {
 }
 
 TYPED_TEST(FastQuantize, MatchesReferenceBitForBit) {
-  const shape shapes[] = {{0, 0}, {0, 7}, {5, 0}, {1, 1}, {1, 15}, {17, 33}, {33, 47}, {128, 4096}, {300, 300}};
+  // 3 x 16400: rows too long to widen whole (bf16 goes through 512-column pieces; see
+  // max_widened_panel_floats), with a partial last block.
+  const shape shapes[] = {{0, 0}, {0, 7}, {5, 0}, {1, 1}, {1, 15}, {17, 33}, {33, 47}, {128, 4096}, {300, 300}, {3, 16400}};
   const distribution distributions[] = {distribution::normal,      distribution::heavy_tailed, distribution::tiny,
                                         distribution::huge,        distribution::zero_blocks,  distribution::ties,
                                         distribution::wide_range};
