@@ -187,7 +187,7 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
   constexpr bool prefetch_next_row = Format::block_rows == 1 && !Encoder::quantizes_rows;
 
   simd::parallel_ranges(panels, parallel, [&](index_t first_panel, index_t last_panel) {
-    std::vector<float> buffer(in_place ? 0 : static_cast<std::size_t>(rows_per_panel * chunk_cols));
+    std::vector<float> buffer(in_place ? 0 : static_cast<std::size_t>(std::min(rows_per_panel, x.rows()) * chunk_cols));
     std::vector<std::uint32_t> amax_bits(static_cast<std::size_t>(blocks_per_chunk));
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(blocks_per_chunk));
     std::vector<float> factors(static_cast<std::size_t>(blocks_per_chunk));
