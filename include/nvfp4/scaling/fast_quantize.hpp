@@ -201,21 +201,22 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
         const index_t blocks = (cols + block_cols - 1) / block_cols;
         std::uint8_t* const row_data = data + r0 * data_stride + c0 / Format::elements_per_storage;
         std::uint8_t* const row_scales = scales + r0 * scale_stride + c0 / block_cols;
+        index_t stride = 0;
         if constexpr (Encoder::quantizes_rows) {  // block amax, scales and codes row by row
           static_assert(Format::block_rows == 1);
-          if (in_place) {
+          const auto quantize_rows = [&](const auto* first_row) {
             for (index_t i = 0; i < rows; ++i)
-              encoder.quantize_row(x.row(r0 + i) + c0, cols, scale, row_scales + i * scale_stride, row_data + i * data_stride);
-            continue;
+              encoder.quantize_row(first_row + i * stride, cols, scale, row_scales + i * scale_stride, row_data + i * data_stride);
+          };
+          if (in_place) {  // float or bf16, read where it lies
+            stride = x.row_stride();
+            quantize_rows(x.row(r0) + c0);
+          } else {
+            quantize_rows(load_panel(x, r0, rows, c0, cols, buffer.data(), chunk_cols, stride));
           }
-        }
-        index_t stride = 0;
-        const float* tile = load_panel(x, r0, rows, c0, cols, buffer.data(), chunk_cols, stride);
-        if constexpr (Encoder::quantizes_rows) {
-          for (index_t i = 0; i < rows; ++i)
-            encoder.quantize_row(tile + i * stride, cols, scale, row_scales + i * scale_stride, row_data + i * data_stride);
           continue;
         }
+        const float* tile = load_panel(x, r0, rows, c0, cols, buffer.data(), chunk_cols, stride);
         for (index_t t0 = 0; t0 < rows; t0 += Format::block_rows) {
           // One scale per block_rows x block_cols tile: the block amax runs over its rows.
           const index_t tile_rows = std::min<index_t>(Format::block_rows, rows - t0);
