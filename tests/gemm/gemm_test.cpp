@@ -62,9 +62,12 @@ class FastGemmEqualsReference : public ::testing::Test {};
 using GemmFormats = ::testing::Types<nvfp4_1x16, mxfp4>;
 TYPED_TEST_SUITE(FastGemmEqualsReference, GemmFormats);
 
+// The shapes leave every remainder of the kernels' register blocks (4 rows by 2 tiles; 2 by 1 on
+// AVX2) and of the 8-tile panels, and span several panels.
 TYPED_TEST(FastGemmEqualsReference, OnRandomOperandsOfEveryStyle) {
   const std::tuple<index_t, index_t, index_t> shapes[] = {{1, 1, 1},   {1, 1, 64},  {3, 17, 70},   {5, 33, 130},
-                                                          {33, 47, 200}, {16, 8, 256}, {64, 48, 512}, {97, 101, 96}};
+                                                          {33, 47, 200}, {16, 8, 256}, {64, 48, 512}, {97, 101, 96},
+                                                          {10, 200, 128}};
   index_t outputs = 0;
   unsigned seed = 1;
   for (auto mode : {gemm_mode::exact, gemm_mode::relaxed})

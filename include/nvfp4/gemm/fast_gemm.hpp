@@ -40,18 +40,6 @@ struct store_to_matrix {
 inline constexpr index_t rows_per_item = 128, steps_per_chunk = 16;
 inline constexpr int panel_tiles = 8;
 
-/// Calls block(R, C) with R = rows and C = tiles as compile-time constants (1 <= rows <=
-/// MaxRows, 1 <= tiles <= MaxTiles <= 2).
-template <int MaxRows, int MaxTiles, class Block>
-void for_block_shape(int rows, int tiles, Block&& block) {
-  if constexpr (MaxRows >= 1) {
-    if (rows < MaxRows) return for_block_shape<MaxRows - 1, MaxTiles>(rows, tiles, block);
-    if constexpr (MaxTiles >= 2)
-      if (tiles >= 2) return block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, 2>{});
-    block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, 1>{});
-  }
-}
-
 /// D = C + A·Bᵀ with kernel set Kernels (see mma_kernels), each output handed to store(i, j,
 /// value). `packed` is B packed by Kernels::packers::pack_tile for all its tiles, [tile][step]
 /// (whole panels), or null to pack each panel as it is needed.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "nvfp4/config.hpp"
 #include "nvfp4/gemm/mma_layout.hpp"
@@ -25,6 +26,17 @@ struct mma_kernels;
 
 template <isa Isa>
 concept has_mma_kernels = requires { mma_kernels<Isa>::block_rows; };
+
+/// Calls block(R, C) with R = min(rows, MaxRows) and C = min(tiles, MaxTiles) as compile-time
+/// constants (rows, tiles >= 1): the register block of a kernel set's driver, smaller at the edges.
+template <int MaxRows, int MaxTiles, class Block>
+NVFP4_ALWAYS_INLINE void for_block_shape(int rows, int tiles, Block&& block) {
+  if constexpr (MaxRows >= 1 && MaxTiles >= 1) {
+    if (rows < MaxRows) return for_block_shape<MaxRows - 1, MaxTiles>(rows, tiles, block);
+    if (tiles < MaxTiles) return for_block_shape<MaxRows, MaxTiles - 1>(rows, tiles, block);
+    block(std::integral_constant<int, MaxRows>{}, std::integral_constant<int, MaxTiles>{});
+  }
+}
 
 /// The portable set: one output lane at a time through the reference's §6 step (exact) or its
 /// relaxed step, on the same layouts as the vector sets.

@@ -387,18 +387,6 @@ void block(const quantized_tensor<FormatA>& qa, const quantized_tensor<FormatB>&
   }
 }
 
-/// Calls body(R, C) with R, C in {1, 2} as compile-time constants.
-template <class Body>
-NVFP4_ALWAYS_INLINE void for_block_shape(int rows, int tiles, Body&& body) {
-  if (rows >= 2) {
-    if (tiles >= 2) body(std::integral_constant<int, 2>{}, std::integral_constant<int, 2>{});
-    else body(std::integral_constant<int, 2>{}, std::integral_constant<int, 1>{});
-  } else {
-    if (tiles >= 2) body(std::integral_constant<int, 1>{}, std::integral_constant<int, 2>{});
-    else body(std::integral_constant<int, 1>{}, std::integral_constant<int, 1>{});
-  }
-}
-
 /// D = C + A·Bᵀ with the tile unit `Tiles` (simd::amx::hardware_tiles, or an emulation in tests),
 /// each output handed to store(i, j, value). `packed` is B packed by pack_tile for all its tiles
 /// ([tile][step], whole panels of 8), or null to pack each panel as it is needed. Call only where
@@ -441,7 +429,7 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
         const index_t chunk = std::min(steps_per_chunk, steps - s0);
         for (int t0 = 0; t0 < tiles_here; t0 += 2)
           for (int b0 = 0; b0 < blocks_here; b0 += 2) {
-            for_block_shape(blocks_here - b0, tiles_here - t0, [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
+            for_block_shape<2, 2>(blocks_here - b0, tiles_here - t0, [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
               const row_block_step* ra[R];
               const tile_block_step* tb[C];
               for (int r = 0; r < R; ++r) ra[r] = rows.block(i_begin / block_rows + b0 + r) + s0;
