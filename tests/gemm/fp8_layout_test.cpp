@@ -1,7 +1,8 @@
 // Tests of nvfp4/gemm/fp8_layout.hpp: the decode tables' order (what make_operand's per-step
-// maxima rely on), make_operand's per-step maximum exponent, scale and NaN / Inf flag and its
-// finite and plain rows against their definition on codes with specials and a ragged K, finite and
-// plain tiles with their scales as floats, and stage_rows against the tables.
+// maxima rely on), make_operand's per-step maximum exponent, scale and NaN / Inf flag (from every
+// position of a step) and its finite and plain rows against their definition on codes with
+// specials and a ragged K, finite and plain tiles with their scales as floats, and stage_rows
+// against the tables.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/gemm/fp8_layout.hpp"
 
@@ -29,6 +30,28 @@ TEST(Fp8Layout, TablesPutSpecialsOnTopOfNonDecreasingExponents) {
       }
     }
     EXPECT_EQ(t.exponent[0], -126);
+  }
+}
+
+// Each position of a step, in whole steps and in the partial last one, can hold the step's only
+// largest code and its only NaN / Inf code.
+TEST(Fp8Layout, EveryPositionOfAStepCountsForItsMaximumAndFlag) {
+  for (fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+    const code_tables t(format);
+    const index_t cols = 2 * 32 + 5, rows = cols;  // row p: the one large code at column p
+    const auto small = std::uint8_t{0x09}, large = static_cast<std::uint8_t>(t.first_special - 1);
+    ASSERT_LT(t.exponent[small], t.exponent[large]);
+    for (bool special : {false, true}) {
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * cols), small);
+      for (index_t p = 0; p < cols; ++p) codes[static_cast<std::size_t>(p * cols + p)] = special ? t.first_special : large;
+      const operand_rows o = make_operand(codes.data(), cols, rows, cols, format, t, [](index_t, index_t) { return std::uint8_t{127}; });
+      for (index_t p = 0; p < rows; ++p)
+        for (index_t s = 0; s < o.steps; ++s) {
+          const bool here = p / 32 == s;
+          EXPECT_EQ(o.max_exponent[o.at(p, s)], here && !special ? t.exponent[large] : t.exponent[small]) << p << "," << s;
+          EXPECT_EQ(o.special[o.at(p, s)] != 0, here && special) << p << "," << s;
+        }
+    }
   }
 }
 

@@ -96,27 +96,40 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   o.special.resize(o.max_exponent.size());
   o.finite.assign(static_cast<std::size_t>(rows), 1);
   o.plain.assign(static_cast<std::size_t>(rows), 1);
-  // Per step, the largest finite magnitude code and whether any code is NaN / Inf (byte maxima the
-  // compiler vectorizes); its exponent is the step's maximum (code_tables), -126 for zeros alone.
+  // Per step, the largest finite magnitude code and whether any code is NaN / Inf; the first's
+  // exponent is the step's maximum (code_tables), -126 for zeros alone. Two byte maxima over the
+  // step (the second: every magnitude, NaN / Inf ones included), in locals and a loop of fixed
+  // length for a whole step so that the compiler vectorizes them: a loop over [k0, k1) updating
+  // a flag ran a byte at a time, 8% of an FP8 GEMM at 2048³ (Zen 4).
   const std::uint8_t first_special = tables.first_special;
+  const auto step_maxima = [first_special](const std::uint8_t* step, index_t count, std::uint8_t& top_finite, std::uint8_t& top_any) {
+    std::uint8_t finite = 0, any = 0;
+    const auto add = [&](std::uint8_t code) {
+      const auto magnitude = static_cast<std::uint8_t>(code & 0x7F);
+      finite = std::max(finite, magnitude < first_special ? magnitude : std::uint8_t{0});
+      any = std::max(any, magnitude);
+    };
+    if (count == mma8::step_k) {
+      for (index_t k = 0; k < mma8::step_k; ++k) add(step[k]);
+    } else {
+      for (index_t k = 0; k < count; ++k) add(step[k]);
+    }
+    top_finite = finite;
+    top_any = any;
+  };
   for (index_t r = 0; r < rows; ++r)
     for (index_t s = 0; s < o.steps; ++s) {
       const index_t k0 = s * mma8::step_k, k1 = std::min(cols, k0 + mma8::step_k);
-      const std::uint8_t* const step = codes + r * stride;
-      std::uint8_t top = 0, special = 0;
-      for (index_t k = k0; k < k1; ++k) {
-        const auto magnitude = static_cast<std::uint8_t>(step[k] & 0x7F);
-        const bool is_special = magnitude >= first_special;
-        special |= static_cast<std::uint8_t>(is_special);
-        top = std::max(top, is_special ? std::uint8_t{0} : magnitude);
-      }
+      std::uint8_t top = 0, top_any = 0;
+      step_maxima(codes + r * stride + k0, k1 - k0, top, top_any);
+      const bool special = top_any >= first_special;
       const std::uint8_t scale = scales(r, s);
       o.max_exponent[o.at(r, s)] = tables.exponent[top];
       o.scale[o.at(r, s)] = scale;
       o.scale_value[o.at(r, s)] = e8m0::from_bits(scale).to_float();
-      o.special[o.at(r, s)] = special != 0 || scale == 0xFF;
+      o.special[o.at(r, s)] = special || scale == 0xFF;
       if (o.special[o.at(r, s)]) o.finite[static_cast<std::size_t>(r)] = 0;
-      if (special != 0 || scale != 127) o.plain[static_cast<std::size_t>(r)] = 0;
+      if (special || scale != 127) o.plain[static_cast<std::size_t>(r)] = 0;
     }
   return o;
 }
