@@ -1,6 +1,7 @@
 // Benchmarks of the block-scaled FP4 GEMM: exact (Blackwell-bit-exact) and relaxed modes, with B
-// packed per call and (decode shape, M = 16) packed once beforehand, the AMX kernels and isolated
-// pieces of them on AMX machines, the dequantize-then-Eigen path, and fp32 SGEMM by
+// packed per call and (decode shape, M = 16) packed once beforehand, the vector kernels' register
+// block alone on L1-resident operands, the AMX kernels and isolated pieces of them on AMX
+// machines, the dequantize-then-Eigen path, and fp32 SGEMM by
 // Eigen and OpenBLAS on the same shape, in the same run. Thread counts: bench_threads.hpp.
 // Counters: FLOP/s = 2·M·N·K / time (effective, as for a dense GEMM).
 #include <benchmark/benchmark.h>
@@ -79,6 +80,47 @@ void BM_nvfp4_gemm_packed(benchmark::State& state) {
     benchmark::DoNotOptimize(d.data());
   }
   report(state, p);
+}
+
+/// The compiled kernel set's largest register block alone, on operands that stay in L1: 8 steps
+/// (K = 512) of R rows against C tiles, 64 calls per iteration into one accumulator block. What
+/// the kernel's instruction stream sustains without the driver, the packing or the memory
+/// hierarchy: the GEMM's ceiling on this core (docs/benchmarks.md, "Kernel ceilings").
+template <gemm_mode Mode>
+void BM_kernel_in_l1(benchmark::State& state) {
+  using kernels = detail::compiled_mma_kernels;
+  using scale_type = nvfp4_1x16::scale_type;
+  constexpr int R = kernels::block_rows, C = kernels::block_tiles;
+  constexpr index_t k = 512, steps = k / mma::step_k, calls = 64;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<std::size_t>(R * k)), w(static_cast<std::size_t>(C * detail::tile_lanes * k));
+  for (float& v : x) v = normal(rng);
+  for (float& v : w) v = normal(rng);
+  const auto a = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), R, k));
+  const auto b = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(w.data(), C * detail::tile_lanes, k));
+  const auto rows = kernels::packers::make_broadcast_rows(a);
+  std::vector<detail::tile_step> tiles(static_cast<std::size_t>(C * steps));
+  const detail::row_step* row_steps[R];
+  const detail::tile_step* tile_steps[C];
+  for (int r = 0; r < R; ++r) row_steps[r] = rows.row(r);
+  for (int t = 0; t < C; ++t) {
+    kernels::packers::pack_tile(b, t * detail::tile_lanes, tiles.data() + t * steps);
+    tile_steps[t] = tiles.data() + t * steps;
+  }
+  alignas(64) float out[R * C * detail::tile_lanes] = {};
+  for (auto _ : state) {
+    for (index_t call = 0; call < calls; ++call) {
+      if constexpr (Mode == gemm_mode::exact)
+        kernels::exact_block<scale_type, R, C>(row_steps, tile_steps, steps, out, C * detail::tile_lanes);
+      else
+        kernels::relaxed_block<scale_type, R, C, true>(row_steps, tile_steps, steps, out, C * detail::tile_lanes);
+      benchmark::DoNotOptimize(out);
+      for (float& v : out) v = 0.0f;  // a fixed starting accumulator, so every call takes the same path
+    }
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * R * C * detail::tile_lanes * k * calls * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 /// The AMX kernels (off by default, see simd/amx/tiles.hpp; registered on AMX machines only).
@@ -254,6 +296,8 @@ void BM_nvfp4_gemm_amx_phased(benchmark::State& state) {
   return true;
 }();
 BENCHMARK(BM_dequantize_then_eigen)->Name("dequantize_then_eigen")->Apply(shapes);
+BENCHMARK(BM_kernel_in_l1<gemm_mode::exact>)->Name("nvfp4_exact_kernel_in_l1")->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_kernel_in_l1<gemm_mode::relaxed>)->Name("nvfp4_relaxed_kernel_in_l1")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_eigen_sgemm)->Name("eigen_sgemm_fp32")->Apply(shapes);
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_sgemm)->Name("openblas_sgemm_fp32")->Apply(shapes);

@@ -2,7 +2,7 @@
 // everything the recipe quantizes, then fprop, dgrad and wgrad) per recipe, beside the same three
 // GEMMs in fp32 by Eigen and OpenBLAS in the same run; the decode-shaped inference forward on a
 // kept quantized weight per recipe beside fp32 Y = X Wᵀ; and the FP8 / MXFP8 GEMMs (exact and
-// relaxed) beside SGEMM. Counters: FLOP/s = 2·M·N·K per GEMM (x3 for a step) / time.
+// relaxed), and their step kernels alone on L1-resident operands, beside SGEMM. Counters: FLOP/s = 2·M·N·K per GEMM (x3 for a step) / time.
 // Thread counts: NVFP4_BENCH_THREADS, through benchmarks/bench_threads.hpp (1 and 2 by default).
 #include <benchmark/benchmark.h>
 
@@ -191,6 +191,43 @@ void BM_fp8_gemm(benchmark::State& state) {
   }
   report(state, p, 1.0);
 }
+/// The FP8 step kernels alone on operands that stay in L1: 4 steps (K = 128) of the driver's block
+/// (8 rows x 4 tiles, per-tensor E4M3, Hopper), 64 calls per iteration into one accumulator
+/// block. What the kernels' instruction stream sustains without the driver, the operand staging
+/// or the memory hierarchy: the FP8 GEMM's ceiling on this core (docs/benchmarks.md).
+template <gemm_mode Mode>
+void BM_fp8_kernel_in_l1(benchmark::State& state) {
+  namespace f8 = fp8_gemm_detail;
+  constexpr int rows = f8::block_rows, tiles = f8::block_tiles;
+  constexpr index_t k = 128, steps = k / mma8::step_k, calls = 64, stride = tiles * f8::lanes;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<std::size_t>(rows * k)), w(static_cast<std::size_t>(stride * k));
+  for (float& v : x) v = normal(rng);
+  for (float& v : w) v = normal(rng);
+  const auto a8 = quantize_fp8_current(matrix_view<const float>::row_major(x.data(), rows, k), fp8_format::e4m3);
+  const auto b8 = quantize_fp8_current(matrix_view<const float>::row_major(w.data(), stride, k), fp8_format::e4m3);
+  const f8::operand_rows a = detail::unpack_operand(a8), b = detail::unpack_operand(b8);
+  const f8::staged_parts parts = f8::fp8_step_kernels<simd::fp8_gemm_isa>::staging(Mode);
+  f8::row_staging staged;
+  f8::stage_rows(a, 0, rows, 0, steps, parts, staged);
+  std::vector<f8::column_tile> packed(tiles);
+  f8::step_block blk{&a, &staged, 0, rows, &b, {}, {}, tiles, mma8::tensor_core::hopper, Mode};
+  for (int t = 0; t < tiles; ++t) {
+    f8::pack_tile(b, t * f8::lanes, packed[static_cast<std::size_t>(t)], parts);
+    blk.tiles[t] = &packed[static_cast<std::size_t>(t)];
+    blk.j0[t] = t * f8::lanes;
+  }
+  alignas(64) float acc[rows * stride] = {};
+  for (auto _ : state) {
+    for (index_t call = 0; call < calls; ++call) {
+      f8::run_steps(blk, 0, steps, acc, stride);
+      benchmark::DoNotOptimize(acc);
+      for (float& v : acc) v = 0.0f;  // a fixed starting accumulator, so every call takes the same path
+    }
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * stride * k * calls * double(state.iterations()), benchmark::Counter::kIsRate);
+}
 template <gemm_mode Mode>
 void BM_mxfp8_gemm(benchmark::State& state) {
   set_threads(state);
@@ -244,6 +281,8 @@ BENCHMARK(BM_fp8_gemm<mma8::tensor_core::blackwell, gemm_mode::exact>)->Name("fp
 BENCHMARK(BM_fp8_gemm<mma8::tensor_core::hopper, gemm_mode::relaxed>)->Name("fp8_gemm_relaxed")->Apply(gemm_shapes);
 BENCHMARK(BM_mxfp8_gemm<gemm_mode::exact>)->Name("mxfp8_gemm_exact")->Apply(gemm_shapes);
 BENCHMARK(BM_mxfp8_gemm<gemm_mode::relaxed>)->Name("mxfp8_gemm_relaxed")->Apply(gemm_shapes);
+BENCHMARK(BM_fp8_kernel_in_l1<gemm_mode::exact>)->Name("fp8_hopper_exact_kernel_in_l1")->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_fp8_kernel_in_l1<gemm_mode::relaxed>)->Name("fp8_relaxed_kernel_in_l1")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_eigen_sgemm)->Name("eigen_sgemm_fp32")->Apply(gemm_shapes);
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_sgemm)->Name("openblas_sgemm_fp32")->Apply(gemm_shapes);
