@@ -4,6 +4,8 @@
 // too far apart, subnormal accumulator, overflow), one binade inside and one outside, with values
 // for which the untruncated sum and the §6 result differ, so a bound off by one would show. Every
 // case fills a 6 x 37 output (all kernel block shapes) and is compared with the reference bit for bit.
+// The AVX-512 kernel's vector form of the tests answers as the scalar rules on scale codes from
+// every edge.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/gemm/fast_gemm.hpp"
 
@@ -12,6 +14,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -200,6 +203,125 @@ TEST(ExactFastPathEdges, SumsNearTheTopOfTheFloatRange) {
   block_scaled_mma(operand<mxfp4>(two.a_codes, two.a_scales, 1), operand<mxfp4>(two.b_codes, two.b_scales, 1),
                    matrix_view<const float>{}, matrix_view<float>::row_major(&d, 1, 1));
   EXPECT_EQ(d, std::numeric_limits<float>::infinity());
+}
+
+// The AVX-512 exact kernel tests a block's rows against a tile at once (fast_step_tests, over
+// row_step::fast_step_key); it must answer what terms_add_exactly_in_float and
+// scales_allow_fast_step answer for every row and tile. Compares the two for every row of `a`
+// against every tile of `b` at every step; returns how often each rule held, and how many pairs.
+struct rule_counts {
+  index_t compared = 0, float_rule = 0, scale_rule = 0;
+};
+template <class Format>
+rule_counts compare_vector_fast_step_tests(const quantized_tensor<Format>& a, const quantized_tensor<Format>& b) {
+  rule_counts counts;
+#if NVFP4_HAS_AVX512_VNNI
+  using kernels = detail::mma_kernels<isa::avx512_vnni>;
+  const auto broadcast = kernels::packers::make_broadcast_rows(a);
+  const index_t steps = broadcast.steps, tile_count = b.rows() / detail::tile_lanes;
+  std::vector<detail::tile_step> tiles(static_cast<std::size_t>(tile_count * steps));
+  for (index_t t = 0; t < tile_count; ++t) kernels::packers::pack_tile(b, t * detail::tile_lanes, tiles.data() + t * steps);
+  for (index_t s = 0; s < steps; ++s)
+    for (index_t r0 = 0; r0 + 4 <= a.rows(); r0 += 4)
+      for (index_t t0 = 0; t0 + 2 <= tile_count; t0 += 2) {
+        const detail::row_step* ra[4];
+        const detail::tile_step* tb[2];
+        for (int r = 0; r < 4; ++r) ra[r] = broadcast.row(r0 + r) + s;
+        for (int c = 0; c < 2; ++c) tb[c] = tiles.data() + (t0 + c) * steps + s;
+        __mmask16 in_float[2], scales_ok[2];
+        kernels::fast_step_tests<4, 2>(ra, tb, in_float, scales_ok);
+        for (int r = 0; r < 4; ++r)
+          for (int c = 0; c < 2; ++c) {
+            const bool float_rule = detail::terms_add_exactly_in_float(*ra[r], *tb[c]);
+            const bool scale_rule = detail::scales_allow_fast_step(*ra[r], *tb[c]);
+            EXPECT_EQ(kernels::row_passes(in_float[c], r), float_rule) << "row " << r0 + r << ", tile " << t0 + c << ", step " << s;
+            EXPECT_EQ(kernels::row_passes(scales_ok[c], r), scale_rule) << "row " << r0 + r << ", tile " << t0 + c << ", step " << s;
+            ++counts.compared;
+            counts.float_rule += float_rule;
+            counts.scale_rule += scale_rule;
+          }
+      }
+#else
+  (void)a, (void)b;
+#endif
+  return counts;
+}
+
+/// An operand of `rows` rows whose row r has scale code codes(r, block); random E2M1 values.
+template <class Format, class Codes>
+quantized_tensor<Format> operand_with_scales(index_t rows, index_t k, Codes&& codes, std::mt19937& rng) {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * k / 2));
+  for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+  const index_t scale_cols = (k + Format::block_cols - 1) / Format::block_cols;
+  std::vector<std::uint8_t> scales(static_cast<std::size_t>(rows * scale_cols));
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < scale_cols; ++c) scales[static_cast<std::size_t>(r * scale_cols + c)] = codes(r, c);
+  return quantized_tensor<Format>::from_bytes(rows, k, bytes, scales);
+}
+
+/// Random scale codes from windows of `codes`: three rows in four near the list's middle, the rest
+/// anywhere, so that both answers of every rule occur; 8 steps of K, the last one partial.
+template <class Format>
+void check_vector_fast_step_tests(const std::vector<std::uint8_t>& codes) {
+  if (!NVFP4_HAS_AVX512_VNNI) GTEST_SKIP() << "this build has no AVX-512 kernel set";
+  std::mt19937 rng(11);
+  std::size_t base = 0, width = 1;
+  const auto windowed = [&](index_t, index_t block) {
+    if (block == 0) {  // a new row: a new window
+      base = rng() % 4 ? codes.size() / 2 - 2 + rng() % 4 : rng() % codes.size();
+      width = 1 + rng() % 3;
+    }
+    return codes[(base + rng() % width) % codes.size()];
+  };
+  const index_t k = 8 * 64 - 40;
+  const auto a = operand_with_scales<Format>(64, k, windowed, rng);
+  const auto b = operand_with_scales<Format>(128, k, windowed, rng);
+  const rule_counts counts = compare_vector_fast_step_tests(a, b);
+  EXPECT_EQ(counts.compared, 8 * 16 * 4 * 8);
+  for (index_t held : {counts.float_rule, counts.scale_rule}) {  // both answers of each rule occur
+    EXPECT_GT(held, counts.compared / 20);
+    EXPECT_LT(held, counts.compared - counts.compared / 20);
+  }
+}
+
+TEST(ExactFastPathEdges, VectorTestsAnswerAsTheScalarRulesMxfp4) {
+  // E8M0: 2^-127, 2^-126, 2^-120, 2^-100, 2^-30, every power 2^-9 .. 2^7, 2^20, 2^90, 2^100,
+  // 2^110, 2^113, 2^127, NaN.
+  std::vector<std::uint8_t> codes = {0, 1, 7, 27, 97};
+  for (int e = -9; e <= 7; ++e) codes.push_back(static_cast<std::uint8_t>(127 + e));
+  codes.insert(codes.end(), {147, 217, 227, 237, 240, 254, 255});
+  check_vector_fast_step_tests<mxfp4>(codes);
+}
+TEST(ExactFastPathEdges, VectorTestsAnswerAsTheScalarRulesNvfp4) {
+  // UE4M3: zero, subnormals, 2^-6 .. 448, NaN.
+  check_vector_fast_step_tests<nvfp4_1x16>({0x00, 0x01, 0x05, 0x08, 0x10, 0x20, 0x30, 0x38, 0x3C, 0x40, 0x48, 0x50, 0x60, 0x70, 0x7E, 0x7F});
+}
+
+// Every limit of the two rules, one binade inside and one outside: MXFP4 rows and tiles whose E8M0
+// exponents put each sum exactly on a limit or one past it, with the other conditions holding.
+TEST(ExactFastPathEdges, VectorTestsAnswerAsTheScalarRulesOnEveryLimit) {
+  if (!NVFP4_HAS_AVX512_VNNI) GTEST_SKIP() << "this build has no AVX-512 kernel set";
+  // {low, high} exponent of each row (its two scale blocks per step) and of each tile (all lanes).
+  const std::vector<std::pair<int, int>> row_exponents = {
+      {-70, -70}, {-71, -71}, {-76, -76}, {-77, -77},  // e_min + e_min_low: -141 / -142 (float), -153 / -154 (scales)
+      {49, 49},   {50, 50},                            // e_min + e_min_high: 98 / 99
+      {30, 56},   {30, 57},                            // e_max + e_max_high: 113 / 114, span 26 / 27
+      {0, 3},     {0, 4},     {0, 0},     {0, 27},     // spans against max_float_sum_span and max_term_span
+      {-1, -1},   {29, 56},   {-2, 1},    {2, 2}};
+  const std::vector<std::pair<int, int>> tile_exponents = {{-71, -71}, {-77, -77}, {49, 49}, {57, 57}, {0, 0}, {0, 1}, {56, 57}, {-1, 2}};
+  const auto code = [](int e) { return static_cast<std::uint8_t>(127 + e); };
+  std::mt19937 rng(12);
+  const index_t k = 4 * 64;  // two E8M0 blocks per step
+  const auto a = operand_with_scales<mxfp4>(static_cast<index_t>(row_exponents.size()), k, [&](index_t r, index_t block) {
+    const auto [low, high] = row_exponents[static_cast<std::size_t>(r)];
+    return code(block % 2 ? high : low);
+  }, rng);
+  const auto b = operand_with_scales<mxfp4>(static_cast<index_t>(tile_exponents.size()) * detail::tile_lanes, k, [&](index_t j, index_t block) {
+    const auto [low, high] = tile_exponents[static_cast<std::size_t>(j / detail::tile_lanes)];
+    return code(block % 2 ? high : low);
+  }, rng);
+  const rule_counts counts = compare_vector_fast_step_tests(a, b);
+  EXPECT_EQ(counts.compared, 4 * 4 * 4 * 8);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -69,13 +70,19 @@ index_t scale_block_of(index_t step, int group) {
 struct alignas(64) row_step {
   std::int8_t values[mma::step_k];   ///< doubled E2M1 values, zero past K
   std::int32_t correction[4];        ///< -12 Σ a2 per group: undoes the tiles' +12 offset
-  float value[4];                    ///< s_g
-  float quarter[4];                  ///< s_g / 4
+  float quarter[4];                  ///< s_g / 4 (s_g itself: row_scale_value)
   float exponent_min, exponent_max;  ///< over groups with a non-zero scale (or the stand-in)
+  /// {e_max - e_min, e_min, e_min, e_max} of the fields above, e_max as +inf when a scale is NaN:
+  /// added lane by lane to a tile step's {span, exponent_min_low, exponent_min_high,
+  /// exponent_max_high}, the four sums that scales_allow_fast_step and
+  /// terms_add_exactly_in_float compare, so that a vector kernel tests a block's rows at once.
+  float fast_step_key[4];
   std::uint8_t codes[4];             ///< the scale codes, for the exact fallback
   std::uint8_t zero_scale_mask;      ///< groups past K (a zero scale, which no E8M0 code is)
   std::uint8_t has_nan;
 };
+
+static_assert(sizeof(row_step) == 128, "two cache lines per row step");
 
 /// A [rows, K] operand as rows of steps.
 struct broadcast_rows {
@@ -94,10 +101,15 @@ struct alignas(64) tile_step {
   float accumulator_ceiling[tile_lanes];  ///< min_g e_g + 27: ... and stay at or below it
   std::uint8_t codes[4][tile_lanes];   ///< scale codes, for the exact fallback
   float span;                          ///< max over lanes of max_g e_g - min_g e_g
-  float exponent_min_low, exponent_min_high, exponent_max_high;  ///< min/max over lanes of the bounds
+  /// min/max over lanes of the bounds; with span, in this order, the tile's half of the sums of
+  /// row_step::fast_step_key
+  float exponent_min_low, exponent_min_high, exponent_max_high;
   std::uint16_t zero_scale_lanes[4];   ///< per group: lanes past K or past the operand's rows
   std::uint8_t has_nan;
 };
+
+static_assert(offsetof(tile_step, exponent_max_high) == offsetof(tile_step, span) + 3 * sizeof(float),
+              "the four bound fields are read as one vector");
 
 /// The scale part of a row step (everything but `values` and `correction`), and the exponent
 /// range of its non-zero scales in e_min, e_max (e_min > e_max when there are none).
@@ -116,7 +128,6 @@ void set_row_step_scales(const quantized_tensor<Format>& q, index_t r, index_t s
     const scale_forms f = present ? table[code] : scale_forms{};
     rs.codes[g] = code;
     rs.zero_scale_mask |= static_cast<std::uint8_t>(present ? 0 : 1 << g);
-    rs.value[g] = f.value;
     rs.quarter[g] = f.quarter;
     rs.has_nan |= static_cast<std::uint8_t>(f.is_nan);
     if (f.nonzero) {
@@ -126,6 +137,16 @@ void set_row_step_scales(const quantized_tensor<Format>& q, index_t r, index_t s
   }
   rs.exponent_min = e_min <= e_max ? e_min : no_scale_exponent;
   rs.exponent_max = e_min <= e_max ? e_max : no_scale_exponent;
+  rs.fast_step_key[0] = rs.exponent_max - rs.exponent_min;
+  rs.fast_step_key[1] = rs.exponent_min;
+  rs.fast_step_key[2] = rs.exponent_min;
+  rs.fast_step_key[3] = rs.has_nan ? std::numeric_limits<float>::infinity() : rs.exponent_max;
+}
+
+/// s_g of a row step as a float (0 for a group past K), as the row's scale code gives it.
+template <class ScaleType>
+float row_scale_value(const row_step& rs, int g) {
+  return (rs.zero_scale_mask >> g) & 1 ? 0.0f : scale_table<ScaleType>[rs.codes[g]].value;
 }
 
 /// The scale part of a tile step for rows [j0, j0 + valid) of q (lanes past them: no scale).

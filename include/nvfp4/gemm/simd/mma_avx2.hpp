@@ -69,7 +69,7 @@ struct mma_kernels<isa::avx2> {
               acc[r][h] = _mm256_fmadd_ps(sum, _mm256_mul_ps(_mm256_set1_ps(ra.quarter[g]), scale_b), acc[r][h]);
             } else {
               const __m256 group_sum = _mm256_mul_ps(sum, _mm256_set1_ps(0.25f));
-              acc[r][h] = _mm256_fmadd_ps(group_sum, _mm256_mul_ps(_mm256_set1_ps(ra.value[g]), scale_b), acc[r][h]);
+              acc[r][h] = _mm256_fmadd_ps(group_sum, _mm256_mul_ps(_mm256_set1_ps(row_scale_value<ScaleType>(ra, g)), scale_b), acc[r][h]);
             }
           }
         }
