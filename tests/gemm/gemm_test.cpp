@@ -86,8 +86,10 @@ TYPED_TEST(FastGemmEqualsReference, AfterALargerProductOnTheSameThread) {
 }
 
 TYPED_TEST(FastGemmEqualsReference, OnALargeProblem) {
-  // 2^20 outputs of 4 steps each in the exact mode.
+  // 2^20 outputs of 4 steps each in the exact mode; then relaxed, with several row items per panel
+  // (on two threads B is then packed once and shared).
   EXPECT_EQ(check_problem<TypeParam>(1024, 1024, 256, style::wide_scales, gemm_mode::exact, 99), 1 << 20);
+  EXPECT_EQ(check_problem<TypeParam>(300, 200, 256, style::extremes, gemm_mode::relaxed, 98), 300 * 200);
 }
 
 TEST(Gemm, RealDataIsCloseToTheFloatProductAndRelaxedDriftsLittle) {

@@ -60,6 +60,18 @@ void mma_driver(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
   const index_t panels = (tiles + panel_tiles - 1) / panel_tiles;
   const index_t items_per_panel = (m + rows_per_item - 1) / rows_per_item;
   constexpr index_t panel_cols = panel_tiles * tile_lanes;
+  // On a team, one panel's row items go to many threads, and each would pack the panel again (at
+  // 16 threads, up to 16 times): with more than one item per panel, B is then packed once, by the
+  // team, and shared.
+  const bool parallel = simd::worth_parallel(m * n * steps);
+  scratch<tile_step> shared_tiles;
+  if (!packed && items_per_panel > 1 && simd::runs_on_a_team(parallel, panels * items_per_panel)) {
+    shared_tiles = scratch<tile_step>(static_cast<std::size_t>(tiles * steps));
+    simd::parallel_ranges(tiles, true, [&](index_t begin, index_t end) {
+      for (index_t t = begin; t < end; ++t) packers::pack_tile(b, t * tile_lanes, shared_tiles.data() + t * steps);
+    });
+    packed = shared_tiles.data();
+  }
   struct thread_state {
     scratch<tile_step> own_panel;
     scratch<float> staged;
@@ -67,7 +79,7 @@ void mma_driver(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
   };
   // Work in units of one 64-element step of one output (simd/parallel.hpp's threshold).
   simd::parallel_dynamic(
-      panels * items_per_panel, simd::worth_parallel(m * n * steps),
+      panels * items_per_panel, parallel,
       [&] {
         return thread_state{scratch<tile_step>(packed ? 0 : static_cast<std::size_t>(panel_tiles * steps)),
                             scratch<float>(static_cast<std::size_t>(rows_per_item * panel_cols)), -1};

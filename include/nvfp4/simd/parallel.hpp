@@ -37,6 +37,10 @@ inline bool team_available([[maybe_unused]] bool parallel, [[maybe_unused]] inde
 }
 }  // namespace detail
 
+/// Whether a loop over `count` items with this `parallel` flag runs on a team of several threads
+/// (for work a caller does once up front only when a team will share it).
+inline bool runs_on_a_team(bool parallel, index_t count) { return detail::team_available(parallel, count); }
+
 /// Calls body(begin, end) on disjoint ranges covering [0, count): one contiguous range per OpenMP
 /// thread when `parallel` is true (and OpenMP is on), else one call with the whole range. body must
 /// not throw.
