@@ -85,7 +85,9 @@ void BM_nvfp4_gemm_packed(benchmark::State& state) {
 /// The compiled kernel set's largest register block alone, on operands that stay in L1: 8 steps
 /// (K = 512) of R rows against C tiles, 64 calls per iteration into one accumulator block. What
 /// the kernel's instruction stream sustains without the driver, the packing or the memory
-/// hierarchy: the GEMM's ceiling on this core (docs/benchmarks.md, "Kernel ceilings").
+/// hierarchy: the GEMM's ceiling on this core (docs/benchmarks.md, "Kernel ceilings"). With N
+/// copies at once (kernel_copies), FLOP/s is one copy's rate (Google Benchmark averages a counter
+/// rate over the threads): N cores sustain N times it.
 template <gemm_mode Mode>
 void BM_kernel_in_l1(benchmark::State& state) {
   using kernels = detail::compiled_mma_kernels;
@@ -296,8 +298,15 @@ void BM_nvfp4_gemm_amx_phased(benchmark::State& state) {
   return true;
 }();
 BENCHMARK(BM_dequantize_then_eigen)->Name("dequantize_then_eigen")->Apply(shapes);
-BENCHMARK(BM_kernel_in_l1<gemm_mode::exact>)->Name("nvfp4_exact_kernel_in_l1")->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_kernel_in_l1<gemm_mode::relaxed>)->Name("nvfp4_relaxed_kernel_in_l1")->Unit(benchmark::kMicrosecond);
+// The kernels alone also run as N independent copies on N threads (Google Benchmark's threads, one
+// per count of bench_threads.hpp): with no shared data and no memory traffic, what N cores sustain
+// together is the ceiling of an N-thread GEMM's scaling.
+void kernel_copies(benchmark::internal::Benchmark* b) {
+  for (int threads : nvfp4_bench::thread_counts()) b->Threads(threads);
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_kernel_in_l1<gemm_mode::exact>)->Name("nvfp4_exact_kernel_in_l1")->Apply(kernel_copies);
+BENCHMARK(BM_kernel_in_l1<gemm_mode::relaxed>)->Name("nvfp4_relaxed_kernel_in_l1")->Apply(kernel_copies);
 BENCHMARK(BM_eigen_sgemm)->Name("eigen_sgemm_fp32")->Apply(shapes);
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_sgemm)->Name("openblas_sgemm_fp32")->Apply(shapes);
