@@ -40,6 +40,16 @@ struct store_to_matrix {
 inline constexpr index_t rows_per_item = 128, steps_per_chunk = 16;
 inline constexpr int panel_tiles = 8;
 
+/// Packs every tile of B (rows 16t .. 16t + 15) with Packer::pack_tile into out + t * steps, the
+/// tiles split among a team when `parallel`.
+template <class Packer, class Format, class Step>
+void pack_all_tiles(const quantized_tensor<Format>& b, index_t steps, Step* out, bool parallel) {
+  const index_t tiles = (b.rows() + tile_lanes - 1) / tile_lanes;
+  simd::parallel_ranges(tiles, parallel, [&](index_t begin, index_t end) {
+    for (index_t t = begin; t < end; ++t) Packer::pack_tile(b, t * tile_lanes, out + t * steps);
+  });
+}
+
 /// D = C + A·Bᵀ with kernel set Kernels (see mma_kernels), each output handed to store(i, j,
 /// value). `packed` is B packed by Kernels::packers::pack_tile for all its tiles, [tile][step]
 /// (whole panels), or null to pack each panel as it is needed.
@@ -67,9 +77,7 @@ void mma_driver(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
   scratch<tile_step> shared_tiles;
   if (!packed && items_per_panel > 1 && simd::runs_on_a_team(parallel, panels * items_per_panel)) {
     shared_tiles = scratch<tile_step>(static_cast<std::size_t>(tiles * steps));
-    simd::parallel_ranges(tiles, true, [&](index_t begin, index_t end) {
-      for (index_t t = begin; t < end; ++t) packers::pack_tile(b, t * tile_lanes, shared_tiles.data() + t * steps);
-    });
+    pack_all_tiles<packers>(b, steps, shared_tiles.data(), true);
     packed = shared_tiles.data();
   }
   struct thread_state {
@@ -152,9 +160,7 @@ bool pack_b_amx(const quantized_tensor<Format>& b, index_t padded_tiles, packed_
   if (!Amx::eligible(b, b, gemm_mode::exact)) return false;
   out.amx_tiles.resize(static_cast<std::size_t>(padded_tiles * out.steps));
   const index_t tiles = (b.rows() + tile_lanes - 1) / tile_lanes;
-  simd::parallel_ranges(tiles, simd::worth_parallel(tiles * out.steps * tile_lanes), [&](index_t begin, index_t end) {
-    for (index_t t = begin; t < end; ++t) Amx::pack_tile(b, t * tile_lanes, out.amx_tiles.data() + t * out.steps);
-  });
+  pack_all_tiles<Amx>(b, out.steps, out.amx_tiles.data(), simd::worth_parallel(tiles * out.steps * tile_lanes));
   return true;
 }
 
@@ -170,9 +176,7 @@ packed_b pack_b(const quantized_tensor<Format>& b) {
     if (simd::gemm_isa_for_call() == isa::amx_bf16 && pack_b_amx<mma_kernels<isa::amx_bf16>>(b, padded_tiles, out)) return out;
   }
   out.tiles.resize(static_cast<std::size_t>(padded_tiles * out.steps));
-  simd::parallel_ranges(tiles, simd::worth_parallel(tiles * out.steps * tile_lanes), [&](index_t begin, index_t end) {
-    for (index_t t = begin; t < end; ++t) compiled_mma_kernels::packers::pack_tile(b, t * tile_lanes, out.tiles.data() + t * out.steps);
-  });
+  pack_all_tiles<compiled_mma_kernels::packers>(b, out.steps, out.tiles.data(), simd::worth_parallel(tiles * out.steps * tile_lanes));
   return out;
 }
 
