@@ -1,7 +1,8 @@
-// Tests for nvfp4/scaling/detail/block_kernels.hpp's one-pass NVFP4 1x16 row kernel, its E2M1
-// encoder of scaled rows (also the NVFP4 16x16 and MXFP4 one) and the lane primitives they stand
-// on (simd/<isa>/ops.hpp: reduce_max_each, narrow_to_words, store_nibble_words_x4, the AVX-512
-// E2M1 word encoder), in the build's ISA: codes against the E2M1 codec on every rounding
+// Tests for nvfp4/scaling/detail/block_kernels.hpp's one-pass NVFP4 1x16 row kernel, its kernel
+// of blocks held across lanes (the columnwise copy's), its E2M1 encoder of scaled rows (also the
+// NVFP4 16x16 and MXFP4 one) and the lane primitives they stand on (simd/<isa>/ops.hpp:
+// reduce_max_each, narrow_to_words, widen_words, store_nibble_words_x4, store_lanes2/4, the
+// AVX-512 E2M1 word encoder), in the build's ISA: codes against the E2M1 codec on every rounding
 // threshold and around it, rows against nvfp4::reference.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/scaling/detail/block_kernels.hpp"
@@ -71,6 +72,28 @@ TEST(E2m1WordCodes, PackedCodesEqualTheCodecOnEveryThresholdAndAround) {
     if (got != expected && mismatches++ < 5)
       ADD_FAILURE() << "element " << i << " = " << values[i] << " (bits 0x" << std::hex << std::bit_cast<std::uint32_t>(values[i])
                     << std::dec << "): code " << got << ", the codec's " << expected;
+  }
+  EXPECT_EQ(mismatches, 0u) << ops::name;
+}
+
+TEST(E2m1Codes, EachLaneEqualsTheCodecOnEveryThresholdAndAround) {
+  // The codes in lanes (the columnwise kernels' form): the word encoder widened back where the
+  // ISA has one (ops::widen_words), encode_bits per vector elsewhere.
+  const std::vector<float> values = e2m1_probe_values();
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < values.size(); i += 2 * width) {
+    ops::vi codes[2];
+    kernels::e2m1_codes(ops::load(values.data() + i), ops::load(values.data() + i + width), codes[0], codes[1]);
+    alignas(64) std::uint32_t lanes[2][width];
+    for (int h = 0; h < 2; ++h) ops::store_bits(lanes[h], codes[h]);
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < width; ++l) {
+        const float value = values[i + static_cast<std::size_t>(h * width + l)];
+        const unsigned expected = detail::encode_minifloat<e2m1_traits>(value, overflow_policy::saturate);
+        if (lanes[h][l] != expected && mismatches++ < 5)
+          ADD_FAILURE() << value << " (bits 0x" << std::hex << std::bit_cast<std::uint32_t>(value) << std::dec << "): code "
+                        << lanes[h][l] << ", the codec's " << expected;
+      }
   }
   EXPECT_EQ(mismatches, 0u) << ops::name;
 }
@@ -166,6 +189,52 @@ TEST(QuantizeNvfp4Row, EqualsTheReferenceForEveryLengthAndSpread) {
       expect_row_matches_reference(row_bf16, amax_bf16, label + ", bf16");
       expect_row_matches_reference(row_bf16, amax_bf16 / 1000.0f, label + ", bf16, amax / 1000");
       if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(QuantizeNvfp4Across, EachLaneIsTheReferenceQuantizationOfItsRow) {
+  // One step of the columnwise walk: blocks_across_per_step blocks side by side in each of
+  // `width` lanes (element e of lane l at source[e * width + l]), quantized across the lanes and
+  // stored as rows; each row against the reference quantization of that lane's elements.
+  constexpr int per_step = kernels::blocks_across_per_step;
+  constexpr index_t row_length = 16 * per_step;
+  unsigned seed = 40;
+  for (const test::value_spread spread : {test::value_spread{}, test::value_spread{1.0, 6.0, 0}, test::value_spread{1e-30, 2.0, 7},
+                                          test::value_spread{1e30, 3.0, 0}}) {
+    for (int trial = 0; trial < 8; ++trial) {
+      std::vector<float> source = test::random_values(row_length * width, seed++, spread);
+      // A lane of zeros, and a lane of the grid's midpoints (ties), where there are such lanes.
+      for (index_t e = 0; e < row_length; ++e) {
+        source[static_cast<std::size_t>(e * width + trial % width)] = 0.0f;
+        if (width > 1)
+          source[static_cast<std::size_t>(e * width + (trial + 1) % width)] =
+              (e % 2 ? -1.0f : 1.0f) * std::ldexp(0.25f + 0.5f * static_cast<float>(e % 8), trial - 4);
+      }
+      float amax = 0.0f;
+      for (float v : source) amax = std::max(amax, std::fabs(v));
+      for (const float global_amax : {amax, amax / 1000.0f}) {  // the second saturates blocks, as delayed scaling may
+        const typename kernels::nvfp4_scale_constants constants(nvfp4_tensor_scale(global_amax));
+        ops::vi packed[per_step][2] = {}, codes[per_step] = {};
+        for (int k = 0; k < per_step; ++k) {
+          ops::vf v[16];
+          kernels::load_across(source.data() + 16 * k * width, width, v);
+          kernels::quantize_nvfp4_1x16_across(v, constants, codes[k], packed[k]);
+        }
+        std::vector<std::uint8_t> data(static_cast<std::size_t>(width * row_length / 2), 0xEE), scales(static_cast<std::size_t>(width * per_step), 0xEE);
+        kernels::store_across(packed, codes, per_step, data.data(), row_length / 2, scales.data(), per_step);
+        for (int lane = 0; lane < width; ++lane) {
+          std::vector<float> row(static_cast<std::size_t>(row_length));
+          for (index_t e = 0; e < row_length; ++e) row[static_cast<std::size_t>(e)] = source[static_cast<std::size_t>(e * width + lane)];
+          const auto expected = reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const float>::row_major(row.data(), 1, row_length), global_amax);
+          for (int b = 0; b < per_step; ++b)
+            ASSERT_EQ(scales[static_cast<std::size_t>(lane * per_step + b)], expected.scales()[static_cast<std::size_t>(b)].bits())
+                << ops::name << ", seed " << seed << ", lane " << lane << ", block " << b;
+          for (index_t i = 0; i < row_length / 2; ++i)
+            ASSERT_EQ(data[static_cast<std::size_t>(lane * row_length / 2 + i)], expected.data()[static_cast<std::size_t>(i)].bits())
+                << ops::name << ", seed " << seed << ", lane " << lane << ", byte " << i;
+        }
+      }
     }
   }
 }

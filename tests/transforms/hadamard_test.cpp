@@ -270,10 +270,13 @@ TEST(Hadamard, Float32KernelHandsOffWhatItCannotDoExactly) {
 }
 
 // The whole columnwise pipeline against the reference pipeline (reference transform, its amax,
-// reference quantizer): values, scales and amax bit for bit, 1 and 2 threads.
+// reference quantizer): values, scales and amax bit for bit, 1 and 2 threads. 48 x 1100: the
+// columnwise walk's five chunks of source columns (scaling/detail/column_bands.hpp), a band of
+// one block beside one of two, and the columns past the last vector; 1104 x 40: two groups of
+// bands, the second holding three, one of them a single block.
 TYPED_TEST(HadamardTyped, QuantizeColumnwiseRhtEqualsReferencePipeline) {
   using T = TypeParam;
-  for (const auto& [m, n] : {std::pair<index_t, index_t>{96, 80}, {32, 33}, {144, 17}}) {
+  for (const auto& [m, n] : {std::pair<index_t, index_t>{96, 80}, {32, 33}, {144, 17}, {48, 1100}, {1104, 40}}) {
     const auto values = make_input<T>(m, n, static_cast<unsigned>(m + n), 3.0);
     const auto x = matrix_view<const T>::row_major(values.data(), m, n);
     std::vector<bf16> transformed(static_cast<std::size_t>(m * n));

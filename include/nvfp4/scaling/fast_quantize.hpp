@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nvfp4/scaling/detail/block_kernels.hpp"
+#include "nvfp4/scaling/detail/column_bands.hpp"
 #include "nvfp4/scaling/detail/input_checks.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantize_options.hpp"
@@ -142,6 +143,49 @@ std::uint32_t amax_bits_fast(matrix_view<const T> x) {
   });
 }
 
+/// NVFP4 1x16 round-to-nearest of a view with contiguous columns (the columnwise copy of a
+/// row-major source: x = sourceᵀ), whose 16-element blocks lie across the source's rows: threads
+/// share column_band_walk's items, each step quantized across the lanes
+/// (quantize_nvfp4_1x16_across) with nothing transposed but the packed codes. View rows past the
+/// last whole vector, and each row's last partial block, are gathered and go through the row
+/// kernel. Bit-identical to quantize_nvfp4_1x16 on each view row.
+template <quantizer_input T>
+void quantize_columns_nvfp4_1x16(matrix_view<const T> x, tensor_scale scale, std::uint8_t* data, index_t data_stride, std::uint8_t* scales,
+                                 index_t scale_stride, bool parallel) {
+  using kernels = fast_block_kernels;
+  using vf = typename kernels::vf;
+  using vi = typename kernels::vi;
+  constexpr index_t lanes = kernels::width;
+  constexpr int per_step = kernels::blocks_across_per_step;
+  const column_band_walk<T> walk(x, lanes, per_step);
+  simd::parallel_ranges(walk.items(), parallel, [&](index_t first_item, index_t last_item) {
+    const typename kernels::nvfp4_scale_constants constants(scale);
+    walk.run(first_item, last_item, [&](index_t r0, index_t c0, int blocks, const T* source, index_t stride) {
+      vi packed[per_step][2] = {};
+      vi codes[per_step] = {};
+      for (int k = 0; k < blocks; ++k) {
+        vf v[16];
+        kernels::load_across(source + 16 * k * stride, stride, v);
+        kernels::quantize_nvfp4_1x16_across(v, constants, codes[k], packed[k]);
+      }
+      kernels::store_across(packed, codes, blocks, data + r0 * data_stride + c0 / 2, data_stride, scales + r0 * scale_stride + c0 / 16,
+                            scale_stride);
+    });
+  });
+  // What the bands left: whole rows past the last vector, the last partial block of the others.
+  const index_t vector_rows = walk.vector_rows(), rest_col = x.cols() / 16 * 16;
+  if (vector_rows == x.rows() && rest_col == x.cols()) return;
+  simd::parallel_ranges(x.rows(), parallel && vector_rows < x.rows(), [&](index_t first_row, index_t last_row) {
+    std::vector<float> gathered(static_cast<std::size_t>(x.cols()));
+    for (index_t r = first_row; r < last_row; ++r) {
+      const index_t c0 = r < vector_rows ? rest_col : 0;
+      if (c0 == x.cols()) continue;
+      for (index_t c = c0; c < x.cols(); ++c) gathered[static_cast<std::size_t>(c - c0)] = to_float32(x(r, c));
+      kernels::quantize_nvfp4_1x16(gathered.data(), x.cols() - c0, scale, scales + r * scale_stride + c0 / 16, data + r * data_stride + c0 / 2);
+    }
+  });
+}
+
 /// The block-scaling walk, written once: OpenMP over panels of 16 rows, each panel in chunks of
 /// columns; per block_rows x block_cols tile the block amax, the block scales, then every row's
 /// elements through the Encoder policy (nearest_encoder, stochastic_encoder). Same contract as
@@ -161,6 +205,10 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
   const index_t data_stride = q.data_row_stride();
   const index_t scale_stride = q.scale_cols();
   const bool parallel = simd::worth_parallel(x.size());
+  if constexpr (Encoder::quantizes_rows) {
+    if (!x.rows_contiguous() && x.row_stride() == 1)
+      return quantize_columns_nvfp4_1x16(x, scale, data, data_stride, scales, scale_stride, parallel);
+  }
 
   // Contiguous float rows are read in place, a whole row at a time (one sequential stream for
   // the hardware prefetcher), and so are contiguous bf16 rows where the encoder's row kernel

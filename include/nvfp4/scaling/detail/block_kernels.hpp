@@ -218,6 +218,17 @@ struct block_kernels {
     }
   }
 
+  /// E2M1 codes (round to nearest even, saturating) of a's and b's lanes, each in its lane:
+  /// through the ISA's word encoder where it has one.
+  static NVFP4_ALWAYS_INLINE void e2m1_codes(vf a, vf b, vi& code_a, vi& code_b) {
+    if constexpr (requires { Ops::e2m1_codes_as_words(a, b); }) {
+      Ops::widen_words(Ops::e2m1_codes_as_words(a, b), code_a, code_b);
+    } else {
+      code_a = encode_bits<e2m1_traits, overflow_policy::saturate>(Ops::as_int(a));
+      code_b = encode_bits<e2m1_traits, overflow_policy::saturate>(Ops::as_int(b));
+    }
+  }
+
   /// E2M1 codes of x[i] * factors[i / Block] packed two per byte, for the first n / (16 * width)
   /// groups of 16 vectors (float, or bf16 widened exactly): e2m1_codes_as_words two vectors at a
   /// time, store_nibble_words_x4 eight at a time. Returns the elements done.
@@ -304,6 +315,62 @@ struct block_kernels {
       nvfp4_block_scales(&amax_bits, 1, scale, scale_codes + i / block, &block_factor);
       encode_scaled<e2m1_traits, block>(x + i, n - i, &block_factor, out + i / 2);
     }
+  }
+
+  /// Blocks per lane that one step of a columnwise walk quantizes side by side: enough for each
+  /// lane's packed codes to fill one 16-byte store where the ISA has 16 lanes.
+  static constexpr int blocks_across_per_step = width >= 16 ? 2 : 1;
+
+  /// NVFP4 1x16 quantization of `width` blocks held across the lanes of 16 registers: block
+  /// `lane` is v[i][lane], i < 16 (a columnwise copy's blocks, loaded along the source's rows, so
+  /// nothing is transposed but the codes). Per lane: the block's UE4M3 scale code (scale_code) and
+  /// its E2M1 codes packed two per byte along the block, bytes 0-3 in packed[0] and 4-7 in
+  /// packed[1] (element 2k in byte k's low nibble). The fp32 operations of quantize_nvfp4_1x16,
+  /// lane for lane, so the bytes are the same.
+  static NVFP4_ALWAYS_INLINE void quantize_nvfp4_1x16_across(const vf (&v)[16], const nvfp4_scale_constants& constants, vi& scale_code,
+                                                             vi (&packed)[2]) {
+    const vi abs_mask = Ops::set_int(abs_bits_mask);
+    vi amax = Ops::bit_and(Ops::as_int(v[0]), abs_mask);
+#pragma GCC unroll 15
+    for (int i = 1; i < 16; ++i) amax = Ops::max(amax, Ops::bit_and(Ops::as_int(v[i]), abs_mask));
+    vf factor;
+    nvfp4_scale_lanes(amax, constants, scale_code, factor);
+    vi bytes[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      vi even, odd;
+      e2m1_codes(Ops::mul(v[2 * k], factor), Ops::mul(v[2 * k + 1], factor), even, odd);
+      bytes[k] = Ops::bit_or(even, Ops::template shift_left<4>(odd));
+    }
+    for (int h = 0; h < 2; ++h)
+      packed[h] = Ops::bit_or(Ops::bit_or(bytes[4 * h], Ops::template shift_left<8>(bytes[4 * h + 1])),
+                              Ops::bit_or(Ops::template shift_left<16>(bytes[4 * h + 2]), Ops::template shift_left<24>(bytes[4 * h + 3])));
+  }
+
+  /// The 16 registers of quantize_nvfp4_1x16_across for `width` blocks of a columnwise copy:
+  /// v[i] = source[i * stride + lane], float or bf16 (widened exactly).
+  template <class T>
+  static NVFP4_ALWAYS_INLINE void load_across(const T* source, index_t stride, vf (&v)[16]) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) v[i] = Ops::as_float(load_bits_of(source + i * stride));
+  }
+
+  /// Writes `count` (1 .. blocks_across_per_step) results of quantize_nvfp4_1x16_across, blocks
+  /// side by side along each lane's row: lane l's packed codes (8 bytes a block) at data + l *
+  /// data_stride, its scale codes at scales + l * scale_stride.
+  static NVFP4_ALWAYS_INLINE void store_across(const vi (&packed)[blocks_across_per_step][2], const vi (&scale_codes)[blocks_across_per_step],
+                                               int count, std::uint8_t* data, index_t data_stride, std::uint8_t* scales,
+                                               index_t scale_stride) {
+    if constexpr (blocks_across_per_step == 2) {
+      if (count == 2) Ops::store_lanes4(data, data_stride, packed[0][0], packed[0][1], packed[1][0], packed[1][1]);
+      else Ops::store_lanes2(data, data_stride, packed[0][0], packed[0][1]);
+    } else {
+      Ops::store_lanes2(data, data_stride, packed[0][0], packed[0][1]);
+    }
+    alignas(64) std::uint8_t codes[blocks_across_per_step][width];
+    for (int k = 0; k < blocks_across_per_step; ++k) Ops::store_bytes(codes[k], scale_codes[k]);
+    for (int lane = 0; lane < width; ++lane)
+      for (int k = 0; k < count; ++k) scales[lane * scale_stride + k] = codes[k][lane];
   }
 
   /// Codes of x[i] * factors[i / Block] in format T (RNE, saturating). FP4 (4-bit T) is packed

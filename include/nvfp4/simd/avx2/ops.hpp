@@ -63,6 +63,10 @@ struct ops {
     std::memcpy(packed + first / 2, &bytes, 4);
   }
   static NVFP4_ALWAYS_INLINE vi narrow_to_words(vi a, vi b) { return _mm256_packus_epi32(a, b); }
+  static NVFP4_ALWAYS_INLINE void widen_words(vi words, vi& first, vi& second) {
+    first = _mm256_unpacklo_epi16(words, _mm256_setzero_si256());
+    second = _mm256_unpackhi_epi16(words, _mm256_setzero_si256());
+  }
   static NVFP4_ALWAYS_INLINE void store_nibble_words_x4(std::uint8_t* packed, const vi (&words)[4]) {
     // As the AVX-512 packing: narrowed to bytes in 128-bit halves, byte pairs summed as
     // low + 16 * high and narrowed again; half H's word w is output word 2w + H, so the two

@@ -76,6 +76,10 @@ struct ops {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(packed + first / 2), _mm512_cvtepi64_epi8(pairs));
   }
   static NVFP4_ALWAYS_INLINE vi narrow_to_words(vi a, vi b) { return _mm512_packus_epi32(a, b); }
+  static NVFP4_ALWAYS_INLINE void widen_words(vi words, vi& first, vi& second) {
+    first = _mm512_unpacklo_epi16(words, _mm512_setzero_si512());
+    second = _mm512_unpackhi_epi16(words, _mm512_setzero_si512());
+  }
   static NVFP4_ALWAYS_INLINE void store_nibble_words_x4(std::uint8_t* packed, const vi (&words)[4]) {
     // Narrowed to bytes in 128-bit lanes (lane L: elements 4L..4L+3 of each of the 8 vectors),
     // each byte pair summed as low + 16 * high, narrowed again; lane L's word w is then output

@@ -59,6 +59,12 @@ struct ops {
   /// a and b narrowed to 16-bit words (unsigned saturation), both in one vector: lane l of each
   /// into words of lane l (the x86 pack order: within each 128-bit lane, a's four, then b's four).
   static NVFP4_ALWAYS_INLINE vi narrow_to_words(vi a, vi b) { return narrow_word(a) | narrow_word(b) << 16; }
+  /// The inverse of narrow_to_words for words below 2^16: a's words back into `first`'s lanes,
+  /// b's into `second`'s.
+  static NVFP4_ALWAYS_INLINE void widen_words(vi words, vi& first, vi& second) {
+    first = words & 0xFFFFu;
+    second = words >> 16;
+  }
   /// The codes 0..15 of 8 * width consecutive elements, as narrow_to_words(codes of vectors 2p,
   /// 2p + 1) for p = 0..3, packed two per byte (element 2i in the low nibble of byte i) into
   /// packed[0 .. 4 * width): every byte written whole.

@@ -11,9 +11,7 @@
 
 #include "nvfp4/config.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/scaling/block_format.hpp"
 #include "nvfp4/scaling/detail/block_kernels.hpp"
-#include "nvfp4/scaling/scale_rules.hpp"
 
 namespace nvfp4::detail {
 
@@ -29,8 +27,6 @@ inline constexpr int hadamard16_float_exact_span = 12;
 /// The largest biased exponent field of the largest input for which no partial sum overflows:
 /// 16 |x| < 2^128 needs |x| < 2^124, field <= 250. Inf/NaN (field 255) always fail the guard.
 inline constexpr int hadamard16_float_max_exponent_field = 250;
-/// How far ahead along each source row the tile kernel prefetches (bf16 elements: two lines).
-inline constexpr index_t hadamard16_prefetch_elements = 64;
 
 /// The 16-point transform on `Ops::width` blocks at once in float32: block `lane` of a tile is
 /// source[i * i_stride + lane], i < 16 (consecutive bf16 in memory per i, as in a columnwise copy),
@@ -61,9 +57,6 @@ struct hadamard16_kernels {
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
       vi bits = Ops::load_bf16_bits(source + i * i_stride);
-      // The walk goes along memory rows, 16 and 32 of them at once: more than the hardware
-      // prefetcher follows well, so each row is fetched two lines ahead (never faults).
-      NVFP4_PREFETCH(source + i * i_stride + hadamard16_prefetch_elements);
       const vi magnitude = Ops::bit_and(bits, magnitude_mask);
       largest = Ops::max_unsigned(largest, magnitude);
       smallest_minus_one = Ops::min_unsigned(smallest_minus_one, Ops::sub(magnitude, one));
@@ -157,8 +150,9 @@ struct hadamard16_kernels {
   }
 
   /// Tiles one step of a walk transforms side by side (along the transformed dimension): enough
-  /// for their output words to fill the registers of one transpose.
-  static constexpr int tiles_per_step = lanes >= 16 ? 2 : 1;
+  /// for their output words to fill the registers of one transpose, and the blocks per step of
+  /// the block kernels' store_across, which writes their quantized codes.
+  static constexpr int tiles_per_step = block_kernels<Ops>::blocks_across_per_step;
 
   /// Writes the outputs of `count` tiles (1 .. tiles_per_step) as rows: row `lane` gets outputs
   /// 0..15 of tile 0, then of tile 1, at out + lane * out_stride (bf16 elements), by the transpose
@@ -186,45 +180,19 @@ struct hadamard16_kernels {
   }
 
   /// NVFP4 1x16 quantization of a tile in registers: each lane's 16 outputs are one block of the
-  /// columnwise copy (docs/numerics_spec.md §2 with the tile's bf16 outputs as input), so block amax, scale
-  /// and codes need no transpose. The E2M1 codes come packed two per byte along each lane: byte k
-  /// holds outputs 2k (low nibble) and 2k + 1, as 8 bytes per lane in two registers (bytes 0-3
-  /// and 4-7); the block's UE4M3 scale code goes to scale_codes[lane]. The fp32 operations are the
-  /// RN walk's, lane for lane.
-  static NVFP4_ALWAYS_INLINE void quantize_tile(const tile& t, tensor_scale scale, vi (&packed)[2], std::uint8_t* scale_codes) {
-    using block = block_kernels<Ops>;
-    constexpr minifloat_traits element_traits = nvfp4_1x16::element_type::traits;
-    alignas(64) std::uint32_t amax_bits[lanes];
-    alignas(64) float factors[lanes];
-    Ops::store_bits(amax_bits, lane_abs_max_float_bits(abs_max(Ops::set_int(0), t)));
-    block::nvfp4_block_scales(amax_bits, lanes, scale, scale_codes, factors);
-    const vf factor = Ops::load(factors);
+  /// columnwise copy (docs/numerics_spec.md §2 with the tile's bf16 outputs as input), so the
+  /// block kernel that quantizes blocks across lanes takes them as they are
+  /// (block_kernels::quantize_nvfp4_1x16_across: its scale codes and packed E2M1 codes per lane).
+  static NVFP4_ALWAYS_INLINE void quantize_tile(const tile& t, const typename block_kernels<Ops>::nvfp4_scale_constants& constants,
+                                                vi& scale_code, vi (&packed)[2]) {
     const vi high_half = Ops::set_int(0xFFFF0000u);
-    vi bytes[8];
+    vf v[16];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-      const vf even = Ops::as_float(Ops::template shift_left<16>(t.rounded_pairs[k]));
-      const vf odd = Ops::as_float(Ops::bit_and(t.rounded_pairs[k], high_half));
-      const vi even_code = block::template encode_bits<element_traits, overflow_policy::saturate>(Ops::as_int(Ops::mul(even, factor)));
-      const vi odd_code = block::template encode_bits<element_traits, overflow_policy::saturate>(Ops::as_int(Ops::mul(odd, factor)));
-      bytes[k] = Ops::bit_or(even_code, Ops::template shift_left<4>(odd_code));
+      v[2 * k] = Ops::as_float(Ops::template shift_left<16>(t.rounded_pairs[k]));
+      v[2 * k + 1] = Ops::as_float(Ops::bit_and(t.rounded_pairs[k], high_half));
     }
-    for (int h = 0; h < 2; ++h)
-      packed[h] = Ops::bit_or(Ops::bit_or(bytes[4 * h], Ops::template shift_left<8>(bytes[4 * h + 1])),
-                              Ops::bit_or(Ops::template shift_left<16>(bytes[4 * h + 2]), Ops::template shift_left<24>(bytes[4 * h + 3])));
-  }
-
-  /// Writes the packed codes of `count` tiles (1 .. tiles_per_step) as rows: lane l's 8 bytes
-  /// (then the second tile's 8) at out + l * out_stride.
-  static NVFP4_ALWAYS_INLINE void store_packed_rows(const vi (&packed)[tiles_per_step][2], int count, std::uint8_t* out,
-                                                    index_t out_stride) {
-    if constexpr (tiles_per_step == 2) {
-      if (count == 2) {
-        Ops::store_lanes4(out, out_stride, packed[0][0], packed[0][1], packed[1][0], packed[1][1]);
-        return;
-      }
-    }
-    Ops::store_lanes2(out, out_stride, packed[0][0], packed[0][1]);
+    block_kernels<Ops>::quantize_nvfp4_1x16_across(v, constants, scale_code, packed);
   }
 };
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/scaling/detail/column_bands.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
 #include "nvfp4/simd/parallel.hpp"
@@ -67,44 +68,44 @@ struct hadamard_walks {
     for (int k = 0; k < 8; ++k) t.rounded_pairs[k] = Ops::load_bits(pairs[k]);
   }
 
-  /// A tile of transform_tile with the lanes its guard rejected redone, so every lane is exact.
-  static NVFP4_ALWAYS_INLINE tile exact_tile(matrix_view<const bf16> x, index_t r0, index_t c0, const hadamard_transform& transform,
-                                             hadamard_direction direction, unsigned negate_input, unsigned negate_output,
-                                             bool& non_finite) {
-    tile t = kernels::transform_tile(&x(r0, c0), x.col_stride(), negate_input, negate_output);
+  /// A tile of transform_tile (block `lane` at source[i * stride + lane]: rows r0.., columns c0..
+  /// of x) with the lanes its guard rejected redone from x, so every lane is exact.
+  static NVFP4_ALWAYS_INLINE tile exact_tile(matrix_view<const bf16> x, index_t r0, index_t c0, const bf16* source, index_t stride,
+                                             const hadamard_transform& transform, hadamard_direction direction, unsigned negate_input,
+                                             unsigned negate_output, bool& non_finite) {
+    tile t = kernels::transform_tile(source, stride, negate_input, negate_output);
     if (t.exact != kernels::all_lanes) [[unlikely]] redo_lanes(t, x, r0, c0, transform, direction, non_finite);
     return t;
   }
 
-  /// Runs the steps of a columnwise walk over x's rows [0, lanes * (rows / lanes)) in parallel:
-  /// visit(r0, c0, count, running, result) for the `count` (1 .. tiles_per_step) tiles at rows
-  /// r0.., columns c0, c0 + 16, ... Each step reads 16 * count source rows (x's rows in memory)
-  /// one vector further along: whole rows are walked and each loaded line used whole; threads own
-  /// bands of source rows. `running` is a register each thread carries over its steps (zero at
-  /// first), finish(running, result) folds it into the thread's result at the end.
+  /// Runs the steps of a columnwise walk over x's rows [0, lanes * (rows / lanes)) (x's columns
+  /// contiguous in memory: x = source.transposed() of a row-major source) in parallel:
+  /// visit(r0, c0, count, tiles, stride, running, result) for the `count` (1 .. tiles_per_step)
+  /// tiles at rows r0.., columns c0, c0 + 16, ..., element (r0 + lane, c0 + 16 * k + i) of x
+  /// being tiles[(16 * k + i) * stride + lane]: column_band_walk's items, shared among the
+  /// threads (scaling/detail/column_bands.hpp). `running` is a register each thread carries over
+  /// its steps (zero at first), finish(running, result) folds it into the thread's result at the
+  /// end.
   template <class Visit, class Finish>
   static hadamard_walk_result columnwise_steps(matrix_view<const bf16> x, Visit&& visit, Finish&& finish) {
-    constexpr index_t step_cols = 16 * tiles_per_step;
-    const index_t panels = x.rows() / lanes, groups = (x.cols() / 16 + tiles_per_step - 1) / tiles_per_step;
+    const column_band_walk<bf16> walk(x, lanes, tiles_per_step);
     return simd::parallel_reduce(
-        groups, simd::worth_parallel(x.size()), hadamard_walk_result{},
+        walk.items(), simd::worth_parallel(x.size()), hadamard_walk_result{},
         [&](index_t begin, index_t end) {
           hadamard_walk_result result;
           vi running = Ops::set_int(0);
-          for (index_t group = begin; group < end; ++group) {
-            const index_t c0 = group * step_cols;
-            const int count = static_cast<int>(std::min<index_t>(tiles_per_step, (x.cols() - c0) / 16));
-            for (index_t panel = 0; panel < panels; ++panel) visit(panel * lanes, c0, count, running, result);
-          }
+          walk.run(begin, end, [&](index_t r0, index_t c0, int count, const bf16* tiles, index_t stride) {
+            visit(r0, c0, count, tiles, stride, running, result);
+          });
           finish(running, result);
           return result;
         },
         hadamard_walk_result::combine);
   }
 
-  /// Transforms x's rows [0, lanes * (rows / lanes)) (x's rows contiguous in memory: x =
-  /// source.transposed() of a row-major source) step by step, calling step(r0, c0, tiles, count)
-  /// on each. Returns max |output| as bf16 bits when TrackMax, and whether NaN/Inf was seen.
+  /// Transforms x's rows [0, lanes * (rows / lanes)) (as for columnwise_steps) step by step,
+  /// calling step(r0, c0, tiles, count) on each. Returns max |output| as bf16 bits when TrackMax,
+  /// and whether NaN/Inf was seen.
   template <bool TrackMax, class Step>
   static hadamard_walk_result columnwise_walk(matrix_view<const bf16> x, const hadamard_transform& transform,
                                               hadamard_direction direction, Step&& step) {
@@ -113,10 +114,11 @@ struct hadamard_walks {
     const unsigned negate_output = direction == hadamard_direction::inverse ? negative_signs : 0u;
     return columnwise_steps(
         x,
-        [&](index_t r0, index_t c0, int count, vi& running, hadamard_walk_result& result) {
+        [&](index_t r0, index_t c0, int count, const bf16* source, index_t stride, vi& running, hadamard_walk_result& result) {
           tile tiles[tiles_per_step];
           for (int k = 0; k < count; ++k) {
-            tiles[k] = exact_tile(x, r0, c0 + 16 * k, transform, direction, negate_input, negate_output, result.non_finite);
+            tiles[k] = exact_tile(x, r0, c0 + 16 * k, source + 16 * k * stride, stride, transform, direction, negate_input, negate_output,
+                                  result.non_finite);
             if constexpr (TrackMax) running = kernels::abs_max(running, tiles[k]);
           }
           step(r0, c0, tiles, count);
@@ -135,18 +137,19 @@ struct hadamard_walks {
     const unsigned negate_input = hadamard16_negative_signs(transform);
     const hadamard_walk_result found = columnwise_steps(
         x,
-        [&](index_t r0, index_t c0, int count, vi& running, hadamard_walk_result& result) {
+        [&](index_t r0, index_t c0, int count, const bf16* tiles, index_t stride, vi& running, hadamard_walk_result& result) {
           // result.largest: float bits before rounding to bf16 (the fallback's are bf16 already).
-          for (index_t c = c0; c < c0 + 16 * count; c += 16) {
-            const bf16* source = &x(r0, c);
+          for (int k = 0; k < count; ++k) {
+            const index_t c = c0 + 16 * k;
+            const bf16* const source = tiles + 16 * k * stride;
             vi tile_max;
-            const auto exact = kernels::lane_abs_max(source, x.col_stride(), negate_input, tile_max);
+            const auto exact = kernels::lane_abs_max(source, stride, negate_input, tile_max);
             running = Ops::select(exact, Ops::max_unsigned(running, tile_max), running);
             const unsigned exact_lanes = Ops::mask_bits(exact);
             if (exact_lanes == kernels::all_lanes) continue;
             const auto running_value = Ops::set(std::bit_cast<float>(std::max(Ops::reduce_max(running), result.largest)));
             const unsigned possible =
-                ~exact_lanes & ~Ops::mask_bits(Ops::less(kernels::lane_output_bound(source, x.col_stride()), running_value)) &
+                ~exact_lanes & ~Ops::mask_bits(Ops::less(kernels::lane_output_bound(source, stride), running_value)) &
                 kernels::all_lanes;
             for (unsigned redo = possible; redo != 0; redo &= redo - 1) {
               std::uint16_t bits[16];
@@ -183,15 +186,13 @@ struct hadamard_walks {
   /// packed E2M1 codes to data (row stride data_stride bytes), UE4M3 codes to scales.
   static void columnwise_quantize(matrix_view<const bf16> x, const hadamard_transform& transform, tensor_scale scale,
                                   std::uint8_t* data, index_t data_stride, std::uint8_t* scales, index_t scale_stride) {
+    const typename block_kernels<Ops>::nvfp4_scale_constants constants(scale);
     columnwise_walk<false>(x, transform, hadamard_direction::forward, [&](index_t r0, index_t c0, const tile* tiles, int count) {
       vi packed[tiles_per_step][2] = {};
-      std::uint8_t codes[tiles_per_step][lanes];
-      for (int k = 0; k < count; ++k) kernels::quantize_tile(tiles[k], scale, packed[k], codes[k]);
-      kernels::store_packed_rows(packed, count, data + r0 * data_stride + c0 / 2, data_stride);
-      for (int lane = 0; lane < lanes; ++lane) {
-        std::uint8_t* row_scales = scales + (r0 + lane) * scale_stride + c0 / 16;
-        for (int k = 0; k < count; ++k) row_scales[k] = codes[k][lane];
-      }
+      vi codes[tiles_per_step] = {};
+      for (int k = 0; k < count; ++k) kernels::quantize_tile(tiles[k], constants, codes[k], packed[k]);
+      block_kernels<Ops>::store_across(packed, codes, count, data + r0 * data_stride + c0 / 2, data_stride, scales + r0 * scale_stride + c0 / 16,
+                                       scale_stride);
     });
   }
 
