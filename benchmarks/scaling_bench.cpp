@@ -14,6 +14,7 @@
 #include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/scaling/bulk_codecs.hpp"
 #include "nvfp4/scaling/four_over_six.hpp"
+#include "nvfp4/scaling/mxfp8_quantize.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 
 #include "bench_threads.hpp"
@@ -143,6 +144,20 @@ void BM_quantize_nvfp4_1x16_columnwise(benchmark::State& state) {
   report(state, 8.0 + 0.5 + 1.0 / 16);
 }
 
+/// MXFP8 by TransformerEngine's rule (quantize_mxfp8_te: the MXFP8 recipe's quantizer, run on every
+/// GEMM operand and, for training, on its transpose), amax pass included: the rowwise copy, and the
+/// columnwise one (xᵀ).
+template <bool Columnwise>
+void BM_quantize_mxfp8_te(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) {
+    auto q = Columnwise ? quantize_mxfp8_te<mxfp8>(source_view().transposed(), quantized_axis::columnwise)
+                        : quantize_mxfp8_te<mxfp8>(source_view());
+    benchmark::DoNotOptimize(q.data().data());
+  }
+  report(state, 8.0 + 1.0 + 1.0 / 32);
+}
+
 /// quantize_with_amax alone (the amax known, as for a columnwise copy sharing the rowwise amax).
 void BM_quantize_with_amax_nvfp4_1x16(benchmark::State& state) {
   set_threads(state);
@@ -255,6 +270,8 @@ BENCHMARK_TEMPLATE(BM_quantize, nvfp4_16x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize, mxfp4)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize, mxfp8)->Apply(thread_args);
 BENCHMARK(BM_quantize_nvfp4_1x16_columnwise)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_mxfp8_te, false)->Name("BM_quantize_mxfp8_te_rowwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_mxfp8_te, true)->Name("BM_quantize_mxfp8_te_columnwise")->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize_4over6, nvfp4_1x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize_4over6, nvfp4_16x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_dequantize, nvfp4_1x16)->Apply(thread_args);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "nvfp4/scaling/mxfp8_quantize.hpp"
 #include "nvfp4/scaling/reference.hpp"
 #include "test_support.hpp"
 
@@ -189,6 +190,41 @@ TEST(QuantizeNvfp4Row, EqualsTheReferenceForEveryLengthAndSpread) {
       expect_row_matches_reference(row_bf16, amax_bf16, label + ", bf16");
       expect_row_matches_reference(row_bf16, amax_bf16 / 1000.0f, label + ", bf16, amax / 1000");
       if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST(Mxfp8TeScaleLanes, EqualsTheScalarRuleAtEveryEdge) {
+  // Block amaxes where TE's round-up rule turns: 0, subnormals, the products at and around 2^-127
+  // (bits 0x400000, which round down to code 0) and 2^-126, powers of two and one ulp above,
+  // 448 / 57344 (the formats' largest), saturation near FLT_MAX; then random bits.
+  std::vector<float> amaxes = {0.0f, std::numeric_limits<float>::denorm_min(), FLT_MIN, FLT_MAX, 1.0f, 448.0f, 449.0f, 57344.0f};
+  for (const float product : {std::ldexp(1.0f, -127), std::ldexp(1.0f, -126), std::ldexp(1.5f, -127), std::ldexp(1.0f, 127)})
+    for (const float reciprocal_of : {448.0f, 57344.0f})
+      for (float a = std::min(product * reciprocal_of, FLT_MAX), k = 0; k < 3; ++k, a = std::nextafter(a, 0.0f)) amaxes.push_back(a);
+  for (int e = -149; e <= 127; ++e) {
+    amaxes.push_back(std::ldexp(1.0f, e));
+    amaxes.push_back(std::nextafter(std::ldexp(1.0f, e), FLT_MAX));
+  }
+  std::mt19937 gen(9);
+  for (int i = 0; i < 2000; ++i) amaxes.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(gen()) % 0x7F800000u));
+  while (amaxes.size() % width != 0) amaxes.push_back(1.0f);
+  for (const float fp8_max : {448.0f, 57344.0f}) {
+    const float reciprocal = static_cast<float>(1.0 / static_cast<double>(fp8_max));
+    for (std::size_t i = 0; i < amaxes.size(); i += width) {
+      ops::vi code;
+      ops::vf factor;
+      kernels::mxfp8_te_scale_lanes(ops::load_bits(reinterpret_cast<const std::uint32_t*>(amaxes.data() + i)), reciprocal, code, factor);
+      alignas(64) std::uint32_t codes[width];
+      alignas(64) float factors[width];
+      ops::store_bits(codes, code);
+      ops::store(factors, factor);
+      for (int l = 0; l < width; ++l) {
+        const e8m0 expected = e8m0_round_up(amaxes[i + static_cast<std::size_t>(l)] * reciprocal);
+        ASSERT_EQ(codes[l], expected.bits()) << ops::name << ", amax " << amaxes[i + static_cast<std::size_t>(l)] << ", max " << fp8_max;
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(factors[l]), std::bit_cast<std::uint32_t>(mxfp8_te_encode_factor(expected)))
+            << ops::name << ", amax " << amaxes[i + static_cast<std::size_t>(l)];
+      }
     }
   }
 }

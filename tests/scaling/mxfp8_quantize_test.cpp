@@ -1,15 +1,21 @@
 // Tests of nvfp4/scaling/mxfp8_quantize.hpp: TE's round-up E8M0 rule on hand-worked values
 // (powers of two, just above, subnormals, saturation, specials), the block scale as a product with
 // the rounded reciprocal, elements by the exact reciprocal, both copies from the high-precision
-// tensor, fast == reference on every ISA build, bad input.
+// tensor, fast == reference on every ISA build (rows, and the columnwise copies' walk across
+// lanes, at 1 and 2 threads), bad input.
 // NVFP4_TEST_ALL_ISAS
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cfloat>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <random>
 #include <vector>
 
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
@@ -79,20 +85,44 @@ TEST(Mxfp8Quantize, CopiesFromTheHighPrecisionTensor) {
     }
 }
 
+/// Random magnitudes over a wide range, with a block of zeros, blocks at float's extremes (near
+/// the largest bf16, subnormal) and values whose block scale sits at the round-up rule's edges.
+std::vector<float> mxfp8_test_values(index_t rows, index_t cols, unsigned seed) {
+  std::mt19937 gen{seed};
+  std::lognormal_distribution<float> wide(0.0f, 4.0f);
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for (auto& v : x) v = (gen() & 1 ? -1.0f : 1.0f) * wide(gen);
+  const float edges[] = {0.0f, std::numeric_limits<float>::denorm_min(), std::ldexp(1.0f, -127) * 448.0f,
+                         std::nextafter(std::ldexp(1.0f, -127) * 448.0f, 1.0f), std::ldexp(1.0f, -126), std::bit_cast<float>(0x7F7F0000u) /* bf16's largest */, 448.0f, 449.0f,
+                         57344.0f, 1.0f};
+  for (std::size_t i = 0; i + 1 < x.size(); i += 97) x[i] = (i % 2 ? -1.0f : 1.0f) * edges[(i / 97) % std::size(edges)];
+  for (std::size_t i = 0; i < x.size() / 7; ++i) x[i * 7 % x.size()] = 0.0f;  // sparse zeros; some blocks all zero below
+  for (index_t c = 0; c < std::min<index_t>(cols, 40); ++c) x[static_cast<std::size_t>(c)] = 0.0f;
+  return x;
+}
+
 TEST(Mxfp8Quantize, FastEqualsReference) {
-  for (auto [rows, cols] : {std::pair<index_t, index_t>{5, 33}, {130, 100}, {260, 300}}) {
-    std::mt19937 gen{static_cast<unsigned>(rows)};
-    std::lognormal_distribution<float> wide(0.0f, 4.0f);
-    std::vector<float> x(static_cast<std::size_t>(rows * cols));
-    for (auto& v : x) v = (gen() & 1 ? -1.0f : 1.0f) * wide(gen);
+  // Shapes around the row kernel's partial block and the columnwise walk (scaling/detail/
+  // column_bands.hpp): 1100 x 70's copy has two groups of bands and view rows past the last
+  // vector; 40 x 300's, two chunks of view rows and a partial block; 5 x 33, no whole block.
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{5, 33}, {130, 100}, {260, 300}, {1100, 70}, {40, 300}, {64, 64}}) {
+    const std::vector<float> x = mxfp8_test_values(rows, cols, static_cast<unsigned>(rows * 7 + cols));
     std::vector<bf16> xb;
     for (float f : x) xb.push_back(bf16::from_float(f));
     const auto v = matrix_view<const float>::row_major(x.data(), rows, cols);
     const auto vb = matrix_view<const bf16>::row_major(xb.data(), rows, cols);
-    EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(v), reference::quantize_mxfp8_te<mxfp8>(v)));
-    EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8_e5m2>(v.transposed()), reference::quantize_mxfp8_te<mxfp8_e5m2>(v.transposed())));
-    EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(vb), reference::quantize_mxfp8_te<mxfp8>(vb)));
+    for (int threads : {1, 2}) {
+      test::set_threads(threads);
+      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + ", threads " + std::to_string(threads));
+      EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(v), reference::quantize_mxfp8_te<mxfp8>(v)));
+      EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(v.transposed()), reference::quantize_mxfp8_te<mxfp8>(v.transposed())));
+      EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8_e5m2>(v.transposed()), reference::quantize_mxfp8_te<mxfp8_e5m2>(v.transposed())));
+      EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(vb), reference::quantize_mxfp8_te<mxfp8>(vb)));
+      EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(vb.transposed()), reference::quantize_mxfp8_te<mxfp8>(vb.transposed())));
+      EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8_e5m2>(vb.transposed()), reference::quantize_mxfp8_te<mxfp8_e5m2>(vb.transposed())));
+    }
   }
+  test::set_threads(2);
 }
 
 TEST(Mxfp8Quantize, BadInput) {

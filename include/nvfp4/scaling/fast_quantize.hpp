@@ -157,7 +157,7 @@ void quantize_columns_nvfp4_1x16(matrix_view<const T> x, tensor_scale scale, std
   using vi = typename kernels::vi;
   constexpr index_t lanes = kernels::width;
   constexpr int per_step = kernels::blocks_across_per_step;
-  const column_band_walk<T> walk(x, lanes, per_step);
+  const column_band_walk<T> walk(x, lanes, 16, per_step);
   simd::parallel_ranges(walk.items(), parallel, [&](index_t first_item, index_t last_item) {
     const typename kernels::nvfp4_scale_constants constants(scale);
     walk.run(first_item, last_item, [&](index_t r0, index_t c0, int blocks, const T* source, index_t stride) {

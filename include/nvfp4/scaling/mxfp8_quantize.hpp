@@ -12,6 +12,8 @@
 
 #include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/scaling/bulk_codecs.hpp"
+#include "nvfp4/scaling/detail/block_kernels.hpp"
+#include "nvfp4/scaling/detail/column_bands.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
@@ -77,8 +79,58 @@ quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axi
 
 }  // namespace reference
 
-/// MXFP8 quantization by TE's rule: same result as reference::quantize_mxfp8_te, rows in
-/// parallel, elements through this build's fastest FP8 encoder. Throws non_finite_error on NaN/Inf.
+namespace detail {
+
+/// One row (or its part from a block boundary on) of quantize_mxfp8_te: n floats, their block
+/// amaxes, TE's scales and the codes, into scale_codes and out (one code per byte). The block
+/// amax is an integer max of the |x| bits, which orders finite floats as their values do.
+template <mxfp8_format Format>
+void quantize_mxfp8_te_row(const float* values, index_t n, std::uint8_t* scale_codes, std::uint8_t* out, std::vector<std::uint32_t>& amax_bits,
+                           std::vector<float>& factors) {
+  constexpr index_t block = Format::block_cols;
+  const index_t blocks = (n + block - 1) / block;
+  amax_bits.assign(static_cast<std::size_t>(blocks), 0u);
+  factors.resize(static_cast<std::size_t>(blocks));
+  fast_block_kernels::template block_abs_max_bits<block>(values, n, amax_bits.data());
+  for (index_t b = 0; b < blocks; ++b) {
+    const e8m0 scale = mxfp8_te_block_scale<Format>(bits_float(amax_bits[static_cast<std::size_t>(b)]));
+    scale_codes[b] = scale.bits();
+    factors[static_cast<std::size_t>(b)] = mxfp8_te_encode_factor(scale);
+  }
+  fast_block_kernels::template encode_scaled<Format::element_type::traits, block>(values, n, factors.data(), out);
+}
+
+/// The columnwise copy's part of quantize_mxfp8_te (x with contiguous columns: x = sourceᵀ of a
+/// row-major source): every whole block of the view rows below the last whole vector, each
+/// block across the lanes of 32 registers (column_band_walk, quantize_mxfp8_te_across), so the
+/// source is read along its rows and only the codes are transposed. Returns the view rows it did.
+template <mxfp8_format Format, quantizer_input T>
+index_t quantize_mxfp8_te_columns(matrix_view<const T> x, std::uint8_t* data, index_t data_stride, std::uint8_t* scales, index_t scale_stride,
+                                  bool parallel) {
+  using kernels = fast_block_kernels;
+  static_assert(Format::block_cols == 32);
+  constexpr float reciprocal = static_cast<float>(1.0 / static_cast<double>(Format::element_max));
+  const column_band_walk<T> walk(x, kernels::width, Format::block_cols, 1);
+  simd::parallel_ranges(walk.items(), parallel, [&](index_t first_item, index_t last_item) {
+    walk.run(first_item, last_item, [&](index_t r0, index_t c0, int /*blocks: 1*/, const T* source, index_t stride) {
+      typename kernels::vf v[32];
+      kernels::load_across(source, stride, v);
+      typename kernels::vi scale_code, packed[8];
+      kernels::template quantize_mxfp8_te_across<Format::element_type::traits>(v, reciprocal, scale_code, packed);
+      kernels::store_mxfp8_across(packed, scale_code, data + r0 * data_stride + c0, data_stride, scales + r0 * scale_stride + c0 / 32,
+                                  scale_stride);
+    });
+  });
+  return walk.vector_rows();
+}
+
+}  // namespace detail
+
+/// MXFP8 quantization by TE's rule: same result as reference::quantize_mxfp8_te. Rows in parallel
+/// through the vector block kernels; for a view with contiguous columns (the columnwise copy,
+/// x.transposed()) the blocks are quantized across lanes instead, the source read along its rows
+/// (detail::quantize_mxfp8_te_columns), and only what that leaves goes row by row. Throws
+/// non_finite_error on NaN/Inf.
 template <mxfp8_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axis axis = quantized_axis::rowwise) {
   x.validate("quantize input");
@@ -86,28 +138,33 @@ quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axi
   constexpr index_t block = Format::block_cols;
   quantized_tensor<Format> q(x.rows(), x.cols(), axis);
   q.set_tensor_scale(x_amax, 1.0f, 1.0f);
-  const index_t scale_cols = q.scale_cols();
+  if (x.empty()) return q;
+  auto* const data = reinterpret_cast<std::uint8_t*>(q.data().data());
+  auto* const scales = reinterpret_cast<std::uint8_t*>(q.scales().data());
+  const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
   const bool parallel = simd::worth_parallel(x.size());
-  simd::parallel_ranges(x.rows(), parallel, [&](index_t begin, index_t end) {
-    std::vector<float> row(static_cast<std::size_t>(x.cols())), scaled(static_cast<std::size_t>(x.cols()));
+  // View rows below `done_rows` are done up to column `done_cols` (a block boundary).
+  index_t done_rows = 0, done_cols = 0;
+  if (!x.rows_contiguous() && x.row_stride() == 1) {
+    done_rows = detail::quantize_mxfp8_te_columns<Format>(x, data, data_stride, scales, scale_stride, parallel);
+    done_cols = x.cols() / block * block;
+  }
+  const bool rows_left = done_rows < x.rows();
+  simd::parallel_ranges(x.rows(), parallel && (rows_left || done_cols == 0), [&](index_t begin, index_t end) {
+    std::vector<float> row(static_cast<std::size_t>(x.cols()));
+    std::vector<std::uint32_t> amax_bits;
+    std::vector<float> factors;
     for (index_t r = begin; r < end; ++r) {
+      const index_t c0 = r < done_rows ? done_cols : 0;
+      if (c0 == x.cols()) continue;
       const float* values = row.data();
       if constexpr (std::is_same_v<T, float>) {
-        if (x.rows_contiguous()) values = x.row(r);
+        if (x.rows_contiguous()) values = x.row(r) + c0;
       }
       if (values == row.data())
-        for (index_t c = 0; c < x.cols(); ++c) row[static_cast<std::size_t>(c)] = to_float32(x(r, c));
-      for (index_t b = 0; b < scale_cols; ++b) {
-        const index_t c0 = b * block, c1 = std::min(c0 + block, x.cols());
-        float block_amax = 0.0f;
-        for (index_t c = c0; c < c1; ++c) block_amax = std::max(block_amax, std::fabs(values[c]));
-        const e8m0 scale = mxfp8_te_block_scale<Format>(block_amax);
-        const float factor = mxfp8_te_encode_factor(scale);
-        q.scales()[static_cast<std::size_t>(r * scale_cols + b)] = scale;
-        for (index_t c = c0; c < c1; ++c) scaled[static_cast<std::size_t>(c)] = values[c] * factor;
-      }
-      auto* out = reinterpret_cast<std::uint8_t*>(q.data().data() + r * q.data_row_stride());
-      encode_codes<Format::element_type::traits>(scaled.data(), x.cols(), out);
+        for (index_t c = c0; c < x.cols(); ++c) row[static_cast<std::size_t>(c - c0)] = to_float32(x(r, c));
+      detail::quantize_mxfp8_te_row<Format>(values, x.cols() - c0, scales + r * scale_stride + c0 / block, data + r * data_stride + c0,
+                                            amax_bits, factors);
     }
   });
   return q;

@@ -347,12 +347,61 @@ struct block_kernels {
                               Ops::bit_or(Ops::template shift_left<16>(bytes[4 * h + 2]), Ops::template shift_left<24>(bytes[4 * h + 3])));
   }
 
-  /// The 16 registers of quantize_nvfp4_1x16_across for `width` blocks of a columnwise copy:
-  /// v[i] = source[i * stride + lane], float or bf16 (widened exactly).
-  template <class T>
-  static NVFP4_ALWAYS_INLINE void load_across(const T* source, index_t stride, vf (&v)[16]) {
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) v[i] = Ops::as_float(load_bits_of(source + i * stride));
+  /// The N registers of a kernel that quantizes `width` N-element blocks of a columnwise copy held
+  /// across lanes: v[i] = source[i * stride + lane], float or bf16 (widened exactly).
+  template <int N, class T>
+  static NVFP4_ALWAYS_INLINE void load_across(const T* source, index_t stride, vf (&v)[N]) {
+#pragma GCC unroll 32
+    for (int i = 0; i < N; ++i) v[i] = Ops::as_float(load_bits_of(source + i * stride));
+  }
+
+  /// TransformerEngine's MXFP8 block scale (scaling/mxfp8_quantize.hpp: e8m0_round_up of amax *
+  /// fp32(1 / fp8_max)) and the factor 2^(127 - b) its elements are multiplied by, for `width`
+  /// block amaxes (as bits), lane-wise: the same fp32 product, the same integer rule. Finite amaxes.
+  static NVFP4_ALWAYS_INLINE void mxfp8_te_scale_lanes(vi amax_bits, float reciprocal, vi& code, vf& factor) {
+    const vi zero = Ops::set_int(0);
+    const vi bits = Ops::as_int(Ops::mul(Ops::as_float(amax_bits), Ops::set(reciprocal)));
+    const vi exponent = Ops::template shift_right<23>(bits);
+    // Up by one when a mantissa bit is set, but not at 0xFE (it saturates) nor for values up to
+    // 2^-127 (bits <= 0x400000: those give 0x00).
+    vi up = Ops::select(Ops::greater(Ops::bit_and(bits, Ops::set_int(0x7FFFFFu)), zero), Ops::set_int(1), zero);
+    up = Ops::select(Ops::greater(exponent, Ops::set_int(0xFD)), zero, up);
+    up = Ops::select(Ops::greater(bits, Ops::set_int(0x400000u)), up, zero);
+    code = Ops::add(exponent, up);
+    // 2^(127 - code): the exponent field 254 - code, or for code 254 the subnormal 2^-127.
+    factor = Ops::as_float(Ops::select(Ops::greater(code, Ops::set_int(253)), Ops::set_int(0x00400000u),
+                                       Ops::template shift_left<23>(Ops::sub(Ops::set_int(254), code))));
+  }
+
+  /// MXFP8 quantization by TransformerEngine's rule of `width` 32-element blocks held across the
+  /// lanes of 32 registers (block `lane` is v[i][lane]): per lane the block's E8M0 scale code
+  /// (mxfp8_te_scale_lanes) and its elements times the factor, rounded to T with saturation, four
+  /// codes to a 32-bit lane (elements 4j .. 4j + 3 in packed[j], the first in the low byte). The
+  /// fp32 operations of quantize_mxfp8_te, lane for lane.
+  template <minifloat_traits T>
+  static NVFP4_ALWAYS_INLINE void quantize_mxfp8_te_across(const vf (&v)[32], float reciprocal, vi& scale_code, vi (&packed)[8]) {
+    const vi abs_mask = Ops::set_int(abs_bits_mask);
+    vi amax = Ops::bit_and(Ops::as_int(v[0]), abs_mask);
+#pragma GCC unroll 31
+    for (int i = 1; i < 32; ++i) amax = Ops::max(amax, Ops::bit_and(Ops::as_int(v[i]), abs_mask));
+    vf factor;
+    mxfp8_te_scale_lanes(amax, reciprocal, scale_code, factor);
+    const auto code = [&](int i) { return encode_bits<T, overflow_policy::saturate>(Ops::as_int(Ops::mul(v[i], factor))); };
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j)
+      packed[j] = Ops::bit_or(Ops::bit_or(code(4 * j), Ops::template shift_left<8>(code(4 * j + 1))),
+                              Ops::bit_or(Ops::template shift_left<16>(code(4 * j + 2)), Ops::template shift_left<24>(code(4 * j + 3))));
+  }
+
+  /// Writes a result of quantize_mxfp8_te_across: lane l's 32 codes at data + l * data_stride, its
+  /// scale code at scales[l * scale_stride].
+  static NVFP4_ALWAYS_INLINE void store_mxfp8_across(const vi (&packed)[8], vi scale_code, std::uint8_t* data, index_t data_stride,
+                                                     std::uint8_t* scales, index_t scale_stride) {
+    Ops::store_lanes4(data, data_stride, packed[0], packed[1], packed[2], packed[3]);
+    Ops::store_lanes4(data + 16, data_stride, packed[4], packed[5], packed[6], packed[7]);
+    alignas(64) std::uint8_t codes[width];
+    Ops::store_bytes(codes, scale_code);
+    for (int lane = 0; lane < width; ++lane) scales[lane * scale_stride] = codes[lane];
   }
 
   /// Writes `count` (1 .. blocks_across_per_step) results of quantize_nvfp4_1x16_across, blocks

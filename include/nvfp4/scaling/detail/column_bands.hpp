@@ -1,9 +1,9 @@
 // nvfp4/scaling/detail/column_bands.hpp: the memory walk of the columnwise kernels, written once:
 // a view with contiguous columns (the columnwise copy of a row-major source, x = sourceᵀ) read
-// in bands of whole 16-element blocks, so that each block lies across the lanes of 16 registers
-// (one load per source row) and nothing but the results needs a transpose. Used by the NVFP4 1x16
-// columnwise quantizer (fast_quantize.hpp) and the columnwise Hadamard walks
-// (transforms/detail/hadamard_walks.hpp).
+// in bands of whole blocks (16 or 32 elements along a view row), so that each block lies across
+// the lanes of as many registers (one load per source row) and nothing but the results needs a
+// transpose. Used by the NVFP4 1x16 columnwise quantizer (fast_quantize.hpp), TE's MXFP8 one
+// (mxfp8_quantize.hpp) and the columnwise Hadamard walks (transforms/detail/hadamard_walks.hpp).
 #pragma once
 
 #include <algorithm>
@@ -15,8 +15,9 @@
 
 namespace nvfp4::detail {
 
-/// A band walk over x (x.row_stride() == 1): bands of `band_blocks` 16-column blocks (the last
-/// band of x may hold fewer), every view row below `vector_rows` (a multiple of `lanes`), split
+/// A band walk over x (x.row_stride() == 1): bands of `band_blocks` blocks of `block` columns (the
+/// last band of x may hold fewer; columns past the last whole block are left to the caller),
+/// every view row below `vector_rows` (a multiple of `lanes`), split
 /// into work items of `chunk_rows` view rows times `group_bands` bands. An item's results are
 /// whole cache lines of each of its view rows where the output rows are line-aligned (the NVFP4
 /// copy with 32-row bands: 512 data bytes and 64 scale bytes of a row per item), so threads do not
@@ -25,7 +26,8 @@ namespace nvfp4::detail {
 /// transposing, where with these items it is as fast or faster.) For each
 /// band of an item, then each vector of `lanes` view rows r0, run() calls
 ///   step(r0, c0, blocks, source, stride)
-/// where element (r0 + lane, c0 + 16 * k + i) of x, for k < blocks, is source[(16 * k + i) * stride + lane].
+/// where element (r0 + lane, c0 + block * k + i) of x, for k < blocks, is
+/// source[(block * k + i) * stride + lane].
 /// - source points into a copy: the band's source row pieces, copied one after another into rows
 ///   one cache line longer than the piece. Source rows whose length is a multiple of 4 KiB map a
 ///   column to one L1 set, and 16-32 of them at once exceed its ways; the copy's rows fall in
@@ -37,12 +39,13 @@ class column_band_walk {
  public:
   static constexpr index_t chunk_rows = 256, group_bands = 32;
 
-  column_band_walk(matrix_view<const T> x, index_t lanes, index_t band_blocks)
+  column_band_walk(matrix_view<const T> x, index_t lanes, index_t block, index_t band_blocks)
       : x_(x),
         lanes_(lanes),
+        block_(block),
         vector_rows_(x.rows() / lanes * lanes),
-        band_rows_(16 * band_blocks),
-        whole_rows_(x.cols() / 16 * 16),
+        band_rows_(block * band_blocks),
+        whole_rows_(x.cols() / block * block),
         groups_((whole_rows_ / band_rows_ + (whole_rows_ % band_rows_ != 0) + group_bands - 1) / group_bands) {}
 
   /// The view rows the walk covers: those below the last whole vector.
@@ -71,7 +74,7 @@ class column_band_walk {
           for (const index_t end = std::min(next_line + lines_per_step, next_lines); next_line < end; ++next_line)
             NVFP4_PREFETCH(reinterpret_cast<const char*>(&x_(chunk, c0 + band_rows_ + next_line / lines_per_row)) +
                            next_line % lines_per_row * line_bytes);
-          step(chunk + r, c0, static_cast<int>(rows_here / 16), copy.data() + r, copy_stride);
+          step(chunk + r, c0, static_cast<int>(rows_here / block_), copy.data() + r, copy_stride);
         }
       }
     }
@@ -81,7 +84,7 @@ class column_band_walk {
   static constexpr index_t line_bytes = 64;
   static constexpr index_t copy_stride = chunk_rows + line_bytes / static_cast<index_t>(sizeof(T));
   matrix_view<const T> x_;
-  index_t lanes_, vector_rows_, band_rows_, whole_rows_, groups_;
+  index_t lanes_, block_, vector_rows_, band_rows_, whole_rows_, groups_;
 };
 
 }  // namespace nvfp4::detail

@@ -88,7 +88,7 @@ struct hadamard_walks {
   /// end.
   template <class Visit, class Finish>
   static hadamard_walk_result columnwise_steps(matrix_view<const bf16> x, Visit&& visit, Finish&& finish) {
-    const column_band_walk<bf16> walk(x, lanes, tiles_per_step);
+    const column_band_walk<bf16> walk(x, lanes, 16, tiles_per_step);
     return simd::parallel_reduce(
         walk.items(), simd::worth_parallel(x.size()), hadamard_walk_result{},
         [&](index_t begin, index_t end) {
