@@ -12,6 +12,10 @@
 #include <random>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/gemm/packed_weight.hpp"
 #include "nvfp4/interop/eigen_gemm.hpp"
@@ -54,6 +58,28 @@ void report(benchmark::State& state, const problem& p) {
                                                 benchmark::Counter::kIsRate);
 }
 
+/// For N independent copies on N Google Benchmark threads: false (and the run marked an error)
+/// when the calling thread may run on fewer than N CPUs. Threads inherit the affinity of the one
+/// that starts them, and with OMP_PROC_BIND set, OpenMP pins the main thread to one core: the
+/// copies then share it, and their figures say nothing about N cores.
+bool copies_have_their_cores(benchmark::State& state) {
+#if defined(__linux__)
+  cpu_set_t cpus;
+  if (state.threads() > 1 && sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < state.threads()) {
+    state.SkipWithError("fewer CPUs than copies in this thread's affinity (unset OMP_PROC_BIND for the copies)");
+    return false;
+  }
+#endif
+  return true;
+}
+
+/// FLOP/s of one copy among the benchmark's threads (Google Benchmark sums a counter over the
+/// threads; kAvgThreads divides by their number).
+void report_per_copy(benchmark::State& state, double flop_per_iteration) {
+  state.counters["FLOP/s per copy"] = benchmark::Counter(flop_per_iteration * double(state.iterations()),
+                                                         benchmark::Counter::kIsRate | benchmark::Counter::kAvgThreads);
+}
+
 template <gemm_mode Mode>
 void BM_nvfp4_gemm(benchmark::State& state) {
   set_threads(state);
@@ -86,10 +112,10 @@ void BM_nvfp4_gemm_packed(benchmark::State& state) {
 /// (K = 512) of R rows against C tiles, 64 calls per iteration into one accumulator block. What
 /// the kernel's instruction stream sustains without the driver, the packing or the memory
 /// hierarchy: the GEMM's ceiling on this core (docs/benchmarks.md, "Kernel ceilings"). With N
-/// copies at once (kernel_copies), FLOP/s is one copy's rate (Google Benchmark averages a counter
-/// rate over the threads): N cores sustain N times it.
+/// copies at once (kernel_copies), the counter is one copy's rate: N cores sustain N times it.
 template <gemm_mode Mode>
 void BM_kernel_in_l1(benchmark::State& state) {
+  if (!copies_have_their_cores(state)) return;
   using kernels = detail::compiled_mma_kernels;
   using scale_type = nvfp4_1x16::scale_type;
   constexpr int R = kernels::block_rows, C = kernels::block_tiles;
@@ -121,8 +147,25 @@ void BM_kernel_in_l1(benchmark::State& state) {
       for (float& v : out) v = 0.0f;  // a fixed starting accumulator, so every call takes the same path
     }
   }
-  state.counters["FLOP/s"] =
-      benchmark::Counter(2.0 * R * C * detail::tile_lanes * k * calls * double(state.iterations()), benchmark::Counter::kIsRate);
+  report_per_copy(state, 2.0 * R * C * detail::tile_lanes * k * calls);
+}
+
+/// N independent one-thread GEMMs at once (2048³, the library held to one thread in each Google
+/// Benchmark thread), on shared operands, each copy packing its own B panels: the memory traffic of
+/// N one-thread GEMMs, with no team, no shared packing and no scheduling. The counter is one copy's
+/// rate. Against one copy alone, the per-core loss of a host whose cores all run GEMMs; against
+/// the N-thread GEMM, what the parallel driver adds or loses beyond that.
+template <gemm_mode Mode>
+void BM_gemm_copies(benchmark::State& state) {
+  if (!copies_have_their_cores(state)) return;
+  nvfp4_bench::set_threads(1);
+  static const problem& p = get_problem(2048, 2048, 2048);
+  std::vector<float> d(static_cast<std::size_t>(p.m * p.n));
+  for (auto _ : state) {
+    block_scaled_mma(p.a, p.b, {}, matrix_view<float>::row_major(d.data(), p.m, p.n), Mode);
+    benchmark::DoNotOptimize(d.data());
+  }
+  report_per_copy(state, 2.0 * double(p.m) * double(p.n) * double(p.k));
 }
 
 /// The AMX kernels (off by default, see simd/amx/tiles.hpp; registered on AMX machines only).
@@ -300,13 +343,15 @@ void BM_nvfp4_gemm_amx_phased(benchmark::State& state) {
 BENCHMARK(BM_dequantize_then_eigen)->Name("dequantize_then_eigen")->Apply(shapes);
 // The kernels alone also run as N independent copies on N threads (Google Benchmark's threads, one
 // per count of bench_threads.hpp): with no shared data and no memory traffic, what N cores sustain
-// together is the ceiling of an N-thread GEMM's scaling.
+// together is the ceiling of an N-thread GEMM's scaling. The whole one-thread GEMM runs so too
+// (nvfp4_exact_gemm_copies): the same ceiling with each core's memory traffic.
 void kernel_copies(benchmark::internal::Benchmark* b) {
   for (int threads : nvfp4_bench::thread_counts()) b->Threads(threads);
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 BENCHMARK(BM_kernel_in_l1<gemm_mode::exact>)->Name("nvfp4_exact_kernel_in_l1")->Apply(kernel_copies);
 BENCHMARK(BM_kernel_in_l1<gemm_mode::relaxed>)->Name("nvfp4_relaxed_kernel_in_l1")->Apply(kernel_copies);
+BENCHMARK(BM_gemm_copies<gemm_mode::exact>)->Name("nvfp4_exact_gemm_copies")->Apply(kernel_copies);
 BENCHMARK(BM_eigen_sgemm)->Name("eigen_sgemm_fp32")->Apply(shapes);
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_sgemm)->Name("openblas_sgemm_fp32")->Apply(shapes);
