@@ -329,12 +329,8 @@ struct block_kernels {
   /// lane for lane, so the bytes are the same.
   static NVFP4_ALWAYS_INLINE void quantize_nvfp4_1x16_across(const vf (&v)[16], const nvfp4_scale_constants& constants, vi& scale_code,
                                                              vi (&packed)[2]) {
-    const vi abs_mask = Ops::set_int(abs_bits_mask);
-    vi amax = Ops::bit_and(Ops::as_int(v[0]), abs_mask);
-#pragma GCC unroll 15
-    for (int i = 1; i < 16; ++i) amax = Ops::max(amax, Ops::bit_and(Ops::as_int(v[i]), abs_mask));
     vf factor;
-    nvfp4_scale_lanes(amax, constants, scale_code, factor);
+    nvfp4_scale_lanes(lane_abs_max_bits(v), constants, scale_code, factor);
     vi bytes[8];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
@@ -342,9 +338,23 @@ struct block_kernels {
       e2m1_codes(Ops::mul(v[2 * k], factor), Ops::mul(v[2 * k + 1], factor), even, odd);
       bytes[k] = Ops::bit_or(even, Ops::template shift_left<4>(odd));
     }
-    for (int h = 0; h < 2; ++h)
-      packed[h] = Ops::bit_or(Ops::bit_or(bytes[4 * h], Ops::template shift_left<8>(bytes[4 * h + 1])),
-                              Ops::bit_or(Ops::template shift_left<16>(bytes[4 * h + 2]), Ops::template shift_left<24>(bytes[4 * h + 3])));
+    for (int h = 0; h < 2; ++h) packed[h] = bytes_to_word(bytes[4 * h], bytes[4 * h + 1], bytes[4 * h + 2], bytes[4 * h + 3]);
+  }
+
+  /// Per lane, the max |v[i]| over N registers, as float bits (the block amax of blocks held
+  /// across lanes).
+  template <int N>
+  static NVFP4_ALWAYS_INLINE vi lane_abs_max_bits(const vf (&v)[N]) {
+    const vi abs_mask = Ops::set_int(abs_bits_mask);
+    vi amax = Ops::bit_and(Ops::as_int(v[0]), abs_mask);
+#pragma GCC unroll 31
+    for (int i = 1; i < N; ++i) amax = Ops::max(amax, Ops::bit_and(Ops::as_int(v[i]), abs_mask));
+    return amax;
+  }
+
+  /// Four byte values per lane (each below 256) in one 32-bit lane, b0 in the low byte.
+  static NVFP4_ALWAYS_INLINE vi bytes_to_word(vi b0, vi b1, vi b2, vi b3) {
+    return Ops::bit_or(Ops::bit_or(b0, Ops::template shift_left<8>(b1)), Ops::bit_or(Ops::template shift_left<16>(b2), Ops::template shift_left<24>(b3)));
   }
 
   /// The N registers of a kernel that quantizes `width` N-element blocks of a columnwise copy held
@@ -380,17 +390,11 @@ struct block_kernels {
   /// fp32 operations of quantize_mxfp8_te, lane for lane.
   template <minifloat_traits T>
   static NVFP4_ALWAYS_INLINE void quantize_mxfp8_te_across(const vf (&v)[32], float reciprocal, vi& scale_code, vi (&packed)[8]) {
-    const vi abs_mask = Ops::set_int(abs_bits_mask);
-    vi amax = Ops::bit_and(Ops::as_int(v[0]), abs_mask);
-#pragma GCC unroll 31
-    for (int i = 1; i < 32; ++i) amax = Ops::max(amax, Ops::bit_and(Ops::as_int(v[i]), abs_mask));
     vf factor;
-    mxfp8_te_scale_lanes(amax, reciprocal, scale_code, factor);
+    mxfp8_te_scale_lanes(lane_abs_max_bits(v), reciprocal, scale_code, factor);
     const auto code = [&](int i) { return encode_bits<T, overflow_policy::saturate>(Ops::as_int(Ops::mul(v[i], factor))); };
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j)
-      packed[j] = Ops::bit_or(Ops::bit_or(code(4 * j), Ops::template shift_left<8>(code(4 * j + 1))),
-                              Ops::bit_or(Ops::template shift_left<16>(code(4 * j + 2)), Ops::template shift_left<24>(code(4 * j + 3))));
+    for (int j = 0; j < 8; ++j) packed[j] = bytes_to_word(code(4 * j), code(4 * j + 1), code(4 * j + 2), code(4 * j + 3));
   }
 
   /// Writes a result of quantize_mxfp8_te_across: lane l's 32 codes at data + l * data_stride, its
