@@ -17,14 +17,14 @@ namespace nvfp4::detail {
 
 /// A band walk over x (x.row_stride() == 1): bands of `band_blocks` blocks of `block` columns (the
 /// last band of x may hold fewer; columns past the last whole block are left to the caller),
-/// every view row below `vector_rows` (a multiple of `lanes`), split
-/// into work items of `chunk_rows` view rows times `group_bands` bands. An item's results are
-/// whole cache lines of each of its view rows where the output rows are line-aligned (the NVFP4
-/// copy with 32-row bands: 512 data bytes and 64 scale bytes of a row per item), so threads do not
-/// share lines. (Items of whole bands, all view rows each, shared every scale line among four
-/// threads: the device's Xeon at 16 threads then quantized 13-25% slower than the copies made by
-/// transposing, where with these items it is as fast or faster.) For each
-/// band of an item, then each vector of `lanes` view rows r0, run() calls
+/// every view row below `vector_rows` (a multiple of `lanes`), split into work items of
+/// `chunk_rows` view rows times `group_bands` bands. An item's results are whole cache lines of
+/// each of its view rows where the output rows are line-aligned (the NVFP4 copy with 32-row bands:
+/// 512 data bytes and 64 scale bytes of a row per item), so threads do not share lines. (Items of
+/// whole bands, all view rows each, shared every scale line among four threads: the device's Xeon
+/// at 16 threads then quantized 13-25% slower than the copies made by transposing; with these
+/// items it is as fast or faster.) For each band of an item, then each vector of `lanes` view rows
+/// r0, run() calls
 ///   step(r0, c0, blocks, source, stride)
 /// where element (r0 + lane, c0 + block * k + i) of x, for k < blocks, is
 /// source[(block * k + i) * stride + lane].
