@@ -175,12 +175,12 @@ void quantize_columns_nvfp4_1x16(matrix_view<const T> x, tensor_scale scale, std
     });
   });
   // What the bands left: whole rows past the last vector, the last partial block of the others.
-  const index_t vector_rows = walk.vector_rows(), rest_col = x.cols() / 16 * 16;
-  if (vector_rows == x.rows() && rest_col == x.cols()) return;
-  simd::parallel_ranges(x.rows(), parallel && vector_rows < x.rows(), [&](index_t first_row, index_t last_row) {
+  const bool rows_left = walk.vector_rows() < x.rows();
+  if (!rows_left && walk.first_column_left(0) == x.cols()) return;
+  simd::parallel_ranges(x.rows(), parallel && rows_left, [&](index_t first_row, index_t last_row) {
     std::vector<float> gathered(static_cast<std::size_t>(x.cols()));
     for (index_t r = first_row; r < last_row; ++r) {
-      const index_t c0 = r < vector_rows ? rest_col : 0;
+      const index_t c0 = walk.first_column_left(r);
       if (c0 == x.cols()) continue;
       for (index_t c = c0; c < x.cols(); ++c) gathered[static_cast<std::size_t>(c - c0)] = to_float32(x(r, c));
       kernels::quantize_nvfp4_1x16(gathered.data(), x.cols() - c0, scale, scales + r * scale_stride + c0 / 16, data + r * data_stride + c0 / 2);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "nvfp4/formats/e5m2.hpp"
@@ -101,16 +102,15 @@ void quantize_mxfp8_te_row(const float* values, index_t n, std::uint8_t* scale_c
 }
 
 /// The columnwise copy's part of quantize_mxfp8_te (x with contiguous columns: x = sourceᵀ of a
-/// row-major source): every whole block of the view rows below the last whole vector, each
-/// block across the lanes of 32 registers (column_band_walk, quantize_mxfp8_te_across), so the
-/// source is read along its rows and only the codes are transposed. Returns the view rows it did.
+/// row-major source): every block `walk` covers (column_band_walk over x, bands of one block),
+/// each across the lanes of 32 registers (quantize_mxfp8_te_across), so the source is read along
+/// its rows and only the codes are transposed.
 template <mxfp8_format Format, quantizer_input T>
-index_t quantize_mxfp8_te_columns(matrix_view<const T> x, std::uint8_t* data, index_t data_stride, std::uint8_t* scales, index_t scale_stride,
-                                  bool parallel) {
+void quantize_mxfp8_te_columns(const column_band_walk<T>& walk, std::uint8_t* data, index_t data_stride, std::uint8_t* scales,
+                               index_t scale_stride, bool parallel) {
   using kernels = fast_block_kernels;
   static_assert(Format::block_cols == 32);
   constexpr float reciprocal = static_cast<float>(1.0 / static_cast<double>(Format::element_max));
-  const column_band_walk<T> walk(x, kernels::width, Format::block_cols, 1);
   simd::parallel_ranges(walk.items(), parallel, [&](index_t first_item, index_t last_item) {
     walk.run(first_item, last_item, [&](index_t r0, index_t c0, int /*blocks: 1*/, const T* source, index_t stride) {
       typename kernels::vf v[32];
@@ -121,7 +121,6 @@ index_t quantize_mxfp8_te_columns(matrix_view<const T> x, std::uint8_t* data, in
                                   scale_stride);
     });
   });
-  return walk.vector_rows();
 }
 
 }  // namespace detail
@@ -143,19 +142,19 @@ quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axi
   auto* const scales = reinterpret_cast<std::uint8_t*>(q.scales().data());
   const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
   const bool parallel = simd::worth_parallel(x.size());
-  // View rows below `done_rows` are done up to column `done_cols` (a block boundary).
-  index_t done_rows = 0, done_cols = 0;
+  // The columnwise copy goes across lanes first; the rows then do what that leaves (all of any
+  // other view).
+  std::optional<detail::column_band_walk<T>> walk;
   if (!x.rows_contiguous() && x.row_stride() == 1) {
-    done_rows = detail::quantize_mxfp8_te_columns<Format>(x, data, data_stride, scales, scale_stride, parallel);
-    done_cols = x.cols() / block * block;
+    walk.emplace(x, detail::fast_block_kernels::width, block, 1);
+    detail::quantize_mxfp8_te_columns<Format>(*walk, data, data_stride, scales, scale_stride, parallel);
   }
-  const bool rows_left = done_rows < x.rows();
-  simd::parallel_ranges(x.rows(), parallel && (rows_left || done_cols == 0), [&](index_t begin, index_t end) {
+  simd::parallel_ranges(x.rows(), parallel, [&](index_t begin, index_t end) {
     std::vector<float> row(static_cast<std::size_t>(x.cols()));
     std::vector<std::uint32_t> amax_bits;
     std::vector<float> factors;
     for (index_t r = begin; r < end; ++r) {
-      const index_t c0 = r < done_rows ? done_cols : 0;
+      const index_t c0 = walk ? walk->first_column_left(r) : 0;
       if (c0 == x.cols()) continue;
       const float* values = row.data();
       if constexpr (std::is_same_v<T, float>) {

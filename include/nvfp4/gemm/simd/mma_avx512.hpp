@@ -164,10 +164,11 @@ struct mma_kernels<isa::avx512_vnni> {
   /// accumulator (unless zero) no more than max_accumulator_drop below the largest term;
   /// scales_allow_fast_step checks the scale part for the whole tile (fast_step_tests, for the
   /// block's rows at once), the vector test below the accumulator per lane. Exponents of groups
-  /// whose products happen to be all zero still count here, which can only make the test stricter. The four terms are added in fp32 (one fma each,
-  /// then c + T with one add rounding toward zero) for the whole block; a row and tile where that
-  /// is not exact (terms_add_exactly_in_float; rare) is then redone in double, where every product
-  /// and partial sum is exact (each term is a whole multiple of the unit and below 2^(E_max + 15)).
+  /// whose products happen to be all zero still count here, which can only make the test
+  /// stricter. The four terms are added in fp32 (one fma each, then c + T with one add rounding
+  /// toward zero) for the whole block; a row and tile where that is not exact
+  /// (terms_add_exactly_in_float; rare) is then redone in double, where every product and partial
+  /// sum is exact (each term is a whole multiple of the unit and below 2^(E_max + 15)).
   template <class ScaleType, int R, int C>
   static void exact_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
     __m512 acc[R][C];

@@ -50,6 +50,9 @@ class column_band_walk {
 
   /// The view rows the walk covers: those below the last whole vector.
   index_t vector_rows() const { return vector_rows_; }
+  /// The first column of view row r that the walk leaves to its caller: past the last whole block
+  /// for the rows it covers, 0 for the rows past the last vector. x.cols() where it leaves nothing.
+  index_t first_column_left(index_t r) const { return r < vector_rows_ ? whole_rows_ : 0; }
   /// Work items: chunks of view rows times groups of bands, chunk-major.
   index_t items() const { return (vector_rows_ + chunk_rows - 1) / chunk_rows * groups_; }
 
