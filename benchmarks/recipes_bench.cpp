@@ -2,7 +2,8 @@
 // everything the recipe quantizes, then fprop, dgrad and wgrad) per recipe, beside the same three
 // GEMMs in fp32 by Eigen and OpenBLAS in the same run; the decode-shaped inference forward on a
 // kept quantized weight per recipe beside fp32 Y = X Wᵀ; and the FP8 / MXFP8 GEMMs (exact and
-// relaxed), and their step kernels alone on L1-resident operands, beside SGEMM. Counters: FLOP/s = 2·M·N·K per GEMM (x3 for a step) / time.
+// relaxed), and their step kernels alone on L1-resident operands, beside SGEMM. Counters: FLOP/s
+// = 2·M·N·K per GEMM (x3 for a step) / time.
 // Thread counts: NVFP4_BENCH_THREADS, through benchmarks/bench_threads.hpp (1 and 2 by default).
 #include <benchmark/benchmark.h>
 
