@@ -18,7 +18,6 @@
 #include "nvfp4/gemm/fp8_gemm.hpp"
 #include "nvfp4/gemm/gemm.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
-#include "nvfp4/nn/amax_percentile.hpp"
 #include "nvfp4/nvfp4.hpp"
 
 namespace py = pybind11;
@@ -468,76 +467,7 @@ py::array_t<float> dequantize_checkpoint_tensor_py(const std::string& path, cons
 }
 
 
-// ---- recipes and the Linear layer ----------------------------------------------------------
-
-/// A float32 2-D array as a row-major view (a C-order copy is kept in `keep` when needed).
-matrix_view<const float> float_matrix(const py::array& x, py::array_t<float, py::array::c_style>& keep, const char* what) {
-  keep = float_values(x, what);
-  if (keep.ndim() != 2) throw py::value_error(std::string(what) + " must be a 2-D float32 array");
-  return matrix_view<const float>::row_major(keep.data(), keep.shape(0), keep.shape(1));
-}
-
-/// A writable numpy view of a span owned by `owner` (the layer), shaped [rows, cols] or [n].
-py::array float_view(std::span<float> values, std::vector<py::ssize_t> shape, py::handle owner) {
-  return py::array(py::dtype::of<float>(), shape, {}, values.data(), owner);
-}
-
-/// A getter for the Python property of one of the layer's float buffers (W, b, dW, db): a
-/// writable numpy view of the layer's memory, [out_features, in_features] or flat.
-auto layer_array(std::span<float> (nn::linear::*get)(), bool is_matrix) {
-  return [get, is_matrix](py::object self) {
-    auto& l = self.cast<nn::linear&>();
-    const std::span<float> values = (l.*get)();
-    std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(values.size())};
-    if (is_matrix) shape = {l.out_features(), l.in_features()};
-    return float_view(values, shape, self);
-  };
-}
-
-/// A pass of the layer (pass(view, out): forward, infer or backward) on a float32 [M, ·] array
-/// into a new [M, out_cols] array.
-template <class Pass>
-py::array_t<float> layer_pass(const py::array& in, const char* what, index_t out_cols, Pass&& pass) {
-  py::array_t<float, py::array::c_style> keep;
-  const auto view = float_matrix(in, keep, what);
-  auto result = new_float_matrix(view.rows(), out_cols);
-  auto out = view_of(result);
-  {
-    py::gil_scoped_release unlocked;
-    pass(view, out);
-  }
-  return result;
-}
-
-
-tensor_role parse_role(const std::string& role) {
-  if (role == "input") return tensor_role::input;
-  if (role == "weight") return tensor_role::weight;
-  if (role == "grad_output") return tensor_role::grad_output;
-  throw error(errc::invalid_argument, "role must be 'input', 'weight' or 'grad_output', not '" + role + "'");
-}
-
-template <class T>
-recipe recipe_from(const py::object& o) {
-  return py::cast<T>(o);
-}
-
-/// A Python recipe object (one of the bound recipe classes) as the C++ variant.
-recipe to_recipe(const py::object& o) {
-  if (o.is_none()) return no_quantization{};
-  if (py::isinstance<no_quantization>(o)) return recipe_from<no_quantization>(o);
-  if (py::isinstance<nvfp4_block_scaling>(o)) return recipe_from<nvfp4_block_scaling>(o);
-  if (py::isinstance<float8_current_scaling>(o)) return recipe_from<float8_current_scaling>(o);
-  if (py::isinstance<delayed_scaling>(o)) return recipe_from<delayed_scaling>(o);
-  if (py::isinstance<float8_block_scaling>(o)) return recipe_from<float8_block_scaling>(o);
-  if (py::isinstance<mxfp8_block_scaling>(o)) return recipe_from<mxfp8_block_scaling>(o);
-  throw py::type_error("recipe must be one of nvfp4.NoQuantization, NVFP4BlockScaling, Float8CurrentScaling, "
-                       "DelayedScaling, Float8BlockScaling, MXFP8BlockScaling");
-}
-
-py::object from_recipe(const recipe& r) {
-  return std::visit([](const auto& v) { return py::cast(v); }, r);
-}
+// ---- enum values from strings (the recipe and Linear bindings are in bind_nn.cpp) ------------
 
 template <class Enum>
 Enum parse_enum(const std::string& text, std::initializer_list<std::pair<const char*, Enum>> values, const char* what) {
@@ -548,38 +478,6 @@ Enum parse_enum(const std::string& text, std::initializer_list<std::pair<const c
   }
   throw error(errc::invalid_argument, std::string(what) + " must be one of " + names + ", not '" + text + "'");
 }
-nn::weight_cache parse_weight_cache(const std::string& v) {
-  return parse_enum<nn::weight_cache>(
-      v, {{"off", nn::weight_cache::off}, {"refresh", nn::weight_cache::refresh}, {"reuse", nn::weight_cache::reuse}}, "weight_cache");
-}
-
-recipe_format parse_recipe_format(const std::string& f) {
-  return parse_enum<recipe_format>(f, {{"e4m3", recipe_format::e4m3}, {"e5m2", recipe_format::e5m2}, {"hybrid", recipe_format::hybrid}},
-                                   "fp8_format");
-}
-four_over_six_scope parse_scope(const std::string& f) {
-  return parse_enum<four_over_six_scope>(f, {{"none", four_over_six_scope::none}, {"weights", four_over_six_scope::weights},
-                                             {"activations", four_over_six_scope::activations}, {"all", four_over_six_scope::all}},
-                                         "4over6 scope");
-}
-const char* scope_name(four_over_six_scope s) {
-  switch (s) {
-    case four_over_six_scope::weights: return "weights";
-    case four_over_six_scope::activations: return "activations";
-    case four_over_six_scope::all: return "all";
-    default: return "none";
-  }
-}
-
-/// Binds an enum-valued field of a recipe struct as a string property.
-template <class Class, class Enum>
-void string_field(py::class_<Class>& c, const char* name, Enum Class::*field, Enum (*parse)(const std::string&),
-                  const char* (*print)(Enum)) {
-  c.def_property(
-      name, [field, print](const Class& r) { return std::string(print(r.*field)); },
-      [field, parse](Class& r, const std::string& v) { r.*field = parse(v); });
-}
-
 // ---- FP8: fp8_tensor, its quantizers, the FP8 and MXFP8 GEMMs --------------------------------
 
 fp8_format parse_fp8_format(const std::string& f) {
@@ -743,7 +641,9 @@ py::array_t<float> mxfp8_mma_py(const py_quantized& a, const py_quantized& b, st
 }
 }  // namespace
 
-PYBIND11_MODULE(nvfp4, m) {
+void bind_nn(py::module_& m);  // python/bind_nn.cpp
+
+PYBIND11_MODULE(_nvfp4, m) {  // nvfp4._nvfp4, re-exported by python/nvfp4/__init__.py
   m.doc() =
       "nvfp4: NVIDIA's NVFP4 / MXFP4 / MXFP8 block-scaled quantization and the Blackwell FP4 GEMM on the CPU, "
       "bit for bit with the GPU stack (numpy arrays in and out). Reference: docs/python.md.";
@@ -954,121 +854,5 @@ PYBIND11_MODULE(nvfp4, m) {
   m.def("dequantize_checkpoint_tensor", &dequantize_checkpoint_tensor_py, py::arg("path"), py::arg("name"),
         "One stored tensor dequantized into its source shape (the RHT undone when it was recorded).");
 
-  // Recipes: TE's classes and field names (string values for TE's enums).
-  py::class_<no_quantization>(m, "NoQuantization", "No quantization: the GEMMs in the layer's precision (float_gemm)")
-      .def(py::init<>())
-      .def("__repr__", [](const no_quantization&) { return std::string("NoQuantization()"); });
-  py::class_<nvfp4_block_scaling> nvfp4_recipe_class(m, "NVFP4BlockScaling", "TE's NVFP4BlockScaling recipe (docs/numerics_spec.md §8, §10)");
-  nvfp4_recipe_class.def(py::init<>())
-      .def_readwrite("disable_rht", &nvfp4_block_scaling::disable_rht)
-      .def_readwrite("disable_stochastic_rounding", &nvfp4_block_scaling::disable_stochastic_rounding)
-      .def_readwrite("disable_2d_quantization", &nvfp4_block_scaling::disable_2d_quantization)
-      .def_readwrite("row_scaled_activation", &nvfp4_block_scaling::row_scaled_activation)
-      .def_readwrite("seed", &nvfp4_block_scaling::seed)
-      .def_readwrite("rht", &nvfp4_block_scaling::rht)
-      .def_property("nvfp4_4over6_err_mode",
-                    [](const nvfp4_block_scaling& r) { return std::string(r.nvfp4_4over6_err_mode == four_over_six_error::mae ? "mae" : "mse"); },
-                    [](nvfp4_block_scaling& r, const std::string& v) {
-                      r.nvfp4_4over6_err_mode = parse_enum<four_over_six_error>(v, {{"mae", four_over_six_error::mae}, {"mse", four_over_six_error::mse}}, "nvfp4_4over6_err_mode");
-                    })
-      .def("validate", &nvfp4_block_scaling::validate);
-  string_field(nvfp4_recipe_class, "nvfp4_4over6", &nvfp4_block_scaling::nvfp4_4over6, &parse_scope, &scope_name);
-  string_field(nvfp4_recipe_class, "nvfp4_4over6_e4m3_use_256", &nvfp4_block_scaling::nvfp4_4over6_e4m3_use_256, &parse_scope, &scope_name);
-
-  py::class_<float8_current_scaling> current(m, "Float8CurrentScaling", "TE's Float8CurrentScaling recipe");
-  current.def(py::init<>())
-      .def_readwrite("use_power_2_scales", &float8_current_scaling::use_power_2_scales)
-      .def("validate", &float8_current_scaling::validate);
-  string_field(current, "fp8_format", &float8_current_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
-
-  py::class_<delayed_scaling> delayed(m, "DelayedScaling", "TE's DelayedScaling recipe");
-  delayed.def(py::init<>())
-      .def_readwrite("margin", &delayed_scaling::margin)
-      .def_readwrite("amax_history_len", &delayed_scaling::amax_history_len)
-      .def_property("amax_compute_algo",
-                    [](const delayed_scaling& r) { return std::string(r.amax_compute_algo == amax_compute_algorithm::max ? "max" : "most_recent"); },
-                    [](delayed_scaling& r, const std::string& v) {
-                      r.amax_compute_algo = parse_enum<amax_compute_algorithm>(
-                          v, {{"max", amax_compute_algorithm::max}, {"most_recent", amax_compute_algorithm::most_recent}}, "amax_compute_algo");
-                    })
-      .def_readwrite("unfused_update", &delayed_scaling::unfused_update)
-      .def("validate", &delayed_scaling::validate);
-  string_field(delayed, "fp8_format", &delayed_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
-
-  py::class_<float8_block_scaling> block(m, "Float8BlockScaling", "TE's Float8BlockScaling recipe");
-  block.def(py::init<>())
-      .def_readwrite("x_block_scaling_dim", &float8_block_scaling::x_block_scaling_dim)
-      .def_readwrite("w_block_scaling_dim", &float8_block_scaling::w_block_scaling_dim)
-      .def_readwrite("grad_block_scaling_dim", &float8_block_scaling::grad_block_scaling_dim)
-      .def("validate", &float8_block_scaling::validate);
-  string_field(block, "fp8_format", &float8_block_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
-
-  py::class_<mxfp8_block_scaling> mx(m, "MXFP8BlockScaling", "TE's MXFP8BlockScaling recipe");
-  mx.def(py::init<>())
-      .def_readwrite("margin", &mxfp8_block_scaling::margin)
-      .def_readwrite("enable_2d_quantization", &mxfp8_block_scaling::enable_2d_quantization)
-      .def("validate", &mxfp8_block_scaling::validate);
-  string_field(mx, "fp8_format", &mxfp8_block_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
-
-  m.def("recipe_name", [](const py::object& r) { return std::string(recipe_name(to_recipe(r))); }, py::arg("recipe"),
-        "TE's class name of a recipe");
-
-  // The emulated TE Linear layer (nvfp4/nn/linear.hpp).
-  py::class_<nn::linear>(m, "Linear",
-                         "An emulated TransformerEngine Linear layer Y = X W^T (+ b), forward and backward under a recipe, "
-                         "fp32 master weights; results depend on the seed only.")
-      .def(py::init([](index_t in_features, index_t out_features, const py::object& recipe_object, bool bias, const std::string& dtype,
-                       const std::string& mode, const std::string& fp8_tensor_core, index_t promotion_interval, std::uint64_t seed,
-                       std::optional<double> amax_quantile) {
-             nn::linear_options o;
-             o.bias = bias;
-             o.dtype = parse_enum<high_precision>(dtype, {{"fp32", high_precision::fp32}, {"bf16", high_precision::bf16}}, "dtype");
-             o.mode = parse_mode(mode);
-             o.fp8_tensor_core = parse_core(fp8_tensor_core, "fp8_tensor_core");
-             o.promotion_interval = promotion_interval;
-             o.seed = seed;
-             if (amax_quantile) o.nvfp4_amax = nn::percentile_amax_rule(*amax_quantile);
-             return nn::linear(in_features, out_features, to_recipe(recipe_object), o);
-           }),
-           py::arg("in_features"), py::arg("out_features"), py::arg("recipe") = py::none(), py::kw_only(), py::arg("bias") = false,
-           py::arg("dtype") = "fp32", py::arg("mode") = "exact", py::arg("fp8_tensor_core") = "hopper",
-           py::arg("promotion_interval") = 128, py::arg("seed") = 0, py::arg("amax_quantile") = py::none())
-      .def_property_readonly("in_features", &nn::linear::in_features)
-      .def_property_readonly("out_features", &nn::linear::out_features)
-      .def_property_readonly("weight", layer_array(&nn::linear::weight, true), "W [out_features, in_features], float32, writable (the layer's own memory)")
-      .def_property_readonly("bias", layer_array(&nn::linear::bias, false), "b [out_features] (empty without a bias)")
-      .def_property_readonly("weight_grad", layer_array(&nn::linear::weight_grad, true), "dW of the last backward, float32")
-      .def_property_readonly("bias_grad", layer_array(&nn::linear::bias_grad, false), "db of the last backward, float32")
-      .def_property("recipe", [](const nn::linear& l) { return from_recipe(l.current_recipe()); },
-                    [](nn::linear& l, const py::object& r) { l.set_recipe(to_recipe(r)); },
-                    "the recipe (a copy); assigning one switches it (e.g. a BF16 cooldown)")
-      .def_property("steps", &nn::linear::steps, &nn::linear::set_steps)
-      .def("forward",
-           [](nn::linear& l, const py::array& x, const std::string& weight_cache) {
-             const nn::weight_cache cache = parse_weight_cache(weight_cache);
-             return layer_pass(x, "x", l.out_features(), [&](auto in, auto out) { l.forward(in, out, cache); });
-           },
-           py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
-           "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs. weight_cache: 'off', 'refresh' (keep the "
-           "quantized W), 'reuse' (run on the kept W): TE's is_first_microbatch None / True / False")
-      .def("infer",
-           [](nn::linear& l, const py::array& x, const std::string& weight_cache) {
-             const nn::weight_cache cache = parse_weight_cache(weight_cache);
-             return layer_pass(x, "x", l.out_features(), [&](auto in, auto out) { l.infer(in, out, cache); });
-           },
-           py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
-           "the forward's Y without saving for backward or touching delayed-scaling state (evaluation, inference)")
-      .def("backward",
-           [](nn::linear& l, const py::array& dy) {
-             return layer_pass(dy, "dy", l.in_features(), [&](auto in, auto out) { l.backward(in, out); });
-           },
-           py::arg("dy"), "dX for dY [M, out_features]; dW and db into weight_grad / bias_grad")
-      .def("scaling_state", [](const nn::linear& l, const std::string& role) -> py::object {
-        const delayed_scaling_state* s = l.scaling_state(parse_role(role));
-        if (!s) return py::none();
-        py::dict d;
-        d["scale"] = s->scale();
-        d["amax_history"] = std::vector<float>(s->amax_history().begin(), s->amax_history().end());
-        return py::object(d);
-      }, py::arg("role"), "delayed scaling: {'scale', 'amax_history'} of 'input', 'weight' or 'grad_output' (None otherwise)");
+  bind_nn(m);  // the recipes, LinearCore and Linear (python/bind_nn.cpp)
 }
