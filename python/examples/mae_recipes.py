@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""A small ViT masked autoencoder (MAE) trained under TransformerEngine recipes on the CPU: 32x32
+RGB images made deterministically from a seed (shapes, stripes, gradients; nothing downloaded) are
+cut into 4x4 patches, 75% of them hidden, and the model reconstructs the hidden ones. Every Linear
+is a te.Linear from nvfp4.torch.
+
+    PYTHONPATH=build/release/python /usr/bin/python3 python/examples/mae_recipes.py
+    ... --recipes bf16,nvfp4 --steps 300 --out reports/
+
+Writes mae_recipes.csv / .json / .png (reconstruction loss per run, images per second, bytes of
+weights + optimizer state) and mae_recon.png (originals | visible patches | reconstructions, one
+row of images per recipe) to --out.
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import study_common as sc  # noqa: E402
+import nvfp4.torch as te  # noqa: E402
+
+CATALOG = {name: sc.Run(name, name) for name in ["bf16", "fp8_current", "mxfp8", "nvfp4"]}
+IMAGE, PATCH, CHANNELS = 32, 4, 3
+PATCHES, PATCH_DIM = (IMAGE // PATCH) ** 2, PATCH * PATCH * CHANNELS
+
+
+def make_images(count, seed):
+    """count images [count, 3, 32, 32] in [0, 1]: a smooth background gradient, then 1-3 filled
+    circles, rectangles or stripe bands in random colours; all from one numpy generator."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:IMAGE, 0:IMAGE].astype(np.float32) / (IMAGE - 1)
+    images = np.empty((count, CHANNELS, IMAGE, IMAGE), dtype=np.float32)
+    for i in range(count):
+        a, b = rng.uniform(0, 1, (2, CHANNELS, 1, 1)).astype(np.float32)
+        angle = rng.uniform(0, 2 * math.pi)
+        t = (math.cos(angle) * xx + math.sin(angle) * yy)[None]
+        img = a + (b - a) * (t - t.min()) / max(1e-6, t.max() - t.min())
+        for _ in range(rng.integers(1, 4)):
+            colour = rng.uniform(0, 1, (CHANNELS, 1)).astype(np.float32)
+            kind = rng.integers(0, 3)
+            cx, cy, r = rng.uniform(0.2, 0.8), rng.uniform(0.2, 0.8), rng.uniform(0.1, 0.3)
+            if kind == 0:
+                mask = (xx - cx) ** 2 + (yy - cy) ** 2 < r * r
+            elif kind == 1:
+                mask = (abs(xx - cx) < r) & (abs(yy - cy) < r * rng.uniform(0.4, 1.0))
+            else:
+                mask = (np.sin((xx * math.cos(angle) - yy * math.sin(angle)) * rng.uniform(8, 20)) > 0.3)
+            img[:, mask] = colour
+        images[i] = np.clip(img, 0, 1)
+    return torch.from_numpy(images)
+
+
+def patchify(images):  # [B, 3, 32, 32] -> [B, 64, 48]
+    b = images.shape[0]
+    g = IMAGE // PATCH
+    return images.reshape(b, CHANNELS, g, PATCH, g, PATCH).permute(0, 2, 4, 3, 5, 1).reshape(b, PATCHES, PATCH_DIM)
+
+
+def unpatchify(patches):  # [B, 64, 48] -> [B, 3, 32, 32]
+    b = patches.shape[0]
+    g = IMAGE // PATCH
+    return patches.reshape(b, g, g, PATCH, PATCH, CHANNELS).permute(0, 5, 1, 3, 2, 4).reshape(b, CHANNELS, IMAGE, IMAGE)
+
+
+class MAE(nn.Module):
+    def __init__(self, width, depth, decoder_width, decoder_depth, heads):
+        super().__init__()
+        self.patch_embed = te.Linear(PATCH_DIM, width)
+        self.pos = nn.Parameter(torch.randn(1, PATCHES, width) * 0.02)
+        self.encoder = nn.ModuleList(sc.Block(width, heads, norm="layernorm", activation="gelu", causal=False)
+                                     for _ in range(depth))
+        self.encoder_norm = te.LayerNorm(width)
+        self.to_decoder = te.Linear(width, decoder_width)
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, decoder_width))
+        self.decoder_pos = nn.Parameter(torch.randn(1, PATCHES, decoder_width) * 0.02)
+        self.decoder = nn.ModuleList(sc.Block(decoder_width, heads, norm="layernorm", activation="gelu", causal=False)
+                                     for _ in range(decoder_depth))
+        self.decoder_norm = te.LayerNorm(decoder_width)
+        self.to_pixels = te.Linear(decoder_width, PATCH_DIM)
+
+    def forward(self, patches, keep):
+        """patches [B, 64, 48]; keep [B, V] indices of the visible patches. Returns the predicted
+        patches [B, 64, 48]."""
+        b, v = keep.shape
+        w = self.pos.shape[-1]
+        x = self.patch_embed(patches.reshape(-1, PATCH_DIM)).reshape(b, PATCHES, w) + self.pos
+        x = torch.gather(x, 1, keep[..., None].expand(b, v, w))
+        for block in self.encoder:
+            x = block(x)
+        x = self.encoder_norm(x)
+        dw = self.mask_token.shape[-1]
+        x = self.to_decoder(x.reshape(b * v, w)).reshape(b, v, dw)
+        full = self.mask_token.expand(b, PATCHES, dw).clone()
+        full = full.scatter(1, keep[..., None].expand(b, v, dw), x) + self.decoder_pos
+        for block in self.decoder:
+            full = block(full)
+        return self.to_pixels(self.decoder_norm(full).reshape(b * PATCHES, dw)).reshape(b, PATCHES, PATCH_DIM)
+
+
+def random_keep(generator, batch, visible):
+    return torch.argsort(torch.rand(batch, PATCHES, generator=generator), dim=1)[:, :visible].sort(dim=1).values
+
+
+def masked_loss(pred, target, keep):
+    hidden = torch.ones(pred.shape[:2], dtype=torch.bool)
+    hidden.scatter_(1, keep, False)
+    return ((pred.float() - target) ** 2).mean(-1)[hidden].mean()
+
+
+def evaluate(model, images, keep, recipe):
+    with torch.no_grad(), te.autocast(enabled=recipe is not None, recipe=recipe):
+        patches = patchify(images)
+        pred = model(patches, keep)
+        return float(masked_loss(pred, patches, keep)), pred.float()
+
+
+def train(run, args, train_images, val_images, val_keep):
+    torch.manual_seed(args.seed)
+    model = MAE(args.width, args.depth, args.decoder_width, args.decoder_depth, args.heads)
+    optimizers = sc.make_optimizers(model, run, args.lr)
+    recipe = sc.make_recipe(run.recipe)
+    generator = torch.Generator().manual_seed(args.seed)
+    visible = PATCHES - int(round(args.mask_ratio * PATCHES))
+    curve, timer = [], sc.Timer()
+    eval_every, log_every = max(1, args.steps // 6), max(1, args.steps // 60)
+    loss_value = float("nan")
+    for step in range(args.steps):
+        idx = torch.randint(0, len(train_images), (args.batch,), generator=generator)
+        keep = random_keep(generator, args.batch, visible)
+        with timer:
+            sc.set_lr(optimizers, sc.lr_at(step, args.steps, 1.0, args.warmup))
+            patches = patchify(train_images[idx])
+            with te.autocast(enabled=recipe is not None, recipe=recipe):
+                pred = model(patches, keep)
+            loss = masked_loss(pred, patches, keep)
+            for opt in optimizers:
+                opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            for opt in optimizers:
+                opt.step()
+        loss_value = float(loss)
+        evaluating = (step + 1) % eval_every == 0 or step + 1 == args.steps
+        if evaluating or (step + 1) % log_every == 0:
+            curve.append({"step": step + 1, "train_loss": loss_value, "val_loss": None})
+        if evaluating:
+            val, _ = evaluate(model, val_images, val_keep, recipe)
+            curve[-1]["val_loss"] = val
+            print(f"[{run.name}] step {step + 1}/{args.steps} loss {loss_value:.5f} val {val:.5f} "
+                  f"images/s {args.batch * (step + 1) / timer.seconds:.0f}", flush=True)
+    val, pred = evaluate(model, val_images, val_keep, recipe)
+    return {
+        "run": run.name, "recipe": run.recipe, "final_loss": loss_value, "val_loss": val,
+        "images_per_s": args.batch * args.steps / timer.seconds,
+        "weight_bytes": sc.weight_bytes(model), "optimizer_state_bytes": sc.state_bytes(optimizers),
+        "memory_bytes": sc.weight_bytes(model) + sc.state_bytes(optimizers),
+        "nonfinite": sc.count_nonfinite(model), "curve": curve,
+    }, pred
+
+
+def write_grid(path, images, keep, predictions, shown):
+    """One row per recipe: `shown` originals | the same with hidden patches greyed | reconstructions
+    (visible patches pasted back, as MAE papers show them)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    patches = patchify(images[:shown])
+    visible_mask = torch.zeros(shown, PATCHES, 1)
+    visible_mask.scatter_(1, keep[:shown, :, None], 1.0)
+    masked = unpatchify(patches * visible_mask + 0.5 * (1 - visible_mask))
+    names = list(predictions)
+    fig, axes = plt.subplots(len(names), 3 * shown, figsize=(1.1 * 3 * shown, 1.25 * len(names) + 0.4), squeeze=False)
+    for row, name in enumerate(names):
+        recon = unpatchify(predictions[name][:shown].clamp(0, 1) * (1 - visible_mask) + patches * visible_mask)
+        for i in range(shown):
+            for j, img in enumerate((images[i], masked[i], recon[i])):
+                ax = axes[row][j * shown + i]
+                ax.imshow(img.permute(1, 2, 0).numpy())
+                ax.set_xticks([])
+                ax.set_yticks([])
+        axes[row][0].set_ylabel(name, fontsize=9)
+    for j, title in enumerate(("originals", "visible patches", "reconstructions")):
+        axes[0][j * shown].set_title(title, fontsize=9, loc="left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    p = sc.base_arguments(__doc__.split("\n")[0])
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--decoder-width", type=int, default=64)
+    p.add_argument("--decoder-depth", type=int, default=1)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--mask-ratio", type=float, default=0.75)
+    p.add_argument("--images", type=int, default=2048, help="training images made from the seed")
+    args = p.parse_args()
+    args.steps = args.steps if args.steps is not None else 150
+    args.lr = args.lr if args.lr is not None else 2e-3
+    if args.steps < 1:
+        raise SystemExit("--steps must be >= 1")
+    if not 0 < args.mask_ratio < 1:
+        raise SystemExit("--mask-ratio must be in (0, 1)")
+    runs = sc.parse_runs(args.recipes or ",".join(CATALOG), CATALOG)
+    threads = sc.set_threads(args.threads)
+    train_images = make_images(args.images, args.seed)
+    val_images = make_images(64, args.seed + 1000)
+    val_keep = random_keep(torch.Generator().manual_seed(args.seed + 2000), len(val_images),
+                           PATCHES - int(round(args.mask_ratio * PATCHES)))
+    print(f"{len(runs)} runs x {args.steps} steps, batch {args.batch} images, {threads} thread(s)")
+    results, predictions = [], {}
+    for run in runs:
+        r, pred = train(run, args, train_images, val_images, val_keep)
+        results.append(r)
+        predictions[run.name] = pred
+    print(f"\n{'run':12s} {'train loss':>10s} {'val loss':>9s} {'images/s':>9s} {'weights+opt':>12s}")
+    for r in results:
+        print(f"{r['run']:12s} {r['final_loss']:10.5f} {r['val_loss']:9.5f} {r['images_per_s']:9.1f} "
+              f"{r['memory_bytes'] / 1024:9.1f} KiB")
+    meta = {"title": "MAE", "steps": args.steps, "width": args.width, "depth": args.depth, "batch": args.batch,
+            "mask_ratio": args.mask_ratio, "seed": args.seed, "threads": threads, "lr": args.lr}
+    sc.write_reports(args.out, "mae_recipes", results, ["train_loss", "val_loss"], meta)
+    write_grid(os.path.join(args.out, "mae_recon.png"), val_images, val_keep, predictions, shown=6)
+    print(f"wrote {args.out}/mae_recipes.csv, .json, .png and mae_recon.png")
+
+
+if __name__ == "__main__":
+    main()
