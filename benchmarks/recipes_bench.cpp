@@ -177,6 +177,53 @@ void BM_eigen_sgemm(benchmark::State& state) {
   report(state, p, 1.0);
 }
 
+/// The library's fp32 GEMM (nvfp4::float_gemm: every output one FMA chain in K order), Y = X Wᵀ,
+/// beside Eigen's and OpenBLAS's SGEMM on the same shape.
+void BM_float_gemm(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  std::vector<float> out(static_cast<std::size_t>(p.m * p.n));
+  for (auto _ : state) {
+    float_gemm(matrix_view<const float>::row_major(p.x.data(), p.m, p.k), matrix_view<const float>::row_major(p.w.data(), p.n, p.k), {},
+               matrix_view<float>::row_major(out.data(), p.m, p.n));
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, p, 1.0);
+}
+/// The fp32 step's three GEMMs by float_gemm alone (the operand layouts of nn::linear's fp32
+/// recipe: fprop X·Wᵀ, dgrad dY·W with W as a transposed view, wgrad dYᵀ·X with both transposed),
+/// to separate the kernel from the layer's own work.
+void BM_float_gemm_step(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  std::vector<float> y(static_cast<std::size_t>(p.m * p.n)), dx(static_cast<std::size_t>(p.m * p.k)),
+      dw(static_cast<std::size_t>(p.n * p.k));
+  const auto x = matrix_view<const float>::row_major(p.x.data(), p.m, p.k), w = matrix_view<const float>::row_major(p.w.data(), p.n, p.k);
+  const auto dy = matrix_view<const float>::row_major(p.dy.data(), p.m, p.n);
+  for (auto _ : state) {
+    float_gemm(x, w, {}, matrix_view<float>::row_major(y.data(), p.m, p.n));
+    float_gemm(dy, w.transposed(), {}, matrix_view<float>::row_major(dx.data(), p.m, p.k));
+    float_gemm(dy.transposed(), x.transposed(), {}, matrix_view<float>::row_major(dw.data(), p.n, p.k));
+    benchmark::DoNotOptimize(dw.data());
+  }
+  report(state, p, 3.0);
+}
+/// The fp32 GEMM's tile kernel alone (gemm/simd/float_tile_kernel.hpp) on packed operands that
+/// stay in L1 (K = 256, one tile of A, one panel of B), 64 calls per iteration: its ceiling.
+void BM_float_tile_kernel_in_l1(benchmark::State& state) {
+  using kernel = detail::float_gemm_blocking::kernel;
+  constexpr index_t k = 256, calls = 64;
+  std::vector<float> a(static_cast<std::size_t>(kernel::mr * k), 0.5f), b(static_cast<std::size_t>(kernel::nr * k), 0.25f);
+  alignas(64) float acc[kernel::mr * kernel::nr] = {};
+  for (auto _ : state)
+    for (index_t call = 0; call < calls; ++call) {
+      kernel::run(k, a.data(), b.data(), std::integral_constant<index_t, kernel::nr>{}, nullptr, 0, acc, kernel::nr);
+      benchmark::DoNotOptimize(acc);
+    }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * kernel::mr * kernel::nr * k * calls * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 /// FP8 per-tensor GEMM (E4M3 x E4M3 current scaling) with the given tensor core and mode, split
 /// accumulation every 128; and the MXFP8 GEMM.
 template <mma8::tensor_core Core, gemm_mode Mode>
@@ -273,6 +320,7 @@ BENCHMARK(BM_eigen_sgemm)->Name("eigen_forward_fp32")->Apply([](auto* b) { infer
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_sgemm)->Name("openblas_forward_fp32")->Apply([](auto* b) { infer_shapes(b, false); });
 #endif
+BENCHMARK(BM_float_gemm_step)->Name("float_gemm_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
 BENCHMARK(BM_eigen_step)->Name("eigen_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_step)->Name("openblas_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
@@ -284,6 +332,8 @@ BENCHMARK(BM_mxfp8_gemm<gemm_mode::exact>)->Name("mxfp8_gemm_exact")->Apply(gemm
 BENCHMARK(BM_mxfp8_gemm<gemm_mode::relaxed>)->Name("mxfp8_gemm_relaxed")->Apply(gemm_shapes);
 BENCHMARK(BM_fp8_kernel_in_l1<gemm_mode::exact>)->Name("fp8_hopper_exact_kernel_in_l1")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_fp8_kernel_in_l1<gemm_mode::relaxed>)->Name("fp8_relaxed_kernel_in_l1")->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_float_gemm)->Name("float_gemm_fp32")->Apply(gemm_shapes);
+BENCHMARK(BM_float_tile_kernel_in_l1)->Name("float_tile_kernel_in_l1")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_eigen_sgemm)->Name("eigen_sgemm_fp32")->Apply(gemm_shapes);
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_sgemm)->Name("openblas_sgemm_fp32")->Apply(gemm_shapes);

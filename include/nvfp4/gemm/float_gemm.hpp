@@ -8,11 +8,13 @@
 #include <cmath>
 #include <string>
 #include <type_traits>
-#include <vector>
 
+#include "nvfp4/detail/scratch.hpp"
 #include "nvfp4/error.hpp"
+#include "nvfp4/gemm/simd/float_tile_kernel.hpp"
 #include "nvfp4/scaling/detail/block_kernels.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
@@ -56,138 +58,142 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
 
 namespace detail {
 
-/// The fast fp32 GEMM's blocking: register blocks of `block_rows` output rows by `block_cols`
-/// output columns, walked over one K chunk of `chunk_k`, in panels of `panel_cols` columns of B.
+/// The fast fp32 GEMM's blocking around its tile kernel (gemm/simd/float_tile_kernel.hpp), the
+/// classic packed GEMM's: B is packed once per call into panels of NR columns, [panel][k][NR]; a
+/// work item is `block_rows` rows of A against a group of panels; per K chunk of `chunk_k`, the
+/// item packs its rows of A (tile by tile, [tile][k][MR]: about 200 KB, in L2), then for each
+/// panel runs the tile kernel down the rows, the panel's chunk (32 KB on AVX-512) staying in L1.
+/// Each output's chain is continued chunk after chunk from its stored fp32 partial (exact), by
+/// the one thread that owns the item, so the result is the reference's for any thread count.
 struct float_gemm_blocking {
-  static constexpr index_t block_rows = 4, block_cols = 64, chunk_k = 256, panel_cols = 256;
+  using kernel = float_tile_kernel<simd::ops>;
+  static constexpr index_t mr = kernel::mr, nr = kernel::nr;
+  static constexpr index_t chunk_k = 256;
+  static constexpr index_t block_rows = 16 * mr;
+  /// Panels per work item: 1024 columns for full row blocks; for few rows of A (decode shapes),
+  /// 128, so that a team still finds enough items.
+  static constexpr index_t group_cols = 1024, small_group_cols = 128;
 };
-/// The most rows of A for which float_gemm_fast reads a K-major B in place.
+/// The most rows of A for which float_gemm_fast reads a K-major B in place (packing B would cost
+/// about as much as the product).
 inline constexpr index_t in_place_max_rows = 16;
 
-/// acc[r][j] = fma(a_r[k], b[k][j], acc[r][j]) over k in [0, kc), for R rows: the j loop is
-/// contiguous and without dependencies, so the compiler vectorizes it for whatever ISA the
-/// translation unit targets (AVX-512, AVX2 + FMA, or plain scalar fma). The order per output is
-/// K order, as the reference's.
-template <int R, class Stride>
-inline void float_gemm_micro_block(const float* const* a_rows, const float* b_panel, Stride b_stride, index_t kc, float* out,
-                                   index_t out_stride, index_t cols) {
-  constexpr index_t block_cols = float_gemm_blocking::block_cols;
-  float acc[R][block_cols];
-  for (int r = 0; r < R; ++r)
-    for (index_t j = 0; j < block_cols; ++j) acc[r][j] = j < cols ? out[r * out_stride + j] : 0.0f;
-  for (index_t k = 0; k < kc; ++k) {
-    const float* b_row = b_panel + k * b_stride;
-    for (int r = 0; r < R; ++r) {
-      const float a_value = a_rows[r][k];
-      for (index_t j = 0; j < block_cols; ++j) acc[r][j] = std::fma(a_value, b_row[j], acc[r][j]);
+/// out[kk·NR + c] = B(j0 + c, kk) for kk < K, c < NR, zero past `cols`: one panel of B.
+inline void pack_float_panel(matrix_view<const float> b, index_t j0, index_t cols, float* out) {
+  constexpr index_t nr = float_gemm_blocking::nr;
+  const index_t k = b.cols();
+  if (b.col_stride() == 1) {
+    // Row-major B: the transpose of `cols` rows, 16 x 16 floats at a time.
+    fast_block_kernels::transpose_panel(&b(j0, 0), b.row_stride(), k, cols, out, nr);
+    if (cols < nr)
+      for (index_t kk = 0; kk < k; ++kk) std::fill(out + kk * nr + cols, out + (kk + 1) * nr, 0.0f);
+  } else if (b.row_stride() == 1) {
+    const float* src = &b(j0, 0);  // K-major: each k a run of the panel's columns
+    for (index_t kk = 0; kk < k; ++kk, src += b.col_stride())
+      for (index_t c = 0; c < nr; ++c) out[kk * nr + c] = c < cols ? src[c] : 0.0f;
+  } else {
+    for (index_t kk = 0; kk < k; ++kk)
+      for (index_t c = 0; c < nr; ++c) out[kk * nr + c] = c < cols ? b(j0 + c, kk) : 0.0f;
+  }
+}
+
+/// out[t][kk][r] (tile t of MR rows, rows past `rows` zero) = A(i0 + t·MR + r, k0 + kk), kk < kc.
+inline void pack_float_rows(matrix_view<const float> a, index_t i0, index_t rows, index_t k0, index_t kc, float* out) {
+  constexpr index_t mr = float_gemm_blocking::mr;
+  for (index_t t0 = 0; t0 < rows; t0 += mr, out += kc * mr) {
+    const index_t here = std::min(mr, rows - t0);
+    if (a.col_stride() == 1 && here == mr) {
+      fast_block_kernels::transpose_panel(&a(i0 + t0, k0), a.row_stride(), kc, mr, out, mr);
+    } else if (a.row_stride() == 1) {
+      const float* src = &a(i0 + t0, k0);  // column-major A (a transposed view): MR values per k
+      for (index_t kk = 0; kk < kc; ++kk, src += a.col_stride())
+        for (index_t r = 0; r < mr; ++r) out[kk * mr + r] = r < here ? src[r] : 0.0f;
+    } else {
+      for (index_t kk = 0; kk < kc; ++kk)
+        for (index_t r = 0; r < mr; ++r) out[kk * mr + r] = r < here ? a(i0 + t0 + r, k0 + kk) : 0.0f;
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (index_t j = 0; j < cols; ++j) out[r * out_stride + j] = acc[r][j];
 }
 
 /// The fast path of float_gemm: D = C + A·Bᵀ, bit-identical to reference::float_gemm for any
-/// thread count: each output is computed start to end by one thread in K order; the threads only
-/// pick which work item (a panel of B against 64 rows of A) they compute. For at most
-/// in_place_max_rows rows of A, a K-major B (a transposed view: B(j, k) at j + k * ld) is read in
-/// place, as the micro kernel wants it; any other B is packed panel by panel.
+/// thread count and any build (the tile kernel's lanes each run one output's K-order chain).
 inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
                             matrix_view<float> d) {
-  constexpr index_t block_rows = float_gemm_blocking::block_rows, block_cols = float_gemm_blocking::block_cols;
-  constexpr index_t chunk_k = float_gemm_blocking::chunk_k, panel_cols = float_gemm_blocking::panel_cols;
+  using blocking = float_gemm_blocking;
+  using kernel = blocking::kernel;
+  constexpr index_t mr = blocking::mr, nr = blocking::nr, chunk_k = blocking::chunk_k;
   const index_t m = a.rows(), n = b.rows(), k = a.cols();
   if (m == 0 || n == 0) return;
-  const index_t panels = (n + panel_cols - 1) / panel_cols;
-  const index_t row_groups = (m + 63) / 64;
-  const index_t items = panels * row_groups;
-  // B in place (B(j, k) at j + k * ld): only for a few rows of A (decode shapes), where packing
-  // B would cost more than the product; with more rows the micro kernel re-reads each block of B
-  // once per 4 rows, and K-strided reads of it cost more than one packed copy (4096³: 1.45x).
-  const bool b_in_place = b.row_stride() == 1 && b.col_stride() >= n && m <= in_place_max_rows;
+  if (k == 0) {  // no products: D = C (or +0)
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) d(i, j) = c.empty() ? 0.0f : c(i, j);
+    return;
+  }
+  const index_t panels = (n + nr - 1) / nr;
+  const bool parallel = simd::worth_parallel(m * n * ((k + 63) / 64));
+  // B in place (a K-major view, B(j, k) at j + k·ld) for a few rows of A: the kernel reads its
+  // panels where they are; only a last panel narrower than NR is packed.
+  const bool b_in_place = b.row_stride() == 1 && m <= in_place_max_rows;
+  const index_t packed_panels = b_in_place ? (n % nr != 0 ? 1 : 0) : panels;
+  scratch<float> packed_b(static_cast<std::size_t>(packed_panels * k * nr));
+  if (b_in_place) {
+    if (packed_panels) pack_float_panel(b, (panels - 1) * nr, n - (panels - 1) * nr, packed_b.data());
+  } else {
+    simd::parallel_ranges(panels, simd::runs_on_a_team(parallel, panels), [&](index_t begin, index_t end) {
+      for (index_t p = begin; p < end; ++p) pack_float_panel(b, p * nr, std::min(nr, n - p * nr), packed_b.data() + p * k * nr);
+    });
+  }
+  const index_t block_rows = std::min(blocking::block_rows, (m + mr - 1) / mr * mr);
+  const index_t row_blocks = (m + block_rows - 1) / block_rows;
+  const index_t group_panels = (m > in_place_max_rows ? blocking::group_cols : blocking::small_group_cols) / nr;
+  const index_t groups = (panels + group_panels - 1) / group_panels;
+  const bool c_rows_contiguous = !c.empty() && c.col_stride() == 1, d_rows_contiguous = d.col_stride() == 1;
   struct thread_state {
-    std::vector<float> packed;   // B's panel, K-major: packed[kk][j] = B(j0 + j, kk), zero past N
-    std::vector<float> a_chunk;
-    std::vector<float> staged;
-    index_t packed_panel = -1;
+    scratch<float> a_block;
   };
-  // Work in units of one 64-element K step of one output (simd/parallel.hpp's threshold).
   simd::parallel_dynamic(
-      items, simd::worth_parallel(m * n * ((k + 63) / 64)),
-      [&] {
-        // In place, only a last block narrower than block_cols is copied (zero-padded), a chunk at a time.
-        const index_t packed_size = b_in_place ? chunk_k * block_cols : std::max<index_t>(k, 1) * panel_cols;
-        return thread_state{std::vector<float>(static_cast<std::size_t>(packed_size)),
-                            std::vector<float>(static_cast<std::size_t>(64 * chunk_k)),
-                            std::vector<float>(static_cast<std::size_t>(64 * panel_cols)), -1};
-      },
+      row_blocks * groups, parallel,
+      [&] { return thread_state{scratch<float>(static_cast<std::size_t>(block_rows * std::min(k, chunk_k)))}; },
       [&](index_t item, thread_state& state) {
-        std::vector<float>& packed = state.packed;
-        std::vector<float>& a_chunk = state.a_chunk;
-        std::vector<float>& staged = state.staged;
-        const index_t p = item / row_groups, i0 = (item % row_groups) * 64;
-        const index_t j0 = p * panel_cols, cols = std::min(panel_cols, n - j0), rows = std::min<index_t>(64, m - i0);
-        if (!b_in_place && state.packed_panel != p) {
-          if (b.rows_contiguous()) {
-            // Row-major B: the panel is the transpose of its rows, 16 x 16 floats at a time (a loop
-            // over K then the columns would read one float per row of B, K floats apart).
-            fast_block_kernels::transpose_panel(&b(j0, 0), b.row_stride(), k, cols, packed.data(), panel_cols);
-            if (cols < panel_cols)
-              for (index_t kk = 0; kk < k; ++kk) std::fill_n(packed.data() + kk * panel_cols + cols, panel_cols - cols, 0.0f);
-          } else {
-            // K-major B (each k a run of the panel's columns in memory) or any other strides.
-            for (index_t kk = 0; kk < k; ++kk)
-              for (index_t j = 0; j < panel_cols; ++j)
-                packed[static_cast<std::size_t>(kk * panel_cols + j)] = j < cols ? b(j0 + j, kk) : 0.0f;
-          }
-          state.packed_panel = p;
-        }
-        for (index_t i = 0; i < rows; ++i)
-          for (index_t j = 0; j < cols; ++j)
-            staged[static_cast<std::size_t>(i * panel_cols + j)] = c.empty() ? 0.0f : c(i0 + i, j0 + j);
+        const index_t i0 = (item % row_blocks) * block_rows, rows = std::min(block_rows, m - i0);
+        const index_t p_begin = (item / row_blocks) * group_panels, p_end = std::min(panels, p_begin + group_panels);
+        float* const a_block = state.a_block.data();
         for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
           const index_t kc = std::min(chunk_k, k - k0);
-          for (index_t i = 0; i < rows; ++i)
-            for (index_t kk = 0; kk < kc; ++kk) a_chunk[static_cast<std::size_t>(i * chunk_k + kk)] = a(i0 + i, k0 + kk);
-          for (index_t jb = 0; jb < cols; jb += block_cols) {
-            const index_t block_width = std::min(block_cols, cols - jb);
-            const float* b_panel = packed.data() + k0 * panel_cols + jb;
-            index_t b_stride = panel_cols;
-            if (b_in_place) {
-              b_stride = b.col_stride();
-              b_panel = &b(j0 + jb, k0);
-              if (block_width < block_cols) {  // the micro kernel reads block_cols columns
-                for (index_t kk = 0; kk < kc; ++kk)
-                  for (index_t j = 0; j < block_cols; ++j)
-                    packed[static_cast<std::size_t>(kk * block_cols + j)] = j < block_width ? b_panel[kk * b_stride + j] : 0.0f;
-                b_panel = packed.data();
-                b_stride = block_cols;
+          pack_float_rows(a, i0, rows, k0, kc, a_block);
+          for (index_t p = p_begin; p < p_end; ++p) {
+            const index_t j0 = p * nr, cols = std::min(nr, n - j0);
+            const bool in_place_panel = b_in_place && cols == nr;
+            const float* panel = in_place_panel ? &b(j0, k0) : packed_b.data() + (b_in_place ? 0 : p * k * nr) + k0 * nr;
+            for (index_t t0 = 0; t0 < rows; t0 += mr) {
+              const index_t here = std::min(mr, rows - t0), i = i0 + t0;
+              const float* a_tile = a_block + t0 * kc;
+              const auto tile = [&](const float* src, index_t src_ld, float* dst, index_t dst_ld) {
+                // The packed panel's stride is a constant the kernel is compiled for.
+                if (in_place_panel)
+                  kernel::run(kc, a_tile, panel, b.col_stride(), src, src_ld, dst, dst_ld);
+                else
+                  kernel::run(kc, a_tile, panel, std::integral_constant<index_t, nr>{}, src, src_ld, dst, dst_ld);
+              };
+              if (here == mr && cols == nr && d_rows_contiguous && (k0 > 0 || c.empty() || c_rows_contiguous)) {
+                // A whole tile in D: the chain starts from C (or +0) and continues from D.
+                if (k0 > 0)
+                  tile(&d(i, j0), d.row_stride(), &d(i, j0), d.row_stride());
+                else
+                  tile(c.empty() ? nullptr : &c(i, j0), c.empty() ? 0 : c.row_stride(), &d(i, j0), d.row_stride());
+              } else {
+                // An edge tile, or strided C / D: through a local tile, zero past the edges.
+                alignas(64) float local[mr * nr];
+                for (index_t r = 0; r < mr; ++r)
+                  for (index_t j = 0; j < nr; ++j)
+                    local[r * nr + j] = r >= here || j >= cols ? 0.0f : k0 > 0 ? d(i + r, j0 + j) : c.empty() ? 0.0f : c(i + r, j0 + j);
+                tile(local, nr, local, nr);
+                for (index_t r = 0; r < here; ++r)
+                  for (index_t j = 0; j < cols; ++j) d(i + r, j0 + j) = local[r * nr + j];
               }
-            }
-            // The packed panel's stride is a constant the micro kernel is compiled for (a
-            // run-time stride there cost ~4% at 4096³).
-            const auto row_blocks = [&](auto stride) {
-              for (index_t r0 = 0; r0 < rows; r0 += block_rows) {
-                const float* a_rows[block_rows];
-                const index_t r_count = std::min(block_rows, rows - r0);
-                for (index_t r = 0; r < r_count; ++r) a_rows[r] = a_chunk.data() + (r0 + r) * chunk_k;
-                float* out = staged.data() + r0 * panel_cols + jb;
-                switch (r_count) {
-                  case 4: float_gemm_micro_block<4>(a_rows, b_panel, stride, kc, out, panel_cols, block_width); break;
-                  case 3: float_gemm_micro_block<3>(a_rows, b_panel, stride, kc, out, panel_cols, block_width); break;
-                  case 2: float_gemm_micro_block<2>(a_rows, b_panel, stride, kc, out, panel_cols, block_width); break;
-                  default: float_gemm_micro_block<1>(a_rows, b_panel, stride, kc, out, panel_cols, block_width); break;
-                }
-              }
-            };
-            if (b_stride == panel_cols) {
-              row_blocks(std::integral_constant<index_t, panel_cols>{});
-            } else {
-              row_blocks(b_stride);
             }
           }
         }
-        for (index_t i = 0; i < rows; ++i)
-          for (index_t j = 0; j < cols; ++j) d(i0 + i, j0 + j) = staged[static_cast<std::size_t>(i * panel_cols + j)];
       });
 }
 
