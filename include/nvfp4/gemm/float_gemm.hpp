@@ -59,12 +59,13 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
 namespace detail {
 
 /// The fast fp32 GEMM's blocking around its tile kernel (gemm/simd/float_tile_kernel.hpp), the
-/// classic packed GEMM's: B is packed once per call into panels of NR columns, [panel][k][NR]; a
-/// work item is `block_rows` rows of A against a group of panels; per K chunk of `chunk_k`, the
-/// item packs its rows of A (tile by tile, [tile][k][MR]: about 200 KB, in L2), then for each
-/// panel runs the tile kernel down the rows, the panel's chunk (32 KB on AVX-512) staying in L1.
-/// Each output's chain is continued chunk after chunk from its stored fp32 partial (exact), by
-/// the one thread that owns the item, so the result is the reference's for any thread count.
+/// classic packed GEMM's: A and B are packed once per call (by the team), A into tiles of MR rows
+/// ([tile][k][MR]), B into panels of NR columns ([panel][k][NR]); a work item is `block_rows` rows
+/// of A against a group of panels, walked one K chunk of `chunk_k` at a time: for each panel the
+/// tile kernel runs down the item's rows, the panel's chunk (32 KB on AVX-512) staying in L1 and
+/// the rows' chunk (about 200 KB) in L2. Each output's chain continues chunk after chunk from its
+/// stored fp32 partial (exact), in the one thread that owns the item, so the result is the
+/// reference's for any thread count.
 struct float_gemm_blocking {
   using kernel = float_tile_kernel<simd::ops>;
   static constexpr index_t mr = kernel::mr, nr = kernel::nr;
@@ -139,35 +140,36 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   if (b_in_place) {
     if (packed_panels) pack_float_panel(b, (panels - 1) * nr, n - (panels - 1) * nr, packed_b.data());
   } else {
-    simd::parallel_ranges(panels, simd::runs_on_a_team(parallel, panels), [&](index_t begin, index_t end) {
+    simd::parallel_ranges(panels, parallel, [&](index_t begin, index_t end) {
       for (index_t p = begin; p < end; ++p) pack_float_panel(b, p * nr, std::min(nr, n - p * nr), packed_b.data() + p * k * nr);
     });
   }
-  const index_t block_rows = std::min(blocking::block_rows, (m + mr - 1) / mr * mr);
+  // A, tile by tile (each tile's K-major rows, zero past M): every item reads its rows from here.
+  const index_t a_tiles = (m + mr - 1) / mr;
+  scratch<float> packed_a(static_cast<std::size_t>(a_tiles * k * mr));
+  simd::parallel_ranges(a_tiles, parallel, [&](index_t begin, index_t end) {
+    for (index_t t = begin; t < end; ++t) pack_float_rows(a, t * mr, std::min(mr, m - t * mr), 0, k, packed_a.data() + t * k * mr);
+  });
+  const index_t block_rows = std::min(blocking::block_rows, a_tiles * mr);
   const index_t row_blocks = (m + block_rows - 1) / block_rows;
   const index_t group_panels = (m > in_place_max_rows ? blocking::group_cols : blocking::small_group_cols) / nr;
   const index_t groups = (panels + group_panels - 1) / group_panels;
   const bool c_rows_contiguous = !c.empty() && c.col_stride() == 1, d_rows_contiguous = d.col_stride() == 1;
-  struct thread_state {
-    scratch<float> a_block;
-  };
+  struct no_state {};
   simd::parallel_dynamic(
-      row_blocks * groups, parallel,
-      [&] { return thread_state{scratch<float>(static_cast<std::size_t>(block_rows * std::min(k, chunk_k)))}; },
-      [&](index_t item, thread_state& state) {
+      row_blocks * groups, parallel, [] { return no_state{}; },
+      [&](index_t item, no_state&) {
         const index_t i0 = (item % row_blocks) * block_rows, rows = std::min(block_rows, m - i0);
         const index_t p_begin = (item / row_blocks) * group_panels, p_end = std::min(panels, p_begin + group_panels);
-        float* const a_block = state.a_block.data();
         for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
           const index_t kc = std::min(chunk_k, k - k0);
-          pack_float_rows(a, i0, rows, k0, kc, a_block);
           for (index_t p = p_begin; p < p_end; ++p) {
             const index_t j0 = p * nr, cols = std::min(nr, n - j0);
             const bool in_place_panel = b_in_place && cols == nr;
             const float* panel = in_place_panel ? &b(j0, k0) : packed_b.data() + (b_in_place ? 0 : p * k * nr) + k0 * nr;
             for (index_t t0 = 0; t0 < rows; t0 += mr) {
               const index_t here = std::min(mr, rows - t0), i = i0 + t0;
-              const float* a_tile = a_block + t0 * kc;
+              const float* a_tile = packed_a.data() + (i / mr) * k * mr + k0 * mr;
               const auto tile = [&](const float* src, index_t src_ld, float* dst, index_t dst_ld) {
                 // The packed panel's stride is a constant the kernel is compiled for.
                 if (in_place_panel)
