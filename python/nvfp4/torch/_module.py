@@ -1,0 +1,75 @@
+"""What TE's modules share here: the constructor arguments that only steer GPU machinery
+(accepted at their defaults, refused otherwise with the reason), parameter creation (TE's
+initialisation: weights normal(0, 0.023), biases zero), input checks, and the per-layer state kept
+in state_dict under ``_extra_state`` as TE keeps its FP8 metadata there."""
+import torch
+
+from ._tensors import check_cpu, check_float
+
+# TE arguments for tensor / sequence parallelism, userbuffers and fused wgrad accumulation: one
+# process on the CPU has none of these, so only their defaults are accepted.
+_GPU_ONLY_DEFAULTS = {
+    "sequence_parallel": (False, None), "fuse_wgrad_accumulation": (False,), "tp_group": (None,), "tp_size": (1,),
+    "get_rng_state_tracker": (None,), "rng_tracker_name": (None,), "parallel_mode": (None,), "parameters_split": (None,),
+    "ub_overlap_ag": (False,), "ub_overlap_rs": (False,), "ub_overlap_rs_dgrad": (False,), "ub_bulk_dgrad": (False,),
+    "ub_bulk_wgrad": (False,), "ub_name": (None,), "ub_overlap_rs_fprop": (False,), "ub_overlap_ag_fprop": (False,),
+    "delay_wgrad_compute": (False,), "symmetric_ar_type": (None,), "set_parallel_mode": (False,),
+    "return_layernorm_output_gathered": (False,), "seq_length": (None,), "micro_batch_size": (None,),
+    "save_original_input": (False,), "checkpoint": (False,), "keep_fp8_weight_transpose_cache": (True,),
+}
+
+
+def check_unsupported(module_name, kwargs):
+    for name, value in kwargs.items():
+        if name == "name":
+            continue
+        if name not in _GPU_ONLY_DEFAULTS:
+            raise TypeError(f"{module_name}() got an unexpected keyword argument '{name}'")
+        if not any(value is d or value == d for d in _GPU_ONLY_DEFAULTS[name]):
+            raise ValueError(f"{module_name}({name}={value!r}) is not supported by nvfp4.torch (one process on the CPU: no "
+                             f"tensor/sequence parallelism, userbuffers or fused wgrad accumulation); leave it at its default")
+
+
+def resolve_dtype(params_dtype):
+    dtype = torch.get_default_dtype() if params_dtype is None else params_dtype
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError(f"params_dtype must be torch.float32 or torch.bfloat16 here, got {dtype} "
+                        f"(the emulated layers compute in fp32 or bf16, as TE's FP8/FP4 recipes do)")
+    return dtype
+
+
+def resolve_device(device):
+    device = torch.device("cpu" if device is None else device)
+    if device.type != "cpu":
+        raise ValueError(f"device='{device}': nvfp4.torch emulates TE's GPU numerics on the CPU; pass device='cpu' (or leave it out)")
+    return device
+
+
+def new_weight(shape, dtype, init_method):
+    w = torch.empty(shape, dtype=dtype)
+    if init_method is None:
+        torch.nn.init.normal_(w, mean=0.0, std=0.023)  # TE's default init_method
+    else:
+        init_method(w)
+    return torch.nn.Parameter(w)
+
+
+def new_vector(size, dtype, value):
+    return torch.nn.Parameter(torch.full((size,), float(value), dtype=dtype))
+
+
+def activation(inp, features, dtype, module_name):
+    """The input as the layer computes it: a CPU float tensor of [..., features] cast to the
+    parameters' dtype (TE's activation dtype)."""
+    if not torch.is_tensor(inp):
+        raise TypeError(f"{module_name}: the input must be a torch.Tensor, got {type(inp).__name__}")
+    check_float(inp, f"{module_name}'s input")
+    if inp.dim() < 1 or inp.shape[-1] != features:
+        raise ValueError(f"{module_name}: the input's last dimension must be {features} (in_features), got shape {tuple(inp.shape)}")
+    return inp if inp.dtype == dtype else inp.to(dtype)
+
+
+def check_parameters(module, module_name):
+    for name, p in module.named_parameters(recurse=False):
+        check_cpu(p, f"{module_name}.{name}")
+        check_float(p, f"{module_name}.{name}")

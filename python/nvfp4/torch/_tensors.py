@@ -1,0 +1,41 @@
+"""Torch tensors to and from the extension's numpy arrays: CPU only, float32 read in place
+(zero-copy), bfloat16 widened to float32 (exact), everything else refused with the fix."""
+import numpy as np
+import torch
+
+_ACCEPTED = (torch.float32, torch.bfloat16)
+
+
+def check_cpu(t, what):
+    if t.device.type != "cpu":
+        raise ValueError(f"{what} is on device '{t.device}': nvfp4.torch emulates the GPU numerics on the CPU, "
+                         f"so tensors must be CPU tensors (move it with .cpu(), create modules with device='cpu')")
+
+
+def check_float(t, what, accepted=_ACCEPTED):
+    check_cpu(t, what)
+    if t.dtype not in accepted:
+        names = " or ".join(str(d).replace("torch.", "") for d in accepted)
+        raise TypeError(f"{what} must be {names}, got {str(t.dtype).replace('torch.', '')} "
+                        f"(convert it with .to(torch.float32) or .to(torch.bfloat16))")
+
+
+def float32_numpy(t):
+    """A float32 numpy view of t's values: t's own memory when t is float32 and contiguous, else a
+    float32 contiguous copy (bf16 widens exactly). The caller keeps the tensor alive."""
+    t = t.detach()
+    if t.dtype != torch.float32:
+        t = t.to(torch.float32)
+    return t.contiguous().numpy()
+
+
+def bf16_bits_numpy(t):
+    """A bfloat16 tensor's bits as a uint16 numpy view (zero-copy; numpy has no bfloat16)."""
+    return t.detach().contiguous().view(torch.int16).numpy().view(np.uint16)
+
+
+def from_float32(a, dtype):
+    """A torch tensor of `dtype` from a float32 numpy array (no copy for float32; bf16: RNE,
+    exact when the values are bf16 values already)."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t if dtype == torch.float32 else t.to(dtype)

@@ -1,0 +1,53 @@
+"""te.LayerNormLinear: a high-precision norm (LayerNorm or RMSNorm) followed by an emulated Linear."""
+import torch
+
+from . import _module
+from ._unit import LinearUnit
+from .layernorm import normalize
+
+__all__ = ["LayerNormLinear"]
+
+
+class LayerNormLinear(torch.nn.Module):
+    """TE's LayerNormLinear: parameters ``layer_norm_weight``, ``layer_norm_bias`` (LayerNorm only),
+    ``weight``, ``bias``; the norm in float32 (output in params_dtype), then the Linear under the
+    region's recipe. Extra keywords as te.Linear's (seed, mode, fp8_tensor_core, promotion_interval)."""
+
+    def __init__(self, in_features, out_features, eps=1e-5, *, bias=True, normalization="LayerNorm", init_method=None,
+                 return_bias=False, params_dtype=None, return_layernorm_output=False, zero_centered_gamma=False,
+                 device="cpu", seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
+        super().__init__()
+        _module.check_unsupported("LayerNormLinear", te_only)
+        _module.resolve_device(device)
+        if normalization not in ("LayerNorm", "RMSNorm"):
+            raise ValueError(f"LayerNormLinear: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
+        self.in_features, self.out_features, self.eps = int(in_features), int(out_features), float(eps)
+        self.normalization, self.zero_centered_gamma = normalization, bool(zero_centered_gamma)
+        self.params_dtype = _module.resolve_dtype(params_dtype)
+        self.use_bias, self.return_bias, self.return_layernorm_output = bool(bias), bool(return_bias), bool(return_layernorm_output)
+        self.layer_norm_weight = _module.new_vector(self.in_features, self.params_dtype, 0.0 if zero_centered_gamma else 1.0)
+        self.layer_norm_bias = _module.new_vector(self.in_features, self.params_dtype, 0.0) if normalization == "LayerNorm" else None
+        self.weight = _module.new_weight((self.out_features, self.in_features), self.params_dtype, init_method)
+        self.bias = _module.new_vector(self.out_features, self.params_dtype, 0.0) if self.use_bias else None
+        self._unit = LinearUnit(self.in_features, self.out_features, bias=self.use_bias and not self.return_bias,
+                                params_dtype=self.params_dtype, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
+                                promotion_interval=promotion_interval)
+
+    def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
+        if fp8_output or fp8_grad:
+            raise ValueError("LayerNormLinear: fp8_output / fp8_grad are not supported by nvfp4.torch")
+        _module.check_parameters(self, "LayerNormLinear")
+        x = _module.activation(inp, self.in_features, self.params_dtype, "LayerNormLinear")
+        ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
+        y = self._unit.run(ln_out.reshape(-1, self.in_features), self.weight, None if self.return_bias else self.bias,
+                           is_first_microbatch).reshape(*x.shape[:-1], self.out_features)
+        out = (y, self.bias) if self.return_bias else (y,)
+        if self.return_layernorm_output:
+            out = out + (ln_out,)
+        return out if len(out) > 1 else out[0]
+
+    def get_extra_state(self):
+        return self._unit.extra_state()
+
+    def set_extra_state(self, state):
+        self._unit.load_extra_state(state)

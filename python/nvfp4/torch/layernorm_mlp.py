@@ -1,0 +1,92 @@
+"""te.LayerNormMLP: norm -> fc1 -> activation -> fc2, the two GEMM layers emulated under the
+region's recipe, the norm and the activation in high precision (float32 math, params_dtype out)."""
+
+import torch
+
+from . import _module
+from ._unit import LinearUnit
+from .layernorm import normalize
+
+__all__ = ["LayerNormMLP", "ACTIVATIONS"]
+
+
+def _gelu_tanh(x):
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def _qgelu(x):
+    return x * torch.sigmoid(1.702 * x)
+
+
+def _srelu(x):
+    return torch.relu(x).square()
+
+
+# TE's activation names: (function, gated). A gated activation splits fc1's output into two halves
+# a, b and returns act(a) * b, so fc1 has 2 * ffn_hidden_size outputs.
+ACTIVATIONS = {
+    "gelu": (_gelu_tanh, False), "relu": (torch.relu, False), "silu": (torch.nn.functional.silu, False),
+    "qgelu": (_qgelu, False), "srelu": (_srelu, False),
+    "geglu": (_gelu_tanh, True), "reglu": (torch.relu, True), "swiglu": (torch.nn.functional.silu, True),
+    "qgeglu": (_qgelu, True), "sreglu": (_srelu, True),
+}
+
+
+class LayerNormMLP(torch.nn.Module):
+    """TE's LayerNormMLP: parameters ``layer_norm_weight``, ``layer_norm_bias``, ``fc1_weight``,
+    ``fc1_bias``, ``fc2_weight``, ``fc2_bias``; ``activation`` one of ACTIVATIONS (TE's "gelu" is
+    the tanh approximation)."""
+
+    def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, *, bias=True, normalization="LayerNorm", activation="gelu",
+                 init_method=None, output_layer_init_method=None, return_bias=False, params_dtype=None,
+                 return_layernorm_output=False, zero_centered_gamma=False, device="cpu", seed=0, mode="exact",
+                 fp8_tensor_core="hopper", promotion_interval=128, **te_only):
+        super().__init__()
+        _module.check_unsupported("LayerNormMLP", te_only)
+        _module.resolve_device(device)
+        if normalization not in ("LayerNorm", "RMSNorm"):
+            raise ValueError(f"LayerNormMLP: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"LayerNormMLP: activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.hidden_size, self.ffn_hidden_size, self.eps = int(hidden_size), int(ffn_hidden_size), float(eps)
+        self.normalization, self.activation, self.zero_centered_gamma = normalization, activation, bool(zero_centered_gamma)
+        self.params_dtype = dtype = _module.resolve_dtype(params_dtype)
+        self.use_bias, self.return_bias, self.return_layernorm_output = bool(bias), bool(return_bias), bool(return_layernorm_output)
+        fc1_out = self.ffn_hidden_size * (2 if ACTIVATIONS[activation][1] else 1)
+        self.layer_norm_weight = _module.new_vector(self.hidden_size, dtype, 0.0 if zero_centered_gamma else 1.0)
+        self.layer_norm_bias = _module.new_vector(self.hidden_size, dtype, 0.0) if normalization == "LayerNorm" else None
+        self.fc1_weight = _module.new_weight((fc1_out, self.hidden_size), dtype, init_method)
+        self.fc1_bias = _module.new_vector(fc1_out, dtype, 0.0) if self.use_bias else None
+        self.fc2_weight = _module.new_weight((self.hidden_size, self.ffn_hidden_size), dtype, output_layer_init_method or init_method)
+        self.fc2_bias = _module.new_vector(self.hidden_size, dtype, 0.0) if self.use_bias else None
+        options = dict(params_dtype=dtype, mode=mode, fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval)
+        self._fc1 = LinearUnit(self.hidden_size, fc1_out, bias=self.use_bias, seed=seed, **options)
+        self._fc2 = LinearUnit(self.ffn_hidden_size, self.hidden_size, bias=self.use_bias and not self.return_bias,
+                               seed=seed + 1, **options)
+
+    def forward(self, inp, is_first_microbatch=None):
+        _module.check_parameters(self, "LayerNormMLP")
+        x = _module.activation(inp, self.hidden_size, self.params_dtype, "LayerNormMLP")
+        ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
+        h = self._fc1.run(ln_out.reshape(-1, self.hidden_size), self.fc1_weight, self.fc1_bias, is_first_microbatch)
+        act, gated = ACTIVATIONS[self.activation]
+        if gated:
+            a, b = h.float().chunk(2, dim=-1)
+            h = (act(a) * b).to(self.params_dtype)
+        else:
+            h = act(h.float()).to(self.params_dtype)
+        y = self._fc2.run(h, self.fc2_weight, None if self.return_bias else self.fc2_bias, is_first_microbatch)
+        y = y.reshape(*x.shape[:-1], self.hidden_size)
+        out = (y, self.fc2_bias) if self.return_bias else (y,)
+        if self.return_layernorm_output:
+            out = out + (ln_out,)
+        return out if len(out) > 1 else out[0]
+
+    def get_extra_state(self):
+        return {"fc1": self._fc1.extra_state(), "fc2": self._fc2.extra_state()}
+
+    def set_extra_state(self, state):
+        if not isinstance(state, dict) or set(state) != {"fc1", "fc2"}:
+            raise ValueError("LayerNormMLP._extra_state must be what get_extra_state() returned ({'fc1': ..., 'fc2': ...})")
+        self._fc1.load_extra_state(state["fc1"])
+        self._fc2.load_extra_state(state["fc2"])
