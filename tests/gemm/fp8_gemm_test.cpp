@@ -66,33 +66,65 @@ TEST(Fp8Gemm, PerTensorEpilogue) {
   EXPECT_EQ(out16, bf16::from_float(product + 0.25f));
 }
 
-TEST(Fp8Gemm, BlockEpilogueAppliesTheOneDimensionalScaleFirst) {
+TEST(Fp8Gemm, BlockEpilogueFollowsTheGpuOrTesReference) {
   // K = 256 (two K blocks); A 1x128-scaled [1, 256], B 128x128-scaled [1, 256]. Block 0: P = 3,
-  // block 1: P = 1. Scales chosen so the order of the two multiplies shows.
-  fp8_tensor a(1, 256, fp8_format::e4m3, 1, 128), b(1, 256, fp8_format::e4m3, 128, 128);
-  a.codes()[0] = 0x44;    // 3
-  b.codes()[0] = 0x38;    // 1
-  a.codes()[130] = 0x38;  // 1
-  b.codes()[130] = 0x38;
+  // block 1: P = 1. Scales chosen so the orders of the multiplies show. The hardware's orders
+  // (measured on an H100, golden kind gemm_fp8_block_cublas): fma(P, fl(sa * sb), y) when an
+  // operand is 128x128, fma(fl(P * sa), sb, y) for 1x128 x 1x128; TE's reference puts the 1x128
+  // scale first always.
+  fp8_tensor a(1, 256, fp8_format::e4m3, 1, 128), b(1, 256, fp8_format::e4m3, 128, 128), b1(1, 256, fp8_format::e4m3, 1, 128);
+  for (fp8_tensor* t : {&a, &b, &b1}) t->codes()[130] = 0x38;  // 1
+  a.codes()[0] = 0x44;                                         // 3
+  b.codes()[0] = b1.codes()[0] = 0x38;
   const float sa0 = 1.0f / 3.0f, sa1 = 1.1f, sb0 = 3.0000002f, sb1 = 0.7f;
   a.scale_inv()[0] = sa0;
   a.scale_inv()[1] = sa1;
-  b.scale_inv()[0] = sb0;
-  b.scale_inv()[1] = sb1;
-  float out = 0.0f;
-  fp8_gemm(a, b, matrix_view<float>::row_major(&out, 1, 1));
-  // A is 1D: y = fma(P * s_A, s_B, y) per block.
-  float y = std::fma(3.0f * sa0, sb0, 0.0f);
-  y = std::fma(1.0f * sa1, sb1, y);
-  EXPECT_EQ(out, y);
-  // The other order (B's scale first) gives another float here, so the test can tell them apart.
-  float other = std::fma(3.0f * sb0, sa0, 0.0f);
-  other = std::fma(1.0f * sb1, sa1, other);
-  EXPECT_NE(y, other);
-  // Swapped roles (A 2D, B 1D): B's scale first.
-  float swapped = 0.0f;
-  fp8_gemm(b, a, matrix_view<float>::row_major(&swapped, 1, 1));
-  EXPECT_EQ(swapped, y);
+  b.scale_inv()[0] = b1.scale_inv()[0] = sb0;
+  b.scale_inv()[1] = b1.scale_inv()[1] = sb1;
+  const float combined = std::fma(1.0f, sa1 * sb1, std::fma(3.0f, sa0 * sb0, 0.0f));
+  const float a_first = std::fma(1.0f * sa1, sb1, std::fma(3.0f * sa0, sb0, 0.0f));
+  ASSERT_NE(combined, a_first);  // the test can tell the orders apart
+  const auto run = [](const fp8_tensor& x, const fp8_tensor& y, fp8_block_epilogue e) {
+    float out = 0.0f;
+    fp8_gemm(x, y, matrix_view<float>::row_major(&out, 1, 1), {.block_epilogue = e});
+    float want = 0.0f;
+    reference::fp8_gemm(x, y, matrix_view<float>::row_major(&want, 1, 1), {.block_epilogue = e});
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(out), std::bit_cast<std::uint32_t>(want));
+    return out;
+  };
+  EXPECT_EQ(run(a, b, fp8_block_epilogue::hardware), combined);       // 1x128 x 128x128
+  EXPECT_EQ(run(b, a, fp8_block_epilogue::hardware), combined);       // 128x128 x 1x128
+  EXPECT_EQ(run(a, b1, fp8_block_epilogue::hardware), a_first);       // 1x128 x 1x128
+  EXPECT_EQ(run(a, b, fp8_block_epilogue::te_reference), a_first);    // the 1x128 scale first
+  EXPECT_EQ(run(b, a, fp8_block_epilogue::te_reference), a_first);
+  EXPECT_EQ(run(a, b1, fp8_block_epilogue::te_reference), a_first);
+  fp8_gemm_options defaults;
+  EXPECT_EQ(defaults.block_epilogue, fp8_block_epilogue::hardware);
+}
+
+TEST(Fp8Gemm, RowScaledEpilogueAppliesTheColumnScaleFirst) {
+  // One scale per row of A and of B (blocks of 1 x K, K = 64): out = fl(fl(S * s_B[j]) * s_A[i]),
+  // the order an H100 uses for torch's rowwise scaling (golden kind gemm_fp8_h100_epilogue).
+  fp8_tensor a(2, 64, fp8_format::e4m3, 1, 0), b(1, 64, fp8_format::e4m3, 1, 0);
+  a.codes()[0] = 0x44;        // A[0][0] = 3
+  a.codes()[64 + 1] = 0x38;   // A[1][1] = 1
+  b.codes()[0] = b.codes()[1] = 0x38;
+  a.scale_inv()[0] = 1.0f / 3.0f;
+  a.scale_inv()[1] = 1.1f;
+  b.scale_inv()[0] = 3.0000002f;
+  float out[2] = {};
+  fp8_gemm(a, b, matrix_view<float>::row_major(out, 2, 1));
+  const float s0 = 3.0f * 3.0000002f, s1 = 1.0f * 3.0000002f;
+  EXPECT_EQ(out[0], s0 * (1.0f / 3.0f));
+  EXPECT_EQ(out[1], s1 * 1.1f);
+  EXPECT_NE(out[0], (3.0f * (1.0f / 3.0f)) * 3.0000002f);  // the other order differs here
+  float want[2] = {};
+  reference::fp8_gemm(a, b, matrix_view<float>::row_major(want, 2, 1));
+  EXPECT_EQ(out[0], want[0]);
+  EXPECT_EQ(out[1], want[1]);
+  // A row-scaled operand with a per-tensor one is refused.
+  fp8_tensor per_tensor(1, 64, fp8_format::e4m3);
+  EXPECT_THROW(fp8_gemm(a, per_tensor, matrix_view<float>::row_major(out, 2, 1)), nvfp4::error);
 }
 
 // Random operands of every format pairing, K not a multiple of 32, both tensor cores, both modes,

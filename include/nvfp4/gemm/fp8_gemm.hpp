@@ -2,9 +2,12 @@
 // tensor-core step of fp8_mma_model.hpp (docs/numerics_spec.md §9): the raw MMA chain (D = C + A·Bᵀ over FP8
 // codes, what MMA-Sim computes), the split accumulator (the tensor core's partial sums promoted
 // into an fp32 accumulator every `promotion_interval` elements of K, TE's use_split_accumulator),
-// and the epilogues: per-tensor scales (alpha = scale_inv_A * scale_inv_B), FP8 block scaling
-// (each 128-element K block's partial scaled and fused-multiply-added into fp32, as TE's
-// cuBLAS-compatible reference does) and MXFP8 (the E8M0 scales inside the MMA).
+// and the epilogues: per-tensor scales (alpha = scale_inv_A * scale_inv_B), per-row scales (one
+// per row of A and of B, torch's rowwise _scaled_mm), FP8 block scaling (each 128-element K
+// block's partial scaled and fused-multiply-added into fp32 as an H100's cuBLASLt does, or on
+// request as TE's Python reference does) and MXFP8 (the E8M0 scales inside the MMA). Each
+// epilogue's order of roundings was measured on an H100 (docs/numerics.md, "Verified against
+// hardware").
 #pragma once
 
 #include <algorithm>
@@ -27,6 +30,19 @@
 
 namespace nvfp4 {
 
+/// How a block-scaled FP8 GEMM adds each 128-element K block's partial P into the fp32 output y
+/// (docs/numerics.md, "FP8 block scaling: the GPU and TE's reference").
+enum class fp8_block_epilogue {
+  /// What an H100 computes (cuBLASLt's blockwise scaling, measured bit for bit): y = fma(P,
+  /// fl(s_A * s_B), y) when either operand has 128x128 blocks, y = fma(fl(P * s_A), s_B, y) when
+  /// both have 1x128 blocks. The default.
+  hardware,
+  /// TE's Python reference GEMM (the one TE's block-scaling tests compare against): y = fma(fl(P *
+  /// s_1D), s_other, y) with s_1D the scale of the 1x128 operand (A's when both are). Differs from
+  /// the GPU for 1x128 x 128x128 and 128x128 x 1x128 unless the scales are powers of two.
+  te_reference
+};
+
 /// How an FP8 GEMM accumulates (docs/numerics_spec.md §9 steps 7-8).
 struct fp8_gemm_options {
   /// Which tensor core's step (Hopper wgmma: 13 bits; Blackwell f8f6f4: 25 bits). Read by the
@@ -44,6 +60,8 @@ struct fp8_gemm_options {
   /// Added to every output row (per column, length N) before the output is rounded, as cuBLAS's
   /// bias epilogue does; empty for none.
   std::span<const float> bias = {};
+  /// Block-scaled operands only: the GPU's order of roundings or TE's reference's.
+  fp8_block_epilogue block_epilogue = fp8_block_epilogue::hardware;
 };
 
 namespace detail {
@@ -135,6 +153,37 @@ constexpr fp8_format mx_element_format() {
   return std::is_same_v<typename Format::element_type, e4m3> ? fp8_format::e4m3 : fp8_format::e5m2;
 }
 
+/// Whether t has one decode scale per row (a block of 1 x K, K != 128: a 1 x 128 block is FP8
+/// block scaling's, whatever K is), as torch's rowwise _scaled_mm takes them ([M, 1] and [1, N]).
+inline bool row_scaled(const fp8_tensor& t) {
+  return !t.per_tensor() && t.block_rows() == 1 && t.block_cols() != fp8_block_size && t.block_cols() >= t.cols();
+}
+
+/// The per-row epilogue as an H100 computes it (measured): the column's scale (B's row) first,
+/// then the row's, each product rounded: fl(fl(S * s_B[j]) * s_A[i]).
+inline float row_epilogue(float s, float scale_a, float scale_b) {
+  const float column_scaled = materialize(s * scale_b);
+  return column_scaled * scale_a;
+}
+
+/// How a K block's partial enters y (see fp8_block_epilogue): fma(P, fl(s_A * s_B), y), fma(fl(P
+/// * s_A), s_B, y) or fma(fl(P * s_B), s_A, y).
+enum class block_update { combined, a_first, b_first };
+
+inline block_update block_update_for(bool a_1x128, bool b_1x128, fp8_block_epilogue epilogue) {
+  if (epilogue == fp8_block_epilogue::hardware) return a_1x128 && b_1x128 ? block_update::a_first : block_update::combined;
+  if (a_1x128) return block_update::a_first;  // TE's reference: the 1x128 operand's scale first
+  return b_1x128 ? block_update::b_first : block_update::combined;
+}
+
+NVFP4_ALWAYS_INLINE float apply_block(block_update update, float p, float sa, float sb, float y) {
+  switch (update) {
+    case block_update::a_first: return std::fma(p * sa, sb, y);
+    case block_update::b_first: return std::fma(p * sb, sa, y);
+    default: return std::fma(p, sa * sb, y);
+  }
+}
+
 /// Output (i, j) of the raw chain over the codes of a and b (see reference::fp8_mma).
 inline float fp8_chain_output(const fp8_tensor& a, const fp8_tensor& b, index_t i, index_t j, float c,
                               const fp8_gemm_options& options) {
@@ -174,9 +223,10 @@ inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i
     const float alpha = a.scale_inv()[0] * b.scale_inv()[0];
     return alpha * fp8_chain_output(a, b, i, j, 0.0f, options);
   }
+  if (row_scaled(a) && row_scaled(b)) return row_epilogue(fp8_chain_output(a, b, i, j, 0.0f, options), a.scale_inv()[i], b.scale_inv()[j]);
   const index_t k = a.cols(), steps = (k + mma8::step_k - 1) / mma8::step_k;
   const index_t steps_per_block = fp8_block_size / mma8::step_k;
-  const bool a_1d = a.block_rows() == 1, b_1d = b.block_rows() == 1;
+  const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue);
   std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
   const std::uint8_t* a_row = a.codes().data() + i * k;
   const std::uint8_t* b_row = b.codes().data() + j * k;
@@ -191,14 +241,7 @@ inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i
     const float partial = promoted_chain(s0, std::min(steps, s0 + steps_per_block), 0.0f,
                                          options.promotion_interval / mma8::step_k, step);
     const index_t kb = s0 / steps_per_block;
-    const float sa = a.block_scale_inv(i / a.block_rows(), kb), sb = b.block_scale_inv(j / b.block_rows(), kb);
-    if (a_1d) {
-      y = std::fma(partial * sa, sb, y);
-    } else if (b_1d) {
-      y = std::fma(partial * sb, sa, y);
-    } else {
-      y = std::fma(partial, sa * sb, y);
-    }
+    y = apply_block(update, partial, a.block_scale_inv(i / a.block_rows(), kb), b.block_scale_inv(j / b.block_rows(), kb), y);
   }
   return y;
 }
@@ -206,12 +249,13 @@ inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i
 /// Throws unless a and b are FP8 tensors whose scales the epilogue can apply: both per-tensor, or
 /// both block-scaled with 128 columns per block (K blocks aligned).
 inline void check_fp8_scaling_pair(const fp8_tensor& a, const fp8_tensor& b) {
-  const bool ok = (a.per_tensor() && b.per_tensor()) ||
+  const bool ok = (a.per_tensor() && b.per_tensor()) || (row_scaled(a) && row_scaled(b)) ||
                   (!a.per_tensor() && !b.per_tensor() && a.block_cols() == fp8_block_size && b.block_cols() == fp8_block_size &&
                    (a.block_rows() == 1 || a.block_rows() == fp8_block_size) &&
                    (b.block_rows() == 1 || b.block_rows() == fp8_block_size));
   require(ok, errc::invalid_argument,
-          "fp8_gemm: A and B must both be per-tensor scaled, or both block-scaled with 1x128 / 128x128 blocks");
+          "fp8_gemm: A and B must both be per-tensor scaled, both scaled per row (blocks of 1 x K, K != 128), or both "
+          "block-scaled with 1x128 / 128x128 blocks");
 }
 
 }  // namespace detail
@@ -241,10 +285,13 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
 /// - both per-tensor (current / delayed scaling): acc = the split-accumulated chain from zero, then
 ///   out = (scale_inv_A * scale_inv_B) * acc (one fp32 product each: a documented choice, cuBLAS's
 ///   epilogue order is not public);
+/// - per-row (one scale per row of A and of B, blocks of 1 x K with K != 128): out = fl(fl(acc *
+///   s_B[j]) * s_A[i]), as an H100's cuBLASLt computes torch's rowwise scaling;
 /// - block-scaled (Float8BlockScaling, blocks of 128 along K): for each K block, its partial P (the
-///   chain over its 128 elements, promoted as options say) enters an fp32 accumulator y as TE's
-///   cuBLAS-compatible reference does: y = fma(P * s_1D, s_other, y) where s_1D is the scale of the
-///   1x128-scaled operand (A's when both are), or y = fma(P, s_A * s_B, y) when both are 128x128.
+///   chain over its 128 elements, promoted as options say) enters an fp32 accumulator y from 0 by
+///   options.block_epilogue: on the GPU (default) y = fma(P, fl(s_A * s_B), y) when either
+///   operand has 128x128 blocks and y = fma(fl(P * s_A), s_B, y) for 1x128 x 1x128; TE's reference
+///   puts the 1x128 operand's scale first in every pair.
 /// Then + bias, rounded to Out (float, or bf16 nearest-even).
 template <class Out>
 void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, const fp8_gemm_options& options = {}) {
@@ -352,11 +399,21 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
                    });
     return;
   }
-  // Block scaling: each K block's partial enters y through the fma TE's reference uses.
+  if (row_scaled(a) && row_scaled(b)) {
+    const std::span<const float> sa = a.scale_inv(), sb = b.scale_inv();
+    fp8_fast_chain(ua, ub, options.core, options.mode, options.promotion_interval, zero_row,
+                   [&](index_t i, index_t j0, const float* acc, index_t count) {
+                     for (index_t c = 0; c < count; ++c)
+                       store_output(out, i, j0 + c, row_epilogue(acc[c], sa[static_cast<std::size_t>(i)], sb[static_cast<std::size_t>(j0 + c)]),
+                                    options.bias);
+                   });
+    return;
+  }
+  // Block scaling: each K block's partial enters y through options.block_epilogue's fma.
   using fp8_gemm_detail::lanes;
   const index_t per_promotion = options.promotion_interval / mma8::step_k;
   const index_t steps_per_block = fp8_block_size / mma8::step_k;
-  const bool a_1d = a.block_rows() == 1, b_1d = b.block_rows() == 1;
+  const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue);
   fp8_gemm_detail::for_each_chunk(
       ua, ub, options.core, options.mode, steps_per_block, zero_row,
       [&](const fp8_gemm_detail::step_block& blk, index_t s0, index_t s1, float* y, index_t stride) {
@@ -378,9 +435,10 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
               const float* const p = partial + r * partial_stride + t * lanes;
               const float* const b_scale = sb[t];
               float* const out = y + r * stride + t * lanes;
-              if (a_1d) {
+              // One loop per order, so that each is a plain 16-lane loop the compiler vectorizes.
+              if (update == block_update::a_first) {
                 for (int lane = 0; lane < lanes; ++lane) out[lane] = std::fma(p[lane] * sa[r], b_scale[lane], out[lane]);
-              } else if (b_1d) {
+              } else if (update == block_update::b_first) {
                 for (int lane = 0; lane < lanes; ++lane) out[lane] = std::fma(p[lane] * b_scale[lane], sa[r], out[lane]);
               } else {
                 for (int lane = 0; lane < lanes; ++lane) out[lane] = std::fma(p[lane], sa[r] * b_scale[lane], out[lane]);
