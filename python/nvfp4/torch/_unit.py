@@ -49,6 +49,7 @@ class LinearUnit:
             return
         if isinstance(self.recipe, DelayedScaling):
             self._saved_scaling = self.core.scaling_state_dict()
+        library_recipe = to_library(recipe)  # raises for what the library cannot honour, before any change
         if isinstance(recipe, DelayedScaling):
             if self._delayed is None:
                 self._delayed = recipe
@@ -56,8 +57,6 @@ class LinearUnit:
             settings = DelayedScaling(margin=first.margin, fp8_format=first.fp8_format, amax_history_len=recipe.amax_history_len,
                                       amax_compute_algo=first.amax_compute_algo, reduce_amax=first.reduce_amax)
             library_recipe = to_library(settings)
-        else:
-            library_recipe = to_library(recipe)
         self.core.set_recipe(library_recipe)
         if isinstance(recipe, DelayedScaling) and self._saved_scaling:
             self.core.load_scaling_state_dict(_resized(self._saved_scaling, recipe.amax_history_len))

@@ -1,0 +1,104 @@
+# Bad input to nvfp4.torch raises a clear Python error (TypeError / ValueError naming the fix) and
+# leaves the layer usable: non-CPU tensors, float64 / float16, wrong shapes, recipes TE rejects,
+# arguments only a GPU cluster has.
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
+import nvfp4.torch as te  # noqa: E402
+
+R = te.recipe
+
+
+def test_non_cpu_tensors_are_refused():
+    layer = te.Linear(16, 8)
+    with pytest.raises(ValueError, match="CPU"):
+        layer(torch.empty(4, 16, device="meta"))
+    with pytest.raises(ValueError, match="device='cpu'"):
+        te.Linear(16, 8, device="cuda")
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CPU"):
+            layer(torch.randn(4, 16, device="cuda"))
+        with pytest.raises(ValueError, match="CPU"):
+            te.ops.quantize(torch.randn(4, 32, device="cuda"))
+    assert layer(torch.randn(4, 16)).shape == (4, 8)  # still usable
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int32])
+def test_unsupported_dtypes_are_refused(dtype):
+    layer = te.Linear(16, 8)
+    with pytest.raises(TypeError, match="float32|bfloat16"):
+        layer(torch.ones(4, 16, dtype=dtype))
+    with pytest.raises(TypeError, match="float32"):
+        te.ops.quantize(torch.ones(4, 32, dtype=dtype))
+    with pytest.raises(TypeError, match="params_dtype"):
+        te.Linear(16, 8, params_dtype=torch.float16)
+
+
+def test_wrong_shapes_are_refused():
+    layer = te.Linear(16, 8)
+    with pytest.raises(ValueError, match="in_features"):
+        layer(torch.randn(4, 15))
+    with pytest.raises(ValueError, match="2-D"):
+        te.ops.quantize(torch.randn(2, 4, 32))
+    with pytest.raises(ValueError, match="positive"):
+        te.Linear(0, 8)
+
+
+def test_recipes_te_rejects_are_refused():
+    with pytest.raises(ValueError, match="E5M2"):
+        R.DelayedScaling(fp8_format=R.Format.E5M2)
+    with pytest.raises(ValueError, match="E5M2"):
+        R.Float8CurrentScaling(fp8_format=R.Format.E5M2)
+    with pytest.raises(ValueError, match="2D by 2D"):
+        R.Float8BlockScaling(x_block_scaling_dim=2)
+    with pytest.raises(ValueError, match="Split accumulator"):
+        R.Float8BlockScaling(fp8_gemm_fprop=R.MMParams(use_split_accumulator=False))
+    with pytest.raises(ValueError, match="E4M3"):
+        R.NVFP4BlockScaling(fp8_format=R.Format.HYBRID)
+    with pytest.raises(ValueError, match="backward_override"):
+        R.DelayedScaling(backward_override="high_precision")
+    with pytest.raises(TypeError, match="recipe"):
+        with te.autocast(recipe="nvfp4"):
+            pass
+
+
+def test_recipe_fields_the_library_cannot_honour_are_refused_when_used():
+    layer = te.Linear(16, 8)
+    x = torch.randn(4, 16)
+    with pytest.raises(ValueError, match="scaling_factor_compute_algo"):
+        with te.autocast(recipe=R.DelayedScaling(scaling_factor_compute_algo=lambda *a: a[1])):
+            layer(x)
+    with pytest.raises(ValueError, match="amax_compute_algo"):
+        with te.autocast(recipe=R.DelayedScaling(amax_compute_algo=lambda history: history.max())):
+            layer(x)
+    with pytest.raises(ValueError, match="calibrating"):
+        with te.fp8_autocast(calibrating=True):
+            pass
+    with te.autocast(recipe=R.MXFP8BlockScaling()):
+        assert layer(x).shape == (4, 8)  # a failed call changed nothing
+
+
+def test_gpu_cluster_arguments_are_refused():
+    with pytest.raises(ValueError, match="sequence_parallel"):
+        te.Linear(16, 8, sequence_parallel=True)
+    with pytest.raises(ValueError, match="tp_size"):
+        te.LayerNormLinear(16, 8, tp_size=2)
+    assert te.Linear(16, 8, tp_size=1, sequence_parallel=False, fuse_wgrad_accumulation=False).in_features == 16
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        te.Linear(16, 8, no_such_argument=1)
+    with pytest.raises(ValueError, match="fp8_output"):
+        te.Linear(16, 8)(torch.randn(2, 16), fp8_output=True)
+    with pytest.raises(ValueError, match="is_first_microbatch"):
+        te.Linear(16, 8)(torch.randn(2, 16), is_first_microbatch="yes")
+    with pytest.raises(ValueError, match="activation"):
+        te.LayerNormMLP(16, 32, activation="nope")
+
+
+def test_optimizer_arguments_are_checked():
+    p = torch.nn.Parameter(torch.zeros(4, 4))
+    with pytest.raises(ValueError, match="state_dtype"):
+        te.optim.AdamW([p], state_dtype="float16")
+    with pytest.raises(ValueError, match="betas"):
+        te.optim.AdamW([p], betas=(1.0, 0.9))
+    with pytest.raises(ValueError, match="state_dtype"):
+        te.optim.Muon([p], state_dtype="int8")
