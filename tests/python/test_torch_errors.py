@@ -19,7 +19,7 @@ def test_non_cpu_tensors_are_refused():
         with pytest.raises(ValueError, match="CPU"):
             layer(torch.randn(4, 16, device="cuda"))
         with pytest.raises(ValueError, match="CPU"):
-            te.ops.quantize(torch.randn(4, 32, device="cuda"))
+            te.functional.quantize(torch.randn(4, 32, device="cuda"))
     assert layer(torch.randn(4, 16)).shape == (4, 8)  # still usable
 
 
@@ -29,7 +29,7 @@ def test_unsupported_dtypes_are_refused(dtype):
     with pytest.raises(TypeError, match="float32|bfloat16"):
         layer(torch.ones(4, 16, dtype=dtype))
     with pytest.raises(TypeError, match="float32"):
-        te.ops.quantize(torch.ones(4, 32, dtype=dtype))
+        te.functional.quantize(torch.ones(4, 32, dtype=dtype))
     with pytest.raises(TypeError, match="params_dtype"):
         te.Linear(16, 8, params_dtype=torch.float16)
 
@@ -39,7 +39,7 @@ def test_wrong_shapes_are_refused():
     with pytest.raises(ValueError, match="in_features"):
         layer(torch.randn(4, 15))
     with pytest.raises(ValueError, match="2-D"):
-        te.ops.quantize(torch.randn(2, 4, 32))
+        te.functional.quantize(torch.randn(2, 4, 32))
     with pytest.raises(ValueError, match="positive"):
         te.Linear(0, 8)
 

@@ -1,7 +1,8 @@
-"""The extension's quantize / dequantize / GEMM calls with torch tensors in and out (CPU tensors;
-float32 read in place, bfloat16 passed as its bits without a copy; results are float32 tensors
-over the returned arrays' memory, or bfloat16 where out_dtype="bfloat16"). The quantized objects
-are the extension's own (nvfp4.QuantizedTensor, nvfp4.Fp8Tensor); reference: docs/python.md."""
+"""nvfp4.torch.functional: the extension's quantize / dequantize / GEMM calls with torch tensors in
+and out (CPU tensors; float32 read in place, bfloat16 passed as its bits without a copy; results
+are float32 tensors over the returned arrays' memory, or bfloat16 where out_dtype="bfloat16").
+The quantized objects are the extension's own (nvfp4.QuantizedTensor, nvfp4.Fp8Tensor); reference:
+docs/python.md. (Not TE's ``te.ops``, its fusible-operation API, which is not provided.)"""
 import numpy as np
 import torch
 
