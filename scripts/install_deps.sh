@@ -2,9 +2,11 @@
 # Installs what building nvfp4's programs needs on Debian/Ubuntu (idempotent, quick when all is
 # there). The library itself is header-only and needs only a C++20 compiler.
 set -euo pipefail
-# pybind11-dev, python3-dev, python3-numpy, python3-pytest: the Python module and its tests.
+# pybind11-dev, python3-dev, python3-numpy, python3-pytest: the Python module and its tests;
+# python3-torch: nvfp4.torch (TE's PyTorch API) and its tests; python3-matplotlib: the studies'
+# plots (python/examples).
 packages=(cmake g++ make libeigen3-dev libopenblas-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
-          pybind11-dev python3-dev python3-numpy python3-pytest)
+          pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-matplotlib)
 if [ "${1:-}" = "--with-fuzz" ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do

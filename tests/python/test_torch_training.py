@@ -104,3 +104,12 @@ def test_optimizer_state_dict_round_trips():
         for key, value in opt.state[p].items():
             loaded = other.state[p][key]
             assert (value == loaded) if not torch.is_tensor(value) else torch.equal(value, loaded), key
+
+
+def test_the_docs_from_pytorch_example_runs():
+    import pathlib
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    start = text.index("```python", text.index("## From PyTorch")) + len("```python\n")
+    scope = {}
+    exec(text[start:text.index("```", start)], scope)  # noqa: S102 - the documentation's own example
+    assert math.isfinite(scope["loss"].item())
