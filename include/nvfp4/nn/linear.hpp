@@ -28,7 +28,9 @@
 //   backward one); the columnwise copy is quantize_fp8_with_scale of the transpose with the same
 //   scale; fp8_gemm with the recipe's split-accumulator flags.
 // - delayed_scaling: quantize_fp8_with_scale with scaling_state(role)->scale(), the tensor's amax
-//   recorded; the input and weight states update() after forward, grad_output after backward.
+//   recorded; the input and weight states update() after forward, grad_output after backward
+//   (scaling_update::per_call), or once per region the caller ends (per_region, TE's autocast:
+//   end_forward_region, end_backward_region).
 // - float8_block_scaling: quantize_fp8_blockwise of each tensor and its transpose with the role's
 //   block shape and scale options; fp8_gemm.
 // - mxfp8_block_scaling: quantize_mxfp8_te of each tensor and its transpose; mxfp8_gemm.
@@ -37,12 +39,17 @@
 //
 // infer(x) is the forward for evaluation and inference: the same Y bit for bit, without the
 // columnwise copies backward needs, without touching a forward saved for backward, and without
-// recording or updating delayed-scaling state. Both forward and infer take a weight_cache, TE's
+// recording or updating delayed-scaling state (eval_amaxes::record_as_te records them as TE's
+// quantizers do under torch.no_grad()). Both forward and infer take a weight_cache, TE's
 // `is_first_microbatch`: refresh quantizes W and keeps it, reuse runs on the kept W (micro-batches,
 // decode steps between optimizer steps), off quantizes W every call. The kept W's fprop operand
 // is packed once for the GEMM kernels (nvfp4_packed_operand; FP8 and MXFP8: fp8_packed_weight,
 // about 7 bytes per weight element besides the quantized copies; no quantization: Wᵀ, which
 // float_gemm reads in place for decode-sized inputs).
+//
+// Parameters: owned by the layer (weight(), bias(), weight_grad(), bias_grad()), or, with
+// parameter_storage::external, the caller's, passed to each call as views (linear_parameters,
+// linear_gradients) and read in place: what a framework's layer (nvfp4.LinearCore) needs.
 #pragma once
 
 #include <algorithm>
@@ -56,6 +63,7 @@
 #include <variant>
 #include <vector>
 
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/gemm/float_gemm.hpp"
 #include "nvfp4/gemm/fp8_packed_weight.hpp"
 #include "nvfp4/recipes/nvfp4_packed_operand.hpp"
@@ -64,6 +72,26 @@
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
 
 namespace nvfp4::nn {
+
+/// Where a layer's W, b and their gradients live.
+enum class parameter_storage {
+  owned,    ///< in the layer (weight(), bias(), weight_grad(), bias_grad())
+  external  ///< the caller's (a framework's parameters): passed to each call as views, never copied
+};
+
+/// When delayed-scaling states update (take a new scale from their amax history).
+enum class scaling_update {
+  per_call,   ///< input and weight after each forward, grad_output after each backward
+  per_region  ///< only where the caller ends a region: end_forward_region / end_backward_region
+              ///< (TE: the outermost autocast's exit, the end of the backward pass)
+};
+
+/// What an evaluation forward (infer) does with delayed-scaling amaxes.
+enum class eval_amaxes {
+  record_nothing,  ///< neither record nor update (the library's inference forward)
+  record_as_te     ///< record X's and W's amaxes into the step in progress, as TE's quantizers do
+                   ///< under torch.no_grad(); they are max-merged into the next update
+};
 
 /// How a linear layer computes, beside its recipe.
 struct linear_options {
@@ -77,6 +105,21 @@ struct linear_options {
   /// control, e.g. nn/amax_percentile.hpp's quantile; empty: TE). It sees X, W and dY in the
   /// layer's dtype and the RHT'd wgrad copies; FP8 and MXFP8 recipes refuse a layer that has one.
   nvfp4_amax_rule nvfp4_amax{};
+  parameter_storage parameters = parameter_storage::owned;
+  scaling_update delayed_update = scaling_update::per_call;
+};
+
+/// The parameters a call reads, in place: W [out_features, in_features] and b [out_features]
+/// (empty for a layer without a bias).
+struct linear_parameters {
+  matrix_view<const float> weight;
+  std::span<const float> bias{};
+};
+
+/// Where a backward writes dW [out_features, in_features] and db [out_features] (fp32).
+struct linear_gradients {
+  matrix_view<float> weight;
+  std::span<float> bias{};
 };
 
 /// How a forward treats the quantized weight: TE's `is_first_microbatch` (None, True, False).
@@ -90,16 +133,21 @@ enum class weight_cache {
 /// An emulated TE Linear layer (see the header comment for what each recipe computes).
 class linear {
  public:
-  /// A layer with zero weights (set them through weight()). Throws invalid_argument for negative
-  /// sizes or a recipe TE rejects (nvfp4::validate).
+  /// A layer with zero weights (set them through weight()), or, with parameter_storage::external,
+  /// none (every call is given them). Throws invalid_argument for negative sizes, a weight of more
+  /// than max_element_count elements (before allocating anything), or a recipe TE rejects
+  /// (nvfp4::validate).
   linear(index_t in_features, index_t out_features, recipe r = no_quantization{}, linear_options options = {})
       : in_(in_features), out_(out_features), options_(options) {
     nvfp4::detail::require(in_features >= 0 && out_features >= 0, errc::invalid_argument, "linear: negative feature count");
+    const index_t weight_count = nvfp4::detail::checked_element_count(out_features, in_features, errc::invalid_argument, "linear weight");
     nvfp4::detail::require(options.promotion_interval >= 0 && options.promotion_interval % mma8::step_k == 0, errc::invalid_argument,
                     "linear: promotion_interval must be 0 or a multiple of 32");
-    weight_.assign(static_cast<std::size_t>(in_ * out_), 0.0f);
-    weight_grad_.assign(weight_.size(), 0.0f);
-    if (options.bias) {
+    if (options.parameters == parameter_storage::owned) {
+      weight_.assign(static_cast<std::size_t>(weight_count), 0.0f);
+      weight_grad_.assign(weight_.size(), 0.0f);
+    }
+    if (options.bias && options.parameters == parameter_storage::owned) {
       bias_.assign(static_cast<std::size_t>(out_), 0.0f);
       bias_grad_.assign(bias_.size(), 0.0f);
     }
@@ -129,7 +177,7 @@ class linear {
     kept_weight_.reset();
   }
 
-  /// The FP32 master weight W [out_features, in_features], row-major.
+  /// The FP32 master weight W [out_features, in_features], row-major (empty for external storage).
   std::span<float> weight() { return weight_; }
   std::span<const float> weight() const { return weight_; }
   matrix_view<const float> weight_view() const { return matrix_view<const float>::row_major(weight_.data(), out_, in_); }
@@ -161,13 +209,20 @@ class linear {
   /// shape_mismatch / null_pointer / non_finite_error (NaN or Inf in X or W) before writing Y,
   /// invalid_argument for weight_cache::reuse without a kept weight.
   void forward(matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
+    forward(owned_parameters("forward"), x, y, cache);
+  }
+  /// forward on the caller's parameters (read in place during the call, never kept). Throws
+  /// shape_mismatch / null_pointer for parameters of another shape.
+  void forward(const linear_parameters& p, matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
     check_forward(x, y, "linear::forward", cache);
+    check_parameters(p, "linear::forward");
+    params_ = p;
     saved_.valid = false;
     const auto xv = to_dtype(x, "input", x_scratch_);  // X checked before W's amax is recorded
     std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/true);
     const auto rv = scratch(x.rows(), out_, y_scratch_);
-    std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/true); }, recipe_);
-    if (std::holds_alternative<delayed_scaling>(recipe_)) {
+    std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/true, /*record=*/true); }, recipe_);
+    if (std::holds_alternative<delayed_scaling>(recipe_) && options_.delayed_update == scaling_update::per_call) {
       states_[0].update();
       states_[1].update();  // after a reuse nothing was recorded: TE's kernel then leaves it as it was
     }
@@ -177,7 +232,7 @@ class linear {
     saved_.valid = true;
   }
   std::vector<float> forward(matrix_view<const float> x, weight_cache cache = weight_cache::off) {
-    std::vector<float> y(static_cast<std::size_t>(std::max<index_t>(x.rows(), 0) * out_));
+    std::vector<float> y(output_size(x.rows(), out_));
     forward(x, matrix_view<float>::row_major(y.data(), x.rows(), out_), cache);
     return y;
   }
@@ -187,15 +242,24 @@ class linear {
   /// record nor update (the current scales are used). TE under fp8_autocast records amaxes in
   /// evaluation too; call forward for that. Throws as forward.
   void infer(matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
+    infer(owned_parameters("infer"), x, y, cache);
+  }
+  /// infer on the caller's parameters; `amaxes` chooses whether delayed-scaling amaxes are
+  /// recorded as TE records them under torch.no_grad() (never updated here either way).
+  void infer(const linear_parameters& p, matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off,
+             eval_amaxes amaxes = eval_amaxes::record_nothing) {
     check_forward(x, y, "linear::infer", cache);
+    check_parameters(p, "linear::infer");
+    params_ = p;
+    const bool record = amaxes == eval_amaxes::record_as_te;
     const auto xv = to_dtype(x, "input", infer_x_scratch_);
-    const std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/false);
+    const std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/false, record);
     const auto rv = scratch(x.rows(), out_, infer_y_scratch_);
-    std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/false); }, recipe_);
+    std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/false, record); }, recipe_);
     write_output(rv, y);
   }
   std::vector<float> infer(matrix_view<const float> x, weight_cache cache = weight_cache::off) {
-    std::vector<float> y(static_cast<std::size_t>(std::max<index_t>(x.rows(), 0) * out_));
+    std::vector<float> y(output_size(x.rows(), out_));
     infer(x, matrix_view<float>::row_major(y.data(), x.rows(), out_), cache);
     return y;
   }
@@ -204,6 +268,12 @@ class linear {
   /// in_features]. Throws invalid_argument without a forward since the last backward or recipe
   /// change, shape_mismatch / non_finite_error before writing anything.
   void backward(matrix_view<const float> dy, matrix_view<float> dx) {
+    nvfp4::detail::require(options_.parameters == parameter_storage::owned, errc::invalid_argument,
+                           "linear::backward: this layer's parameters are external; pass where dW (and db) go: backward(dy, dx, gradients)");
+    backward(dy, dx, linear_gradients{matrix_view<float>::row_major(weight_grad_.data(), out_, in_), bias_grad_});
+  }
+  /// backward writing dW and db into the caller's buffers (shapes checked before anything is written).
+  void backward(matrix_view<const float> dy, matrix_view<float> dx, const linear_gradients& g) {
     dy.validate("linear output gradient");
     dx.validate("linear input gradient");
     nvfp4::detail::require(saved_.valid, errc::invalid_argument, "linear::backward: no forward to differentiate (call forward first)");
@@ -211,23 +281,45 @@ class linear {
                     "linear::backward: dY is " + shape(dy.rows(), dy.cols()) + ", expected " + shape(saved_.rows, out_));
     nvfp4::detail::require(dx.rows() == saved_.rows && dx.cols() == in_, errc::shape_mismatch,
                     "linear::backward: dX is " + shape(dx.rows(), dx.cols()) + ", expected " + shape(saved_.rows, in_));
+    g.weight.validate("linear weight gradient");
+    nvfp4::detail::require(g.weight.rows() == out_ && g.weight.cols() == in_, errc::shape_mismatch,
+                           "linear::backward: dW is " + shape(g.weight.rows(), g.weight.cols()) + ", expected " + shape(out_, in_));
+    nvfp4::detail::require(g.bias.size() == (options_.bias ? static_cast<std::size_t>(out_) : 0), errc::shape_mismatch,
+                           "linear::backward: db has " + std::to_string(g.bias.size()) + " values, expected " +
+                               std::to_string(options_.bias ? out_ : 0));
     const auto gv = to_dtype(dy, "output gradient", g_scratch_);
     const auto dxv = scratch(dy.rows(), in_, dx_scratch_);
-    const auto dwv = matrix_view<float>::row_major(weight_grad_.data(), out_, in_);
+    const auto dwv = g.weight;
     std::visit([&](const auto& r) { bprop(r, gv, dxv, dwv); }, recipe_);
-    if (!bias_grad_.empty()) {
-      std::fill(bias_grad_.begin(), bias_grad_.end(), 0.0f);
+    if (!g.bias.empty()) {
+      std::fill(g.bias.begin(), g.bias.end(), 0.0f);
       for (index_t i = 0; i < gv.rows(); ++i)
-        for (index_t j = 0; j < out_; ++j) bias_grad_[static_cast<std::size_t>(j)] += gv(i, j);
+        for (index_t j = 0; j < out_; ++j) g.bias[static_cast<std::size_t>(j)] += gv(i, j);
     }
     write_output(dxv, dx);
     saved_.valid = false;
     ++steps_;
   }
   std::vector<float> backward(matrix_view<const float> dy) {
-    std::vector<float> dx(static_cast<std::size_t>(std::max<index_t>(dy.rows(), 0) * in_));
+    std::vector<float> dx(output_size(dy.rows(), in_));
     backward(dy, matrix_view<float>::row_major(dx.data(), dy.rows(), in_));
     return dx;
+  }
+
+  /// scaling_update::per_region: the end of an outermost forward region (TE: the outermost
+  /// fp8_autocast's exit, quantization.py). With grad enabled the input and weight states update
+  /// once from the amaxes of every call in the region (max-merged); without, nothing updates and
+  /// the recorded amaxes wait for the next update. No effect for other recipes or per_call.
+  void end_forward_region(bool grad_enabled) {
+    if (!grad_enabled || options_.delayed_update != scaling_update::per_region || !std::holds_alternative<delayed_scaling>(recipe_)) return;
+    states_[static_cast<std::size_t>(nvfp4::tensor_role::input)].update();
+    states_[static_cast<std::size_t>(nvfp4::tensor_role::weight)].update();
+  }
+  /// scaling_update::per_region: the end of a backward pass (TE updates the backward role once per
+  /// backward). No effect for other recipes or per_call.
+  void end_backward_region() {
+    if (options_.delayed_update != scaling_update::per_region || !std::holds_alternative<delayed_scaling>(recipe_)) return;
+    states_[static_cast<std::size_t>(nvfp4::tensor_role::grad_output)].update();
   }
 
  private:
@@ -258,6 +350,27 @@ class linear {
   };
 
   static std::string shape(index_t r, index_t c) { return std::to_string(r) + "x" + std::to_string(c); }
+  /// rows * cols for a result buffer, refused (invalid_argument) above max_element_count.
+  static std::size_t output_size(index_t rows, index_t cols) {
+    return static_cast<std::size_t>(nvfp4::detail::checked_element_count(std::max<index_t>(rows, 0), cols, errc::invalid_argument, "linear output"));
+  }
+
+  /// The layer's own W and b as a call's parameters (owned storage only).
+  linear_parameters owned_parameters(const char* who) const {
+    nvfp4::detail::require(options_.parameters == parameter_storage::owned, errc::invalid_argument,
+                           std::string("linear::") + who + ": this layer's parameters are external; pass them: " + who + "(parameters, x, y)");
+    return {matrix_view<const float>::row_major(weight_.data(), out_, in_), bias_};
+  }
+  void check_parameters(const linear_parameters& p, const char* who) const {
+    p.weight.validate("linear weight");
+    nvfp4::detail::require(p.weight.rows() == out_ && p.weight.cols() == in_, errc::shape_mismatch,
+                           std::string(who) + ": W is " + shape(p.weight.rows(), p.weight.cols()) + ", expected " + shape(out_, in_));
+    const std::size_t expected = options_.bias ? static_cast<std::size_t>(out_) : 0;
+    nvfp4::detail::require(p.bias.size() == expected, errc::shape_mismatch,
+                           std::string(who) + ": b has " + std::to_string(p.bias.size()) + " values, expected " + std::to_string(expected) +
+                               (options_.bias ? "" : " (the layer has no bias)"));
+    nvfp4::detail::require(p.bias.empty() || p.bias.data() != nullptr, errc::null_pointer, std::string(who) + ": b is a null pointer");
+  }
 
   /// The checks of forward and infer that come before anything changes.
   void check_forward(matrix_view<const float> x, matrix_view<float> y, const char* who, weight_cache cache) const {
@@ -273,12 +386,13 @@ class linear {
 
   /// The W a forward runs on: the kept one (reuse), or W quantized now (kept too for refresh).
   /// A training forward records W's delayed-scaling amax unless it reuses.
-  std::shared_ptr<const weight_operands> weight_for(weight_cache cache, bool for_training) {
+  std::shared_ptr<const weight_operands> weight_for(weight_cache cache, bool for_training, bool record = true) {
     if (cache == weight_cache::reuse) return kept_weight_;  // check_forward made sure there is one
-    const auto wv = to_dtype(weight_view(), "weight", w_scratch_);
+    const auto wv = to_dtype(params_.weight, "weight", w_scratch_);
     auto w = std::make_shared<weight_operands>();
     const bool columnwise = for_training || cache == weight_cache::refresh;
-    std::visit([&](const auto& r) { quantize_weight_operands(r, wv, columnwise, for_training, *w); }, recipe_);
+    const bool record_amax = for_training || record;
+    std::visit([&](const auto& r) { quantize_weight_operands(r, wv, columnwise, record_amax, *w); }, recipe_);
     if (cache == weight_cache::refresh) {
       // A weight kept for several products is packed once (what every unpacked GEMM call redoes);
       // the products give the same bits.
@@ -291,7 +405,7 @@ class linear {
   /// A row-major [rows, cols] view of `buffer`, grown as needed (layer buffers are reused from
   /// step to step: touching fresh memory costs more than the copies).
   static matrix_view<float> scratch(index_t rows, index_t cols, std::vector<float>& buffer) {
-    const auto size = static_cast<std::size_t>(rows * cols);
+    const auto size = output_size(rows, cols);
     if (buffer.size() < size) buffer.resize(size);
     return matrix_view<float>::row_major(buffer.data(), rows, cols);
   }
@@ -311,7 +425,7 @@ class linear {
       for (index_t c = 0; c < from.cols(); ++c)
         to(r, c) = options_.dtype == high_precision::bf16 ? bf16::from_float(from(r, c)).to_float() : from(r, c);
   }
-  std::span<const float> bias_span() const { return bias_; }
+  std::span<const float> bias_span() const { return params_.bias; }
   fp8_gemm_options fp8_options(const mm_params& params, std::span<const float> bias = {}) const {
     return {.core = options_.fp8_tensor_core, .mode = options_.mode,
             .promotion_interval = params.use_split_accumulator ? options_.promotion_interval : 0, .bias = bias};
@@ -330,9 +444,10 @@ class linear {
     on_fprop_operand(w.fp8_row_packed, w.fp8_row, [&](const auto& b) { fp8_gemm(x8, b, y, fp8_options(params, bias_span())); });
   }
   void add_bias(matrix_view<float> y) const {
-    if (bias_.empty()) return;
+    const std::span<const float> bias = params_.bias;
+    if (bias.empty()) return;
     for (index_t i = 0; i < y.rows(); ++i)
-      for (index_t j = 0; j < y.cols(); ++j) y(i, j) += bias_[static_cast<std::size_t>(j)];
+      for (index_t j = 0; j < y.cols(); ++j) y(i, j) += bias[static_cast<std::size_t>(j)];
   }
 
   // Per recipe family: quantize_weight_operands (W's copies), pack_fprop_operand (a kept W's
@@ -358,7 +473,7 @@ class linear {
                                : matrix_view<const float>::row_major(w.values.data(), out_, in_);
   }
   matrix_view<const float> weight_columns(const weight_operands& w) const { return weight_rows(w).transposed(); }
-  void fprop(const no_quantization&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool) {
+  void fprop(const no_quantization&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool, bool) {
     float_gemm(x, weight_rows(w), {}, y);
     add_bias(y);  // X in the dtype stays in its scratch buffer for backward
   }
@@ -381,7 +496,7 @@ class linear {
   static void pack_fprop_operand(const nvfp4_block_scaling&, weight_operands& w) {
     w.nvfp4_row_packed = nvfp4_packed_operand(std::move(w.nvfp4_row));
   }
-  void fprop(const nvfp4_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+  void fprop(const nvfp4_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training, bool) {
     const auto gemm = [&](const nvfp4_operand& x_row) {
       on_fprop_operand(w.nvfp4_row_packed, w.nvfp4_row, [&](const auto& b) { nvfp4_gemm(x_row, b, y, options_.mode, bias_span()); });
     };
@@ -411,7 +526,7 @@ class linear {
   /// Per-tensor and block FP8 (current, delayed, block scaling).
   static void pack_fp8_fprop_operand(weight_operands& w) { w.fp8_row_packed = fp8_packed_weight<fp8_tensor>(std::move(w.fp8_row)); }
   static void pack_fprop_operand(const float8_current_scaling&, weight_operands& w) { pack_fp8_fprop_operand(w); }
-  void fprop(const float8_current_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+  void fprop(const float8_current_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training, bool) {
     const fp8_format f = forward_format(r.fp8_format);
     const fp8_tensor x8 = quantize_fp8_current(x, f, {.power_2_scale = r.use_power_2_scales});
     fp8_fprop_gemm(x8, w, y, r.fp8_gemm_fprop);
@@ -425,7 +540,7 @@ class linear {
     fp8_gemm(g8t, saved_.x_fp8, dw, fp8_options(r.fp8_gemm_wgrad));
   }
 
-  // ---- FP8 delayed scaling (forward() steps the input and weight states after fprop) ----
+  // ---- FP8 delayed scaling (per_call: forward() steps the input and weight states after fprop) ----
   void quantize_weight_operands(const delayed_scaling&, matrix_view<const float> w, bool columnwise, bool record, weight_operands& out) {
     delayed_scaling_state& state = states_[static_cast<std::size_t>(nvfp4::tensor_role::weight)];
     out.fp8_row = quantize_fp8_with_scale(w, state.format(), state.scale());
@@ -433,12 +548,12 @@ class linear {
     if (columnwise) out.fp8_col = quantize_fp8_with_scale(w.transposed(), state.format(), state.scale(), quantized_axis::columnwise);
   }
   static void pack_fprop_operand(const delayed_scaling&, weight_operands& w) { pack_fp8_fprop_operand(w); }
-  void fprop(const delayed_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+  void fprop(const delayed_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training, bool record) {
     delayed_scaling_state& state = states_[static_cast<std::size_t>(nvfp4::tensor_role::input)];
     const fp8_tensor x8 = quantize_fp8_with_scale(x, state.format(), state.scale());
     fp8_fprop_gemm(x8, w, y, r.fp8_gemm_fprop);
+    if (record) state.record(x8.amax());
     if (!training) return;
-    state.record(x8.amax());
     saved_.x_fp8 = quantize_fp8_with_scale(x.transposed(), x8.format(), state.scale(), quantized_axis::columnwise);
   }
   void bprop(const delayed_scaling& r, matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) {
@@ -449,7 +564,7 @@ class linear {
     const fp8_tensor g8t = quantize_fp8_with_scale(dy.transposed(), g8.format(), g_scale, quantized_axis::columnwise);
     fp8_gemm(g8, saved_.weight->fp8_col, dx, fp8_options(r.fp8_gemm_dgrad));
     fp8_gemm(g8t, saved_.x_fp8, dw, fp8_options(r.fp8_gemm_wgrad));
-    state.update();
+    if (options_.delayed_update == scaling_update::per_call) state.update();
   }
 
   // ---- FP8 block scaling ----
@@ -464,7 +579,7 @@ class linear {
     if (columnwise) out.fp8_col = block_copy(r, nvfp4::tensor_role::weight, w, true);
   }
   static void pack_fprop_operand(const float8_block_scaling&, weight_operands& w) { pack_fp8_fprop_operand(w); }
-  void fprop(const float8_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+  void fprop(const float8_block_scaling& r, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training, bool) {
     fp8_fprop_gemm(block_copy(r, nvfp4::tensor_role::input, x, false), w, y, r.fp8_gemm_fprop);
     if (training) saved_.x_fp8 = block_copy(r, nvfp4::tensor_role::input, x, true);
   }
@@ -484,7 +599,7 @@ class linear {
   static void pack_fprop_operand(const mxfp8_block_scaling&, weight_operands& w) {
     w.mx_row_packed = fp8_packed_weight<quantized_tensor<mxfp8>>(std::move(w.mx_row));
   }
-  void fprop(const mxfp8_block_scaling&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training) {
+  void fprop(const mxfp8_block_scaling&, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, bool training, bool) {
     const auto x8 = quantize_mxfp8_te<mxfp8>(x);
     on_fprop_operand(w.mx_row_packed, w.mx_row, [&](const auto& b) { mxfp8_gemm(x8, b, y, mx_options(bias_span())); });
     if (training) saved_.x_mx = quantize_mxfp8_te<mxfp8>(x.transposed(), quantized_axis::columnwise);
@@ -511,6 +626,7 @@ class linear {
   std::array<delayed_scaling_state, 3> states_{};
   saved_state saved_;
   std::shared_ptr<const weight_operands> kept_weight_;  // weight_cache::refresh's
+  linear_parameters params_;                            // the parameters of the call in progress
   std::uint64_t steps_ = 0;
   std::vector<float> x_scratch_, w_scratch_, y_scratch_, g_scratch_, dx_scratch_, infer_x_scratch_, infer_y_scratch_;
 };

@@ -1,0 +1,502 @@
+// python/bind_nn.cpp: the recipes (TE's recipe classes) and the emulated Linear layer of the Python
+// module: LinearCore, one layer's numerics over parameters the caller owns (what nvfp4.torch's
+// Linear drives), and Linear, a LinearCore that owns numpy parameters. Both serialize concurrent
+// calls with a per-layer mutex (taken with the GIL released), so threads get the single-thread
+// bits. Reference: docs/python.md; the C++ layer: include/nvfp4/nn/linear.hpp.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "nvfp4/detail/checked_size.hpp"
+#include "nvfp4/nn/amax_percentile.hpp"
+#include "nvfp4/nn/linear.hpp"
+#include "nvfp4/nvfp4.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using namespace nvfp4;
+
+// ---- small parsers (strings for TE's enums) ---------------------------------------------------
+
+template <class Enum>
+Enum parse_enum(const std::string& text, std::initializer_list<std::pair<const char*, Enum>> values, const char* what) {
+  std::string names;
+  for (const auto& [name, value] : values) {
+    if (text == name) return value;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  throw error(errc::invalid_argument, std::string(what) + " must be one of " + names + ", not '" + text + "'");
+}
+nn::weight_cache parse_weight_cache(const std::string& v) {
+  return parse_enum<nn::weight_cache>(
+      v, {{"off", nn::weight_cache::off}, {"refresh", nn::weight_cache::refresh}, {"reuse", nn::weight_cache::reuse}}, "weight_cache");
+}
+recipe_format parse_recipe_format(const std::string& f) {
+  return parse_enum<recipe_format>(f, {{"e4m3", recipe_format::e4m3}, {"e5m2", recipe_format::e5m2}, {"hybrid", recipe_format::hybrid}},
+                                   "fp8_format");
+}
+four_over_six_scope parse_scope(const std::string& f) {
+  return parse_enum<four_over_six_scope>(f, {{"none", four_over_six_scope::none}, {"weights", four_over_six_scope::weights},
+                                             {"activations", four_over_six_scope::activations}, {"all", four_over_six_scope::all}},
+                                         "4over6 scope");
+}
+const char* scope_name(four_over_six_scope s) {
+  switch (s) {
+    case four_over_six_scope::weights: return "weights";
+    case four_over_six_scope::activations: return "activations";
+    case four_over_six_scope::all: return "all";
+    default: return "none";
+  }
+}
+tensor_role parse_role(const std::string& role) {
+  return parse_enum<tensor_role>(role, {{"input", tensor_role::input}, {"weight", tensor_role::weight}, {"grad_output", tensor_role::grad_output}},
+                                 "role");
+}
+
+/// Binds an enum-valued field of a recipe struct as a string property.
+template <class Class, class Enum>
+void string_field(py::class_<Class>& c, const char* name, Enum Class::*field, Enum (*parse)(const std::string&),
+                  const char* (*print)(Enum)) {
+  c.def_property(
+      name, [field, print](const Class& r) { return std::string(print(r.*field)); },
+      [field, parse](Class& r, const std::string& v) { r.*field = parse(v); });
+}
+
+// ---- recipes ------------------------------------------------------------------------------------
+
+/// A Python recipe object (one of the bound recipe classes; None: no quantization) as the C++ variant.
+recipe to_recipe(const py::object& o) {
+  if (o.is_none()) return no_quantization{};
+  if (py::isinstance<no_quantization>(o)) return py::cast<no_quantization>(o);
+  if (py::isinstance<nvfp4_block_scaling>(o)) return py::cast<nvfp4_block_scaling>(o);
+  if (py::isinstance<float8_current_scaling>(o)) return py::cast<float8_current_scaling>(o);
+  if (py::isinstance<delayed_scaling>(o)) return py::cast<delayed_scaling>(o);
+  if (py::isinstance<float8_block_scaling>(o)) return py::cast<float8_block_scaling>(o);
+  if (py::isinstance<mxfp8_block_scaling>(o)) return py::cast<mxfp8_block_scaling>(o);
+  throw py::type_error("recipe must be one of nvfp4.NoQuantization, NVFP4BlockScaling, Float8CurrentScaling, "
+                       "DelayedScaling, Float8BlockScaling, MXFP8BlockScaling (or None); got " +
+                       std::string(py::str(py::type::of(o))));
+}
+py::object from_recipe(const recipe& r) {
+  return std::visit([](const auto& v) { return py::cast(v); }, r);
+}
+
+void bind_recipes(py::module_& m) {
+  py::class_<no_quantization>(m, "NoQuantization", "No quantization: the GEMMs in the layer's precision (float_gemm)")
+      .def(py::init<>())
+      .def("__repr__", [](const no_quantization&) { return std::string("NoQuantization()"); });
+  py::class_<nvfp4_block_scaling> nvfp4_recipe_class(m, "NVFP4BlockScaling", "TE's NVFP4BlockScaling recipe (docs/numerics_spec.md §8, §10)");
+  nvfp4_recipe_class.def(py::init<>())
+      .def_readwrite("disable_rht", &nvfp4_block_scaling::disable_rht)
+      .def_readwrite("disable_stochastic_rounding", &nvfp4_block_scaling::disable_stochastic_rounding)
+      .def_readwrite("disable_2d_quantization", &nvfp4_block_scaling::disable_2d_quantization)
+      .def_readwrite("row_scaled_activation", &nvfp4_block_scaling::row_scaled_activation)
+      .def_readwrite("seed", &nvfp4_block_scaling::seed)
+      .def_readwrite("rht", &nvfp4_block_scaling::rht)
+      .def_property("nvfp4_4over6_err_mode",
+                    [](const nvfp4_block_scaling& r) { return std::string(r.nvfp4_4over6_err_mode == four_over_six_error::mae ? "mae" : "mse"); },
+                    [](nvfp4_block_scaling& r, const std::string& v) {
+                      r.nvfp4_4over6_err_mode = parse_enum<four_over_six_error>(v, {{"mae", four_over_six_error::mae}, {"mse", four_over_six_error::mse}}, "nvfp4_4over6_err_mode");
+                    })
+      .def("validate", &nvfp4_block_scaling::validate);
+  string_field(nvfp4_recipe_class, "nvfp4_4over6", &nvfp4_block_scaling::nvfp4_4over6, &parse_scope, &scope_name);
+  string_field(nvfp4_recipe_class, "nvfp4_4over6_e4m3_use_256", &nvfp4_block_scaling::nvfp4_4over6_e4m3_use_256, &parse_scope, &scope_name);
+
+  py::class_<float8_current_scaling> current(m, "Float8CurrentScaling", "TE's Float8CurrentScaling recipe");
+  current.def(py::init<>())
+      .def_readwrite("use_power_2_scales", &float8_current_scaling::use_power_2_scales)
+      .def("validate", &float8_current_scaling::validate);
+  string_field(current, "fp8_format", &float8_current_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
+
+  py::class_<delayed_scaling> delayed(m, "DelayedScaling", "TE's DelayedScaling recipe");
+  delayed.def(py::init<>())
+      .def_readwrite("margin", &delayed_scaling::margin)
+      .def_readwrite("amax_history_len", &delayed_scaling::amax_history_len)
+      .def_property("amax_compute_algo",
+                    [](const delayed_scaling& r) { return std::string(r.amax_compute_algo == amax_compute_algorithm::max ? "max" : "most_recent"); },
+                    [](delayed_scaling& r, const std::string& v) {
+                      r.amax_compute_algo = parse_enum<amax_compute_algorithm>(
+                          v, {{"max", amax_compute_algorithm::max}, {"most_recent", amax_compute_algorithm::most_recent}}, "amax_compute_algo");
+                    })
+      .def_readwrite("unfused_update", &delayed_scaling::unfused_update)
+      .def("validate", &delayed_scaling::validate);
+  string_field(delayed, "fp8_format", &delayed_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
+
+  py::class_<float8_block_scaling> block(m, "Float8BlockScaling", "TE's Float8BlockScaling recipe");
+  block.def(py::init<>())
+      .def_readwrite("x_block_scaling_dim", &float8_block_scaling::x_block_scaling_dim)
+      .def_readwrite("w_block_scaling_dim", &float8_block_scaling::w_block_scaling_dim)
+      .def_readwrite("grad_block_scaling_dim", &float8_block_scaling::grad_block_scaling_dim)
+      .def("validate", &float8_block_scaling::validate);
+  string_field(block, "fp8_format", &float8_block_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
+
+  py::class_<mxfp8_block_scaling> mx(m, "MXFP8BlockScaling", "TE's MXFP8BlockScaling recipe");
+  mx.def(py::init<>())
+      .def_readwrite("margin", &mxfp8_block_scaling::margin)
+      .def_readwrite("enable_2d_quantization", &mxfp8_block_scaling::enable_2d_quantization)
+      .def("validate", &mxfp8_block_scaling::validate);
+  string_field(mx, "fp8_format", &mxfp8_block_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
+
+  m.def("recipe_name", [](const py::object& r) { return std::string(recipe_name(to_recipe(r))); }, py::arg("recipe"),
+        "TE's class name of a recipe");
+}
+
+// ---- numpy arrays in and out ----------------------------------------------------------------------
+
+std::string dtype_text(const py::dtype& dtype) { return py::str(static_cast<const py::object&>(dtype)); }
+std::string shape_text(const py::array& a) {
+  std::string s = "[";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + "]";
+}
+
+/// Requires a float32 array of `ndim` dimensions (TypeError / ValueError with the fix otherwise).
+void require_float32(const py::array& a, py::ssize_t ndim, const char* what, const char* expected) {
+  if (!a.dtype().is(py::dtype::of<float>()))
+    throw py::type_error(std::string(what) + " must be float32; got " + dtype_text(a.dtype()) + " (convert with .astype(numpy.float32))");
+  if (a.ndim() != ndim)
+    throw py::value_error(std::string(what) + " must be " + expected + "; got shape " + shape_text(a));
+}
+
+/// A float32 2-D array as a row-major view of its own memory when C-contiguous, else of a C-order
+/// copy kept in `keep` (inputs that are only read).
+matrix_view<const float> input_matrix(const py::array& a, py::array_t<float, py::array::c_style>& keep, const char* what,
+                                      const char* expected) {
+  require_float32(a, 2, what, expected);
+  keep = py::array_t<float, py::array::c_style>::ensure(a);
+  return matrix_view<const float>::row_major(keep.data(), keep.shape(0), keep.shape(1));
+}
+
+/// The caller's parameter array, read in place: float32, C-contiguous, of exactly `shape` (never
+/// copied, so a framework's parameter is what the layer reads).
+const float* parameter_data(const py::array& a, std::vector<py::ssize_t> shape, const char* what) {
+  require_float32(a, static_cast<py::ssize_t>(shape.size()), what, shape.size() == 2 ? "a 2-D array [out_features, in_features]" : "a 1-D array [out_features]");
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (a.shape(static_cast<py::ssize_t>(i)) != shape[i])
+      throw error(errc::shape_mismatch, std::string(what) + " has shape " + shape_text(a) + ", expected [" + std::to_string(shape[0]) +
+                                            (shape.size() == 2 ? ", " + std::to_string(shape[1]) : std::string()) + "]");
+  if (!(a.flags() & py::array::c_style))
+    throw py::value_error(std::string(what) + " must be C-contiguous (it is read in place; pass numpy.ascontiguousarray(...))");
+  return static_cast<const float*>(a.data());
+}
+/// A writable parameter-shaped output (dW, db).
+float* gradient_data(py::array& a, std::vector<py::ssize_t> shape, const char* what) {
+  const float* data = parameter_data(a, std::move(shape), what);
+  if (!a.writeable()) throw py::value_error(std::string(what) + " must be writable");
+  return const_cast<float*>(data);
+}
+
+/// A new float32 [rows, cols] array, its size checked before allocating.
+py::array_t<float> new_matrix(index_t rows, index_t cols, const char* what) {
+  detail::checked_element_count(rows, cols, errc::invalid_argument, what);
+  return py::array_t<float>({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)});
+}
+
+// ---- LinearCore: one layer over the caller's parameters ---------------------------------------------
+
+/// The layer's options from the Python keywords.
+nn::linear_options layer_options(bool bias, const std::string& dtype, const std::string& mode, const std::string& fp8_tensor_core,
+                                 index_t promotion_interval, std::uint64_t seed, std::optional<double> amax_quantile) {
+  nn::linear_options o;
+  o.bias = bias;
+  o.dtype = parse_enum<high_precision>(dtype, {{"fp32", high_precision::fp32}, {"bf16", high_precision::bf16}}, "dtype");
+  o.mode = parse_enum<gemm_mode>(mode, {{"exact", gemm_mode::exact}, {"relaxed", gemm_mode::relaxed}}, "mode");
+  o.fp8_tensor_core = parse_enum<mma8::tensor_core>(
+      fp8_tensor_core, {{"hopper", mma8::tensor_core::hopper}, {"blackwell", mma8::tensor_core::blackwell}}, "fp8_tensor_core");
+  o.promotion_interval = promotion_interval;
+  o.seed = seed;
+  if (amax_quantile) o.nvfp4_amax = nn::percentile_amax_rule(*amax_quantile);
+  o.parameters = nn::parameter_storage::external;
+  return o;
+}
+
+const char* const role_names[] = {"input", "weight", "grad_output"};
+
+/// An nn::linear with external parameters and a mutex. Every method that touches the layer
+/// releases the GIL, then takes the mutex (never the other way round, so no thread waits for the
+/// mutex while holding the GIL).
+class linear_core {
+ public:
+  linear_core(index_t in_features, index_t out_features, const py::object& recipe_object, nn::linear_options options)
+      : layer_(in_features, out_features, to_recipe(recipe_object), options) {}
+
+  index_t in_features() const { return layer_.in_features(); }    // fixed at construction: no lock
+  index_t out_features() const { return layer_.out_features(); }
+  bool has_bias() const { return layer_.options().bias; }
+
+  template <class F>
+  decltype(auto) locked(F&& f) {
+    py::gil_scoped_release unlocked;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return f(layer_);
+  }
+
+  py::array_t<float> forward(const py::array& x, const py::array& weight, const std::optional<py::array>& bias, const std::string& weight_cache,
+                             bool training) {
+    const nn::weight_cache cache = parse_weight_cache(weight_cache);
+    py::array_t<float, py::array::c_style> x_keep;
+    const auto xv = input_matrix(x, x_keep, "x", "a 2-D array [tokens, in_features]");
+    const nn::linear_parameters p = parameters(weight, bias);
+    auto y = new_matrix(xv.rows(), out_features(), "Linear output");
+    const auto yv = matrix_view<float>::row_major(y.mutable_data(), xv.rows(), out_features());
+    locked([&](nn::linear& l) {
+      if (training)
+        l.forward(p, xv, yv, cache);
+      else
+        l.infer(p, xv, yv, cache, eval_);
+    });
+    return y;
+  }
+
+  py::array_t<float> backward(const py::array& dy, const py::array& weight, py::array weight_grad, std::optional<py::array> bias_grad) {
+    py::array_t<float, py::array::c_style> dy_keep;
+    const auto dyv = input_matrix(dy, dy_keep, "dy", "a 2-D array [tokens, out_features]");
+    parameter_data(weight, {out_features(), in_features()}, "weight");  // checked; backward runs on the forward's W
+    nn::linear_gradients g;
+    g.weight = matrix_view<float>::row_major(gradient_data(weight_grad, {out_features(), in_features()}, "weight_grad"), out_features(),
+                                             in_features());
+    if (has_bias() && !bias_grad)
+      throw py::value_error("bias_grad is required: the layer has a bias (pass a float32 array [out_features])");
+    if (!has_bias() && bias_grad) throw py::value_error("bias_grad given, but the layer has no bias (pass None)");
+    if (bias_grad) g.bias = std::span<float>(gradient_data(*bias_grad, {out_features()}, "bias_grad"), static_cast<std::size_t>(out_features()));
+    auto dx = new_matrix(dyv.rows(), in_features(), "Linear input gradient");
+    const auto dxv = matrix_view<float>::row_major(dx.mutable_data(), dyv.rows(), in_features());
+    locked([&](nn::linear& l) { l.backward(dyv, dxv, g); });
+    return dx;
+  }
+
+  /// The delayed-scaling state as {"<role>.scale": float32 [1], "<role>.amax_history": float32 [L]}
+  /// (empty unless the recipe is DelayedScaling).
+  py::dict scaling_state_dict() {
+    struct saved {
+      float scale;
+      std::vector<float> history;
+    };
+    std::vector<saved> states = locked([](nn::linear& l) {
+      std::vector<saved> out;
+      for (const tensor_role role : {tensor_role::input, tensor_role::weight, tensor_role::grad_output})
+        if (const delayed_scaling_state* s = l.scaling_state(role)) out.push_back({s->scale(), {s->amax_history().begin(), s->amax_history().end()}});
+      return out;
+    });
+    py::dict d;
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      py::array_t<float> scale(1);
+      scale.mutable_at(0) = states[i].scale;
+      py::array_t<float> history(static_cast<py::ssize_t>(states[i].history.size()));
+      std::copy(states[i].history.begin(), states[i].history.end(), history.mutable_data());
+      d[py::str(std::string(role_names[i]) + ".scale")] = scale;
+      d[py::str(std::string(role_names[i]) + ".amax_history")] = history;
+    }
+    return d;
+  }
+
+  /// Restores what scaling_state_dict returned. Every entry is checked before any state changes.
+  void load_scaling_state_dict(const py::dict& d) {
+    struct loaded {
+      float scale;
+      std::vector<float> history;
+    };
+    std::vector<loaded> states;
+    for (const char* role : role_names) {
+      if (d.size() == 0) break;  // an empty dict: the state of a recipe without scaling state
+      const std::string scale_key = std::string(role) + ".scale", history_key = std::string(role) + ".amax_history";
+      if (!d.contains(scale_key) || !d.contains(history_key)) {
+        throw py::value_error("load_scaling_state_dict: '" + scale_key + "' and '" + history_key +
+                              "' are required (pass what scaling_state_dict returned)");
+      }
+      const auto scale = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(d[py::str(scale_key)]);
+      const auto history = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(d[py::str(history_key)]);
+      if (!scale || scale.size() != 1) throw py::value_error("load_scaling_state_dict: '" + scale_key + "' must hold one float");
+      if (!history || history.ndim() != 1) throw py::value_error("load_scaling_state_dict: '" + history_key + "' must be a 1-D float array");
+      states.push_back({scale.data()[0], std::vector<float>(history.data(), history.data() + history.size())});
+    }
+    locked([&](nn::linear& l) {
+      const bool delayed = l.scaling_state(tensor_role::input) != nullptr;
+      if (!delayed) {
+        detail::require(states.empty(), errc::invalid_argument,
+                        "load_scaling_state_dict: the layer's recipe keeps no scaling state (set a DelayedScaling recipe first)");
+        return;
+      }
+      detail::require(states.size() == 3, errc::invalid_argument,
+                      "load_scaling_state_dict: a DelayedScaling layer needs the state of input, weight and grad_output");
+      // Check all three against a copy first, so a bad entry changes nothing.
+      const tensor_role roles[] = {tensor_role::input, tensor_role::weight, tensor_role::grad_output};
+      std::array<delayed_scaling_state, 3> copies{*l.scaling_state(roles[0]), *l.scaling_state(roles[1]), *l.scaling_state(roles[2])};
+      for (std::size_t i = 0; i < 3; ++i) copies[i].restore(states[i].history, states[i].scale);
+      for (std::size_t i = 0; i < 3; ++i) *l.scaling_state(roles[i]) = copies[i];
+    });
+  }
+
+  nn::eval_amaxes eval_ = nn::eval_amaxes::record_as_te;
+
+ private:
+  nn::linear_parameters parameters(const py::array& weight, const std::optional<py::array>& bias) {
+    nn::linear_parameters p;
+    p.weight = matrix_view<const float>::row_major(parameter_data(weight, {out_features(), in_features()}, "weight"), out_features(),
+                                                   in_features());
+    if (has_bias() && !bias) throw py::value_error("bias is required: the layer has a bias (pass a float32 array [out_features])");
+    if (!has_bias() && bias) throw py::value_error("bias given, but the layer was made with bias=False (pass None)");
+    if (bias) p.bias = std::span<const float>(parameter_data(*bias, {out_features()}, "bias"), static_cast<std::size_t>(out_features()));
+    return p;
+  }
+
+  nn::linear layer_;
+  std::mutex mutex_;
+};
+
+/// The Python Linear: a LinearCore with its own parameters (numpy arrays, zero-filled by the
+/// allocator, so pages are touched only when used) and the library's per-call scaling updates.
+class owning_linear : public linear_core {
+ public:
+  owning_linear(index_t in_features, index_t out_features, const py::object& recipe_object, nn::linear_options options)
+      : linear_core(in_features, out_features, recipe_object, options) {
+    const py::object zeros = py::module_::import("numpy").attr("zeros");
+    const auto matrix = py::make_tuple(out_features, in_features);
+    weight = zeros(matrix, "float32");
+    weight_grad = zeros(matrix, "float32");
+    bias = zeros(py::make_tuple(options.bias ? out_features : 0), "float32");
+    bias_grad = zeros(py::make_tuple(options.bias ? out_features : 0), "float32");
+    eval_ = nn::eval_amaxes::record_nothing;
+  }
+  std::optional<py::array> bias_arg() const { return has_bias() ? std::optional<py::array>(bias) : std::nullopt; }
+  std::optional<py::array> bias_grad_arg() const { return has_bias() ? std::optional<py::array>(bias_grad) : std::nullopt; }
+
+  py::array weight, bias, weight_grad, bias_grad;
+};
+
+template <class Class>
+void bind_common(py::class_<Class>& c) {
+  c.def_property_readonly("in_features", &Class::in_features)
+      .def_property_readonly("out_features", &Class::out_features)
+      .def_property("steps", [](Class& l) { return l.locked([](nn::linear& n) { return n.steps(); }); },
+                    [](Class& l, std::uint64_t s) { l.locked([s](nn::linear& n) { n.set_steps(s); }); },
+                    "backward passes so far (NVFP4 gradients' seeds derive from it); settable for checkpoints")
+      .def("scaling_state",
+           [](Class& l, const std::string& role) -> py::object {
+             const tensor_role r = parse_role(role);
+             std::optional<std::pair<float, std::vector<float>>> s = l.locked([r](nn::linear& n) {
+               std::optional<std::pair<float, std::vector<float>>> out;
+               if (const delayed_scaling_state* st = n.scaling_state(r))
+                 out.emplace(st->scale(), std::vector<float>(st->amax_history().begin(), st->amax_history().end()));
+               return out;
+             });
+             if (!s) return py::none();
+             py::dict d;
+             d["scale"] = s->first;
+             d["amax_history"] = s->second;
+             return py::object(d);
+           },
+           py::arg("role"), "delayed scaling: {'scale', 'amax_history'} of 'input', 'weight' or 'grad_output' (None otherwise)");
+}
+
+}  // namespace
+
+/// Binds the recipes, LinearCore and Linear into the module.
+void bind_nn(py::module_& m) {
+  bind_recipes(m);
+
+  py::class_<linear_core> core(m, "LinearCore",
+                               "One emulated TransformerEngine Linear layer, Y = X W^T (+ b), over parameters the caller owns (read "
+                               "in place, never copied). Delayed scaling follows TE's regions: amaxes are recorded by every call, "
+                               "and scales update only at end_forward_region / end_backward_region. Calls from several threads are "
+                               "serialized (a lock per layer).");
+  core.def(py::init([](index_t in_features, index_t out_features, const py::object& recipe_object, bool bias, const std::string& dtype,
+                       const std::string& mode, const std::string& fp8_tensor_core, index_t promotion_interval, std::uint64_t seed,
+                       std::optional<double> amax_quantile) {
+             nn::linear_options o = layer_options(bias, dtype, mode, fp8_tensor_core, promotion_interval, seed, amax_quantile);
+             o.delayed_update = nn::scaling_update::per_region;
+             return std::make_unique<linear_core>(in_features, out_features, recipe_object, o);
+           }),
+           py::arg("in_features"), py::arg("out_features"), py::arg("recipe") = py::none(), py::kw_only(), py::arg("bias") = false,
+           py::arg("dtype") = "fp32", py::arg("mode") = "exact", py::arg("fp8_tensor_core") = "hopper", py::arg("promotion_interval") = 128,
+           py::arg("seed") = 0, py::arg("amax_quantile") = py::none())
+      .def("forward", &linear_core::forward, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::kw_only(),
+           py::arg("weight_cache") = "off", py::arg("training") = true,
+           "Y [M, out_features] float32 for X float32 [M, in_features]; weight float32 [out_features, in_features] and bias float32 "
+           "[out_features] (or None) are read in place. training=True keeps what backward needs; training=False is TE's forward "
+           "under torch.no_grad() (same Y, nothing kept, delayed-scaling amaxes recorded as TE records them). weight_cache: 'off', "
+           "'refresh', 'reuse' (TE's is_first_microbatch None / True / False).")
+      .def("backward", &linear_core::backward, py::arg("dy"), py::arg("weight"), py::arg("weight_grad"), py::arg("bias_grad") = py::none(),
+           "dX [M, in_features] for dY [M, out_features] of the last training forward; writes dW into weight_grad (float32 "
+           "[out_features, in_features], C-contiguous) and db into bias_grad (float32 [out_features]), overwriting them.")
+      .def("set_recipe", [](linear_core& l, const py::object& r) {
+             const recipe next = to_recipe(r);
+             l.locked([&](nn::linear& n) { n.set_recipe(next); });
+           },
+           py::arg("recipe"), "switches the recipe (checked first; a forward kept for backward is dropped)")
+      .def_property("recipe", [](linear_core& l) { return from_recipe(l.locked([](nn::linear& n) { return n.current_recipe(); })); },
+                    [](linear_core& l, const py::object& r) {
+                      const recipe next = to_recipe(r);
+                      l.locked([&](nn::linear& n) { n.set_recipe(next); });
+                    },
+                    "the recipe (a copy); assigning one is set_recipe")
+      .def("end_forward_region", [](linear_core& l, bool grad_enabled) { l.locked([&](nn::linear& n) { n.end_forward_region(grad_enabled); }); },
+           py::arg("grad_enabled"),
+           "TE's outermost autocast exit for this layer: with grad enabled, delayed scaling's input and weight scales update once "
+           "from the region's max-merged amaxes; without, the amaxes wait for the next update")
+      .def("end_backward_region", [](linear_core& l) { l.locked([](nn::linear& n) { n.end_backward_region(); }); },
+           "the end of a backward pass for this layer: delayed scaling's grad_output scale updates once")
+      .def("scaling_state_dict", &linear_core::scaling_state_dict,
+           "delayed scaling: {'input.scale', 'input.amax_history', 'weight.*', 'grad_output.*'} as float32 arrays (empty otherwise)")
+      .def("load_scaling_state_dict", &linear_core::load_scaling_state_dict, py::arg("state"),
+           "restores scaling_state_dict's result (checked whole before anything changes)");
+  bind_common(core);
+
+  // The emulated TE Linear layer owning its parameters (per-call delayed-scaling updates, as before).
+  py::class_<owning_linear> linear(m, "Linear",
+                                   "An emulated TransformerEngine Linear layer Y = X W^T (+ b), forward and backward under a recipe, "
+                                   "fp32 master weights (numpy arrays); results depend on the seed only. Thread-safe (a lock per layer).");
+  linear
+      .def(py::init([](index_t in_features, index_t out_features, const py::object& recipe_object, bool bias, const std::string& dtype,
+                       const std::string& mode, const std::string& fp8_tensor_core, index_t promotion_interval, std::uint64_t seed,
+                       std::optional<double> amax_quantile) {
+             return std::make_unique<owning_linear>(in_features, out_features, recipe_object,
+                                                    layer_options(bias, dtype, mode, fp8_tensor_core, promotion_interval, seed, amax_quantile));
+           }),
+           py::arg("in_features"), py::arg("out_features"), py::arg("recipe") = py::none(), py::kw_only(), py::arg("bias") = false,
+           py::arg("dtype") = "fp32", py::arg("mode") = "exact", py::arg("fp8_tensor_core") = "hopper",
+           py::arg("promotion_interval") = 128, py::arg("seed") = 0, py::arg("amax_quantile") = py::none())
+      .def_readonly("weight", &owning_linear::weight, "W [out_features, in_features], float32, writable (the layer's own memory)")
+      .def_readonly("bias", &owning_linear::bias, "b [out_features] (empty without a bias)")
+      .def_readonly("weight_grad", &owning_linear::weight_grad, "dW of the last backward, float32")
+      .def_readonly("bias_grad", &owning_linear::bias_grad, "db of the last backward, float32")
+      .def_property("recipe", [](owning_linear& l) { return from_recipe(l.locked([](nn::linear& n) { return n.current_recipe(); })); },
+                    [](owning_linear& l, const py::object& r) {
+                      const recipe next = to_recipe(r);
+                      l.locked([&](nn::linear& n) { n.set_recipe(next); });
+                    },
+                    "the recipe (a copy); assigning one switches it (e.g. a BF16 cooldown)")
+      .def("forward",
+           [](owning_linear& l, const py::array& x, const std::string& weight_cache) {
+             return l.forward(x, l.weight, l.bias_arg(), weight_cache, /*training=*/true);
+           },
+           py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
+           "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs. weight_cache: 'off', 'refresh' (keep the "
+           "quantized W), 'reuse' (run on the kept W): TE's is_first_microbatch None / True / False")
+      .def("infer",
+           [](owning_linear& l, const py::array& x, const std::string& weight_cache) {
+             return l.forward(x, l.weight, l.bias_arg(), weight_cache, /*training=*/false);
+           },
+           py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
+           "the forward's Y without saving for backward or touching delayed-scaling state (evaluation, inference)")
+      .def("backward",
+           [](owning_linear& l, const py::array& dy) {
+             std::optional<py::array> bias_grad = l.bias_grad_arg();
+             return l.backward(dy, l.weight, l.weight_grad, bias_grad);
+           },
+           py::arg("dy"), "dX for dY [M, out_features]; dW and db into weight_grad / bias_grad");
+  bind_common(linear);
+}
