@@ -38,7 +38,9 @@ options:
   --no-swizzle        torchao: compact block scales (default: the 128x4 layout torchao uses)
   --hf-quant-config   ModelOpt .safetensors output: also write hf_quant_config.json beside it
   --strict            treat warnings as errors (nothing is written)
-  --quiet             print nothing on success
+  --force             replace OUT if it exists (an OUT that is IN, or holds a file of IN, is
+                      always refused)
+  --quiet             print nothing on success, no warnings
   -h, --help          this help
 )";
 
@@ -47,7 +49,7 @@ inline constexpr const char* pack_help = R"(usage: nvfp4 pack OUT INPUT... [opti
 Quantizes many weights into one checkpoint. Each INPUT is NAME=FILE.npy (the weight of module NAME,
 [out_features, in_features], float32/float16/bfloat16/float64), or an unquantized checkpoint (a
 .safetensors file or a Hugging Face directory): its 2-D floating-point "*.weight" tensors are
-quantized unless --ignore matches them, every other tensor is kept.
+quantized unless excluded (see --exclude, --include), every other tensor is kept.
 
 options:
   --to FORMAT         modelopt (default) | compressed-tensors | gguf | torchao
@@ -56,13 +58,21 @@ options:
                       compressed_tensors | ggml; each bit-exact with that project's own code
   --input-amax NAME=A the calibrated activation amax of module NAME: writes its input scale
                       (ModelOpt input_scale = A/2688 by the flavor's arithmetic; repeatable)
-  --ignore PATTERN    leave matching modules unquantized (a module name, or a wildcard pattern
-                      with * ? [...] as ModelOpt's exclude_modules; repeatable);
-                      they are listed in hf_quant_config.json's exclude_modules / the config's ignore
+  --exclude PATTERN   leave matching modules unquantized (a module name, or a wildcard pattern
+                      with * ? [...] as ModelOpt's exclude_modules; repeatable; --ignore is the
+                      same); they are listed in hf_quant_config.json's exclude_modules / the
+                      config's ignore
+  --include PATTERN   quantize matching modules that are left out by default: the LM head and
+                      the embeddings (*lm_head, *embed*, wte, wpe), as ModelOpt leaves them
+  --fuse-scales       one tensor scale per group of modules an engine fuses into one GEMM
+                      (q/k/v_proj, gate/up_proj, w1/w3 under one parent): the group's largest
+                      amax, as llm-compressor writes and vLLM requires (NVFP4)
   --max-shard-size N  directory outputs: shard above N bytes (default 5 GiB)
   --hf-quant-config   ModelOpt .safetensors output: also write hf_quant_config.json beside it
-  --quiet             print nothing on success
+  --force             replace OUT if it exists (an OUT that is an input is always refused)
+  --quiet             print nothing on success, no warnings
   -h, --help          this help
+Warnings (modules left out by default, fused layers with different scales) are printed once each.
 )";
 
 inline constexpr const char* diff_help = R"(usage: nvfp4 diff A B [options]
@@ -82,6 +92,8 @@ options:
   --name W            compare only weight W
   --worst N           worst blocks to list per weight (default 10)
   --json FILE         also write the comparison as JSON (- for stdout, replacing the table)
+  --force             replace the --json FILE if it exists
+  --quiet             no load-time warnings
   -h, --help          this help
 )";
 
@@ -107,8 +119,9 @@ inline quantizer_flavor flavor_option(const std::string& v) {
   return *f;
 }
 
-inline void print_warnings(const std::vector<std::string>& warnings, bool strict) {
-  for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+/// Prints each distinct warning once (none with `quiet`); with `strict` any warning refuses the run.
+inline void print_warnings(const std::vector<std::string>& warnings, bool strict, bool quiet = false) {
+  print_warnings_once(warnings, quiet && !strict);
   if (strict && !warnings.empty())
     throw error(errc::malformed_file, std::to_string(warnings.size()) + " warning(s) and --strict: nothing written");
 }
@@ -161,11 +174,13 @@ inline source_matrix matrix_from_tensor(const io::safetensors_tensor& t) {
   return m;
 }
 
-/// Quantizes m as `name` with the flavor and format.
-inline io::quantized_weight quantize_weight(const std::string& name, const source_matrix& m, quantizer_flavor flavor, bool mx) {
+/// Quantizes m as `name` with the flavor and format; `shared_amax` (NVFP4) replaces m's own amax
+/// in the tensor scale (--fuse-scales).
+inline io::quantized_weight quantize_weight(const std::string& name, const source_matrix& m, quantizer_flavor flavor, bool mx,
+                                            std::optional<float> shared_amax = std::nullopt) {
   auto run = [&](auto view) {
     return mx ? io::make_quantized_weight(name, quantize_mxfp4_flavor(view, flavor))
-              : io::make_quantized_weight(name, quantize_nvfp4_flavor(view, flavor));
+              : io::make_quantized_weight(name, quantize_nvfp4_flavor(view, flavor, shared_amax));
   };
   try {
     if (m.is_bf16) return run(matrix_view<const bf16>::row_major(m.b16.data(), m.rows, m.cols));
@@ -173,6 +188,44 @@ inline io::quantized_weight quantize_weight(const std::string& name, const sourc
   } catch (const error& e) {
     throw nvfp4::detail::with_context(e, "weight '" + name + "'");
   }
+}
+
+/// max |m| (throws non_finite_input naming the weight for NaN / Inf).
+inline float amax_of(const source_matrix& m, const std::string& name) {
+  try {
+    if (m.is_bf16) return nvfp4::amax(matrix_view<const bf16>::row_major(m.b16.data(), m.rows, m.cols));
+    return nvfp4::amax(matrix_view<const float>::row_major(m.f32.data(), m.rows, m.cols));
+  } catch (const error& e) {
+    throw nvfp4::detail::with_context(e, "weight '" + name + "'");
+  }
+}
+
+/// m as an unquantized tensor (an excluded module's weight): BF16 when it came as bf16, else F32.
+inline io::safetensors_tensor tensor_of(const std::string& name, const source_matrix& m) {
+  io::safetensors_tensor t;
+  t.name = name;
+  t.shape = {m.rows, m.cols};
+  if (m.is_bf16) {
+    t.dtype = io::safetensors_dtype::bf16;
+    t.bytes.resize(m.b16.size() * 2);
+    for (std::size_t i = 0; i < m.b16.size(); ++i) {
+      const std::uint16_t bits = m.b16[i].bits();
+      t.bytes[2 * i] = static_cast<std::uint8_t>(bits & 0xFF);
+      t.bytes[2 * i + 1] = static_cast<std::uint8_t>(bits >> 8);
+    }
+  } else {
+    t.dtype = io::safetensors_dtype::f32;
+    t.bytes.resize(m.f32.size() * 4);
+    if (!m.f32.empty()) std::memcpy(t.bytes.data(), m.f32.data(), t.bytes.size());
+  }
+  return t;
+}
+
+/// The modules `pack` leaves unquantized unless --include names them: the LM head and the
+/// embeddings, which ModelOpt's default configs leave in high precision too.
+inline const std::vector<std::string>& default_excludes() {
+  static const std::vector<std::string> patterns = {"*lm_head", "*embed*", "wte", "*.wte", "wpe", "*.wpe"};
+  return patterns;
 }
 
 /// The input scale of calibrated activation amax `a`, by the flavor's tensor-scale arithmetic.
@@ -201,7 +254,8 @@ inline bool ignored(const std::string& module, const std::vector<std::string>& p
 }  // namespace detail
 
 inline int run_convert(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {"--to", "--from", "--max-shard-size"}, {"--no-swizzle", "--hf-quant-config", "--strict", "--quiet"});
+  const arguments args(argc, argv, 2, {"--to", "--from", "--max-shard-size"},
+                       {"--no-swizzle", "--hf-quant-config", "--strict", "--quiet", "--force"});
   if (args.help()) {
     std::fputs(convert_help, stdout);
     return exit_ok;
@@ -212,9 +266,10 @@ inline int run_convert(int argc, char** argv) {
   std::optional<io::checkpoint_format> from;
   if (args.has("--from")) from = detail::format_option(args, "--from", "");
   const std::string input = args.positional()[0], output = args.positional()[1];
+  check_output(output, {input}, args.flag("--force"));
   const io::checkpoint_format source_format = from ? *from : io::detect_checkpoint_format(input);
   io::checkpoint c = io::read_checkpoint(input, source_format);
-  detail::print_warnings(c.warnings, args.flag("--strict"));
+  detail::print_warnings(c.warnings, args.flag("--strict"), args.flag("--quiet"));
   io::checkpoint_write_options options;
   options.max_shard_bytes = args.unsigned_value("--max-shard-size", options.max_shard_bytes);
   options.torchao_swizzled_scales = !args.flag("--no-swizzle");
@@ -228,33 +283,43 @@ inline int run_convert(int argc, char** argv) {
 }
 
 inline int run_pack(int argc, char** argv) {
-  // --input-amax and --ignore repeat: collect them by hand before the common parser sees argv.
-  std::vector<std::string> amax_args, ignore_args;
+  // --input-amax, --exclude (alias --ignore) and --include repeat: collect them by hand before the
+  // common parser sees argv.
+  std::vector<std::string> amax_args, exclude_args, include_args;
   std::vector<char*> rest;
+  const std::pair<const char*, std::vector<std::string>*> repeated[] = {
+      {"--input-amax", &amax_args}, {"--ignore", &exclude_args}, {"--exclude", &exclude_args}, {"--include", &include_args}};
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "--input-amax" || a == "--ignore") && i >= 2) {
-      if (i + 1 >= argc) throw usage_error("option " + a + " needs a value");
-      (a == "--input-amax" ? amax_args : ignore_args).push_back(argv[++i]);
-    } else if (i >= 2 && (a.rfind("--input-amax=", 0) == 0 || a.rfind("--ignore=", 0) == 0)) {
-      (a[2] == 'i' && a[3] == 'n' ? amax_args : ignore_args).push_back(a.substr(a.find('=') + 1));
-    } else {
-      rest.push_back(argv[i]);
+    bool taken = false;
+    for (const auto& [option, list] : repeated) {
+      if (i < 2 || taken) break;
+      if (a == option) {
+        if (i + 1 >= argc) throw usage_error("option " + a + " needs a value");
+        list->push_back(argv[++i]);
+        taken = true;
+      } else if (a.rfind(std::string(option) + "=", 0) == 0) {
+        list->push_back(a.substr(a.find('=') + 1));
+        taken = true;
+      }
     }
+    if (!taken) rest.push_back(argv[i]);
   }
   const arguments args(static_cast<int>(rest.size()), rest.data(), 2, {"--to", "--format", "--flavor", "--max-shard-size"},
-                       {"--hf-quant-config", "--quiet"});
+                       {"--hf-quant-config", "--quiet", "--force", "--fuse-scales"});
   if (args.help()) {
     std::fputs(pack_help, stdout);
     return exit_ok;
   }
   args.expect_positional(2, 1u << 20);
+  const bool quiet = args.flag("--quiet");
   const auto to = detail::format_option(args, "--to", "modelopt");
   const std::string format = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4"});
   const quantizer_flavor flavor = detail::flavor_option(args.value("--flavor", "te"));
   const bool mx = format == "mxfp4";
   if (mx && flavor != quantizer_flavor::te && flavor != quantizer_flavor::ggml)
     throw usage_error("--format mxfp4 has the flavors te and ggml");
+  if (mx && args.flag("--fuse-scales")) throw usage_error("--fuse-scales shares NVFP4's tensor scale; MXFP4 has none");
   std::map<std::string, float> input_amax;
   for (const auto& a : amax_args) {
     const auto [name, value] = detail::split_assignment(a, "--input-amax");
@@ -263,12 +328,34 @@ inline int run_pack(int argc, char** argv) {
     if (end != value.c_str() + value.size()) throw usage_error("--input-amax " + name + ": '" + value + "' is not a number");
     input_amax[name] = v;
   }
-
-  io::checkpoint c;
-  c.ignore = ignore_args;
-  std::set<std::string> modules;
   const auto& positional = args.positional();
-  progress_bar progress("pack", static_cast<std::int64_t>(positional.size() - 1), positional.size() > 2);
+  std::vector<std::string> input_paths;
+  for (std::size_t i = 1; i < positional.size(); ++i) {
+    const std::string& in = positional[i];
+    const auto eq = in.find('=');
+    input_paths.push_back(eq != std::string::npos && !std::filesystem::exists(in) ? in.substr(eq + 1) : in);
+  }
+  check_output(positional[0], input_paths, args.flag("--force"));
+
+  // Gather every weight to quantize (and every tensor to keep) first: --fuse-scales needs the
+  // amax of a whole group before its first member is quantized.
+  struct candidate {
+    std::string module;
+    detail::source_matrix matrix;
+  };
+  std::vector<candidate> candidates;
+  io::checkpoint c;
+  std::set<std::string> modules;
+  std::vector<std::string> excluded, excluded_by_default;
+  auto exclude = [&](const std::string& module) {
+    if (detail::ignored(module, exclude_args)) return true;
+    if (detail::ignored(module, detail::default_excludes()) && !detail::ignored(module, include_args)) {
+      excluded_by_default.push_back(module);
+      return true;
+    }
+    return false;
+  };
+  progress_bar progress("pack", static_cast<std::int64_t>(2 * (positional.size() - 1)), positional.size() > 2);
   for (std::size_t i = 1; i < positional.size(); ++i) {
     const std::string& in = positional[i];
     const auto eq = in.find('=');
@@ -276,8 +363,13 @@ inline int run_pack(int argc, char** argv) {
       const auto [name, file] = detail::split_assignment(in, "an input");
       if (!modules.insert(name).second) throw usage_error("module '" + name + "' is given twice");
       progress.set_stage(name);
-      const auto m = detail::matrix_from_npy(file);
-      c.weights.push_back(detail::quantize_weight(name, m, flavor, mx));
+      auto m = detail::matrix_from_npy(file);
+      if (exclude(name)) {
+        excluded.push_back(name);
+        c.tensors.push_back(detail::tensor_of(name + ".weight", m));
+      } else {
+        candidates.push_back({name, std::move(m)});
+      }
     } else {
       const io::safetensors_file source = io::read_safetensors_checkpoint(in);
       for (const auto& [k, v] : source.metadata) c.metadata.emplace(k, v);
@@ -287,10 +379,14 @@ inline int run_pack(int argc, char** argv) {
         const bool floating = t.dtype == io::safetensors_dtype::f32 || t.dtype == io::safetensors_dtype::bf16 ||
                               t.dtype == io::safetensors_dtype::f16 || t.dtype == io::safetensors_dtype::f64;
         const std::string module = stem.value_or(t.name);
-        if (is_weight && floating && t.shape.size() == 2 && !detail::ignored(module, ignore_args)) {
+        if (is_weight && floating && t.shape.size() == 2) {
           if (!modules.insert(module).second) throw usage_error("module '" + module + "' is given twice");
-          progress.set_stage(module);
-          c.weights.push_back(detail::quantize_weight(module, detail::matrix_from_tensor(t), flavor, mx));
+          if (exclude(module)) {
+            excluded.push_back(module);
+            c.tensors.push_back(t);
+          } else {
+            candidates.push_back({module, detail::matrix_from_tensor(t)});
+          }
         } else {
           c.tensors.push_back(t);
         }
@@ -298,27 +394,59 @@ inline int run_pack(int argc, char** argv) {
     }
     progress.advance();
   }
+  // exclude_modules: the patterns given, then each module left out that no given entry names.
+  c.ignore = exclude_args;
+  for (const auto& m : excluded)
+    if (std::find(c.ignore.begin(), c.ignore.end(), m) == c.ignore.end() && !detail::ignored(m, exclude_args)) c.ignore.push_back(m);
+  std::map<std::string, float> shared_amax;  // module -> its group's amax, with --fuse-scales
+  if (args.flag("--fuse-scales")) {
+    std::map<std::string, float> group_amax;
+    std::map<std::string, std::string> group_of;
+    for (const auto& cand : candidates) {
+      const auto group = io::fused_group_of(cand.module);
+      if (!group) continue;
+      const float a = detail::amax_of(cand.matrix, cand.module);
+      group_of[cand.module] = *group;
+      group_amax[*group] = std::max(group_amax[*group], a);
+    }
+    for (const auto& [module, group] : group_of) shared_amax[module] = group_amax[group];
+  }
+  for (const auto& cand : candidates) {
+    progress.set_stage(cand.module);
+    const auto it = shared_amax.find(cand.module);
+    c.weights.push_back(detail::quantize_weight(cand.module, cand.matrix, flavor, mx,
+                                                it == shared_amax.end() ? std::nullopt : std::optional<float>(it->second)));
+  }
   for (const auto& [name, a] : input_amax) {
     auto it = std::find_if(c.weights.begin(), c.weights.end(), [&](const io::quantized_weight& w) { return w.name == name; });
     if (it == c.weights.end()) throw usage_error("--input-amax names module '" + name + "', which is not quantized here");
     it->input_scale = detail::input_scale_for(a, flavor);
   }
   if (c.weights.empty()) throw usage_error("nothing to quantize");
+  if (!excluded_by_default.empty()) {
+    std::string list;
+    for (const auto& m : excluded_by_default) list += (list.empty() ? "" : ", ") + m;
+    c.warnings.push_back("left unquantized by default (the LM head and embeddings, as ModelOpt leaves them): " + list +
+                         "; --include PATTERN quantizes them");
+  }
   io::check_fused_scales(c, c.warnings);
-  detail::print_warnings(c.warnings, false);
+  if (!args.flag("--fuse-scales") && std::any_of(c.warnings.begin(), c.warnings.end(), [](const std::string& w) { return w.rfind("fused layers", 0) == 0; }))
+    c.warnings.push_back("--fuse-scales gives each fused group one tensor scale (what vLLM needs)");
+  print_warnings_once(c.warnings, quiet);
+  c.warnings.clear();
   io::checkpoint_write_options options;
   options.max_shard_bytes = args.unsigned_value("--max-shard-size", options.max_shard_bytes);
   options.hf_quant_config_beside_file = args.flag("--hf-quant-config");
   io::write_checkpoint(positional[0], to, c, options);
   progress.finish();
-  if (!args.flag("--quiet"))
+  if (!quiet)
     std::printf("%s: %zu %s weights (flavor %s), %zu other tensors, %s\n", positional[0].c_str(), c.weights.size(), format.c_str(),
                 std::string(quantizer_flavor_name(flavor)).c_str(), c.tensors.size(), io::checkpoint_format_name(to));
   return exit_ok;
 }
 
 inline int run_diff(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {"--flavors", "--format", "--name", "--worst", "--json"}, {"--bf16"});
+  const arguments args(argc, argv, 2, {"--flavors", "--format", "--name", "--worst", "--json"}, {"--bf16", "--force", "--quiet"});
   if (args.help()) {
     std::fputs(diff_help, stdout);
     return exit_ok;
@@ -326,6 +454,7 @@ inline int run_diff(int argc, char** argv) {
   io::diff_options options;
   options.worst = static_cast<std::size_t>(args.unsigned_value("--worst", 10));
   const std::string json_path = args.value("--json", "");
+  if (!json_path.empty() && json_path != "-") check_output(json_path, args.positional(), args.flag("--force"));
   nlohmann::ordered_json json;
   std::string table;
   if (args.has("--flavors")) {
@@ -362,10 +491,14 @@ inline int run_diff(int argc, char** argv) {
     }
   } else {
     args.expect_positional(2, 2);
-    io::checkpoint a = io::read_checkpoint(args.positional()[0]);
-    io::checkpoint b = io::read_checkpoint(args.positional()[1]);
-    detail::print_warnings(a.warnings, false);
-    detail::print_warnings(b.warnings, false);
+    const io::detected_file found_a = io::require_readable(args.positional()[0], false);
+    const io::detected_file found_b = io::require_readable(args.positional()[1], false);
+    io::checkpoint a = io::read_checkpoint(args.positional()[0], found_a.format);
+    io::checkpoint b = io::read_checkpoint(args.positional()[1], found_b.format);
+    detail::print_warnings(a.warnings, false, args.flag("--quiet"));
+    detail::print_warnings(b.warnings, false, args.flag("--quiet"));
+    if (json_path != "-")
+      table = "A: " + args.positional()[0] + " (" + found_a.description + ")\nB: " + args.positional()[1] + " (" + found_b.description + ")\n";
     if (args.has("--name")) {
       const std::string only = args.value("--name", "");
       std::erase_if(a.weights, [&](const io::quantized_weight& w) { return w.name != only; });
@@ -375,8 +508,10 @@ inline int run_diff(int argc, char** argv) {
       if (a.weights.empty() && b.weights.empty()) throw error(errc::invalid_argument, "no quantized weight '" + only + "' in either checkpoint");
     }
     const auto d = io::diff_checkpoints(a, b, options);
-    table = io::format_table(d, args.positional()[0], args.positional()[1]);
+    table += io::format_table(d, args.positional()[0], args.positional()[1]);
     json = io::to_json(d);
+    json["format_a"] = found_a.description;
+    json["format_b"] = found_b.description;
   }
   if (json_path == "-") {
     std::printf("%s\n", json.dump(2).c_str());

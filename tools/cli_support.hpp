@@ -4,6 +4,7 @@
 // file or from bytes in memory (the fuzz harness calls the commands' cores that way).
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "nvfp4/error.hpp"
+#include "nvfp4/io/checkpoint_reader.hpp"
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
 #include "nvfp4/io/safetensors.hpp"
@@ -204,6 +207,60 @@ class progress_bar {
 /// Jobs above this many elements get a progress bar (on a terminal).
 inline constexpr std::int64_t progress_threshold = std::int64_t{1} << 22;
 
+/// Output safety, which every command that writes runs before reading its inputs: an output that
+/// is one of the inputs (the same file by device and inode, so also through symbolic or hard links,
+/// or a directory output holding an input file) is refused, --force or not, since writing it would
+/// destroy what is being read; an existing output is refused unless `force`. The write itself is
+/// atomic (a temporary renamed over the target), so a refused or failed run leaves files as they were.
+namespace detail_output {
+
+struct file_id {
+  dev_t device;
+  ino_t inode;
+  friend bool operator==(const file_id&, const file_id&) = default;
+};
+
+inline std::optional<file_id> id_of(const std::filesystem::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;  // follows symbolic links
+  return file_id{st.st_dev, st.st_ino};
+}
+
+/// The identities of `p` and, for a directory, of the files in it (two levels: shards, configs).
+inline void collect_ids(const std::filesystem::path& p, std::vector<std::pair<file_id, std::string>>& ids, int depth = 0) {
+  const auto id = id_of(p);
+  if (!id) return;
+  ids.push_back({*id, p.string()});
+  std::error_code ec;
+  if (depth < 2 && std::filesystem::is_directory(p, ec))
+    for (const auto& entry : std::filesystem::directory_iterator(p, ec)) collect_ids(entry.path(), ids, depth + 1);
+}
+
+}  // namespace detail_output
+
+inline void check_output(const std::string& output, const std::vector<std::string>& inputs, bool force) {
+  std::vector<std::pair<detail_output::file_id, std::string>> input_ids, output_ids;
+  for (const auto& in : inputs) detail_output::collect_ids(in, input_ids);
+  detail_output::collect_ids(output, output_ids);
+  for (const auto& [out_id, out_name] : output_ids)
+    for (const auto& [in_id, in_name] : input_ids)
+      if (out_id == in_id)
+        throw error(errc::invalid_argument, "output " + output + (out_name == output ? "" : " (" + out_name + ")") + " is the input " +
+                                                in_name + (in_name == output ? "" : " (the same file)") +
+                                                "; writing it would destroy the input: choose another output path");
+  std::error_code ec;
+  if (!force && std::filesystem::exists(std::filesystem::symlink_status(output, ec)))
+    throw error(errc::io_error, "output " + output + " exists; pass --force to replace it");
+}
+
+/// The message of a checkpoint's load-time warnings: each once, none with --quiet.
+inline void print_warnings_once(const std::vector<std::string>& warnings, bool quiet) {
+  if (quiet) return;
+  std::set<std::string> seen;
+  for (const auto& w : warnings)
+    if (seen.insert(w).second) std::fprintf(stderr, "warning: %s\n", w.c_str());
+}
+
 /// A file's bytes in memory with the name messages use.
 struct input_image {
   std::span<const std::uint8_t> bytes;
@@ -285,10 +342,38 @@ inline float_array load_float_array(const input_image& image, const input_option
   return out;
 }
 
-/// load_float_array of a file.
-inline float_array load_float_array(const std::filesystem::path& path, const input_options& options = {}) {
-  const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
-  return load_float_array(input_image{bytes, path.string()}, options);
+/// A checkpoint of any format the readers take, as ModelOpt tensors (io/checkpoint_reader.hpp);
+/// an .npy file is refused saying what to do instead, any other file named by its format.
+inline io::modelopt_view read_checkpoint_input(const std::string& path, const char* command) {
+  const io::detected_file found = io::detect_file(path);
+  if (found.kind == io::file_kind::npy)
+    throw error(errc::malformed_file, path + ": this is an .npy file, but " + command +
+                                          " reads a quantized checkpoint (nvfp4 quantize makes one from an .npy array)");
+  return io::read_as_modelopt(path, found);
+}
+
+/// load_float_array of a path: an .npy file, or a quantized tensor of a checkpoint in any format
+/// the readers take (a file or a directory). `found` (optional) receives what the path holds.
+inline float_array load_float_array(const std::filesystem::path& path, const input_options& options = {},
+                                    io::detected_file* found = nullptr, bool quiet = false) {
+  const io::detected_file detected = io::require_readable(path, /*npy_too=*/true);
+  if (found) *found = detected;
+  if (detected.kind == io::file_kind::npy) {
+    const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
+    return load_float_array(input_image{bytes, path.string()}, options);
+  }
+  const io::modelopt_view view = io::read_as_modelopt(path, detected);
+  print_warnings_once(view.warnings, quiet);
+  float_array out;
+  const std::string picked = pick_quantized_name(view.file, options.tensor, path.string());
+  try {
+    io::restored_tensor restored = io::dequantize_tensor(view.file, picked, options.load);
+    out.shape = std::move(restored.shape);
+    out.values = std::move(restored.values);
+  } catch (const error& e) {
+    throw nvfp4::detail::with_context(e, path.string());
+  }
+  return out;
 }
 
 /// Throws non_finite_input naming `what` and the first NaN/Inf of `values` (C order, `shape`).

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdio>
+#include <cstring>
+#include <set>
 #include <string>
 
 #include "cli_support.hpp"
@@ -40,22 +42,31 @@ options:
                       writes several weights, input scales and hf_quant_config.json
   --input-dtype T     auto (default) | bf16: the .npy holds bfloat16 bits in a raw 2-byte dtype
                       (|V2 or <u2, as NumPy saves bf16 data it has no type for)
+  --force             replace OUT if it exists (an OUT that is IN, also through a link, is
+                      always refused)
   --quiet             print nothing on success
   -h, --help          this help
 The output is written to a temporary file and renamed, so it never exists half-written.
 )";
 
-inline constexpr const char* dequantize_help = R"(usage: nvfp4 dequantize IN.safetensors OUT.npy [--name W]
+inline constexpr const char* dequantize_help = R"(usage: nvfp4 dequantize IN OUT.npy [--name W]
+       nvfp4 dequantize IN OUT --all
 
-Dequantizes quantized tensor W of a safetensors file (written by `nvfp4 quantize`, or a ModelOpt
-NVFP4 / MX checkpoint tensor) to a float32 .npy array of the source shape. Without --name the
-file must hold exactly one quantized tensor.
+Dequantizes quantized tensor W of a checkpoint to a float32 .npy array of the source shape. IN is
+any checkpoint the readers take (the format is detected and printed): a safetensors file written
+by `nvfp4 quantize` or `nvfp4 pack`, a ModelOpt file or directory (single or sharded),
+compressed-tensors, GGUF or torchao. Without --name the checkpoint must hold exactly one quantized
+tensor. With --all every quantized weight is dequantized: OUT ending in .safetensors gets them as
+F32 "W.weight" tensors beside every other tensor of IN unchanged; any other OUT is a directory
+that gets one W.weight.npy per weight (and a float32 .npy per other floating-point tensor).
 
 options:
   --name W                  which tensor (the prefix of W.weight)
+  --all                     every quantized weight (see above)
   --accept-invalid-scales   read NaN / sign-bit block scales and a NaN, Inf or negative
                             weight_scale_2 as they are (forensics; refused by default)
-  --quiet                   print nothing on success
+  --force                   replace OUT if it exists (an OUT that is IN is always refused)
+  --quiet                   print nothing on success, no warnings
   -h, --help                this help
 )";
 
@@ -137,7 +148,7 @@ inline quantize_result quantize_array(const input_image& input, const quantize_r
 
 inline int run_quantize(int argc, char** argv) {
   const arguments args(argc, argv, 2, {"--name", "--format", "--mode", "--seed", "--mx-rule", "--input-dtype", "--flavor"},
-                       {"--rht", "--sr", "--swizzle", "--quiet"});
+                       {"--rht", "--sr", "--swizzle", "--quiet", "--force"});
   if (args.help()) {
     std::fputs(quantize_help, stdout);
     return exit_ok;
@@ -168,6 +179,7 @@ inline int run_quantize(int argc, char** argv) {
        (request.format == "mxfp4" && request.flavor != quantizer_flavor::ggml)))
     throw usage_error("--flavor " + args.value("--flavor", "") + " quantizes 1x16 nvfp4 (and mxfp4 for ggml), without --sr or --rht");
 
+  check_output(output, {input}, args.flag("--force"));
   const std::vector<std::uint8_t> bytes = io::read_file_bytes(input);
   progress_bar progress("quantize", 2, bytes.size() >= static_cast<std::size_t>(progress_threshold) * 2);
   progress.set_stage(request.store.rht ? "RHT + quantizing" : "quantizing");
@@ -204,26 +216,125 @@ inline dequantize_result dequantize_image(const input_image& input, const input_
   return result;
 }
 
+/// The name a tensor gets as a file of a directory: '/' (never in a module name we write, but a
+/// file's names are its own) becomes '_'.
+inline std::string file_name_of(const std::string& tensor) {
+  std::string n = tensor;
+  for (char& ch : n)
+    if (ch == '/' || ch == '\\') ch = '_';
+  if (n.empty() || n == "." || n == "..") n = "_" + n;
+  return n;
+}
+
+/// `nvfp4 dequantize IN OUT --all`: every quantized weight of `view` dequantized into OUT (a
+/// .safetensors file, or a directory of .npy files written as one: into a temporary directory
+/// renamed into place). Returns the number of weights.
+inline std::size_t dequantize_all(const io::modelopt_view& view, const std::string& input, const std::string& output,
+                                  const io::load_options& load, bool force) {
+  const std::vector<std::string> names = io::quantized_tensor_names(view.file);
+  if (names.empty()) throw error(errc::invalid_argument, input + " holds no quantized tensor");
+  std::set<std::string> consumed;
+  std::vector<std::pair<std::string, io::restored_tensor>> restored;
+  for (const auto& name : names) {
+    try {
+      restored.emplace_back(name, io::dequantize_tensor(view.file, name, load));
+    } catch (const error& e) {
+      throw nvfp4::detail::with_context(e, input);
+    }
+    for (const char* part : {".weight", ".weight_scale", ".weight_scale_2"}) consumed.insert(name + part);
+  }
+  if (std::filesystem::path(output).extension() == ".safetensors") {
+    io::safetensors_file out;
+    out.metadata = view.file.metadata;
+    std::erase_if(out.metadata, [](const auto& kv) { return kv.first.rfind("nvfp4.", 0) == 0 || kv.first == io::checkpoint_annotation_key; });
+    for (auto& [name, r] : restored) {
+      io::safetensors_tensor t;
+      t.name = name + ".weight";
+      t.dtype = io::safetensors_dtype::f32;
+      t.shape = r.shape;
+      t.bytes.resize(r.values.size() * sizeof(float));
+      std::memcpy(t.bytes.data(), r.values.data(), t.bytes.size());
+      out.tensors.push_back(std::move(t));
+    }
+    for (const auto& t : view.file.tensors)
+      if (!consumed.contains(t.name)) out.tensors.push_back(t);
+    io::write_safetensors(output, out);
+    return restored.size();
+  }
+  // A directory of .npy files, built beside OUT and renamed into place.
+  namespace fs = std::filesystem;
+  const fs::path target = fs::absolute(output);
+  const fs::path staging = target.parent_path() / ("." + target.filename().string() + ".nvfp4-tmp." + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  if (!fs::create_directories(staging, ec) || ec) throw error(errc::io_error, "cannot create " + staging.string() + ": " + ec.message());
+  try {
+    for (auto& [name, r] : restored) io::write_npy(staging / (file_name_of(name) + ".weight.npy"), io::make_float32_array(r.values, r.shape));
+    for (const auto& t : view.file.tensors) {
+      if (consumed.contains(t.name)) continue;
+      if (t.dtype != io::safetensors_dtype::f32 && t.dtype != io::safetensors_dtype::f16 && t.dtype != io::safetensors_dtype::bf16 &&
+          t.dtype != io::safetensors_dtype::f64)
+        continue;  // input scales, integer tensors: kept in the .safetensors output only
+      std::vector<float> values(static_cast<std::size_t>(t.element_count()));
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint8_t* b = t.bytes.data();
+        if (t.dtype == io::safetensors_dtype::f32) std::memcpy(&values[i], b + 4 * i, 4);
+        else if (t.dtype == io::safetensors_dtype::f64) {
+          double d;
+          std::memcpy(&d, b + 8 * i, 8);
+          values[i] = static_cast<float>(d);
+        } else {
+          const auto bits = static_cast<std::uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
+          values[i] = t.dtype == io::safetensors_dtype::f16 ? io::half_to_float(bits) : bf16::from_bits(bits).to_float();
+        }
+      }
+      io::write_npy(staging / (file_name_of(t.name) + ".npy"), io::make_float32_array(values, t.shape));
+    }
+    if (force && fs::exists(fs::symlink_status(target, ec))) fs::remove_all(target);
+    fs::rename(staging, target);
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
+  return restored.size();
+}
+
 inline int run_dequantize(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {"--name"}, {"--quiet", "--accept-invalid-scales"});
+  const arguments args(argc, argv, 2, {"--name"}, {"--quiet", "--accept-invalid-scales", "--all", "--force"});
   if (args.help()) {
     std::fputs(dequantize_help, stdout);
     return exit_ok;
   }
   args.expect_positional(2, 2);
   const std::string input = args.positional()[0], output = args.positional()[1];
+  if (args.flag("--all") && args.has("--name")) throw usage_error("--all and --name exclude each other");
+  const bool quiet = args.flag("--quiet");
   input_options options;
   options.tensor = args.value("--name", "");
   options.load.accept_invalid_scales = args.flag("--accept-invalid-scales");
-  const std::vector<std::uint8_t> bytes = io::read_file_bytes(input);
-  progress_bar progress("dequantize", 2, bytes.size() >= static_cast<std::size_t>(progress_threshold) / 2);
+  check_output(output, {input}, args.flag("--force"));
+  const io::modelopt_view view = read_checkpoint_input(input, "dequantize");
+  print_warnings_once(view.warnings, quiet);
+  if (args.flag("--all")) {
+    const std::size_t n = dequantize_all(view, input, output, options.load, args.flag("--force"));
+    if (!quiet) std::printf("%s (%s): %zu quantized weights -> %s float32\n", input.c_str(), view.found.description.c_str(), n, output.c_str());
+    return exit_ok;
+  }
+  progress_bar progress("dequantize", 2, view.file.tensors.size() > 0 && view.file.tensors.front().bytes.size() >= static_cast<std::size_t>(progress_threshold) / 2);
   progress.set_stage("dequantizing");
-  const dequantize_result result = dequantize_image(input_image{bytes, input}, options);
+  dequantize_result result;
+  result.name = pick_quantized_name(view.file, options.tensor, input);
+  try {
+    result.restored = io::dequantize_tensor(view.file, result.name, options.load);
+  } catch (const error& e) {
+    throw nvfp4::detail::with_context(e, input);
+  }
   progress.advance(1, "writing");
   io::write_npy(output, io::make_float32_array(result.restored.values, result.restored.shape));
   progress.finish();
-  if (!args.flag("--quiet"))
-    std::printf("%s: %s -> %s %s float32\n", input.c_str(), result.name.c_str(), output.c_str(), shape_string(result.restored.shape).c_str());
+  if (!quiet)
+    std::printf("%s (%s): %s -> %s %s float32\n", input.c_str(), view.found.description.c_str(), result.name.c_str(), output.c_str(),
+                shape_string(result.restored.shape).c_str());
   return exit_ok;
 }
 

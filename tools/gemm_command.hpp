@@ -43,6 +43,7 @@ options:
   --name W            the quantized tensor of a safetensors argument
   --input-dtype T     auto (default) | bf16: raw 2-byte .npy arrays hold bfloat16 bits
   --json              print one JSON object instead of text
+  --force             replace OUT.npy if it exists (an OUT that is A or B is always refused)
   --quiet             print nothing on success
   -h, --help          this help
 Every result is the same for any thread count: the fp32 products (Eigen) are computed in fixed
@@ -176,7 +177,7 @@ inline gemm_result gemm_arrays(const input_image& a_image, const input_image& b_
 }
 
 inline int run_gemm(int argc, char** argv) {
-  const arguments args(argc, argv, 2, {"--mode", "--name", "--input-dtype"}, {"--b-kn", "--json", "--quiet"});
+  const arguments args(argc, argv, 2, {"--mode", "--name", "--input-dtype"}, {"--b-kn", "--json", "--quiet", "--force"});
   if (args.help()) {
     std::fputs(gemm_help, stdout);
     return exit_ok;
@@ -187,6 +188,7 @@ inline int run_gemm(int argc, char** argv) {
   request.b_kn = args.flag("--b-kn");
   request.input.tensor = args.value("--name", "");
   request.input.bf16 = input_is_bf16(args);
+  if (args.positional().size() == 3) check_output(args.positional()[2], {args.positional()[0], args.positional()[1]}, args.flag("--force"));
   const std::vector<std::uint8_t> a_bytes = io::read_file_bytes(args.positional()[0]);
   const std::vector<std::uint8_t> b_bytes = io::read_file_bytes(args.positional()[1]);
   progress_bar progress("gemm", 2, a_bytes.size() + b_bytes.size() >= static_cast<std::size_t>(progress_threshold));

@@ -23,7 +23,9 @@ namespace nvfp4::cli {
 
 inline constexpr const char* inspect_help = R"(usage: nvfp4 inspect FILE [--json]
 
-Describes a .npy or safetensors file: every tensor's dtype, shape and size with value statistics
+Describes a .npy array or a checkpoint of any format the readers take (detected and named: a
+safetensors file, a ModelOpt directory single or sharded, compressed-tensors, GGUF, torchao; the
+last three shown in ModelOpt's tensor names, as dequantize sees them): every tensor's dtype, shape and size with value statistics
 (count, min, max, mean, std, amax, non-finite count) for floating-point tensors; for every
 quantized tensor (ours or a ModelOpt NVFP4 / MX layout) its format, block, scale layout, amax,
 tensor scale, block-scale range and the statistics of its dequantized values.
@@ -39,7 +41,9 @@ inline constexpr const char* stats_help = R"(usage: nvfp4 stats REFERENCE APPROX
 
 Error metrics of APPROX against REFERENCE, which must have the same shape: MSE, RMSE, SQNR (dB),
 max abs error, max rel error, cosine similarity. Each file is a .npy (float32/16, bfloat16,
-float64) or a safetensors file whose quantized tensor is dequantized first (--name picks it).
+float64) or a checkpoint of any format the readers take (safetensors, ModelOpt directory,
+compressed-tensors, GGUF, torchao; detected and printed) whose quantized tensor is dequantized
+first (--name picks it).
 NaN or Inf in either is refused (exit 13), naming the element: no metric is meaningful then.
 
 options:
@@ -173,6 +177,9 @@ inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& fil
   return q;
 }
 
+inline void describe_tensors(nlohmann::ordered_json& out, const io::safetensors_file& file, const std::string& path,
+                             const io::load_options& options);
+
 /// The core of `nvfp4 inspect`: what the image holds, as the JSON --json prints.
 inline nlohmann::ordered_json inspect_image(const input_image& input, const io::load_options& options = {}) {
   const std::string& path = input.name;
@@ -193,6 +200,13 @@ inline nlohmann::ordered_json inspect_image(const input_image& input, const io::
   }
   const io::safetensors_file file = io::parse_safetensors(image.data(), image.size(), path);
   out["kind"] = "safetensors";
+  describe_tensors(out, file, path, options);
+  return out;
+}
+
+/// inspect_image's safetensors part: metadata, tensors and quantized tensors of `file` into `out`.
+inline void describe_tensors(nlohmann::ordered_json& out, const io::safetensors_file& file, const std::string& path,
+                             const io::load_options& options) {
   out["metadata"] = file.metadata;
   out["tensors"] = nlohmann::ordered_json::array();
   for (const auto& t : file.tensors) {
@@ -212,6 +226,36 @@ inline nlohmann::ordered_json inspect_image(const input_image& input, const io::
       throw nvfp4::detail::with_context(e, path);
     }
   }
+}
+
+/// The core of `nvfp4 inspect` on a path: what inspect_image says, for any format the readers
+/// take (a checkpoint in another format is shown in ModelOpt's tensor names, as the readers see
+/// it), with "format" naming what was found. Load-time warnings go to `warnings`.
+inline nlohmann::ordered_json inspect_path(const std::string& path, const io::load_options& options, std::vector<std::string>& warnings) {
+  const io::detected_file found = io::require_readable(path, /*npy_too=*/true);
+  nlohmann::ordered_json out;
+  const bool plain_file = found.kind == io::file_kind::npy || (found.format == io::checkpoint_format::modelopt && !found.directory);
+  if (plain_file) {
+    const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
+    out = inspect_image(input_image{bytes, path}, options);
+  } else {
+    const io::modelopt_view view = io::read_as_modelopt(path, found);
+    warnings = view.warnings;
+    out["file"] = path;
+    std::uint64_t size = 0;
+    std::error_code ec;
+    if (found.directory) {
+      for (const auto& e : std::filesystem::directory_iterator(path, ec))
+        if (e.is_regular_file(ec)) size += e.file_size(ec);
+    } else {
+      size = std::filesystem::file_size(path, ec);
+    }
+    out["size_bytes"] = size;
+    out["kind"] = found.directory ? "directory" : found.format == io::checkpoint_format::gguf ? "gguf" : "safetensors";
+    describe_tensors(out, view.file, path, options);
+  }
+  out["format"] = found.description;
+  if (found.kind == io::file_kind::checkpoint) out["checkpoint_format"] = io::checkpoint_format_name(found.format);
   return out;
 }
 
@@ -235,14 +279,15 @@ inline int run_inspect(int argc, char** argv) {
     return exit_ok;
   }
   args.expect_positional(1, 1);
-  const std::vector<std::uint8_t> bytes = io::read_file_bytes(args.positional()[0]);
+  std::vector<std::string> warnings;
   const nlohmann::ordered_json info =
-      inspect_image(input_image{bytes, args.positional()[0]}, io::load_options{.accept_invalid_scales = args.flag("--accept-invalid-scales")});
+      inspect_path(args.positional()[0], io::load_options{.accept_invalid_scales = args.flag("--accept-invalid-scales")}, warnings);
+  print_warnings_once(warnings, false);
   if (args.flag("--json")) {
     std::printf("%s\n", info.dump(2).c_str());
     return exit_ok;
   }
-  std::printf("%s: %s, %llu bytes\n", info["file"].get<std::string>().c_str(), info["kind"].get<std::string>().c_str(),
+  std::printf("%s: %s, %llu bytes\n", info["file"].get<std::string>().c_str(), info["format"].get<std::string>().c_str(),
               static_cast<unsigned long long>(info["size_bytes"].get<std::uint64_t>()));
   if (info["kind"] == "npy") {
     std::printf("  dtype %s  shape %s  %s order\n", info["dtype"].get<std::string>().c_str(),
@@ -284,14 +329,21 @@ inline int run_inspect(int argc, char** argv) {
 
 /// The core of `nvfp4 stats`: the metrics of `approx` against `reference`, as --json prints them.
 /// Throws shape_mismatch for different shapes, non_finite_input naming a NaN/Inf element.
+inline nlohmann::ordered_json stats_of(const float_array& reference, const std::string& reference_name, const float_array& approx,
+                                       const std::string& approx_name);
+
 inline nlohmann::ordered_json stats_report(const input_image& reference_image, const input_image& approx_image, const input_options& options) {
-  const float_array reference = load_float_array(reference_image, options);
-  const float_array approx = load_float_array(approx_image, options);
+  return stats_of(load_float_array(reference_image, options), reference_image.name, load_float_array(approx_image, options), approx_image.name);
+}
+
+/// stats_report of arrays already loaded.
+inline nlohmann::ordered_json stats_of(const float_array& reference, const std::string& reference_name, const float_array& approx,
+                                       const std::string& approx_name) {
   if (reference.shape != approx.shape)
-    throw error(errc::shape_mismatch, "stats: " + reference_image.name + " is " + shape_string(reference.shape) + " but " +
-                                          approx_image.name + " is " + shape_string(approx.shape));
-  require_finite(reference.values, reference.shape, reference_image.name);
-  require_finite(approx.values, approx.shape, approx_image.name);
+    throw error(errc::shape_mismatch, "stats: " + reference_name + " is " + shape_string(reference.shape) + " but " +
+                                          approx_name + " is " + shape_string(approx.shape));
+  require_finite(reference.values, reference.shape, reference_name);
+  require_finite(approx.values, approx.shape, approx_name);
   const error_report r = compare(reference.values, approx.values);
   nlohmann::ordered_json j;
   j["count"] = reference.values.size();
@@ -317,14 +369,18 @@ inline int run_stats(int argc, char** argv) {
   options.tensor = args.value("--name", "");
   options.bf16 = input_is_bf16(args);
   options.load.accept_invalid_scales = args.flag("--accept-invalid-scales");
-  const std::vector<std::uint8_t> reference = io::read_file_bytes(args.positional()[0]);
-  const std::vector<std::uint8_t> approx = io::read_file_bytes(args.positional()[1]);
-  const nlohmann::ordered_json j =
-      stats_report(input_image{reference, args.positional()[0]}, input_image{approx, args.positional()[1]}, options);
+  io::detected_file reference_found, approx_found;
+  const float_array reference = load_float_array(args.positional()[0], options, &reference_found);
+  const float_array approx = load_float_array(args.positional()[1], options, &approx_found);
+  nlohmann::ordered_json j = stats_of(reference, args.positional()[0], approx, args.positional()[1]);
+  j["reference_format"] = reference_found.description;
+  j["approx_format"] = approx_found.description;
   if (args.flag("--json")) {
     std::printf("%s\n", j.dump(2).c_str());
     return exit_ok;
   }
+  std::printf("reference          %s (%s)\n", args.positional()[0].c_str(), reference_found.description.c_str());
+  std::printf("approx             %s (%s)\n", args.positional()[1].c_str(), approx_found.description.c_str());
   std::printf("elements           %llu\n", static_cast<unsigned long long>(j["count"].get<std::uint64_t>()));
   std::printf("mse                %.6e\n", j["mse"].get<double>());
   std::printf("rmse               %.6e\n", j["rmse"].get<double>());

@@ -213,7 +213,7 @@ TEST_F(CheckpointCli, ConvertRoundTripsAndRefusesByName) {
     const std::string mid = std::string("mid_") + to + (std::string(to) == "gguf" ? ".gguf" : ".safetensors");
     std::string out;
     ASSERT_EQ(run("convert m.safetensors " + mid + " --to " + to, &out), 0) << out;
-    ASSERT_EQ(run("convert " + mid + " back.safetensors --to modelopt --quiet", &out), 0) << out;
+    ASSERT_EQ(run("convert " + mid + " back.safetensors --to modelopt --quiet --force", &out), 0) << out;
     EXPECT_EQ(io::read_file_bytes(p("back.safetensors")), original);
   }
   // K = 48: GGUF's NVFP4 blocks hold 64; refused by name, exit 12 (shape_mismatch), nothing written.

@@ -203,7 +203,7 @@ TEST_F(CliBadFiles, NonFiniteAndOverflowingData) {
 TEST_F(CliBadFiles, TheWrongKindOfFileIsNamed) {
   write_raw("x.npy", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 16), }", float_bytes(std::vector<float>(16, 1.0f))));
   expect_run(".npy given to dequantize", "dequantize " + q("x.npy") + " " + q("out.npy"), 18,
-             "this is an .npy file, but dequantize reads a safetensors file");
+             "this is an .npy file, but dequantize reads a quantized checkpoint");
   write_raw("w.safetensors", quantized_file("2", "32", {2, 16}, {2, 2}, std::string(32, '\x11'), std::string(4, '\x38')));
   expect_run("safetensors given to quantize", "quantize " + q("w.safetensors") + " " + q("out.safetensors"), 18,
              "this is a safetensors file, but quantize reads an .npy array");

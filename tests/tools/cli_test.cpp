@@ -126,10 +126,10 @@ TEST_F(Cli, QuantizeDequantizeMatchesTheLibraryBitForBit) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.flags);
-    const auto qr = run("quantize " + q("x.npy") + " " + q("w.safetensors") + " " + c.flags);
+    const auto qr = run("quantize " + q("x.npy") + " " + q("w.safetensors") + " --force " + c.flags);
     ASSERT_EQ(qr.status, 0) << qr.err;
     EXPECT_NE(qr.out.find("SQNR"), std::string::npos);
-    const auto dr = run("dequantize " + q("w.safetensors") + " " + q("back.npy"));
+    const auto dr = run("dequantize " + q("w.safetensors") + " " + q("back.npy") + " --force");
     ASSERT_EQ(dr.status, 0) << dr.err;
     io::safetensors_file expected_file;
     std::vector<float> expected;
@@ -273,7 +273,7 @@ TEST_F(Cli, BadInputsFailCleanlyWithoutOutput) {
   with_nan[100] = std::nanf("");
   io::write_npy(path("nan.npy"), io::make_float32_array(with_nan, {kRows, kCols}));
   io::write_npy(path("odd.npy"), io::make_float32_array(std::vector<float>(3 * 20, 1.0f), {3, 20}));
-  // An existing output must survive a failed run untouched.
+  // An existing output must survive a failed run untouched, also one allowed to replace it.
   write_raw("keep.safetensors", "previous contents");
 
   struct bad {
@@ -281,13 +281,14 @@ TEST_F(Cli, BadInputsFailCleanlyWithoutOutput) {
     int status;
   };
   const std::vector<bad> cases = {
-      {"quantize " + q("missing.npy") + " " + q("keep.safetensors"), 17},
-      {"quantize " + q("garbage.npy") + " " + q("keep.safetensors"), 18},
-      {"quantize " + q("truncated.npy") + " " + q("keep.safetensors"), 18},
-      {"quantize " + q("empty.npy") + " " + q("keep.safetensors"), 18},
-      {"quantize " + q("ints.npy") + " " + q("keep.safetensors"), 16},
-      {"quantize " + q("nan.npy") + " " + q("keep.safetensors"), 13},
-      {"quantize " + q("odd.npy") + " " + q("keep.safetensors") + " --rht", 12},
+      {"quantize " + q("missing.npy") + " " + q("keep.safetensors") + " --force", 17},
+      {"quantize " + q("garbage.npy") + " " + q("keep.safetensors") + " --force", 18},
+      {"quantize " + q("truncated.npy") + " " + q("keep.safetensors") + " --force", 18},
+      {"quantize " + q("empty.npy") + " " + q("keep.safetensors") + " --force", 18},
+      {"quantize " + q("ints.npy") + " " + q("keep.safetensors") + " --force", 16},
+      {"quantize " + q("nan.npy") + " " + q("keep.safetensors") + " --force", 13},
+      {"quantize " + q("odd.npy") + " " + q("keep.safetensors") + " --rht --force", 12},
+      {"quantize " + q("x.npy") + " " + q("keep.safetensors"), 17},  // exists, no --force
       {"quantize " + q("x.npy") + " " + q("no_such_dir/out.safetensors"), 17},
       {"dequantize " + q("x.npy") + " " + q("out.npy"), 18},
       {"dequantize " + q("keep.safetensors") + " " + q("out.npy"), 18},
@@ -349,7 +350,7 @@ TEST_F(Cli, GemmReportsErrorAndWritesTheProduct) {
   const auto qb = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(b.data(), n, k));
   for (const auto mode : {gemm_mode::exact, gemm_mode::relaxed}) {
     const std::string name = mode == gemm_mode::exact ? "exact" : "relaxed";
-    ASSERT_EQ(run("gemm --quiet --mode " + name + " " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy")).status, 0) << name;
+    ASSERT_EQ(run("gemm --quiet --force --mode " + name + " " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy")).status, 0) << name;
     gemm_options options;
     options.mode = mode;
     EXPECT_EQ(io::to_float32(io::read_npy(path("d.npy"))), gemm(qa, qb, options)) << name;
@@ -362,7 +363,7 @@ TEST_F(Cli, GemmReportsErrorAndWritesTheProduct) {
   ASSERT_EQ(run("gemm --quiet --b-kn " + q("a.npy") + " " + q("b_kn.npy") + " " + q("d_kn.npy")).status, 0);
   EXPECT_EQ(io::to_float32(io::read_npy(path("d_kn.npy"))), gemm(qa, qb));
 
-  const auto r = run("gemm --json --mode dequant " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy"));
+  const auto r = run("gemm --json --force --mode dequant " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy"));
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["m"], m);
@@ -489,7 +490,7 @@ TEST_F(Cli, GemmCountsElementsWhereExactAndRelaxedDifferAndIsThreadCountIndepend
   for (const std::string mode : {"exact", "relaxed", "dequant"}) {
     std::string first_d, first_metrics;
     for (const int threads : {1, 2, 3}) {
-      const auto r = run("gemm --json --mode " + mode + " " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy"),
+      const auto r = run("gemm --json --force --mode " + mode + " " + q("a.npy") + " " + q("b.npy") + " " + q("d.npy"),
                          "OMP_NUM_THREADS=" + std::to_string(threads));
       ASSERT_EQ(r.status, 0) << r.err;
       auto j = nlohmann::json::parse(r.out);
@@ -528,8 +529,8 @@ TEST_F(Cli, Bfloat16SavedAsRawTwoByteArraysWithInputDtype) {
     raw.bytes.resize(as_bf16.size() * 2);
     std::memcpy(raw.bytes.data(), as_bf16.data(), raw.bytes.size());
     io::write_npy(path("raw.npy"), raw);
-    EXPECT_EQ(run("quantize " + q("raw.npy") + " " + q("w.safetensors")).status, 16);
-    ASSERT_EQ(run("quantize --quiet --input-dtype bf16 " + q("raw.npy") + " " + q("w.safetensors")).status, 0);
+    EXPECT_EQ(run("quantize --force " + q("raw.npy") + " " + q("w.safetensors")).status, 16);
+    ASSERT_EQ(run("quantize --quiet --force --input-dtype bf16 " + q("raw.npy") + " " + q("w.safetensors")).status, 0);
     const auto expected = quantize<nvfp4_1x16>(matrix_view<const bf16>::row_major(as_bf16.data(), kRows, kCols));
     const auto stored = io::read_safetensors(path("w.safetensors"));
     std::vector<std::uint8_t> expected_bytes;
@@ -544,12 +545,13 @@ TEST_F(Cli, OutputsThroughSymlinksAndNeverOverAReadOnlyFile) {
   io::write_npy(path("x.npy"), io::make_float32_array(outlier_matrix(kRows, kCols, 15), {kRows, kCols}));
   write_raw("real.safetensors", "old");
   fs::create_symlink("real.safetensors", path("link.safetensors"));
-  ASSERT_EQ(run("quantize --quiet " + q("x.npy") + " " + q("link.safetensors")).status, 0);
+  ASSERT_EQ(run("quantize --quiet " + q("x.npy") + " " + q("link.safetensors")).status, 17);  // exists
+  ASSERT_EQ(run("quantize --quiet --force " + q("x.npy") + " " + q("link.safetensors")).status, 0);
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(path("link.safetensors"))));
   EXPECT_NO_THROW((void)io::read_safetensors(path("real.safetensors")));
   write_raw("locked.safetensors", "keep");
   fs::permissions(path("locked.safetensors"), fs::perms::owner_read);
-  const auto r = run("quantize " + q("x.npy") + " " + q("locked.safetensors"));
+  const auto r = run("quantize --force " + q("x.npy") + " " + q("locked.safetensors"));
   EXPECT_EQ(r.status, 17);
   EXPECT_NE(r.err.find("read-only"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(path("locked.safetensors")), "keep");

@@ -232,22 +232,28 @@ inline void check_weight_on_load(const quantized_weight& w, const std::string& w
   if (w.input_scale) check_scale(*w.input_scale, "the input scale");
 }
 
+/// The fused group of a module, as "<parent>#<n>" (the siblings q/k/v_proj, gate/up_proj or
+/// w1/w3 under one parent share it), or nothing for a module no engine fuses.
+inline std::optional<std::string> fused_group_of(const std::string& module) {
+  static const std::vector<std::vector<std::string>> groups = {
+      {"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}, {"w1", "w3"}};
+  const auto dot = module.rfind('.');
+  const std::string parent = dot == std::string::npos ? "" : module.substr(0, dot);
+  const std::string leaf = dot == std::string::npos ? module : module.substr(dot + 1);
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (std::find(groups[g].begin(), groups[g].end(), leaf) != groups[g].end()) return parent + "#" + std::to_string(g);
+  return std::nullopt;
+}
+
 /// Fused-layer check: modules that inference engines run as one GEMM (q/k/v_proj -> qkv,
 /// gate/up_proj -> gate_up, w1/w3 of an expert) need one weight tensor scale. Adds a warning for
 /// each such group of siblings whose scales differ (vLLM, for one, then uses the largest and
 /// rescales or warns).
 inline void check_fused_scales(const checkpoint& c, std::vector<std::string>& warnings) {
-  static const std::vector<std::vector<std::string>> groups = {
-      {"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}, {"w1", "w3"}};
   std::map<std::string, std::vector<const quantized_weight*>> by_group;
   for (const auto& w : c.weights) {
     if (w.format != weight_format::nvfp4) continue;
-    const auto dot = w.name.rfind('.');
-    const std::string parent = dot == std::string::npos ? "" : w.name.substr(0, dot);
-    const std::string leaf = dot == std::string::npos ? w.name : w.name.substr(dot + 1);
-    for (std::size_t g = 0; g < groups.size(); ++g)
-      if (std::find(groups[g].begin(), groups[g].end(), leaf) != groups[g].end())
-        by_group[parent + "#" + std::to_string(g)].push_back(&w);
+    if (const auto group = fused_group_of(w.name)) by_group[*group].push_back(&w);
   }
   for (const auto& [key, members] : by_group) {
     if (members.size() < 2) continue;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "nvfp4/io/compressed_tensors.hpp"
+#include "nvfp4/io/file_format.hpp"
 #include "nvfp4/io/gguf.hpp"
 #include "nvfp4/io/modelopt.hpp"
 #include "nvfp4/io/torchao.hpp"
@@ -23,33 +24,14 @@ inline std::optional<checkpoint_format> parse_checkpoint_format(const std::strin
   return std::nullopt;
 }
 
-/// Which format a path holds: GGUF by its magic; a directory by its config (quant_method
-/// "compressed-tensors" or "modelopt", or an hf_quant_config.json); otherwise by the tensors:
-/// "*.weight_packed" means compressed-tensors, a "tensor_names" metadata entry torchao, anything
-/// else ModelOpt. Throws io_error / malformed_file when the path cannot be read.
+/// Which format a path holds (io/file_format.hpp's detect_file: GGUF by its magic; a directory by
+/// its config, quant_method "compressed-tensors" or "modelopt", or an hf_quant_config.json;
+/// otherwise by the safetensors header: "*.weight_packed" means compressed-tensors, a
+/// "tensor_names" metadata entry torchao, anything else ModelOpt). Throws io_error /
+/// malformed_file when the path cannot be read, unsupported ("this is a <format> file;
+/// supported: ...") for anything else.
 inline checkpoint_format detect_checkpoint_format(const std::filesystem::path& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw error(errc::io_error, "cannot open " + path.string() + ": no such file or directory");
-  if (!fs::is_directory(path, ec)) {
-    const auto head = read_file_bytes(path);
-    if (head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0) return checkpoint_format::gguf;
-  } else {
-    if (fs::exists(path / "config.json", ec)) {
-      const auto config = read_json_file(path / "config.json");
-      if (const auto q = config.find("quantization_config"); q != config.end() && q->is_object()) {
-        const std::string method = q->value("quant_method", std::string());
-        if (method == "compressed-tensors") return checkpoint_format::compressed_tensors;
-        if (method == "modelopt") return checkpoint_format::modelopt;
-      }
-    }
-    if (fs::exists(path / "hf_quant_config.json", ec)) return checkpoint_format::modelopt;
-  }
-  const safetensors_file file = read_safetensors_checkpoint(path);
-  if (file.metadata.contains("tensor_names")) return checkpoint_format::torchao;
-  for (const auto& t : file.tensors)
-    if (name_before_suffix(t.name, ".weight_packed")) return checkpoint_format::compressed_tensors;
-  return checkpoint_format::modelopt;
+  return require_readable(path, /*npy_too=*/false).format;
 }
 
 /// Reads a checkpoint of the given format (detected when not given).

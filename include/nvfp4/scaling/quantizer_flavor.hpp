@@ -337,12 +337,17 @@ inline void require_block_multiple(index_t cols, index_t multiple, quantizer_fla
 /// its fp32 reciprocal), encode_scale() is compressed-tensors' weight_global_scale (decode_scale()
 /// its reciprocal); ggml has none (both 1). torchao, compressed-tensors and ggml need cols % 16 == 0;
 /// ModelOpt pads with zeros like TE. Throws non_finite_error for NaN/Inf, shape_mismatch otherwise.
+/// `shared_amax` (>= amax(x)) replaces x's own amax in the tensor scale: one scale for layers an
+/// engine fuses into one GEMM (q/k/v, gate/up), as llm-compressor gives them.
 template <quantizer_input T>
-nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flavor) {
+nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flavor, std::optional<float> shared_amax = std::nullopt) {
   namespace rules = flavor_rules;
-  if (flavor == quantizer_flavor::te) return quantize<nvfp4_1x16>(x);
+  if (flavor == quantizer_flavor::te && !shared_amax) return quantize<nvfp4_1x16>(x);
   x.validate("quantize input");
-  const float global_amax = amax(x);  // rejects NaN/Inf first
+  const float own_amax = amax(x);  // rejects NaN/Inf first
+  detail::require(!shared_amax || *shared_amax >= own_amax, errc::invalid_argument, "quantize_nvfp4_flavor: shared_amax below the tensor's amax");
+  if (flavor == quantizer_flavor::te) return quantize_with_amax<nvfp4_1x16>(x, *shared_amax);
+  const float global_amax = shared_amax ? *shared_amax : own_amax;
   if (flavor != quantizer_flavor::modelopt) detail::require_block_multiple(x.cols(), 16, flavor);
   nvfp4_tensor q(x.rows(), x.cols());
   auto data = q.data();
