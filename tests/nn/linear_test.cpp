@@ -515,6 +515,88 @@ TEST(Linear, RecipeSwitchKeepsWeightsAndRejectsWhatTeRejects) {
   EXPECT_NO_THROW(layer.set_recipe(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::weights}));
 }
 
+TEST(LinearParameters, ExternalViewsGiveTheOwnedLayersBits) {
+  // The caller's W and b read in place, dW and db written into the caller's buffers.
+  const inputs in;
+  for (const auto& [r, options] : every_recipe()) {
+    SCOPED_TRACE(recipe_name(r));
+    const layer_run owned = run_layer(r, options, in);
+    nn::linear_options external = options;
+    external.parameters = nn::parameter_storage::external;
+    nn::linear layer(K, N, r, external);
+    EXPECT_TRUE(layer.weight().empty());
+    const std::span<const float> bias = options.bias ? std::span<const float>(in.b) : std::span<const float>();
+    std::vector<float> y(M * N), dx(M * K), dw(N * K, NAN), db(options.bias ? N : 0, NAN);
+    layer.forward({cview(in.w, N, K), bias}, cview(in.x, M, K), mview(y, M, N));
+    layer.backward(cview(in.dy, M, N), mview(dx, M, K), {mview(dw, N, K), db});
+    EXPECT_EQ(first_difference(y, owned.y), -1);
+    EXPECT_EQ(first_difference(dx, owned.dx), -1);
+    EXPECT_EQ(first_difference(dw, owned.dw), -1);
+    EXPECT_EQ(first_difference(db, owned.db), -1);
+  }
+}
+
+TEST(LinearParameters, ExternalLayerRefusesMissingOrMisshapenParameters) {
+  const inputs in;
+  nn::linear layer(K, N, nvfp4_block_scaling{}, {.bias = true, .parameters = nn::parameter_storage::external});
+  std::vector<float> y(M * N), dx(M * K), dw(N * K), db(N);
+  EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(in.x, M, K), mview(y, M, N)); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { layer.forward({cview(in.w, K, N), in.b}, cview(in.x, M, K), mview(y, M, N)); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] { layer.forward({cview(in.w, N, K), {}}, cview(in.x, M, K), mview(y, M, N)); }), errc::shape_mismatch);
+  layer.forward({cview(in.w, N, K), in.b}, cview(in.x, M, K), mview(y, M, N));
+  EXPECT_EQ(test::error_code_of([&] { layer.backward(cview(in.dy, M, N), mview(dx, M, K)); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([&] { layer.backward(cview(in.dy, M, N), mview(dx, M, K), {mview(dw, N, K), {}}); }), errc::shape_mismatch);
+  EXPECT_NO_THROW(layer.backward(cview(in.dy, M, N), mview(dx, M, K), {mview(dw, N, K), db}));  // the forward survived
+  // Sizes whose product overflows are refused before anything is allocated.
+  EXPECT_EQ(test::error_code_of([] { nn::linear(index_t{1} << 40, index_t{1} << 40); }), errc::invalid_argument);
+  EXPECT_NO_THROW(nn::linear(65536, 65536, no_quantization{}, {.parameters = nn::parameter_storage::external}));
+}
+
+TEST(LinearRegions, OneScalePerForwardRegionAmaxesMaxMerged) {
+  // TE pytorch/quantization.py FP8GlobalStateManager.autocast_exit: the forward roles update once,
+  // at the outermost region's exit with grad enabled, from the amaxes of every call in it.
+  const inputs in;
+  nn::linear layer = make_layer(delayed_scaling{.amax_history_len = 4}, {.delayed_update = nn::scaling_update::per_region}, in);
+  auto x3 = in.x;
+  for (float& v : x3) v *= 3.0f;
+  const auto y1 = layer.forward(cview(in.x, M, K));
+  layer.forward(cview(x3, M, K));
+  EXPECT_EQ(first_difference(layer.forward(cview(in.x, M, K)), y1), -1);  // one scale in the region
+  EXPECT_EQ(layer.scaling_state(tensor_role::input)->scale(), 1.0f);
+  layer.end_forward_region(/*grad_enabled=*/false);  // no_grad exit: nothing updates
+  EXPECT_EQ(layer.scaling_state(tensor_role::input)->scale(), 1.0f);
+  layer.end_forward_region(true);
+  const float x3_amax = amax(cview(x3, M, K));
+  EXPECT_EQ(history_of(layer, tensor_role::input), (std::vector<float>{0.0f, 0.0f, 0.0f, x3_amax}));
+  EXPECT_EQ(layer.scaling_state(tensor_role::input)->scale(), 448.0f / x3_amax);
+  EXPECT_EQ(layer.scaling_state(tensor_role::weight)->scale(), 448.0f / amax(cview(in.w, N, K)));
+  // Backward: grad_output updates at end_backward_region only (HYBRID: E5M2, 57344).
+  layer.backward(cview(in.dy, M, N));
+  EXPECT_EQ(layer.scaling_state(tensor_role::grad_output)->scale(), 1.0f);
+  layer.end_backward_region();
+  EXPECT_EQ(layer.scaling_state(tensor_role::grad_output)->scale(), 57344.0f / amax(cview(in.dy, M, N)));
+}
+
+TEST(LinearRegions, EvaluationAmaxesRecordedAsTeMergeIntoTheNextUpdate) {
+  // TE under torch.no_grad(): the quantizers record X's and W's amaxes, the region's exit skips
+  // the update, so the next training update max-merges them.
+  const inputs in;
+  nn::linear layer = make_layer(delayed_scaling{.amax_history_len = 4}, {.delayed_update = nn::scaling_update::per_region}, in);
+  auto x5 = in.x;
+  for (float& v : x5) v *= 5.0f;
+  std::vector<float> y(M * N);
+  layer.infer({cview(in.w, N, K), {}}, cview(x5, M, K), mview(y, M, N), nn::weight_cache::off, nn::eval_amaxes::record_as_te);
+  layer.end_forward_region(false);
+  EXPECT_EQ(history_of(layer, tensor_role::input)[0], amax(cview(x5, M, K)));
+  layer.forward(cview(in.x, M, K));
+  layer.end_forward_region(true);
+  EXPECT_EQ(layer.scaling_state(tensor_role::input)->scale(), 448.0f / amax(cview(x5, M, K)));
+  // The library's own evaluation records nothing.
+  nn::linear quiet = make_layer(delayed_scaling{.amax_history_len = 4}, {.delayed_update = nn::scaling_update::per_region}, in);
+  quiet.infer(cview(x5, M, K), mview(y, M, N));
+  EXPECT_EQ(history_of(quiet, tensor_role::input), std::vector<float>(4, 0.0f));
+}
+
 TEST(Linear, BadInput) {
   nn::linear layer(K, N, float8_current_scaling{});
   const auto x = test::random_values(M * K, 8), dy = test::random_values(M * N, 9);
