@@ -172,3 +172,22 @@ def test_norms_compute_in_float32_and_return_the_input_dtype():
     rms = te.RMSNorm(32, zero_centered_gamma=True)
     x32 = x.float()
     assert torch.equal(rms(x), (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-5)).to(torch.bfloat16))
+
+
+def test_two_calls_before_one_backward_give_each_calls_gradients():
+    # The core keeps one forward for backward; the earlier call's backward runs its forward again.
+    torch.manual_seed(6)
+    layer = te.Linear(64, 32)
+    x1, x2 = torch.randn(8, 64, requires_grad=True), torch.randn(8, 64, requires_grad=True)
+    with te.autocast(recipe=te.recipe.Float8CurrentScaling()):
+        (layer(x1).sum() + 2 * layer(x2).sum()).backward()
+    grads = (x1.grad.clone(), x2.grad.clone(), layer.weight.grad.clone())
+    layer.weight.grad = None
+    separate = []
+    for x, factor in ((x1, 1), (x2, 2)):
+        x.grad = None
+        with te.autocast(recipe=te.recipe.Float8CurrentScaling()):
+            (factor * layer(x).sum()).backward()
+        separate.append(x.grad.clone())
+    assert torch.equal(grads[0], separate[0]) and torch.equal(grads[1], separate[1])
+    assert torch.allclose(grads[2], layer.weight.grad)  # the same two dW, summed by autograd in either order
