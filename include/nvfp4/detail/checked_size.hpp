@@ -36,10 +36,13 @@ constexpr index_t bounded_sum(index_t a, index_t b, index_t limit = max_element_
   return a + b;
 }
 
-/// "[d0, d1, ...]" for messages.
+/// "[d0, d1, ...]" for messages; a shape of more than 16 dimensions (read from a file, it may
+/// have a million) shows its first 8 and the count, so a message stays short.
 inline std::string shape_text(std::span<const std::int64_t> shape) {
   std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  const std::size_t shown = shape.size() > 16 ? 8 : shape.size();
+  for (std::size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shown < shape.size()) s += ", ... (" + std::to_string(shape.size()) + " dimensions)";
   return s + "]";
 }
 

@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "nvfp4/formats/e2m1.hpp"
@@ -215,8 +218,22 @@ inline tensor_difference diff_weights(const quantized_weight& a, const quantized
 /// Compares two checkpoints weight by weight (by module name), and their other tensors by bytes.
 inline checkpoint_difference diff_checkpoints(const checkpoint& a, const checkpoint& b, const diff_options& options = {}) {
   checkpoint_difference out;
+  // Name indexes built once: a lookup per entry in the vectors would be quadratic in the number
+  // of tensors (a checkpoint may hold a million).
+  const auto index = [](const auto& items) {
+    std::unordered_map<std::string_view, const std::remove_cvref_t<decltype(items[0])>*> by_name;
+    by_name.reserve(items.size());
+    for (const auto& item : items) by_name.emplace(item.name, &item);
+    return by_name;
+  };
+  const auto lookup = [](const auto& by_name, const std::string& name) {
+    const auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : it->second;
+  };
+  const auto a_weights = index(a.weights), b_weights = index(b.weights);
+  const auto a_tensors = index(a.tensors), b_tensors = index(b.tensors);
   for (const auto& wa : a.weights) {
-    const auto* wb = b.find_weight(wa.name);
+    const auto* wb = lookup(b_weights, wa.name);
     if (!wb) {
       out.only_in_a.push_back(wa.name);
       continue;
@@ -230,9 +247,9 @@ inline checkpoint_difference diff_checkpoints(const checkpoint& a, const checkpo
     out.weights.push_back(diff_weights(wa, *wb, nullptr, options));
   }
   for (const auto& wb : b.weights)
-    if (!a.find_weight(wb.name)) out.only_in_b.push_back(wb.name);
+    if (!lookup(a_weights, wb.name)) out.only_in_b.push_back(wb.name);
   for (const auto& ta : a.tensors) {
-    const auto* tb = b.find_tensor(ta.name);
+    const auto* tb = lookup(b_tensors, ta.name);
     if (!tb) {
       out.only_in_a.push_back(ta.name);
     } else if (ta.dtype != tb->dtype || ta.shape != tb->shape || ta.bytes != tb->bytes) {
@@ -242,7 +259,7 @@ inline checkpoint_difference diff_checkpoints(const checkpoint& a, const checkpo
     }
   }
   for (const auto& tb : b.tensors)
-    if (!a.find_tensor(tb.name)) out.only_in_b.push_back(tb.name);
+    if (!lookup(a_tensors, tb.name)) out.only_in_b.push_back(tb.name);
   return out;
 }
 

@@ -12,6 +12,8 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -213,9 +215,11 @@ inline safetensors_file modelopt_to_safetensors(const checkpoint& c, bool annota
     if (w.input_scale) file.tensors.push_back(f32_tensor(w.name + ".input_scale", w.input_scale->decode, {}));
   }
   for (const auto& t : c.tensors) file.tensors.push_back(t);
+  std::unordered_set<std::string_view> names;  // (a set, not a count per tensor: linear in the tensor count)
+  names.reserve(file.tensors.size());
   for (const auto& t : file.tensors)
-    if (std::count_if(file.tensors.begin(), file.tensors.end(), [&](const auto& u) { return u.name == t.name; }) > 1)
-      throw error(errc::invalid_argument, "modelopt writer: two tensors would be named '" + t.name + "'");
+    if (!names.insert(t.name).second)
+      throw error(errc::invalid_argument, "modelopt writer: two tensors would be named '" + clip_for_message(t.name) + "'");
   for (const auto& w : c.weights)
     if (w.rht)
       throw error(errc::unsupported, "modelopt writer: tensor '" + w.name +

@@ -16,11 +16,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/io/file_bytes.hpp"
+#include "nvfp4/io/json_limits.hpp"
 
 namespace nvfp4::io {
 
@@ -100,9 +102,18 @@ struct safetensors_file {
   /// The tensor named `name`; throws invalid_argument naming the tensors there are otherwise.
   const safetensors_tensor& at(std::string_view name) const {
     if (const auto* t = find(name)) return *t;
+    // The first few names only: a file may hold a million.
     std::string known;
-    for (const auto& t : tensors) known += (known.empty() ? "" : ", ") + t.name;
-    throw error(errc::invalid_argument, "safetensors: no tensor named '" + std::string(name) + "' (the file has: " +
+    std::size_t listed = 0;
+    for (const auto& t : tensors) {
+      if (listed == 8) {
+        known += ", ... " + std::to_string(tensors.size() - listed) + " more";
+        break;
+      }
+      known += (known.empty() ? "" : ", ") + clip_for_message(t.name);
+      ++listed;
+    }
+    throw error(errc::invalid_argument, "safetensors: no tensor named '" + clip_for_message(name) + "' (the file has: " +
                                             (known.empty() ? std::string("none") : known) + ")");
   }
   /// Appends a tensor after checking its name is new and its byte count matches shape x dtype.
@@ -131,34 +142,16 @@ inline std::optional<std::uint64_t> exact_unsigned(const nlohmann::json& value, 
   return v;
 }
 
-/// A JSON value as text for messages (non-ASCII escaped, never throwing).
-inline std::string json_text(const nlohmann::json& value) {
-  return value.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
-}
+/// A JSON value as text for messages (non-ASCII escaped, never throwing, clipped to
+/// message_echo_max bytes).
+inline std::string json_text(const nlohmann::json& value) { return json_for_message(value); }
 
-/// Parses `text` as JSON more strictly than nlohmann does by default: a NUL byte (which would
-/// end nlohmann's input early, hiding what follows) and a key repeated within one object (where
-/// nlohmann keeps the last silently) are malformed_file, as is invalid JSON. `what` starts the
-/// messages ("x.safetensors: the safetensors header").
+/// Parses `text` as JSON more strictly than nlohmann does by default, within io/json_limits.hpp's
+/// bounds: a NUL byte, nesting deeper than json_max_depth, a key repeated within one object (where
+/// nlohmann keeps the last silently) and invalid JSON are malformed_file. `what` starts the
+/// messages ("x.safetensors: the safetensors header"). Linear in the text's size.
 inline nlohmann::json parse_strict_json(std::string_view text, const std::string& what) {
-  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
-    throw error(errc::malformed_file, what + " holds a NUL byte at offset " + std::to_string(nul));
-  std::vector<std::set<std::string>> open_objects;  // the keys seen in each object being parsed
-  std::string duplicate;
-  const auto watch_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using event_t = nlohmann::json::parse_event_t;
-    if (event == event_t::object_start) open_objects.emplace_back();
-    else if (event == event_t::object_end && !open_objects.empty()) open_objects.pop_back();
-    else if (event == event_t::key && !open_objects.empty() && duplicate.empty()) {
-      const auto key = parsed.get<std::string>();
-      if (!open_objects.back().insert(key).second) duplicate = key;
-    }
-    return true;
-  };
-  nlohmann::json parsed = nlohmann::json::parse(text.begin(), text.end(), watch_keys, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) throw error(errc::malformed_file, what + " is not valid JSON");
-  if (!duplicate.empty()) throw error(errc::malformed_file, what + " has the key '" + duplicate + "' twice in one object");
-  return parsed;
+  return parse_json_bounded<nlohmann::json>(text, what, duplicate_keys::refuse);
 }
 
 inline std::uint64_t read_u64_le(const std::uint8_t* p) {
@@ -185,12 +178,12 @@ inline std::vector<header_entry> check_header(const nlohmann::json& header, std:
     if (key == "__metadata__") {
       if (!value.is_object()) fail("__metadata__ is not an object");
       for (const auto& [meta_key, meta_value] : value.items()) {
-        if (!meta_value.is_string()) fail("__metadata__ value of '" + meta_key + "' is not a string");
+        if (!meta_value.is_string()) fail("__metadata__ value of '" + clip_for_message(meta_key) + "' is not a string");
         metadata[meta_key] = meta_value.get<std::string>();
       }
       continue;
     }
-    const std::string where = "tensor '" + key + "'";
+    const std::string where = "tensor '" + clip_for_message(key) + "'";
     if (!value.is_object()) fail(where + " is not described by an object");
     const auto dtype_it = value.find("dtype");
     const auto shape_it = value.find("shape");
@@ -203,7 +196,7 @@ inline std::vector<header_entry> check_header(const nlohmann::json& header, std:
     entry.name = key;
     const auto dtype_name = dtype_it->get<std::string>();
     const auto dtype = parse_safetensors_dtype(dtype_name);
-    if (!dtype) throw error(errc::unsupported, file + ": " + where + " has dtype '" + dtype_name + "', which is not supported");
+    if (!dtype) throw error(errc::unsupported, file + ": " + where + " has dtype '" + clip_for_message(dtype_name) + "', which is not supported");
     entry.dtype = *dtype;
     for (const auto& d : *shape_it) {
       const auto dimension = exact_unsigned(d, static_cast<std::uint64_t>(max_element_count));
@@ -236,7 +229,7 @@ inline std::vector<header_entry> check_header(const nlohmann::json& header, std:
   // The tensors must tile the buffer exactly: no overlap, no gap, nothing left over.
   std::uint64_t covered = 0;
   for (const auto& e : entries) {
-    if (e.begin < covered) fail("tensor '" + e.name + "' overlaps the tensor before it in the data buffer");
+    if (e.begin < covered) fail("tensor '" + clip_for_message(e.name) + "' overlaps the tensor before it in the data buffer");
     if (e.begin > covered) fail("bytes " + std::to_string(covered) + ".." + std::to_string(e.begin) +
                                 " of the data buffer belong to no tensor");
     covered = e.end;
@@ -308,7 +301,13 @@ inline safetensors_file read_safetensors(const std::filesystem::path& path) {
 /// The header is padded with spaces to a multiple of 8 bytes so the buffer starts aligned.
 inline std::vector<std::uint8_t> serialize_safetensors_header(const safetensors_file& file) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  // Entries are appended to the ordered map's vector directly, uniqueness kept by a hash set:
+  // ordered_json's own insert scans the map, quadratic in the tensor count.
+  auto& entries = header.get_ref<nlohmann::ordered_json::object_t&>();
+  entries.reserve(file.tensors.size() + 1);
+  std::unordered_set<std::string_view> names;
+  names.reserve(file.tensors.size());
+  if (!file.metadata.empty()) entries.emplace_back("__metadata__", file.metadata);
   std::uint64_t offset = 0;
   for (const auto& t : file.tensors) {
     const auto expected = detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument,
@@ -316,11 +315,13 @@ inline std::vector<std::uint8_t> serialize_safetensors_header(const safetensors_
     detail::require(expected == t.bytes.size(), errc::shape_mismatch,
                     "safetensors: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
                         " bytes for shape " + detail_safetensors::shape_text(t.shape));
-    detail::require(!header.contains(t.name), errc::invalid_argument,
-                    "safetensors: tensor name '" + t.name + "' is used twice");
-    header[t.name] = {{"dtype", std::string(safetensors_dtype_name(t.dtype))},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    detail::require(!t.name.empty() && t.name != "__metadata__", errc::invalid_argument,
+                    "safetensors: '" + t.name + "' is not a usable tensor name (empty, or the header's own key)");
+    detail::require(names.insert(t.name).second, errc::invalid_argument,
+                    "safetensors: tensor name '" + clip_for_message(t.name) + "' is used twice");
+    entries.emplace_back(t.name, nlohmann::ordered_json{{"dtype", std::string(safetensors_dtype_name(t.dtype))},
+                                                        {"shape", t.shape},
+                                                        {"data_offsets", {offset, offset + t.bytes.size()}}});
     offset += t.bytes.size();
   }
   std::string text;
