@@ -191,3 +191,21 @@ def test_two_calls_before_one_backward_give_each_calls_gradients():
         separate.append(x.grad.clone())
     assert torch.equal(grads[0], separate[0]) and torch.equal(grads[1], separate[1])
     assert torch.allclose(grads[2], layer.weight.grad)  # the same two dW, summed by autograd in either order
+
+
+def test_module_to_bfloat16_follows_the_parameters():
+    torch.manual_seed(7)
+    layer = te.Linear(64, 32)
+    x = torch.randn(16, 64)
+    with te.autocast(recipe=te.recipe.DelayedScaling()):
+        layer(x).sum().backward()
+    scale = layer._unit.core.scaling_state("weight")["scale"]
+    layer.to(torch.bfloat16)
+    twin = te.Linear(64, 32, params_dtype=torch.bfloat16)
+    twin.load_state_dict(layer.state_dict())
+    with torch.no_grad(), te.autocast(recipe=te.recipe.DelayedScaling()):
+        y = layer(x)
+        assert y.dtype == torch.bfloat16 and layer._unit.core.scaling_state("weight")["scale"] == scale
+        assert torch.equal(y, twin(x))
+    with pytest.raises(TypeError, match="float32 or bfloat16"):
+        layer.half()(x)

@@ -27,16 +27,30 @@ class LinearUnit:
         if not hasattr(_lib, "LinearCore"):
             raise ImportError("this build of the nvfp4 extension has no LinearCore (rebuild the nvfp4_python target)")
         self.in_features, self.out_features, self.has_bias = in_features, out_features, bias
+        self._options = dict(bias=bias, mode=mode, fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval, seed=seed)
         self.dtype = params_dtype
-        self.core = _lib.LinearCore(in_features, out_features, None, bias=bias,
-                                    dtype="bf16" if params_dtype == torch.bfloat16 else "fp32", mode=mode,
-                                    fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval, seed=seed)
+        self.core = self._new_core(params_dtype)
         self.recipe = None           # the TE recipe the core runs (None: no quantization)
         self._key = None
         self._delayed = None         # (first registered DelayedScaling, its library recipe)
         self._saved_scaling = None   # delayed-scaling state kept while another recipe runs
         self.forward_token = 0       # which training forward the core keeps for backward
         self.kept_token = None
+
+    def _new_core(self, dtype):
+        return _lib.LinearCore(self.in_features, self.out_features, None,
+                               dtype="bf16" if dtype == torch.bfloat16 else "fp32", **self._options)
+
+    def follow_dtype(self, dtype):
+        """After module.to(dtype): a core of the parameters' new dtype, with the old one's recipe,
+        delayed-scaling state and step count."""
+        if dtype == self.dtype:
+            return
+        state, recipe = self.extra_state(), self.recipe
+        self.core, self.dtype = self._new_core(dtype), dtype
+        self.recipe, self._key, self.kept_token = None, None, None
+        self.use_recipe(recipe)
+        self.load_extra_state(state)
 
     # ---- the recipe of the region --------------------------------------------------------------
     def use_recipe(self, recipe):
@@ -91,6 +105,7 @@ class LinearUnit:
         """Y [M, out] for x2d [M, in] under the current region's recipe; autograd when grad is on."""
         if is_first_microbatch not in _WEIGHT_CACHE:
             raise ValueError(f"is_first_microbatch must be None, True or False, got {is_first_microbatch!r}")
+        self.follow_dtype(weight.dtype)
         recipe, region = quantization._current()
         self.use_recipe(recipe)
         first = False

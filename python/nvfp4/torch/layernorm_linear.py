@@ -23,15 +23,20 @@ class LayerNormLinear(torch.nn.Module):
             raise ValueError(f"LayerNormLinear: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
         self.in_features, self.out_features, self.eps = int(in_features), int(out_features), float(eps)
         self.normalization, self.zero_centered_gamma = normalization, bool(zero_centered_gamma)
-        self.params_dtype = _module.resolve_dtype(params_dtype)
+        dtype = _module.resolve_dtype(params_dtype)
         self.use_bias, self.return_bias, self.return_layernorm_output = bool(bias), bool(return_bias), bool(return_layernorm_output)
-        self.layer_norm_weight = _module.new_vector(self.in_features, self.params_dtype, 0.0 if zero_centered_gamma else 1.0)
-        self.layer_norm_bias = _module.new_vector(self.in_features, self.params_dtype, 0.0) if normalization == "LayerNorm" else None
-        self.weight = _module.new_weight((self.out_features, self.in_features), self.params_dtype, init_method)
-        self.bias = _module.new_vector(self.out_features, self.params_dtype, 0.0) if self.use_bias else None
+        self.layer_norm_weight = _module.new_vector(self.in_features, dtype, 0.0 if zero_centered_gamma else 1.0)
+        self.layer_norm_bias = _module.new_vector(self.in_features, dtype, 0.0) if normalization == "LayerNorm" else None
+        self.weight = _module.new_weight((self.out_features, self.in_features), dtype, init_method)
+        self.bias = _module.new_vector(self.out_features, dtype, 0.0) if self.use_bias else None
         self._unit = LinearUnit(self.in_features, self.out_features, bias=self.use_bias and not self.return_bias,
-                                params_dtype=self.params_dtype, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
+                                params_dtype=dtype, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
                                 promotion_interval=promotion_interval)
+
+    @property
+    def params_dtype(self):
+        """The parameters' dtype (it follows module.to(dtype); float32 or bfloat16)."""
+        return self.weight.dtype
 
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:

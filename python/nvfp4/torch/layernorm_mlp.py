@@ -50,7 +50,7 @@ class LayerNormMLP(torch.nn.Module):
             raise ValueError(f"LayerNormMLP: activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.hidden_size, self.ffn_hidden_size, self.eps = int(hidden_size), int(ffn_hidden_size), float(eps)
         self.normalization, self.activation, self.zero_centered_gamma = normalization, activation, bool(zero_centered_gamma)
-        self.params_dtype = dtype = _module.resolve_dtype(params_dtype)
+        dtype = _module.resolve_dtype(params_dtype)
         self.use_bias, self.return_bias, self.return_layernorm_output = bool(bias), bool(return_bias), bool(return_layernorm_output)
         fc1_out = self.ffn_hidden_size * (2 if ACTIVATIONS[activation][1] else 1)
         self.layer_norm_weight = _module.new_vector(self.hidden_size, dtype, 0.0 if zero_centered_gamma else 1.0)
@@ -63,6 +63,11 @@ class LayerNormMLP(torch.nn.Module):
         self._fc1 = LinearUnit(self.hidden_size, fc1_out, bias=self.use_bias, seed=seed, **options)
         self._fc2 = LinearUnit(self.ffn_hidden_size, self.hidden_size, bias=self.use_bias and not self.return_bias,
                                seed=seed + 1, **options)
+
+    @property
+    def params_dtype(self):
+        """The parameters' dtype (it follows module.to(dtype); float32 or bfloat16)."""
+        return self.fc1_weight.dtype
 
     def forward(self, inp, is_first_microbatch=None):
         _module.check_parameters(self, "LayerNormMLP")

@@ -22,14 +22,19 @@ class Linear(torch.nn.Module):
         self.in_features, self.out_features = int(in_features), int(out_features)
         if self.in_features <= 0 or self.out_features <= 0:
             raise ValueError(f"Linear: in_features and out_features must be positive, got {in_features}, {out_features}")
-        self.params_dtype = _module.resolve_dtype(params_dtype)
+        dtype = _module.resolve_dtype(params_dtype)
         self.use_bias, self.return_bias = bool(bias), bool(return_bias)
-        self.weight = _module.new_weight((self.out_features, self.in_features), self.params_dtype, init_method)
-        self.bias = _module.new_vector(self.out_features, self.params_dtype, 0.0) if self.use_bias else None
+        self.weight = _module.new_weight((self.out_features, self.in_features), dtype, init_method)
+        self.bias = _module.new_vector(self.out_features, dtype, 0.0) if self.use_bias else None
         # With return_bias the bias is returned, not added (TE: for a fused bias-add downstream).
         self._unit = LinearUnit(self.in_features, self.out_features, bias=self.use_bias and not self.return_bias,
-                                params_dtype=self.params_dtype, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
+                                params_dtype=dtype, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
                                 promotion_interval=promotion_interval)
+
+    @property
+    def params_dtype(self):
+        """The parameters' dtype (it follows module.to(dtype); float32 or bfloat16)."""
+        return self.weight.dtype
 
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
