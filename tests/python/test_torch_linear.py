@@ -209,3 +209,22 @@ def test_module_to_bfloat16_follows_the_parameters():
         assert torch.equal(y, twin(x))
     with pytest.raises(TypeError, match="float32 or bfloat16"):
         layer.half()(x)
+
+
+def test_deepcopy_and_pickle_keep_the_layer():
+    import copy
+    import io
+    torch.manual_seed(8)
+    model = torch.nn.Sequential(te.Linear(64, 32), te.LayerNormMLP(32, 64))
+    x = torch.randn(16, 64)
+    with te.autocast(recipe=te.recipe.DelayedScaling()):
+        model(x).sum().backward()
+    clone = copy.deepcopy(model)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer) if torch.__version__ < "2" else torch.load(buffer, weights_only=False)
+    with torch.no_grad(), te.autocast(recipe=te.recipe.DelayedScaling()):
+        y = model(x)
+        assert torch.equal(clone(x), y) and torch.equal(loaded(x), y)
+    assert clone[0]._unit.core is not model[0]._unit.core

@@ -37,6 +37,22 @@ class LinearUnit:
         self.forward_token = 0       # which training forward the core keeps for backward
         self.kept_token = None
 
+    # ---- pickle / deepcopy (the core is rebuilt from the options, recipe and state) ----------------
+    def __getstate__(self):
+        return {"features": (self.in_features, self.out_features, self.has_bias), "options": self._options,
+                "dtype": self.dtype, "recipe": self.recipe, "delayed": self._delayed, "state": self.extra_state()}
+
+    def __setstate__(self, saved):
+        self.in_features, self.out_features, self.has_bias = saved["features"]
+        self._options, self.dtype = saved["options"], saved["dtype"]
+        self.core = self._new_core(self.dtype)
+        self.recipe, self._key, self._delayed, self._saved_scaling = None, None, None, None
+        self.forward_token, self.kept_token = 0, None
+        if saved["delayed"] is not None:
+            self.use_recipe(saved["delayed"])  # the first registered DelayedScaling's settings
+        self.use_recipe(saved["recipe"])
+        self.load_extra_state(saved["state"])
+
     def _new_core(self, dtype):
         return _lib.LinearCore(self.in_features, self.out_features, None,
                                dtype="bf16" if dtype == torch.bfloat16 else "fp32", **self._options)
