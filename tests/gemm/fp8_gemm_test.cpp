@@ -98,6 +98,15 @@ TEST(Fp8Gemm, BlockEpilogueFollowsTheGpuOrTesReference) {
   EXPECT_EQ(run(a, b, fp8_block_epilogue::te_reference), a_first);    // the 1x128 scale first
   EXPECT_EQ(run(b, a, fp8_block_epilogue::te_reference), a_first);
   EXPECT_EQ(run(a, b1, fp8_block_epilogue::te_reference), a_first);
+  // 1x128 x 1x128 with K = 128 (one block): the H100 applies B's scale first.
+  fp8_tensor a128(1, 128, fp8_format::e4m3, 1, 128), b128(1, 128, fp8_format::e4m3, 1, 128);
+  a128.codes()[0] = 0x44;
+  b128.codes()[0] = 0x38;
+  a128.scale_inv()[0] = sa0;
+  b128.scale_inv()[0] = sb0;
+  ASSERT_NE((3.0f * sa0) * sb0, (3.0f * sb0) * sa0);
+  EXPECT_EQ(run(a128, b128, fp8_block_epilogue::hardware), (3.0f * sb0) * sa0);
+  EXPECT_EQ(run(a128, b128, fp8_block_epilogue::te_reference), (3.0f * sa0) * sb0);
   fp8_gemm_options defaults;
   EXPECT_EQ(defaults.block_epilogue, fp8_block_epilogue::hardware);
 }

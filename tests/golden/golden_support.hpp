@@ -47,6 +47,18 @@ inline std::vector<nlohmann::json> cases_of(const std::string& kind) {
   return out;
 }
 
+/// Whether the vectors are the copy shipped with the project (not a directory from NVFP4_GOLDEN_DIR).
+inline bool shipped() { return directory() == std::filesystem::path(NVFP4_DEFAULT_GOLDEN_DIR); }
+
+/// The cases of a kind that the shipped archive holds but another directory may lack: there an
+/// empty list prints "<kind>: absent" (the caller skips); in the shipped copy the caller asserts
+/// that the list is not empty.
+inline std::vector<nlohmann::json> cases_or_absent(const std::string& kind) {
+  auto cases = cases_of(kind);
+  if (cases.empty() && !shipped()) std::printf("%s: absent\n", kind.c_str());
+  return cases;
+}
+
 /// Loads the .npy a case field names.
 inline io::npy_array load(const nlohmann::json& test_case, const std::string& field) {
   return io::read_npy(directory() / test_case.at(field).get<std::string>());
@@ -55,6 +67,13 @@ inline io::npy_array load(const nlohmann::json& test_case, const std::string& fi
 template <class T>
 std::vector<T> load_as(const nlohmann::json& test_case, const std::string& field) {
   return load(test_case, field).as<T>();
+}
+
+/// The bf16 values of a uint16 .npy of bf16 bits, widened to float (exact).
+inline std::vector<float> load_bf16_as_float(const nlohmann::json& test_case, const std::string& field) {
+  std::vector<float> out;
+  for (std::uint16_t b : load_as<std::uint16_t>(test_case, field)) out.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16));
+  return out;
 }
 
 /// A one-line description of a case for failure messages.

@@ -35,7 +35,7 @@ namespace nvfp4 {
 enum class fp8_block_epilogue {
   /// What an H100 computes (cuBLASLt's blockwise scaling, measured bit for bit): y = fma(P,
   /// fl(s_A * s_B), y) when either operand has 128x128 blocks, y = fma(fl(P * s_A), s_B, y) when
-  /// both have 1x128 blocks. The default.
+  /// both have 1x128 blocks, except for K = 128 (one block): fl(fl(P * s_B) * s_A). The default.
   hardware,
   /// TE's Python reference GEMM (the one TE's block-scaling tests compare against): y = fma(fl(P *
   /// s_1D), s_other, y) with s_1D the scale of the 1x128 operand (A's when both are). Differs from
@@ -170,8 +170,14 @@ inline float row_epilogue(float s, float scale_a, float scale_b) {
 /// * s_A), s_B, y) or fma(fl(P * s_B), s_A, y).
 enum class block_update { combined, a_first, b_first };
 
-inline block_update block_update_for(bool a_1x128, bool b_1x128, fp8_block_epilogue epilogue) {
-  if (epilogue == fp8_block_epilogue::hardware) return a_1x128 && b_1x128 ? block_update::a_first : block_update::combined;
+/// `k_blocks`: how many K blocks of 128 the GEMM has. The H100 applies B's scale first in a
+/// 1x128 x 1x128 GEMM of a single K block (measured on 14 shapes: K = 128 always B's first, K >=
+/// 256 always A's).
+inline block_update block_update_for(bool a_1x128, bool b_1x128, fp8_block_epilogue epilogue, index_t k_blocks) {
+  if (epilogue == fp8_block_epilogue::hardware) {
+    if (!(a_1x128 && b_1x128)) return block_update::combined;
+    return k_blocks <= 1 ? block_update::b_first : block_update::a_first;
+  }
   if (a_1x128) return block_update::a_first;  // TE's reference: the 1x128 operand's scale first
   return b_1x128 ? block_update::b_first : block_update::combined;
 }
@@ -226,7 +232,7 @@ inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i
   if (row_scaled(a) && row_scaled(b)) return row_epilogue(fp8_chain_output(a, b, i, j, 0.0f, options), a.scale_inv()[i], b.scale_inv()[j]);
   const index_t k = a.cols(), steps = (k + mma8::step_k - 1) / mma8::step_k;
   const index_t steps_per_block = fp8_block_size / mma8::step_k;
-  const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue);
+  const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue, a.scale_cols());
   std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
   const std::uint8_t* a_row = a.codes().data() + i * k;
   const std::uint8_t* b_row = b.codes().data() + j * k;
@@ -290,7 +296,8 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
 /// - block-scaled (Float8BlockScaling, blocks of 128 along K): for each K block, its partial P (the
 ///   chain over its 128 elements, promoted as options say) enters an fp32 accumulator y from 0 by
 ///   options.block_epilogue: on the GPU (default) y = fma(P, fl(s_A * s_B), y) when either
-///   operand has 128x128 blocks and y = fma(fl(P * s_A), s_B, y) for 1x128 x 1x128; TE's reference
+///   operand has 128x128 blocks and y = fma(fl(P * s_A), s_B, y) for 1x128 x 1x128 (B's scale
+///   first when K is a single block); TE's reference
 ///   puts the 1x128 operand's scale first in every pair.
 /// Then + bias, rounded to Out (float, or bf16 nearest-even).
 template <class Out>
@@ -413,7 +420,7 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
   using fp8_gemm_detail::lanes;
   const index_t per_promotion = options.promotion_interval / mma8::step_k;
   const index_t steps_per_block = fp8_block_size / mma8::step_k;
-  const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue);
+  const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue, a.scale_cols());
   fp8_gemm_detail::for_each_chunk(
       ua, ub, options.core, options.mode, steps_per_block, zero_row,
       [&](const fp8_gemm_detail::step_block& blk, index_t s0, index_t s1, float* y, index_t stride) {
