@@ -17,10 +17,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/packed_fp4.hpp"
+#include "nvfp4/io/json_limits.hpp"
 #include "nvfp4/io/safetensors.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 
@@ -347,17 +350,30 @@ inline nlohmann::ordered_json make_annotation(const checkpoint& c, bool stored_d
 /// Applies an annotation (make_annotation's output, as text) to a checkpoint just read. Fields the
 /// file held natively win over the annotation's. A malformed annotation is a warning, not an error.
 inline void apply_annotation(checkpoint& c, const std::string& text, bool stored_decode) {
-  const nlohmann::ordered_json a = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::ordered_json a;
+  try {
+    a = parse_json_bounded<nlohmann::ordered_json>(text, "annotation", duplicate_keys::keep_last);
+  } catch (const error&) {
+    // (a is left null: reported below)
+  }
   if (!a.is_object()) {
     c.warnings.push_back(std::string("the '") + checkpoint_annotation_key + "' annotation is not a JSON object; ignored");
     return;
   }
-  if (const auto it = a.find("scale_bits"); it != a.end() && it->is_object())
+  // Per-weight entries through a hash index: ordered_json's find scans, quadratic in the weights.
+  const auto per_weight = [&](const char* key, const auto& apply) {
+    const auto it = a.find(key);
+    if (it == a.end() || !it->is_object()) return;
+    std::unordered_map<std::string_view, const nlohmann::ordered_json*> entries;
+    entries.reserve(it->size());
+    for (const auto& [name, entry] : it->items()) entries.emplace(name, &entry);
     for (auto& w : c.weights)
-      if (const auto e = it->find(w.name); e != it->end()) apply_scale_bits(w, *e, stored_decode);
-  if (const auto it = a.find("original_dtype"); it != a.end() && it->is_object())
-    for (auto& w : c.weights)
-      if (const auto e = it->find(w.name); e != it->end() && e->is_string()) w.original_dtype = e->get<std::string>();
+      if (const auto e = entries.find(w.name); e != entries.end()) apply(w, *e->second);
+  };
+  per_weight("scale_bits", [&](quantized_weight& w, const nlohmann::ordered_json& e) { apply_scale_bits(w, e, stored_decode); });
+  per_weight("original_dtype", [&](quantized_weight& w, const nlohmann::ordered_json& e) {
+    if (e.is_string()) w.original_dtype = e.get<std::string>();
+  });
   if (const auto it = a.find("metadata"); it != a.end() && it->is_object() && c.metadata.empty())
     for (const auto& [k, v] : it->items())
       if (v.is_string()) c.metadata[k] = v.get<std::string>();

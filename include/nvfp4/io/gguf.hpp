@@ -25,6 +25,7 @@
 #include "nvfp4/error.hpp"
 #include "nvfp4/io/checkpoint.hpp"
 #include "nvfp4/io/file_bytes.hpp"
+#include "nvfp4/io/json_limits.hpp"
 
 namespace nvfp4::io {
 
@@ -271,19 +272,19 @@ inline gguf_file parse_gguf(const std::uint8_t* image, std::size_t size, const s
     gguf_kv kv;
     kv.key = r.string("a key");
     if (kv.key.empty()) r.fail("key " + std::to_string(i) + " is empty");
-    if (!keys.insert(kv.key).second) r.fail("key '" + kv.key + "' appears twice");
+    if (!keys.insert(kv.key).second) r.fail("key '" + clip_for_message(kv.key) + "' appears twice");
     const auto type = r.scalar<std::uint32_t>("a value type");
-    if (!valid_type(type)) r.fail("key '" + kv.key + "' has value type " + std::to_string(type));
+    if (!valid_type(type)) r.fail("key '" + clip_for_message(kv.key) + "' has value type " + std::to_string(type));
     kv.type = static_cast<gguf_type>(type);
     const std::size_t begin = r.position();
     if (kv.type == gguf_type::array) {
       const auto element = r.scalar<std::uint32_t>("an array type");
       if (!valid_type(element) || element == static_cast<std::uint32_t>(gguf_type::array))
-        r.fail("key '" + kv.key + "' is an array of type " + std::to_string(element));
+        r.fail("key '" + clip_for_message(kv.key) + "' is an array of type " + std::to_string(element));
       kv.array_type = static_cast<gguf_type>(element);
       kv.count = r.scalar<std::uint64_t>("an array length");
       const std::size_t smallest = kv.array_type == gguf_type::string ? 8 : scalar_size(kv.array_type);
-      if (kv.count > r.remaining() / smallest) r.fail("array '" + kv.key + "' of " + std::to_string(kv.count) + " elements does not fit in the file");
+      if (kv.count > r.remaining() / smallest) r.fail("array '" + clip_for_message(kv.key) + "' of " + std::to_string(kv.count) + " elements does not fit in the file");
       const std::size_t values = r.position();
       for (std::uint64_t k = 0; k < kv.count; ++k) skip_value(r, kv.array_type, kv.key);
       r.copy(kv.raw, values, r.position());
@@ -367,7 +368,7 @@ inline std::vector<std::uint8_t> serialize_gguf(const gguf_file& file) {
   put_u64(out, file.metadata.size());
   std::set<std::string> keys, names;
   for (const auto& kv : file.metadata) {
-    detail::require(!kv.key.empty() && keys.insert(kv.key).second, errc::invalid_argument, "gguf: key '" + kv.key + "' is empty or repeated");
+    detail::require(!kv.key.empty() && keys.insert(kv.key).second, errc::invalid_argument, "gguf: key '" + clip_for_message(kv.key) + "' is empty or repeated");
     put_string(out, kv.key);
     put_u32(out, static_cast<std::uint32_t>(kv.type));
     if (kv.type == gguf_type::array) {

@@ -14,6 +14,7 @@
 
 #include "nvfp4/io/checkpoint.hpp"
 #include "nvfp4/io/file_bytes.hpp"
+#include "nvfp4/io/json_limits.hpp"
 #include "nvfp4/io/safetensors.hpp"
 
 namespace nvfp4::io {
@@ -22,10 +23,12 @@ namespace nvfp4::io {
 inline constexpr const char* safetensors_index_name = "model.safetensors.index.json";
 
 /// Reads a JSON file (config.json, hf_quant_config.json, an index); io_error when it cannot be
-/// read, malformed_file when it is not a JSON object.
+/// read, malformed_file when it is not a JSON object, is invalid or nests deeper than
+/// json_max_depth (a key given twice keeps its last value, as Python's json module reads it).
 inline nlohmann::ordered_json read_json_file(const std::filesystem::path& path) {
   const auto bytes = read_file_bytes(path);
-  auto j = nlohmann::ordered_json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  auto j = parse_json_bounded<nlohmann::ordered_json>(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                                                      path.string(), duplicate_keys::keep_last);
   if (!j.is_object()) throw error(errc::malformed_file, path.string() + ": not a JSON object");
   return j;
 }
@@ -58,10 +61,10 @@ inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path&
     if (it == index.end() || !it->is_object())
       throw error(errc::malformed_file, index_path.string() + ": no \"weight_map\" object");
     for (const auto& [tensor, shard] : it->items()) {
-      if (!shard.is_string()) throw error(errc::malformed_file, index_path.string() + ": the shard of '" + tensor + "' is not a string");
+      if (!shard.is_string()) throw error(errc::malformed_file, index_path.string() + ": the shard of '" + clip_for_message(tensor) + "' is not a string");
       const std::string s = shard.get<std::string>();
-      if (s.empty() || s.find('/') != std::string::npos || s.find('\\') != std::string::npos || s == "." || s == "..")
-        throw error(errc::malformed_file, index_path.string() + ": shard name '" + s + "' is not a plain file name");
+      if (s.empty() || s.size() > 255 || s.find('/') != std::string::npos || s.find('\\') != std::string::npos || s == "." || s == "..")
+        throw error(errc::malformed_file, index_path.string() + ": shard name '" + clip_for_message(s) + "' is not a plain file name");
       weight_map[tensor] = s;
       if (std::find(shard_names.begin(), shard_names.end(), s) == shard_names.end()) shard_names.push_back(s);
     }
@@ -89,24 +92,24 @@ inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path&
     for (const auto& [k, v] : part.metadata) {
       const auto [it, inserted] = merged.metadata.emplace(k, v);
       if (!inserted && it->second != v)
-        throw error(errc::malformed_file, (path / shard).string() + ": metadata '" + k + "' differs from another shard's");
+        throw error(errc::malformed_file, (path / shard).string() + ": metadata '" + clip_for_message(k) + "' differs from another shard's");
     }
     for (auto& t : part.tensors) {
       if (!weight_map.empty()) {
         const auto it = weight_map.find(t.name);
         if (it == weight_map.end())
-          throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + t.name + "' is not in the index");
+          throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + clip_for_message(t.name) + "' is not in the index");
         if (it->second != shard)
-          throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + t.name + "' is listed in shard " + it->second);
+          throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + clip_for_message(t.name) + "' is listed in shard " + it->second);
       }
       if (!seen.insert(t.name).second)
-        throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + t.name + "' is also in another shard");
+        throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + clip_for_message(t.name) + "' is also in another shard");
       merged.tensors.push_back(std::move(t));
     }
   }
   for (const auto& [tensor, shard] : weight_map)
     if (!seen.contains(tensor))
-      throw error(errc::malformed_file, index_path.string() + ": tensor '" + tensor + "' is listed in " + shard + " but not there");
+      throw error(errc::malformed_file, index_path.string() + ": tensor '" + clip_for_message(tensor) + "' is listed in " + shard + " but not there");
   return merged;
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "nvfp4/io/checkpoint.hpp"
+#include "nvfp4/io/json_limits.hpp"
 #include "nvfp4/io/modelopt.hpp"
 #include "nvfp4/scaling/layout.hpp"
 
@@ -107,17 +108,17 @@ inline checkpoint torchao_from_safetensors(const safetensors_file& file, const s
   const auto names_it = file.metadata.find("tensor_names");
   if (names_it == file.metadata.end())
     throw error(errc::malformed_file, where + ": no \"tensor_names\" in __metadata__ (not written by torchao's safetensors support)");
-  const auto names = nlohmann::json::parse(names_it->second, nullptr, false);
+  const auto names = parse_json_bounded(names_it->second, where + ": \"tensor_names\"", duplicate_keys::keep_last);
   if (!names.is_array()) throw error(errc::malformed_file, where + ": \"tensor_names\" is not a JSON list");
   std::set<std::string> consumed;
   for (const auto& n : names) {
     if (!n.is_string()) throw error(errc::malformed_file, where + ": \"tensor_names\" holds a non-string");
     const std::string name = n.get<std::string>();
     const auto meta_it = file.metadata.find(name);
-    if (meta_it == file.metadata.end()) throw error(errc::malformed_file, where + ": no metadata for '" + name + "'");
-    const auto meta = nlohmann::json::parse(meta_it->second, nullptr, false);
+    if (meta_it == file.metadata.end()) throw error(errc::malformed_file, where + ": no metadata for '" + clip_for_message(name) + "'");
+    const auto meta = parse_json_bounded(meta_it->second, where + ": the metadata of '" + clip_for_message(name) + "'", duplicate_keys::keep_last);
     if (!meta.is_object() || !meta.contains("_type") || !meta["_type"].is_string())
-      throw error(errc::malformed_file, where + ": the metadata of '" + name + "' has no \"_type\"");
+      throw error(errc::malformed_file, where + ": the metadata of '" + clip_for_message(name) + "' has no \"_type\"");
     const std::string type = meta["_type"].get<std::string>();
     if (type == "Tensor") {
       consumed.insert(name);  // kept as a plain tensor below
