@@ -1,5 +1,5 @@
 // Tests for nvfp4/scaling/quantize.hpp: the public entry points run the SIMD + OpenMP fast path
-// (nvfp4/scaling/fast_quantize.hpp, nvfp4/simd/*); it must equal nvfp4::reference bit for bit
+// (nvfp4/scaling/detail/fast_quantize.hpp, nvfp4/simd/*); it must equal nvfp4::reference bit for bit
 // for every format, input type, shape, layout, distribution and thread count. Bad input too.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/scaling/quantize.hpp"

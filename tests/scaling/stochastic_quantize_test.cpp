@@ -1,4 +1,4 @@
-// Tests of nvfp4/scaling/stochastic_quantize.hpp: the SR encoder of the fast walk against the
+// Tests of nvfp4/scaling/detail/stochastic_quantize.hpp: the SR encoder of the fast walk against the
 // scalar reference, bit for bit, for every FP4 format, input type, shape and layout; thread-count independence;
 // the statistical property TE tests (the mean of 50 SR draws beats RN); the vector kernel of the
 // rounding rule against the scalar rule; bad input.

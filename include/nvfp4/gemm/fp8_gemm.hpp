@@ -20,10 +20,10 @@
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/gemm/fp8_fast_gemm.hpp"
+#include "nvfp4/gemm/detail/fp8_fast_gemm.hpp"
 #include "nvfp4/gemm/fp8_mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
-#include "nvfp4/scaling/fp32_rounding.hpp"
+#include "nvfp4/simd/fp32_rounding.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/mxfp8_quantize.hpp"

@@ -1,6 +1,6 @@
 // nvfp4/gemm/fp8_packed_weight.hpp: an FP8 or MXFP8 GEMM operand B (a weight, [N, K]) with its
 // per-step statistics and its 16-column tiles made once, in the layout the FP8 kernels read
-// (gemm/fp8_layout.hpp), then used by any number of products with different A: what the
+// (gemm/detail/fp8_layout.hpp), then used by any number of products with different A: what the
 // unpacked fp8_gemm / mxfp8_gemm redo on every call (for a decode-shaped product most of its
 // time). The products give the same bits as with the tensor itself.
 #pragma once

@@ -12,7 +12,7 @@
 
 #include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/gemm/fast_gemm.hpp"
+#include "nvfp4/gemm/detail/fast_gemm.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/gemm/reference.hpp"
 #include "nvfp4/simd/parallel.hpp"

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "nvfp4/gemm/fast_gemm.hpp"
+#include "nvfp4/gemm/detail/fast_gemm.hpp"
 #include "nvfp4/gemm/gemm.hpp"
 
 namespace nvfp4 {

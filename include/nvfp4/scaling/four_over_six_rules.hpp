@@ -12,7 +12,7 @@
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/e2m1.hpp"
 #include "nvfp4/formats/e4m3.hpp"
-#include "nvfp4/scaling/fp32_rounding.hpp"
+#include "nvfp4/simd/fp32_rounding.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
 
 namespace nvfp4 {

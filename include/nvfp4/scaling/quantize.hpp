@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "nvfp4/scaling/fast_quantize.hpp"
+#include "nvfp4/scaling/detail/fast_quantize.hpp"
 #include "nvfp4/scaling/reference.hpp"
 
 namespace nvfp4 {

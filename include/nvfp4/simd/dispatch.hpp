@@ -15,8 +15,8 @@ namespace nvfp4::simd {
 
 /// The lane operations of the widest ISA of this build. Every kernel family written over Ops runs
 /// on them: block scaling and the bulk codecs (scaling/detail/block_kernels.hpp), stochastic
-/// rounding (scaling/stochastic_quantize.hpp), Philox (random/random_bytes.hpp), the Hadamard
-/// transform (transforms/detail/hadamard_kernels.hpp). The GEMM operand packers (gemm/packing.hpp)
+/// rounding (scaling/detail/stochastic_quantize.hpp), Philox (random/random_bytes.hpp), the Hadamard
+/// transform (transforms/detail/hadamard_kernels.hpp). The GEMM operand packers (gemm/detail/packing.hpp)
 /// run on the Ops of their kernel set (below).
 #if NVFP4_HAS_AVX512
 using ops = avx512::ops;
@@ -39,13 +39,13 @@ inline constexpr bool gemm_amx_compiled = NVFP4_HAS_AVX512_VNNI && NVFP4_AMX_COM
 /// The FP4 GEMM kernels one call runs: the run-time choice. AMX-BF16 where compiled in and
 /// usable (CPUID AMX-TILE/AMX-BF16, XCR0, Linux's XTILEDATA permission) and turned on (off by
 /// default; NVFP4_AMX=1 or amx::set_allowed(true): simd/amx/tiles.hpp), else the compile-time
-/// gemm_isa. gemm/fast_gemm.hpp still
+/// gemm_isa. gemm/detail/fast_gemm.hpp still
 /// leaves operands the AMX kernels do not take (amx::eligible) to gemm_isa's set.
 inline isa gemm_isa_for_call() { return gemm_amx_compiled && amx::usable() ? isa::amx_bf16 : gemm_isa; }
 
 /// The FP8 / MXFP8 GEMM's step kernels: every ISA of the build has a set (AVX-512:
 /// gemm/simd/fp8_mma_avx512.hpp, AVX2: gemm/simd/fp8_mma_avx2.hpp, scalar: the scalar step of
-/// gemm/fp8_fast_gemm.hpp), so the build's own ISA.
+/// gemm/detail/fp8_fast_gemm.hpp), so the build's own ISA.
 inline constexpr isa fp8_gemm_isa = compiled_isa;
 
 /// 4over6 quantization's group kernel (scaling/detail/four_over_six_kernel.hpp, over `ops`) on

@@ -11,7 +11,7 @@
 #include "nvfp4/scaling/detail/input_checks.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantize_options.hpp"
-#include "nvfp4/transforms/exact_rounding.hpp"
+#include "nvfp4/transforms/detail/exact_rounding.hpp"
 #include "nvfp4/transforms/hadamard_transform.hpp"
 
 namespace nvfp4 {

@@ -27,7 +27,7 @@
 #include <cstdint>
 
 #include "nvfp4/config.hpp"
-#include "nvfp4/gemm/fp8_layout.hpp"
+#include "nvfp4/gemm/detail/fp8_layout.hpp"
 
 #if NVFP4_HAS_AVX512
 

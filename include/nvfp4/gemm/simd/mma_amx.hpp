@@ -15,7 +15,7 @@
 //            the AVX-512 kernel, gemm/simd/mma_avx512.hpp) and (2) T is exact in fp32: each term is
 //            a multiple of 2^(E_g - 8) below 2^(E_g + 11), so four of them need E_max - E_min + 21
 //            bits: at most 24 when the group exponents of the lane span at most 3 binades
-//            (terms_add_exactly_in_float, gemm/mma_layout.hpp).
+//            (terms_add_exactly_in_float, gemm/detail/mma_layout.hpp).
 //            Rows whose spans are wider take the same sum in double (exact under (1) alone);
 //            lanes failing (1) take the scalar §6 step (the reference's own code).
 // Operands with NaN scales, E8M0 scales beyond what bf16 and the tile unit's flush-to-zero keep
@@ -35,14 +35,14 @@
 #include <utility>
 
 #include "nvfp4/detail/scratch.hpp"
-#include "nvfp4/gemm/mma_kernels.hpp"
-#include "nvfp4/gemm/mma_layout.hpp"
-#include "nvfp4/gemm/packing.hpp"
+#include "nvfp4/gemm/detail/mma_kernels.hpp"
+#include "nvfp4/gemm/detail/mma_layout.hpp"
+#include "nvfp4/gemm/detail/packing.hpp"
 #include "nvfp4/gemm/reference.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
-// The AMX layouts are plain data, there in every build (gemm/fast_gemm.hpp's packed_b holds them).
+// The AMX layouts are plain data, there in every build (gemm/detail/fast_gemm.hpp's packed_b holds them).
 namespace nvfp4::detail::amx {
 
 /// Rows of A in one tile, and the work item of the driver: 8 row blocks against 8 tiles of B.
@@ -454,7 +454,7 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
 namespace nvfp4::detail {
 
 /// The AMX kernel set, chosen at run time (simd::gemm_isa_for_call): its own layouts and driver,
-/// used by gemm/fast_gemm.hpp where eligible() accepts the operands.
+/// used by gemm/detail/fast_gemm.hpp where eligible() accepts the operands.
 template <>
 struct mma_kernels<isa::amx_bf16> {
   static constexpr int block_rows = amx::block_rows, block_tiles = 2;

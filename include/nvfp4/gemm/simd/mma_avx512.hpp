@@ -16,9 +16,9 @@
 #include <limits>
 
 #include "nvfp4/gemm/mma_model.hpp"
-#include "nvfp4/gemm/mma_kernels.hpp"
-#include "nvfp4/gemm/mma_layout.hpp"
-#include "nvfp4/gemm/packing.hpp"
+#include "nvfp4/gemm/detail/mma_kernels.hpp"
+#include "nvfp4/gemm/detail/mma_layout.hpp"
+#include "nvfp4/gemm/detail/packing.hpp"
 #include "nvfp4/simd/avx512/ops.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 

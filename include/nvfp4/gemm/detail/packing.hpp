@@ -1,14 +1,14 @@
-// nvfp4/gemm/packing.hpp: the GEMM operand packers, written once over an ISA's lane operations
+// nvfp4/gemm/detail/packing.hpp: the GEMM operand packers, written once over an ISA's lane operations
 // (simd/<isa>/ops.hpp): packed E2M1 nibbles to doubled int8 values by a 16-byte table lookup, the
 // group sums of the broadcast operand, and a tile's lanes by the one in-register transpose. They
-// build the layouts of gemm/mma_layout.hpp; every kernel set packs with its ISA's Ops.
+// build the layouts of gemm/detail/mma_layout.hpp; every kernel set packs with its ISA's Ops.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
-#include "nvfp4/gemm/mma_layout.hpp"
+#include "nvfp4/gemm/detail/mma_layout.hpp"
 #include "nvfp4/gemm/mma_model.hpp"
 
 namespace nvfp4::detail {

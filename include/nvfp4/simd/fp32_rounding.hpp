@@ -1,4 +1,4 @@
-// nvfp4/scaling/fp32_rounding.hpp: a barrier that makes the compiler round a float where the rule
+// nvfp4/simd/fp32_rounding.hpp: a barrier that makes the compiler round a float where the rule
 // says so, for the recipes' arithmetic that must match a GPU's separately rounded operations.
 #pragma once
 

@@ -1,7 +1,7 @@
-// nvfp4/scaling/fast_quantize.hpp: the fast paths behind nvfp4::amax / quantize_with_amax /
+// nvfp4/scaling/detail/fast_quantize.hpp: the fast paths behind nvfp4::amax / quantize_with_amax /
 // dequantize: one walk over 16-row panels (OpenMP over panels, the block kernels of the build's
 // ISA inside, scaling/detail/block_kernels.hpp) whose element encoder is a policy: round to
-// nearest even here, stochastic rounding in scaling/stochastic_quantize.hpp. NVFP4 1x16 round to
+// nearest even here, stochastic rounding in scaling/detail/stochastic_quantize.hpp. NVFP4 1x16 round to
 // nearest of a columnwise copy (a view with contiguous columns) goes across lanes instead
 // (quantize_columns_nvfp4_1x16). Bit-identical to nvfp4::reference for every finite input and any
 // thread count. Nothing here checks its input: the entry points of quantize.hpp do.
@@ -20,7 +20,7 @@
 #include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
-#include "nvfp4/scaling/stochastic_quantize.hpp"
+#include "nvfp4/scaling/detail/stochastic_quantize.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::detail {

@@ -1,5 +1,5 @@
-// nvfp4/scaling/stochastic_quantize.hpp: the stochastic-rounding element encoder of the block
-// scaling walk (scaling/fast_quantize.hpp): random bytes keyed by each element's index in the
+// nvfp4/scaling/detail/stochastic_quantize.hpp: the stochastic-rounding element encoder of the block
+// scaling walk (scaling/detail/fast_quantize.hpp): random bytes keyed by each element's index in the
 // source (random/random_bytes.hpp), then docs/numerics_spec.md §5's rule written once over an ISA's lane
 // operations. Bit-identical to reference::quantize_with_amax with rounding_mode::stochastic.
 #pragma once

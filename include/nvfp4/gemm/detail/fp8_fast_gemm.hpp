@@ -1,4 +1,4 @@
-// nvfp4/gemm/fp8_fast_gemm.hpp: the fast FP8 / MXFP8 GEMM and its step kernel sets (which one
+// nvfp4/gemm/detail/fp8_fast_gemm.hpp: the fast FP8 / MXFP8 GEMM and its step kernel sets (which one
 // runs: simd/dispatch.hpp's fp8_gemm_isa). The driver splits the output into items (64 rows x a
 // panel of 32 tiles of 16 columns; A's rows are staged once per item, so a wide panel stages
 // them less often: 16 tiles gave 124-130 GFLOP/s relaxed at 2048³ on Zen 4, 32 give 132-137),
@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "nvfp4/gemm/fp8_layout.hpp"
+#include "nvfp4/gemm/detail/fp8_layout.hpp"
 #include "nvfp4/gemm/simd/fp8_mma_avx2.hpp"
 #include "nvfp4/gemm/simd/fp8_mma_avx512.hpp"
 #include "nvfp4/simd/dispatch.hpp"

@@ -1,4 +1,4 @@
-// nvfp4/gemm/fp8_layout.hpp: FP8 / MXFP8 GEMM operands as the fast kernels read them: the codes in
+// nvfp4/gemm/detail/fp8_layout.hpp: FP8 / MXFP8 GEMM operands as the fast kernels read them: the codes in
 // place with per-step maxima, scales and specials beside them; a few rows of A decoded into a
 // staging buffer (values, §9 exponents, bf16 pairs); tiles of 16 rows of B (output columns) laid
 // out K-major; and the scalar step every kernel falls back to. Large buffers are made once per

@@ -1,11 +1,11 @@
-// nvfp4/gemm/mma_layout.hpp: the operand layouts of the GEMM kernel sets (gemm/mma_kernels.hpp)
+// nvfp4/gemm/detail/mma_layout.hpp: the operand layouts of the GEMM kernel sets (gemm/detail/mma_kernels.hpp)
 // and the parts of the exact kernels that do not depend on the ISA.
 // The kernels multiply bytes as vpdpbusd and vpmaddubsw do: 4 unsigned bytes of one 32-bit lane by
 // 4 signed bytes of the other. One operand ("rows", A) is read as broadcast 4-byte words of
 // doubled E2M1 values; the other ("tiles", B) is rearranged so that lane l of each 64-byte row
 // holds 4 consecutive K elements of output column l. Every 64-element K step carries its group
 // scales in the forms the kernels read, and the exponent bounds of the exact kernels' test for
-// "truncation removes nothing". gemm/packing.hpp builds the layouts, over an ISA's lane operations.
+// "truncation removes nothing". gemm/detail/packing.hpp builds the layouts, over an ISA's lane operations.
 #pragma once
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// nvfp4/transforms/exact_rounding.hpp: exact sums of float32 terms and their one rounding to
+// nvfp4/transforms/detail/exact_rounding.hpp: exact sums of float32 terms and their one rounding to
 // bfloat16 (RNE), the arithmetic behind the Hadamard transform's rule (docs/numerics_spec.md §4).
 #pragma once
 

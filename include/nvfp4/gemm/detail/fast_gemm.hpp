@@ -1,5 +1,5 @@
-// nvfp4/gemm/fast_gemm.hpp: the fast block-scaled MMA: one driver over any kernel set
-// (gemm/mma_kernels.hpp: AVX-512 VNNI, AVX2, portable), and the AMX kernels (own layouts and
+// nvfp4/gemm/detail/fast_gemm.hpp: the fast block-scaled MMA: one driver over any kernel set
+// (gemm/detail/mma_kernels.hpp: AVX-512 VNNI, AVX2, portable), and the AMX kernels (own layouts and
 // driver, gemm/simd/mma_amx.hpp) where the dispatch point's run-time choice says so
 // (simd/dispatch.hpp: gemm_isa, gemm_isa_for_call) and the operands suit them. The driver packs A
 // once, packs B per panel (or reads B packed beforehand, packed_b), and hands work items to the
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "nvfp4/detail/scratch.hpp"
-#include "nvfp4/gemm/mma_kernels.hpp"
-#include "nvfp4/gemm/mma_layout.hpp"
+#include "nvfp4/gemm/detail/mma_kernels.hpp"
+#include "nvfp4/gemm/detail/mma_layout.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/gemm/simd/mma_amx.hpp"
 #include "nvfp4/gemm/simd/mma_avx2.hpp"

@@ -1,5 +1,5 @@
-// nvfp4/gemm/mma_kernels.hpp: what a kernel set of the block-scaled MMA offers the driver
-// (gemm/fast_gemm.hpp), and the portable set: every output lane through the reference's own §6
+// nvfp4/gemm/detail/mma_kernels.hpp: what a kernel set of the block-scaled MMA offers the driver
+// (gemm/detail/fast_gemm.hpp), and the portable set: every output lane through the reference's own §6
 // step. The vector sets specialize mma_kernels in gemm/simd/ (AVX-512 VNNI, AVX2); the dispatch
 // point (simd/dispatch.hpp) says which one a call runs.
 #pragma once
@@ -8,8 +8,8 @@
 #include <type_traits>
 
 #include "nvfp4/config.hpp"
-#include "nvfp4/gemm/mma_layout.hpp"
-#include "nvfp4/gemm/packing.hpp"
+#include "nvfp4/gemm/detail/mma_layout.hpp"
+#include "nvfp4/gemm/detail/packing.hpp"
 #include "nvfp4/simd/scalar/ops.hpp"
 
 namespace nvfp4::detail {
