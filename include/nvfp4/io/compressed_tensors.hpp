@@ -213,11 +213,14 @@ inline void write_compressed_tensors(const std::filesystem::path& path, const ch
     write_safetensors(path, file);
     return;
   }
-  write_safetensors_checkpoint(path, std::move(file), max_shard_bytes);  // (taken by value: no copy of the model)
   // Hugging Face's save_pretrained writes config.json with sorted keys, indent 2 and a newline.
   nlohmann::json config = c.model_config.is_null() ? nlohmann::json::object() : nlohmann::json(c.model_config);
   config["quantization_config"] = nlohmann::json(compressed_tensors_quantization_config(c));
-  write_json_file(path / "config.json", config, 2, /*trailing_newline=*/true);
+  // The directory as a whole (io/atomic_directory.hpp): a failure leaves an existing one as it was.
+  write_directory_atomically(path, [&](const std::filesystem::path& dir) {
+    detail_sharded::write_tensor_files(dir, std::move(file), max_shard_bytes);  // (taken by value: no copy of the model)
+    write_json_file(dir / "config.json", config, 2, /*trailing_newline=*/true);
+  });
 }
 
 }  // namespace nvfp4::io

@@ -6,6 +6,8 @@
 // when the process is interrupted.
 #pragma once
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -35,15 +37,23 @@ inline std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& pa
     throw error(errc::io_error, "cannot read " + path.string() + ": it is a directory");
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
     throw error(errc::io_error, "cannot read " + path.string() + ": it is not a regular file");
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(errc::io_error, "cannot open " + path.string());
+  if (!in) {
+    // The reason the system gave ("No such file or directory", "Permission denied").
+    const int reason = errno;
+    throw error(errc::io_error, "cannot open " + path.string() + (reason != 0 ? std::string(": ") + std::strerror(reason) : std::string()));
+  }
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   if (size < 0) throw error(errc::io_error, "cannot determine the size of " + path.string());
   in.seekg(0, std::ios::beg);
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    throw error(errc::io_error, "cannot read " + path.string());
+  errno = 0;
+  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
+    const int reason = errno;
+    throw error(errc::io_error, "cannot read " + path.string() + (reason != 0 ? std::string(": ") + std::strerror(reason) : std::string()));
+  }
   return bytes;
 }
 
@@ -75,11 +85,67 @@ inline void unregister_temporary(int slot) {
   if (slot >= 0) temporary_state[slot].store(0);
 }
 
-/// Removes every registered temporary, then lets the signal do what it would have done.
-/// Async-signal-safe: only atomics, unlink, signal and raise.
+/// The temporary directories being filled right now (io/atomic_directory.hpp), the same way.
+inline constexpr int temporary_directory_slots = 4;
+inline std::atomic<int> temporary_directory_state[temporary_directory_slots] = {};
+inline char temporary_directory_path[temporary_directory_slots][temporary_path_max] = {};
+
+inline int register_temporary_directory(const std::string& path) {
+  if (path.size() >= temporary_path_max) return -1;
+  for (int slot = 0; slot < temporary_directory_slots; ++slot) {
+    int expected = 0;
+    if (temporary_directory_state[slot].compare_exchange_strong(expected, 1)) {
+      std::memcpy(temporary_directory_path[slot], path.c_str(), path.size() + 1);
+      temporary_directory_state[slot].store(2);
+      return slot;
+    }
+  }
+  return -1;
+}
+
+inline void unregister_temporary_directory(int slot) {
+  if (slot >= 0) temporary_directory_state[slot].store(0);
+}
+
+/// Removes `name` (relative to the directory `parent_fd`) and, when it is a directory, everything
+/// in it, `depth` levels at most. Async-signal-safe (system calls only, no allocation), for the
+/// signal handler: our temporary directories hold files and, carried over from a replaced
+/// directory, rarely a subdirectory.
+inline void remove_tree_at(int parent_fd, const char* name, int depth) {
+  if (::unlinkat(parent_fd, name, 0) == 0 || (errno != EISDIR && errno != EPERM)) return;
+  if (depth > 16) return;
+  const int fd = ::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  alignas(8) char buffer[2048];
+  // Entries removed while the directory is read may shift its offsets: read it again from the
+  // start until a pass finds nothing left.
+  for (int pass = 0; pass < 64; ++pass) {
+    bool found = false;
+    ::lseek(fd, 0, SEEK_SET);
+    for (;;) {
+      const ssize_t n = ::getdents64(fd, buffer, sizeof buffer);
+      if (n <= 0) break;
+      for (ssize_t at = 0; at < n;) {
+        const auto* entry = reinterpret_cast<const struct dirent64*>(buffer + at);
+        at += entry->d_reclen;
+        if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
+        found = true;
+        remove_tree_at(fd, entry->d_name, depth + 1);
+      }
+    }
+    if (!found) break;
+  }
+  ::close(fd);
+  ::unlinkat(parent_fd, name, AT_REMOVEDIR);
+}
+
+/// Removes every registered temporary file and directory, then lets the signal do what it would
+/// have done. Async-signal-safe: only atomics, system calls, signal and raise.
 inline void remove_temporaries_and_reraise(int signal_number) {
   for (int slot = 0; slot < temporary_slots; ++slot)
     if (temporary_state[slot].load() == 2) ::unlink(temporary_path[slot]);
+  for (int slot = 0; slot < temporary_directory_slots; ++slot)
+    if (temporary_directory_state[slot].load() == 2) remove_tree_at(AT_FDCWD, temporary_directory_path[slot], 0);
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
 }
@@ -187,8 +253,12 @@ inline void write_file_atomically(const std::filesystem::path& path, std::span<c
     throw error(errc::io_error, what);
   };
   {
+    errno = 0;
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) give_up("cannot create " + temporary.string() + " to write " + shown);
+    if (!out) {
+      const int reason = errno;
+      give_up("cannot create " + temporary.string() + " to write " + shown + (reason != 0 ? std::string(": ") + std::strerror(reason) : std::string()));
+    }
     for (const auto part : parts)
       if (!part.empty()) out.write(reinterpret_cast<const char*>(part.data()), static_cast<std::streamsize>(part.size()));
     out.flush();

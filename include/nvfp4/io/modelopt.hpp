@@ -249,13 +249,16 @@ inline void write_modelopt(const std::filesystem::path& path, const checkpoint& 
     }
     return;
   }
-  write_safetensors_checkpoint(path, std::move(file), options.max_shard_bytes);  // (taken by value: no copy of the model)
-  write_json_file(path / "hf_quant_config.json", hf, 4);
-  if (!c.model_config.is_null()) {
-    nlohmann::ordered_json config = c.model_config;
-    config["quantization_config"] = config_json_quantization(hf);
-    write_json_file(path / "config.json", config, 4);
-  }
+  // The directory as a whole (io/atomic_directory.hpp): a failure leaves an existing one as it was.
+  write_directory_atomically(path, [&](const std::filesystem::path& dir) {
+    detail_sharded::write_tensor_files(dir, std::move(file), options.max_shard_bytes);  // (taken by value: no copy of the model)
+    write_json_file(dir / "hf_quant_config.json", hf, 4);
+    if (!c.model_config.is_null()) {
+      nlohmann::ordered_json config = c.model_config;
+      config["quantization_config"] = config_json_quantization(hf);
+      write_json_file(dir / "config.json", config, 4);
+    }
+  });
 }
 
 }  // namespace nvfp4::io

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "nvfp4/io/atomic_directory.hpp"
 #include "nvfp4/io/checkpoint.hpp"
 #include "nvfp4/io/file_bytes.hpp"
 #include "nvfp4/io/json_limits.hpp"
@@ -113,20 +114,13 @@ inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path&
   return merged;
 }
 
-/// Writes `file` into directory `dir` as model.safetensors, or, when its tensors take more than
-/// `max_shard_bytes`, as model-0000i-of-0000n.safetensors filled in order (a new shard starts
-/// when the next tensor would overflow the current one) plus model.safetensors.index.json, as
-/// Hugging Face does. Tensors go in safetensors' own order (sort_like_safetensors). Every file is
-/// written atomically; the directory is created if needed.
-inline void write_safetensors_checkpoint(const std::filesystem::path& dir, safetensors_file file,
-                                         std::uint64_t max_shard_bytes = std::uint64_t{5} << 30) {
-  namespace fs = std::filesystem;
+namespace detail_sharded {
+
+/// write_safetensors_checkpoint's files, written into the existing directory `dir`.
+inline void write_tensor_files(const std::filesystem::path& dir, safetensors_file file, std::uint64_t max_shard_bytes) {
   sort_like_safetensors(file.tensors);
   std::uint64_t total = 0;
   for (const auto& t : file.tensors) total += t.bytes.size();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw error(errc::io_error, "cannot create directory " + dir.string() + ": " + ec.message());
   if (total <= max_shard_bytes) {
     write_safetensors(dir / "model.safetensors", file);
     return;
@@ -150,11 +144,30 @@ inline void write_safetensors_checkpoint(const std::filesystem::path& dir, safet
     for (const auto& t : shards[i].tensors) sorted_map[t.name] = name;
     write_safetensors(dir / name, shards[i]);
   }
-  for (const auto& [k, v] : sorted_map) weight_map[k] = v;
+  // (appended to the ordered map's vector: its operator[] scans, quadratic in the tensor count;
+  // the std::map's keys are unique and sorted)
+  auto& entries = weight_map.get_ref<nlohmann::ordered_json::object_t&>();
+  entries.reserve(sorted_map.size());
+  for (const auto& [k, v] : sorted_map) entries.emplace_back(k, v);
   nlohmann::ordered_json index;
   index["metadata"] = {{"total_size", total}};
   index["weight_map"] = weight_map;
   write_json_file(dir / safetensors_index_name, index, 2, /*trailing_newline=*/true);
+}
+
+}  // namespace detail_sharded
+
+/// Writes `file` into directory `dir` as model.safetensors, or, when its tensors take more than
+/// `max_shard_bytes`, as model-0000i-of-0000n.safetensors filled in order (a new shard starts
+/// when the next tensor would overflow the current one) plus model.safetensors.index.json, as
+/// Hugging Face does. Tensors go in safetensors' own order (sort_like_safetensors). The directory
+/// is written as a whole (write_directory_atomically): a failure leaves `dir` as it was, an
+/// existing `dir` is replaced at once, keeping the files beside its checkpoint.
+inline void write_safetensors_checkpoint(const std::filesystem::path& dir, safetensors_file file,
+                                         std::uint64_t max_shard_bytes = std::uint64_t{5} << 30) {
+  write_directory_atomically(dir, [&](const std::filesystem::path& staging) {
+    detail_sharded::write_tensor_files(staging, std::move(file), max_shard_bytes);
+  });
 }
 
 }  // namespace nvfp4::io

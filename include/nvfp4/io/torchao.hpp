@@ -282,9 +282,8 @@ inline void write_torchao(const std::filesystem::path& path, const checkpoint& c
     write_safetensors(path, file);
     return;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  write_safetensors(path / "model.safetensors", file);
+  // The directory as a whole (io/atomic_directory.hpp): a failure leaves an existing one as it was.
+  write_directory_atomically(path, [&](const std::filesystem::path& dir) { write_safetensors(dir / "model.safetensors", file); });
 }
 
 }  // namespace nvfp4::io
