@@ -11,7 +11,7 @@
 
 #include "nvfp4/config.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/scaling/detail/block_kernels.hpp"
+#include "nvfp4/simd/nvfp4_lanes.hpp"
 
 namespace nvfp4::detail {
 
@@ -152,7 +152,7 @@ struct hadamard16_kernels {
   /// Tiles one step of a walk transforms side by side (along the transformed dimension): enough
   /// for their output words to fill the registers of one transpose, and the blocks per step of
   /// the block kernels' store_across, which writes their quantized codes.
-  static constexpr int tiles_per_step = block_kernels<Ops>::blocks_across_per_step;
+  static constexpr int tiles_per_step = simd::nvfp4_lanes<Ops>::blocks_across_per_step;
 
   /// Writes the outputs of `count` tiles (1 .. tiles_per_step) as rows: row `lane` gets outputs
   /// 0..15 of tile 0, then of tile 1, at out + lane * out_stride (bf16 elements), by the transpose
@@ -182,8 +182,8 @@ struct hadamard16_kernels {
   /// NVFP4 1x16 quantization of a tile in registers: each lane's 16 outputs are one block of the
   /// columnwise copy (docs/numerics_spec.md §2 with the tile's bf16 outputs as input), so the
   /// block kernel that quantizes blocks across lanes takes them as they are
-  /// (block_kernels::quantize_nvfp4_1x16_across: its scale codes and packed E2M1 codes per lane).
-  static NVFP4_ALWAYS_INLINE void quantize_tile(const tile& t, const typename block_kernels<Ops>::nvfp4_scale_constants& constants,
+  /// (simd::nvfp4_lanes::quantize_nvfp4_1x16_across: its scale codes and packed E2M1 codes per lane).
+  static NVFP4_ALWAYS_INLINE void quantize_tile(const tile& t, const typename simd::nvfp4_lanes<Ops>::nvfp4_scale_constants& constants,
                                                 vi& scale_code, vi (&packed)[2]) {
     const vi high_half = Ops::set_int(0xFFFF0000u);
     vf v[16];
@@ -192,7 +192,7 @@ struct hadamard16_kernels {
       v[2 * k] = Ops::as_float(Ops::template shift_left<16>(t.rounded_pairs[k]));
       v[2 * k + 1] = Ops::as_float(Ops::bit_and(t.rounded_pairs[k], high_half));
     }
-    block_kernels<Ops>::quantize_nvfp4_1x16_across(v, constants, scale_code, packed);
+    simd::nvfp4_lanes<Ops>::quantize_nvfp4_1x16_across(v, constants, scale_code, packed);
   }
 };
 

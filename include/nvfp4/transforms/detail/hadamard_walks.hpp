@@ -186,12 +186,12 @@ struct hadamard_walks {
   /// packed E2M1 codes to data (row stride data_stride bytes), UE4M3 codes to scales.
   static void columnwise_quantize(matrix_view<const bf16> x, const hadamard_transform& transform, tensor_scale scale,
                                   std::uint8_t* data, index_t data_stride, std::uint8_t* scales, index_t scale_stride) {
-    const typename block_kernels<Ops>::nvfp4_scale_constants constants(scale);
+    const typename simd::nvfp4_lanes<Ops>::nvfp4_scale_constants constants(scale);
     columnwise_walk<false>(x, transform, hadamard_direction::forward, [&](index_t r0, index_t c0, const tile* tiles, int count) {
       vi packed[tiles_per_step][2] = {};
       vi codes[tiles_per_step] = {};
       for (int k = 0; k < count; ++k) kernels::quantize_tile(tiles[k], constants, codes[k], packed[k]);
-      block_kernels<Ops>::store_across(packed, codes, count, data + r0 * data_stride + c0 / 2, data_stride, scales + r0 * scale_stride + c0 / 16,
+      simd::nvfp4_lanes<Ops>::store_across(packed, codes, count, data + r0 * data_stride + c0 / 2, data_stride, scales + r0 * scale_stride + c0 / 16,
                                        scale_stride);
     });
   }
