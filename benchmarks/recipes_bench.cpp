@@ -208,7 +208,7 @@ void BM_float_gemm_step(benchmark::State& state) {
   }
   report(state, p, 3.0);
 }
-/// The fp32 GEMM's tile kernel alone (gemm/simd/float_tile_kernel.hpp) on packed operands that
+/// The fp32 GEMM's tile kernel alone (gemm/detail/float_tile_kernel.hpp) on packed operands that
 /// stay in L1 (K = 256, one tile of A, one panel of B), 64 calls per iteration: its ceiling.
 void BM_float_tile_kernel_in_l1(benchmark::State& state) {
   using kernel = detail::float_gemm_blocking::kernel;

@@ -1,5 +1,5 @@
 // Tests of nvfp4/gemm/float_gemm.hpp: a hand-worked product whose K order shows, the fast path
-// (packed tile kernel, gemm/simd/float_tile_kernel.hpp) against the reference for every edge of
+// (packed tile kernel, gemm/detail/float_tile_kernel.hpp) against the reference for every edge of
 // its blocking (M, N, K around the tile, the K chunk, the row block and the column group; K = 0
 // and 1), every operand layout (row-major, transposed, doubly strided A and B; C absent,
 // row-major, transposed or aliasing D; strided D), special values, on every ISA build and for 1

@@ -11,10 +11,10 @@
 
 #include "nvfp4/detail/scratch.hpp"
 #include "nvfp4/error.hpp"
-#include "nvfp4/gemm/simd/float_tile_kernel.hpp"
-#include "nvfp4/scaling/detail/block_kernels.hpp"
+#include "nvfp4/gemm/detail/float_tile_kernel.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/simd/dispatch.hpp"
+#include "nvfp4/simd/panels.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
@@ -58,7 +58,7 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
 
 namespace detail {
 
-/// The fast fp32 GEMM's blocking around its tile kernel (gemm/simd/float_tile_kernel.hpp), the
+/// The fast fp32 GEMM's blocking around its tile kernel (gemm/detail/float_tile_kernel.hpp), the
 /// classic packed GEMM's: A and B are packed once per call (by the team), A into tiles of MR rows
 /// ([tile][k][MR]), B into panels of NR columns ([panel][k][NR]); a work item is `block_rows` rows
 /// of A against a group of panels, walked one K chunk of `chunk_k` at a time: for each panel the
@@ -86,7 +86,7 @@ inline void pack_float_panel(matrix_view<const float> b, index_t j0, index_t col
   const index_t k = b.cols();
   if (b.col_stride() == 1) {
     // Row-major B: the transpose of `cols` rows, 16 x 16 floats at a time.
-    fast_block_kernels::transpose_panel(&b(j0, 0), b.row_stride(), k, cols, out, nr);
+    simd::fast_panels::transpose_panel(&b(j0, 0), b.row_stride(), k, cols, out, nr);
     if (cols < nr)
       for (index_t kk = 0; kk < k; ++kk) std::fill(out + kk * nr + cols, out + (kk + 1) * nr, 0.0f);
   } else if (b.row_stride() == 1) {
@@ -105,7 +105,7 @@ inline void pack_float_rows(matrix_view<const float> a, index_t i0, index_t rows
   for (index_t t0 = 0; t0 < rows; t0 += mr, out += kc * mr) {
     const index_t here = std::min(mr, rows - t0);
     if (a.col_stride() == 1 && here == mr) {
-      fast_block_kernels::transpose_panel(&a(i0 + t0, k0), a.row_stride(), kc, mr, out, mr);
+      simd::fast_panels::transpose_panel(&a(i0 + t0, k0), a.row_stride(), kc, mr, out, mr);
     } else if (a.row_stride() == 1) {
       const float* src = &a(i0 + t0, k0);  // column-major A (a transposed view): MR values per k
       for (index_t kk = 0; kk < kc; ++kk, src += a.col_stride())

@@ -1,4 +1,4 @@
-// nvfp4/gemm/simd/float_tile_kernel.hpp: the register-blocked microkernel of the fp32 GEMM
+// nvfp4/gemm/detail/float_tile_kernel.hpp: the register-blocked microkernel of the fp32 GEMM
 // (gemm/float_gemm.hpp), written once over the lane operations of any ISA (simd/<isa>/ops.hpp).
 // A tile of MR output rows by NR = NV·width output columns lives in MR·NV vector registers; each
 // K step broadcasts one packed A value per row and loads NV vectors of packed B, then one FMA per
