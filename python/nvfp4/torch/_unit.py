@@ -32,7 +32,7 @@ class LinearUnit:
         self.core = self._new_core(params_dtype)
         self.recipe = None           # the TE recipe the core runs (None: no quantization)
         self._key = None
-        self._delayed = None         # (first registered DelayedScaling, its library recipe)
+        self._delayed = None         # the first DelayedScaling registered (its update settings stay)
         self._saved_scaling = None   # delayed-scaling state kept while another recipe runs
         self.forward_token = 0       # which training forward the core keeps for backward
         self.kept_token = None
