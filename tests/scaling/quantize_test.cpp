@@ -253,7 +253,7 @@ TYPED_TEST(FastQuantize, MatchesReferenceBitForBit) {
   // 3 x 16400: rows too long to widen whole (bf16 goes through 512-column pieces; see
   // max_widened_panel_floats), with a partial last block. 1100 x 56: in the layouts with
   // contiguous columns, the NVFP4 1x16 columnwise walk's five chunks of view rows
-  // (scaling/detail/column_bands.hpp), a band of one block beside one of two, and the rows and
+  // (detail/column_bands.hpp), a band of one block beside one of two, and the rows and
   // the partial block it leaves to the row kernel; 128 x 4096 there: four groups of bands.
   const shape shapes[] = {{0, 0}, {0, 7}, {5, 0}, {1, 1}, {1, 15}, {17, 33}, {33, 47}, {128, 4096}, {300, 300}, {3, 16400}, {1100, 56}};
   const distribution distributions[] = {distribution::normal,      distribution::heavy_tailed, distribution::tiny,

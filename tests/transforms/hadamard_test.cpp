@@ -271,7 +271,7 @@ TEST(Hadamard, Float32KernelHandsOffWhatItCannotDoExactly) {
 
 // The whole columnwise pipeline against the reference pipeline (reference transform, its amax,
 // reference quantizer): values, scales and amax bit for bit, 1 and 2 threads. 48 x 1100: the
-// columnwise walk's five chunks of source columns (scaling/detail/column_bands.hpp), a band of
+// columnwise walk's five chunks of source columns (detail/column_bands.hpp), a band of
 // one block beside one of two, and the columns past the last vector; 1104 x 40: two groups of
 // bands, the second holding three, one of them a single block.
 TYPED_TEST(HadamardTyped, QuantizeColumnwiseRhtEqualsReferencePipeline) {

@@ -11,10 +11,10 @@
 #include <optional>
 #include <vector>
 
+#include "nvfp4/detail/column_bands.hpp"
 #include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/scaling/bulk_codecs.hpp"
 #include "nvfp4/scaling/detail/block_kernels.hpp"
-#include "nvfp4/scaling/detail/column_bands.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/simd/parallel.hpp"
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 
@@ -41,5 +42,15 @@ struct quantize_options {
   /// Which copy the result is recorded as; the data is always that of the view passed in.
   quantized_axis axis = quantized_axis::rowwise;
 };
+
+namespace detail {
+/// Throws unless stochastic rounding, when asked for, has E2M1 elements to round to (every
+/// quantizer's entry point checks this first, the RHT ones in transforms/ too).
+template <block_scaled_format Format>
+void check_rounding(const quantize_options& options) {
+  require(options.rounding != rounding_mode::stochastic || Format::is_fp4, errc::unsupported,
+          "stochastic rounding is defined for E2M1 elements only");
+}
+}  // namespace detail
 
 }  // namespace nvfp4

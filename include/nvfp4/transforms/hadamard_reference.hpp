@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "nvfp4/detail/non_finite.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/scaling/detail/input_checks.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/transforms/detail/exact_rounding.hpp"

@@ -13,14 +13,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/detail/column_bands.hpp"
 #include "nvfp4/scaling/detail/block_kernels.hpp"
-#include "nvfp4/scaling/detail/column_bands.hpp"
 #include "nvfp4/scaling/detail/input_checks.hpp"
+#include "nvfp4/scaling/detail/stochastic_quantize.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
-#include "nvfp4/scaling/detail/stochastic_quantize.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::detail {

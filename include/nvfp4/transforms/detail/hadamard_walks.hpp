@@ -12,8 +12,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/detail/column_bands.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/scaling/detail/column_bands.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
 #include "nvfp4/simd/parallel.hpp"
@@ -83,7 +83,7 @@ struct hadamard_walks {
   /// visit(r0, c0, count, tiles, stride, running, result) for the `count` (1 .. tiles_per_step)
   /// tiles at rows r0.., columns c0, c0 + 16, ..., element (r0 + lane, c0 + 16 * k + i) of x
   /// being tiles[(16 * k + i) * stride + lane]: column_band_walk's items, shared among the
-  /// threads (scaling/detail/column_bands.hpp). `running` is a register each thread carries over
+  /// threads (detail/column_bands.hpp). `running` is a register each thread carries over
   /// its steps (zero at first), finish(running, result) folds it into the thread's result at the
   /// end.
   template <class Visit, class Finish>

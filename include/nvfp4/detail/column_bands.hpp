@@ -1,9 +1,12 @@
-// nvfp4/scaling/detail/column_bands.hpp: the memory walk of the columnwise kernels, written once:
+// nvfp4/detail/column_bands.hpp: the memory walk of the columnwise kernels, written once:
 // a view with contiguous columns (the columnwise copy of a row-major source, x = sourceᵀ) read
 // in bands of whole blocks (16 or 32 elements along a view row), so that each block lies across
 // the lanes of as many registers (one load per source row) and nothing but the results needs a
-// transpose. Used by the NVFP4 1x16 columnwise quantizer (fast_quantize.hpp), TE's MXFP8 one
-// (mxfp8_quantize.hpp) and the columnwise Hadamard walks (transforms/detail/hadamard_walks.hpp).
+// transpose. Used by the NVFP4 1x16 columnwise quantizer (scaling/detail/fast_quantize.hpp), TE's
+// MXFP8 one (scaling/mxfp8_quantize.hpp) and the columnwise Hadamard walks
+// (transforms/detail/hadamard_walks.hpp), so it sits below both layers: it takes any strided view
+// (data(), rows(), cols(), row_stride(), col_stride(), as scaling/matrix_view.hpp has) and only
+// moves bytes.
 #pragma once
 
 #include <algorithm>
@@ -11,7 +14,6 @@
 #include <vector>
 
 #include "nvfp4/config.hpp"
-#include "nvfp4/scaling/matrix_view.hpp"
 
 namespace nvfp4::detail {
 
@@ -39,8 +41,12 @@ class column_band_walk {
  public:
   static constexpr index_t chunk_rows = 256, group_bands = 32;
 
-  column_band_walk(matrix_view<const T> x, index_t lanes, index_t block, index_t band_blocks)
-      : x_(x),
+  /// x: a view of T elements with contiguous columns (x.row_stride() == 1).
+  template <class View>
+  column_band_walk(const View& x, index_t lanes, index_t block, index_t band_blocks)
+      : data_(x.data()),
+        row_stride_(x.row_stride()),
+        col_stride_(x.col_stride()),
         lanes_(lanes),
         block_(block),
         vector_rows_(x.rows() / lanes * lanes),
@@ -68,14 +74,14 @@ class column_band_walk {
       for (index_t c0 = first_row; c0 < end_row; c0 += band_rows_) {
         const index_t rows_here = std::min(band_rows_, end_row - c0);
         for (index_t i = 0; i < rows_here; ++i)
-          std::memcpy(copy.data() + i * copy_stride, &x_(chunk, c0 + i), static_cast<std::size_t>(row_bytes));
+          std::memcpy(copy.data() + i * copy_stride, element(chunk, c0 + i), static_cast<std::size_t>(row_bytes));
         const index_t next_rows = std::min(band_rows_, end_row - c0 - rows_here);
         const index_t next_lines = next_rows * lines_per_row, steps = n / lanes_;
         const index_t lines_per_step = (next_lines + steps - 1) / steps;
         index_t next_line = 0;
         for (index_t r = 0; r < n; r += lanes_) {
           for (const index_t end = std::min(next_line + lines_per_step, next_lines); next_line < end; ++next_line)
-            NVFP4_PREFETCH(reinterpret_cast<const char*>(&x_(chunk, c0 + band_rows_ + next_line / lines_per_row)) +
+            NVFP4_PREFETCH(reinterpret_cast<const char*>(element(chunk, c0 + band_rows_ + next_line / lines_per_row)) +
                            next_line % lines_per_row * line_bytes);
           step(chunk + r, c0, static_cast<int>(rows_here / block_), copy.data() + r, copy_stride);
         }
@@ -86,7 +92,9 @@ class column_band_walk {
  private:
   static constexpr index_t line_bytes = 64;
   static constexpr index_t copy_stride = chunk_rows + line_bytes / static_cast<index_t>(sizeof(T));
-  matrix_view<const T> x_;
+  const T* element(index_t r, index_t c) const { return data_ + r * row_stride_ + c * col_stride_; }
+  const T* data_;
+  index_t row_stride_, col_stride_;
   index_t lanes_, block_, vector_rows_, band_rows_, whole_rows_, groups_;
 };
 

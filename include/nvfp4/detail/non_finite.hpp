@@ -1,0 +1,24 @@
+// nvfp4/detail/non_finite.hpp: where the first NaN/Inf of a matrix is, for the error every entry
+// point that refuses non-finite input throws (docs/errors.md). Shared by the quantizers (scaling/)
+// and the Hadamard transform (transforms/), so it takes any view of float or bf16 elements
+// (rows(), cols(), operator()(r, c), as scaling/matrix_view.hpp has).
+#pragma once
+
+#include <cmath>
+
+#include "nvfp4/config.hpp"
+#include "nvfp4/error.hpp"
+
+namespace nvfp4::detail {
+
+/// Throws non_finite_error for the first NaN/Inf of x in row-major order; returns if there is none.
+template <class View>
+void throw_first_non_finite(const View& x, const char* what) {
+  for (index_t r = 0; r < x.rows(); ++r)
+    for (index_t c = 0; c < x.cols(); ++c) {
+      const float v = static_cast<float>(x(r, c));  // exact: float, or bf16 widened
+      if (!std::isfinite(v)) throw non_finite_error(what, r, c, v);
+    }
+}
+
+}  // namespace nvfp4::detail
