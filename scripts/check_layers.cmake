@@ -1,6 +1,8 @@
 # scripts/check_layers.cmake: the layering check (ctest test `layering`, run by
 # `cmake --workflow --preset test`). Fails when
 #  1. a header under include/nvfp4/ includes a header of a higher layer (the table below), or
+#     another folder's internals: nvfp4/<folder>/.../detail/ is for <folder>'s own headers only
+#     (helpers several folders share live in include/nvfp4/detail/ or simd/), or
 #  2. an ISA macro (__AVX*, __SSE*, __FMA__, __F16C__, __AMX*, NVFP4_HAS_* but NVFP4_HAS_OPENMP,
 #     NVFP4_AMX_*) appears in the library, the tools, the examples or the bindings outside
 #     config.hpp (which defines the NVFP4_HAS_* macros), the dispatch point (simd/dispatch.hpp)
@@ -75,6 +77,9 @@ foreach(header IN LISTS headers)
     elseif(target_rank GREATER rank)
       list(APPEND failures "include/nvfp4/${header} (layer ${layer}, rank ${rank}) includes nvfp4/${target} (layer ${target_layer}, rank ${target_rank}): an upward include")
     endif()
+    if(target MATCHES "^[^/]+/(.*/)?detail/" AND NOT target_layer STREQUAL layer)
+      list(APPEND failures "include/nvfp4/${header} includes nvfp4/${target}: another folder's detail/ (move what both need down to include/nvfp4/detail/ or simd/)")
+    endif()
   endforeach()
 endforeach()
 
@@ -140,4 +145,4 @@ if(failures)
   message(FATAL_ERROR "layering check: ${count} problem(s) (layers and ISA rules: docs/architecture.md)")
 endif()
 list(LENGTH headers header_count)
-message("layering check: ${header_count} headers, no upward include, ISA macros and OpenMP only where allowed")
+message("layering check: ${header_count} headers, no upward include, no other folder's detail/, ISA macros and OpenMP only where allowed")

@@ -1,0 +1,2 @@
+// Fixture: an internal of scaling/.
+#pragma once

@@ -1,0 +1,2 @@
+// Fixture: a gemm/ header.
+#pragma once

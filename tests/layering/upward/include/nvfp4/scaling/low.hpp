@@ -1,0 +1,3 @@
+// Fixture: scaling/ including gemm/, a higher layer, which the check refuses.
+#pragma once
+#include "nvfp4/gemm/high.hpp"
