@@ -193,7 +193,7 @@ def test_two_calls_before_one_backward_give_each_calls_gradients():
     assert torch.allclose(grads[2], layer.weight.grad)  # the same two dW, summed by autograd in either order
 
 
-def test_module_to_bfloat16_follows_the_parameters():
+def test_module_to_bfloat16_keeps_the_state():
     torch.manual_seed(7)
     layer = te.Linear(64, 32)
     x = torch.randn(16, 64)
@@ -203,12 +203,45 @@ def test_module_to_bfloat16_follows_the_parameters():
     layer.to(torch.bfloat16)
     twin = te.Linear(64, 32, params_dtype=torch.bfloat16)
     twin.load_state_dict(layer.state_dict())
+    xb = x.to(torch.bfloat16)
     with torch.no_grad(), te.autocast(recipe=te.recipe.DelayedScaling()):
-        y = layer(x)
+        y = layer(xb)
         assert y.dtype == torch.bfloat16 and layer._unit.core.scaling_state("weight")["scale"] == scale
-        assert torch.equal(y, twin(x))
+        assert torch.equal(y, twin(xb))
     with pytest.raises(TypeError, match="float32 or bfloat16"):
         layer.half()(x)
+
+
+def test_activation_dtype_is_tes():
+    # TE's set_activation_dtype: torch autocast's dtype when on, else the input's; the weights
+    # are cast to it. So float32 master weights under torch.autocast("cpu", bfloat16) compute as
+    # a bf16 layer whose weights are the bf16 roundings of the masters.
+    torch.manual_seed(3)
+    master = te.Linear(64, 32, bias=True)
+    with torch.no_grad():
+        master.bias.normal_()
+    bf16 = te.Linear(64, 32, bias=True, params_dtype=torch.bfloat16)
+    with torch.no_grad():
+        bf16.weight.copy_(master.weight)
+        bf16.bias.copy_(master.bias)
+    x = torch.randn(16, 64)
+    for recipe in (None, te.recipe.Float8CurrentScaling(), te.recipe.NVFP4BlockScaling()):
+        with torch.no_grad(), te.autocast(enabled=recipe is not None, recipe=recipe):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y_mixed = master(x)
+            y_bf16 = bf16(x.to(torch.bfloat16))
+            y_input = master(x.to(torch.bfloat16))  # a bf16 input alone gives the same layer
+            y_fp32 = bf16(x)                          # bf16 weights, fp32 input: computes in fp32
+        assert y_mixed.dtype == torch.bfloat16 and torch.equal(y_mixed, y_bf16) and torch.equal(y_input, y_bf16)
+        assert y_fp32.dtype == torch.float32
+    # dW and db come out in the activation dtype (TE without fuse_wgrad_accumulation), then take
+    # the parameters' dtype: the float32 masters get the bf16 layer's gradients, widened.
+    x.requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        master(x).float().sum().backward()
+    bf16(x.detach().to(torch.bfloat16)).float().sum().backward()
+    assert master.weight.grad.dtype == torch.float32 and x.grad.dtype == torch.float32
+    assert torch.equal(master.weight.grad, bf16.weight.grad.float()) and torch.equal(master.bias.grad, bf16.bias.grad.float())
 
 
 def test_deepcopy_and_pickle_keep_the_layer():

@@ -58,14 +58,27 @@ def new_vector(size, dtype, value):
     return torch.nn.Parameter(torch.full((size,), float(value), dtype=dtype))
 
 
-def activation(inp, features, dtype, module_name):
-    """The input as the layer computes it: a CPU float tensor of [..., features] cast to the
-    parameters' dtype (TE's activation dtype)."""
+def activation_dtype(inp):
+    """TE's activation dtype (module/base.py, set_activation_dtype): the dtype of an enabled torch
+    autocast region (here the CPU one: torch.autocast("cpu", dtype=torch.bfloat16)), else the
+    input's own dtype. The layer computes in it and casts its weights to it, so float32 master
+    weights with bfloat16 activations is TE's mixed precision."""
+    if torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return inp.dtype if torch.is_tensor(inp) else None
+
+
+def activation(inp, features, module_name):
+    """The input as the layer computes it: a CPU float tensor of [..., features] in TE's
+    activation dtype (float32 or bfloat16)."""
     if not torch.is_tensor(inp):
         raise TypeError(f"{module_name}: the input must be a torch.Tensor, got {type(inp).__name__}")
     check_float(inp, f"{module_name}'s input")
     if inp.dim() < 1 or inp.shape[-1] != features:
         raise ValueError(f"{module_name}: the input's last dimension must be {features} (in_features), got shape {tuple(inp.shape)}")
+    dtype = activation_dtype(inp)
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError(f"{module_name}: torch autocast's dtype {dtype} is not supported (float32 or bfloat16)")
     return inp if inp.dtype == dtype else inp.to(dtype)
 
 

@@ -1,8 +1,9 @@
 """One emulated GEMM layer (nvfp4.LinearCore) under torch: the recipe that follows the autocast
 region, the delayed-scaling state kept across recipe switches as TE keeps it, and the autograd
 Function whose forward and backward are the library's Linear (every quantizer and GEMM of the GPU
-recipe). Parameters stay the caller's torch Parameters: float32 ones are read in place, bfloat16
-ones are widened to float32 for the call (values unchanged)."""
+recipe). The core computes in TE's activation dtype (the input's, or torch autocast's), W cast to
+it as TE casts it. Parameters stay the caller's torch Parameters: float32 ones are read in place,
+bfloat16 ones are widened to float32 for the call (values unchanged)."""
 import numpy as np
 import torch
 
@@ -58,8 +59,8 @@ class LinearUnit:
                                dtype="bf16" if dtype == torch.bfloat16 else "fp32", **self._options)
 
     def follow_dtype(self, dtype):
-        """After module.to(dtype): a core of the parameters' new dtype, with the old one's recipe,
-        delayed-scaling state and step count."""
+        """When the activation dtype changes (TE's rule: torch autocast's dtype, else the input's):
+        a core of that dtype, with the old one's recipe, delayed-scaling state and step count."""
         if dtype == self.dtype:
             return
         state, recipe = self.extra_state(), self.recipe
@@ -121,7 +122,7 @@ class LinearUnit:
         """Y [M, out] for x2d [M, in] under the current region's recipe; autograd when grad is on."""
         if is_first_microbatch not in _WEIGHT_CACHE:
             raise ValueError(f"is_first_microbatch must be None, True or False, got {is_first_microbatch!r}")
-        self.follow_dtype(weight.dtype)
+        self.follow_dtype(x2d.dtype)  # the core computes in the activation dtype (TE casts W to it)
         recipe, region = quantization._current()
         self.use_recipe(recipe)
         first = False
@@ -132,7 +133,7 @@ class LinearUnit:
         if torch.is_grad_enabled():
             return _LinearFunction.apply(x2d, weight, bias, self, cache, region if first else None)
         w = float32_numpy(weight)
-        b = float32_numpy(bias) if bias is not None else None
+        b = float32_numpy(bias.to(x2d.dtype)) if bias is not None else None  # TE casts the bias too
         y = self.core.forward(float32_numpy(x2d), w, b, weight_cache=cache, training=False)
         return from_float32(y, self.dtype)
 
@@ -152,7 +153,7 @@ class _LinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x2d, weight, bias, unit, cache, region):
         w = float32_numpy(weight)
-        b = float32_numpy(bias) if bias is not None else None
+        b = float32_numpy(bias.to(x2d.dtype)) if bias is not None else None  # TE casts the bias too
         x = float32_numpy(x2d)
         y = unit.core.forward(x, w, b, weight_cache=cache, training=True)
         unit.forward_token += 1
@@ -182,5 +183,7 @@ class _LinearFunction(torch.autograd.Function):
             for member in ctx.region.units:
                 member.end_backward_region()
         x_dtype, w_dtype, b_dtype = ctx.dtypes
-        return (from_float32(dx, x_dtype), from_float32(wgrad, w_dtype),
-                None if bgrad is None else from_float32(bgrad, b_dtype), None, None, None)
+        # TE's wgrad and bgrad come out in the activation dtype (no fuse_wgrad_accumulation), then
+        # autograd casts them to the parameters' dtype.
+        return (from_float32(dx, x_dtype), from_float32(wgrad, x_dtype).to(w_dtype),
+                None if bgrad is None else from_float32(bgrad, x_dtype).to(b_dtype), None, None, None)

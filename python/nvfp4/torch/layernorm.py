@@ -36,7 +36,7 @@ class _Norm(torch.nn.Module):
 
     def forward(self, inp):
         _module.check_parameters(self, self.kind)
-        x = _module.activation(inp, self.hidden_size, inp.dtype if torch.is_tensor(inp) else None, self.kind)
+        x = _module.activation(inp, self.hidden_size, self.kind)
         return normalize(x, self.kind, self.weight, self.bias, self.eps, self.zero_centered_gamma)
 
 

@@ -42,7 +42,7 @@ class LayerNormLinear(torch.nn.Module):
         if fp8_output or fp8_grad:
             raise ValueError("LayerNormLinear: fp8_output / fp8_grad are not supported by nvfp4.torch")
         _module.check_parameters(self, "LayerNormLinear")
-        x = _module.activation(inp, self.in_features, self.params_dtype, "LayerNormLinear")
+        x = _module.activation(inp, self.in_features, "LayerNormLinear")
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
         y = self._unit.run(ln_out.reshape(-1, self.in_features), self.weight, None if self.return_bias else self.bias,
                            is_first_microbatch).reshape(*x.shape[:-1], self.out_features)

@@ -71,15 +71,15 @@ class LayerNormMLP(torch.nn.Module):
 
     def forward(self, inp, is_first_microbatch=None):
         _module.check_parameters(self, "LayerNormMLP")
-        x = _module.activation(inp, self.hidden_size, self.params_dtype, "LayerNormMLP")
+        x = _module.activation(inp, self.hidden_size, "LayerNormMLP")
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
         h = self._fc1.run(ln_out.reshape(-1, self.hidden_size), self.fc1_weight, self.fc1_bias, is_first_microbatch)
         act, gated = ACTIVATIONS[self.activation]
         if gated:
             a, b = h.float().chunk(2, dim=-1)
-            h = (act(a) * b).to(self.params_dtype)
+            h = (act(a) * b).to(x.dtype)
         else:
-            h = act(h.float()).to(self.params_dtype)
+            h = act(h.float()).to(x.dtype)
         y = self._fc2.run(h, self.fc2_weight, None if self.return_bias else self.fc2_bias, is_first_microbatch)
         y = y.reshape(*x.shape[:-1], self.hidden_size)
         out = (y, self.fc2_bias) if self.return_bias else (y,)

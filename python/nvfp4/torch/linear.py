@@ -40,7 +40,7 @@ class Linear(torch.nn.Module):
         if fp8_output or fp8_grad:
             raise ValueError("Linear: fp8_output / fp8_grad (FP8 tensors between modules) are not supported by nvfp4.torch")
         _module.check_parameters(self, "Linear")
-        x = _module.activation(inp, self.in_features, self.params_dtype, "Linear")
+        x = _module.activation(inp, self.in_features, "Linear")
         y = self._unit.run(x.reshape(-1, self.in_features), self.weight, None if self.return_bias else self.bias,
                            is_first_microbatch)
         y = y.reshape(*x.shape[:-1], self.out_features)
