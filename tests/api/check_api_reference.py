@@ -7,7 +7,7 @@ Run by ctest (test `api_reference_complete`) and by hand:
 A public header is any include/nvfp4/**/*.hpp outside the `detail/` and `simd/` folders. Its public
 names are those declared at namespace scope (types, functions, variables, concepts, aliases) in a
 namespace that docs/api.md lists as public (the line starting `Public namespaces:`); names in
-internal namespaces (detail, fast, simd, anything *_detail or detail_*) are skipped. A namespace
+internal namespaces (detail, simd, anything *_detail or detail_*) are skipped. A namespace
 that is neither listed nor internal is an error, so a new namespace gets classified.
 
 docs/api.md must have one section per header, a heading containing the header's path in a code
@@ -21,7 +21,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-INTERNAL_NAMESPACE = re.compile(r"^(detail|fast|simd|avx2|avx512|panels|internal)$|_detail$|^detail_")
+INTERNAL_NAMESPACE = re.compile(r"^(detail|simd|avx2|avx512|panels|internal)$|_detail$|^detail_")
 KEYWORDS_BEFORE_PAREN = {
     "requires", "decltype", "noexcept", "alignas", "sizeof", "alignof", "static_assert", "explicit",
     "__attribute__", "operator", "if", "return",
@@ -284,7 +284,7 @@ def header_names(path, public):
             continue
         if namespace not in public:
             problem = (f"{path.relative_to(ROOT)}:{line}: namespace `{namespace}` is neither listed on the "
-                       f"'Public namespaces:' line of docs/api.md nor internal (detail, fast, simd, *_detail)")
+                       f"'Public namespaces:' line of docs/api.md nor internal (detail, simd, *_detail)")
             if not any(f"namespace `{namespace}`" in p for p in problems):
                 problems.append(problem)
             continue
