@@ -129,10 +129,14 @@ void BM_eigen_step(benchmark::State& state) {
   set_threads(state);
   const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
   matrix y(p.m, p.n), dx(p.m, p.k), dw(p.n, p.k);
-  for (auto _ : state) {
+  const auto step = [&] {
     y.noalias() = p.x * p.w.transpose();
     dx.noalias() = p.dy * p.w;
     dw.noalias() = p.dy.transpose() * p.x;
+  };
+  step();  // untimed, as the layer's first step (working memory touched once)
+  for (auto _ : state) {
+    step();
     benchmark::DoNotOptimize(dw.data());
   }
   report(state, p, 3.0);
@@ -145,10 +149,14 @@ void BM_openblas_step(benchmark::State& state) {
   std::vector<float> y(static_cast<std::size_t>(p.m * p.n)), dx(static_cast<std::size_t>(p.m * p.k)),
       dw(static_cast<std::size_t>(p.n * p.k));
   const int m = static_cast<int>(p.m), n = static_cast<int>(p.n), k = static_cast<int>(p.k);
-  for (auto _ : state) {
+  const auto step = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, p.x.data(), k, p.w.data(), k, 0.0f, y.data(), n);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, p.dy.data(), n, p.w.data(), k, 0.0f, dx.data(), k);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, p.dy.data(), n, p.x.data(), k, 0.0f, dw.data(), k);
+  };
+  step();  // untimed, as the layer's first step
+  for (auto _ : state) {
+    step();
     benchmark::DoNotOptimize(dw.data());
   }
   report(state, p, 3.0);
@@ -200,10 +208,14 @@ void BM_float_gemm_step(benchmark::State& state) {
       dw(static_cast<std::size_t>(p.n * p.k));
   const auto x = matrix_view<const float>::row_major(p.x.data(), p.m, p.k), w = matrix_view<const float>::row_major(p.w.data(), p.n, p.k);
   const auto dy = matrix_view<const float>::row_major(p.dy.data(), p.m, p.n);
-  for (auto _ : state) {
+  const auto step = [&] {
     float_gemm(x, w, {}, matrix_view<float>::row_major(y.data(), p.m, p.n));
     float_gemm(dy, w.transposed(), {}, matrix_view<float>::row_major(dx.data(), p.m, p.k));
     float_gemm(dy.transposed(), x.transposed(), {}, matrix_view<float>::row_major(dw.data(), p.n, p.k));
+  };
+  step();  // untimed: float_gemm's packing scratch is then the thread's, as in a training loop
+  for (auto _ : state) {
+    step();
     benchmark::DoNotOptimize(dw.data());
   }
   report(state, p, 3.0);

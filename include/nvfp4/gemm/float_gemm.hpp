@@ -91,8 +91,10 @@ inline void pack_float_panel(matrix_view<const float> b, index_t j0, index_t col
       for (index_t kk = 0; kk < k; ++kk) std::fill(out + kk * nr + cols, out + (kk + 1) * nr, 0.0f);
   } else if (b.row_stride() == 1) {
     const float* src = &b(j0, 0);  // K-major: each k a run of the panel's columns
-    for (index_t kk = 0; kk < k; ++kk, src += b.col_stride())
-      for (index_t c = 0; c < nr; ++c) out[kk * nr + c] = c < cols ? src[c] : 0.0f;
+    for (index_t kk = 0; kk < k; ++kk, src += b.col_stride()) {
+      std::copy_n(src, cols, out + kk * nr);
+      std::fill(out + kk * nr + cols, out + (kk + 1) * nr, 0.0f);
+    }
   } else {
     for (index_t kk = 0; kk < k; ++kk)
       for (index_t c = 0; c < nr; ++c) out[kk * nr + c] = c < cols ? b(j0 + c, kk) : 0.0f;
@@ -108,8 +110,10 @@ inline void pack_float_rows(matrix_view<const float> a, index_t i0, index_t rows
       simd::fast_panels::transpose_panel(&a(i0 + t0, k0), a.row_stride(), kc, mr, out, mr);
     } else if (a.row_stride() == 1) {
       const float* src = &a(i0 + t0, k0);  // column-major A (a transposed view): MR values per k
-      for (index_t kk = 0; kk < kc; ++kk, src += a.col_stride())
-        for (index_t r = 0; r < mr; ++r) out[kk * mr + r] = r < here ? src[r] : 0.0f;
+      for (index_t kk = 0; kk < kc; ++kk, src += a.col_stride()) {
+        std::copy_n(src, here, out + kk * mr);
+        std::fill(out + kk * mr + here, out + (kk + 1) * mr, 0.0f);
+      }
     } else {
       for (index_t kk = 0; kk < kc; ++kk)
         for (index_t r = 0; r < mr; ++r) out[kk * mr + r] = r < here ? a(i0 + t0 + r, k0 + kk) : 0.0f;
