@@ -90,7 +90,7 @@ def evaluate(model, data, args, recipe):
     evaluation: the layers quantize as in training)."""
     rng = np.random.default_rng(12345)
     total = 0.0
-    with torch.no_grad(), te.autocast(enabled=recipe is not None, recipe=recipe):
+    with torch.no_grad(), sc.precision(recipe):
         for _ in range(args.eval_batches):
             x, y = batch_of(data, rng, args.batch, args.seq)
             total += float(F.cross_entropy(model(x).float().reshape(-1, 256), y.reshape(-1)))
@@ -113,7 +113,7 @@ def train(run, args, train_data, val_data):
         quantized = run.quantized_at(step, args.steps)
         with timer:
             sc.set_lr(optimizers, sc.lr_at(step, args.steps, 1.0, args.warmup))
-            with te.autocast(enabled=quantized, recipe=recipe if quantized else None):
+            with sc.precision(recipe if quantized else None):
                 logits = model(x)
             loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
             for opt in optimizers:

@@ -96,7 +96,7 @@ class MAE(nn.Module):
         dw = self.mask_token.shape[-1]
         x = self.to_decoder(x.reshape(b * v, w)).reshape(b, v, dw)
         full = self.mask_token.expand(b, PATCHES, dw).clone()
-        full = full.scatter(1, keep[..., None].expand(b, v, dw), x) + self.decoder_pos
+        full = full.scatter(1, keep[..., None].expand(b, v, dw), x.to(full.dtype)) + self.decoder_pos
         for block in self.decoder:
             full = block(full)
         return self.to_pixels(self.decoder_norm(full).reshape(b * PATCHES, dw)).reshape(b, PATCHES, PATCH_DIM)
@@ -113,7 +113,7 @@ def masked_loss(pred, target, keep):
 
 
 def evaluate(model, images, keep, recipe):
-    with torch.no_grad(), te.autocast(enabled=recipe is not None, recipe=recipe):
+    with torch.no_grad(), sc.precision(recipe):
         patches = patchify(images)
         pred = model(patches, keep)
         return float(masked_loss(pred, patches, keep)), pred.float()
@@ -135,7 +135,7 @@ def train(run, args, train_images, val_images, val_keep):
         with timer:
             sc.set_lr(optimizers, sc.lr_at(step, args.steps, 1.0, args.warmup))
             patches = patchify(train_images[idx])
-            with te.autocast(enabled=recipe is not None, recipe=recipe):
+            with sc.precision(recipe):
                 pred = model(patches, keep)
             loss = masked_loss(pred, patches, keep)
             for opt in optimizers:

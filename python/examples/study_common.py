@@ -3,6 +3,7 @@ transformer block written as a researcher writes one in plain PyTorch (every Lin
 the command line, measurements and the report files (CSV, JSON, PNG)."""
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -45,6 +46,14 @@ def make_recipe(name):
     if name == "nvfp4":
         return te.recipe.NVFP4BlockScaling()
     raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPE_COLOURS)}")
+
+
+@contextlib.contextmanager
+def precision(recipe):
+    """The regions of one forward: BF16 activations over FP32 master weights (torch autocast, which
+    TE's layers follow as on the GPU) and, for a quantized recipe, TE's autocast with it."""
+    with torch.autocast("cpu", dtype=torch.bfloat16), te.autocast(enabled=recipe is not None, recipe=recipe):
+        yield
 
 
 class Run:
