@@ -6,8 +6,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,6 +19,7 @@
 
 #include "nvfp4/gemm/fp8_gemm.hpp"
 #include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/io/checkpoint_reader.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
 #include "nvfp4/nvfp4.hpp"
 
@@ -88,15 +91,47 @@ struct input_matrix {
   index_t cols() const { return is_bf16 ? b16.cols() : f32.cols(); }
 };
 
-input_matrix as_input(py::array x, const char* what) {
-  input_matrix in;
+/// The element types inputs may have, for messages.
+constexpr const char* accepted_dtypes =
+    "float32, float16, float64 (rounded to float32), or bfloat16: uint16 bits (x.view(numpy.uint16)), an ml_dtypes "
+    "bfloat16 array, or input_dtype='bfloat16' for int16 / 2-byte void bits";
+
+/// `x` as an array of float32 or of bf16 bits (uint16): float16 converted exactly, float64 rounded
+/// to nearest (a finite value beyond float32's range is an overflow error, not an Inf), ml_dtypes'
+/// bfloat16 and (with input_dtype "bfloat16") any 2-byte array viewed as its bits.
+py::array normalized_input(py::array x, const char* what, const std::string& input_dtype = "") {
   const py::dtype dtype = x.dtype();
-  if (dtype.is(py::dtype::of<std::uint16_t>())) {
-    in.is_bf16 = true;
-  } else if (!dtype.is(py::dtype::of<float>())) {
-    throw py::type_error(std::string(what) + " must be float32, or uint16 holding bfloat16 bits; got " +
-                         dtype_text(dtype) + " (convert with .astype(numpy.float32))");
+  if (!input_dtype.empty() && input_dtype != "bfloat16")
+    throw py::value_error(std::string("input_dtype must be None or 'bfloat16', not '") + input_dtype + "'");
+  const bool two_bytes = dtype.itemsize() == 2 && dtype.kind() != 'f';
+  if (input_dtype == "bfloat16") {
+    if (!two_bytes)
+      throw py::type_error(std::string(what) + ": input_dtype='bfloat16' reads 2-byte integer or void elements as bfloat16 bits; got " +
+                           dtype_text(dtype) + (dtype.kind() == 'f' ? " (float16 holds IEEE halves: drop input_dtype)" : ""));
+    return x.attr("view")(py::dtype::of<std::uint16_t>());
   }
+  if (dtype.is(py::dtype::of<float>()) || dtype.is(py::dtype::of<std::uint16_t>())) return x;
+  if (dtype_text(dtype) == "bfloat16" && dtype.itemsize() == 2) return x.attr("view")(py::dtype::of<std::uint16_t>());
+  if (dtype.kind() == 'f' && (dtype.itemsize() == 2 || dtype.itemsize() == 8)) {
+    if (dtype.itemsize() == 8) {
+      const auto values = py::array_t<double, py::array::c_style>::ensure(x);
+      const double* p = values.data();
+      for (py::ssize_t i = 0; i < values.size(); ++i)
+        if (std::isfinite(p[i]) && std::fabs(p[i]) > static_cast<double>(std::numeric_limits<float>::max()))
+          throw error(errc::overflow, std::string(what) + ": float64 element " + std::to_string(i) + " (C order) = " +
+                                          detail::number_text(p[i]) + " is beyond float32's range (scale it down first)");
+    }
+    return py::array_t<float, py::array::forcecast>::ensure(x);
+  }
+  throw py::type_error(std::string(what) + " must be " + accepted_dtypes + "; got " + dtype_text(dtype) +
+                       " (convert with .astype(numpy.float32))");
+}
+
+input_matrix as_input(py::array x, const char* what, const std::string& input_dtype = "") {
+  input_matrix in;
+  x = normalized_input(std::move(x), what, input_dtype);
+  const py::dtype dtype = x.dtype();
+  in.is_bf16 = dtype.is(py::dtype::of<std::uint16_t>());
   if (x.ndim() != 2)
     throw py::value_error(std::string(what) + " must be a 2-D array [rows, cols]; got " + std::to_string(x.ndim()) +
                           " dimensions (reshape it first)");
@@ -177,8 +212,9 @@ hadamard_transform transform_or_default(const std::optional<hadamard_transform>&
 // ---- quantize / dequantize -----------------------------------------------------------------
 
 py_quantized quantize_py(py::array x, const std::string& format, const std::string& rounding, std::uint64_t seed,
-                         const std::string& mx_rule, const std::string& axis, std::optional<float> amax, bool rht) {
-  const input_matrix in = as_input(std::move(x), "x");
+                         const std::string& mx_rule, const std::string& axis, std::optional<float> amax, bool rht,
+                         const std::optional<std::string>& input_dtype) {
+  const input_matrix in = as_input(std::move(x), "x", input_dtype.value_or(""));
   py_quantized out;
   out.made_with = make_options(rounding, seed, mx_rule, axis);
   out.rht = rht;
@@ -203,8 +239,8 @@ py_quantized quantize_py(py::array x, const std::string& format, const std::stri
 }
 
 py::tuple quantize_both_py(py::array x, const std::string& format, const std::string& rounding, std::uint64_t seed,
-                           const std::string& mx_rule) {
-  const input_matrix in = as_input(std::move(x), "x");
+                           const std::string& mx_rule, const std::optional<std::string>& input_dtype) {
+  const input_matrix in = as_input(std::move(x), "x", input_dtype.value_or(""));
   py_quantized row, col;
   row.made_with = make_options(rounding, seed, mx_rule, "rowwise");
   col.made_with = row.made_with;
@@ -221,9 +257,231 @@ py::tuple quantize_both_py(py::array x, const std::string& format, const std::st
   return py::make_tuple(std::move(row), std::move(col));
 }
 
-py::array_t<float> dequantize_py(const py_quantized& q) {
-  return visit(q, [](const auto& t) { return float_output(t.rows(), t.cols(), [&](matrix_view<float> view) { nvfp4::dequantize(t, view); }); });
+/// The values q holds: element x block scale x S_dec, and for a tensor quantized after TE's RHT
+/// (q.rht) the inverse RHT of those along each row, rounded to bf16 as the forward transform was
+/// (x's space, what dequantize_checkpoint_tensor gives); `rotated` keeps the transformed values.
+py::array_t<float> dequantize_py(const py_quantized& q, bool rotated) {
+  auto out = visit(q, [](const auto& t) { return float_output(t.rows(), t.cols(), [&](matrix_view<float> view) { nvfp4::dequantize(t, view); }); });
+  if (!q.rht || rotated) return out;
+  const index_t rows = out.shape(0), cols = out.shape(1);
+  const auto transform = hadamard_transform::te_default();
+  if (cols % transform.size() != 0)
+    throw error(errc::shape_mismatch, "dequantize: rht is set but cols = " + std::to_string(cols) +
+                                          " is not a multiple of 16 (pass rotated=True for the values as stored)");
+  std::vector<bf16> back(static_cast<std::size_t>(rows * cols));
+  {
+    py::gil_scoped_release unlocked;
+    hadamard_rows(matrix_view<const float>::row_major(out.data(), rows, cols), transform, matrix_view<bf16>::row_major(back.data(), rows, cols),
+                  hadamard_direction::inverse);
+  }
+  float* p = out.mutable_data();
+  for (std::size_t i = 0; i < back.size(); ++i) p[i] = back[i].to_float();
+  return out;
 }
+
+/// Pickle state of a QuantizedTensor: format, shape, axis, bytes, tensor scale and how it was made.
+py::tuple quantized_state(const py_quantized& q) {
+  return visit(q, [&](const auto& t) {
+    using Format = typename std::decay_t<decltype(t)>::format;
+    const auto* d = reinterpret_cast<const char*>(t.data().data());
+    const auto* s = reinterpret_cast<const char*>(t.scales().data());
+    const quantize_options& o = q.made_with;
+    return py::make_tuple(1, format_name<Format>(), t.rows(), t.cols(), t.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise",
+                          py::bytes(d, t.data().size()), py::bytes(s, t.scales().size()), t.amax(), t.encode_scale(), t.decode_scale(),
+                          q.rht, o.rounding == rounding_mode::stochastic ? "stochastic" : "nearest_even", o.seed,
+                          o.mx_rule == mx_scale_rule::te_ceil ? "te_ceil" : "ocp_floor");
+  });
+}
+
+py_quantized quantized_from_state(const py::tuple& state) {
+  if (state.size() != 14 || py::cast<int>(state[0]) != 1)
+    throw py::value_error("QuantizedTensor: not a pickle state this version wrote (expected version 1 with 14 fields)");
+  const auto format = py::cast<std::string>(state[1]);
+  const auto rows = py::cast<index_t>(state[2]), cols = py::cast<index_t>(state[3]);
+  py_quantized out;
+  out.made_with = make_options(py::cast<std::string>(state[11]), py::cast<std::uint64_t>(state[12]), py::cast<std::string>(state[13]),
+                               py::cast<std::string>(state[4]));
+  out.rht = py::cast<bool>(state[10]);
+  const std::string d = py::cast<std::string>(state[5]), s = py::cast<std::string>(state[6]);
+  const auto bytes = [](const std::string& b) { return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(b.data()), b.size()); };
+  with_format(format, [&](auto tag) {
+    using Format = decltype(tag);
+    auto q = quantized_tensor<Format>::from_bytes(rows, cols, bytes(d), bytes(s), out.made_with.axis);
+    q.set_tensor_scale(py::cast<float>(state[7]), py::cast<float>(state[8]), py::cast<float>(state[9]));
+    out.tensor = std::move(q);
+  });
+  return out;
+}
+
+/// Pickle state of an Fp8Tensor.
+py::tuple fp8_state(const fp8_tensor& t) {
+  return py::make_tuple(1, std::string(fp8_format_name(t.format())), t.rows(), t.cols(), t.per_tensor() ? 0 : t.block_rows(),
+                        t.per_tensor() ? 0 : t.block_cols(), t.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise",
+                        py::bytes(reinterpret_cast<const char*>(t.codes().data()), t.codes().size()),
+                        py::bytes(reinterpret_cast<const char*>(t.scale_inv().data()), t.scale_inv().size() * sizeof(float)), t.amax(),
+                        t.scale());
+}
+
+fp8_tensor fp8_from_state(const py::tuple& state) {
+  if (state.size() != 11 || py::cast<int>(state[0]) != 1)
+    throw py::value_error("Fp8Tensor: not a pickle state this version wrote (expected version 1 with 11 fields)");
+  const std::string f = py::cast<std::string>(state[1]);
+  const fp8_format format = f == "e5m2" ? fp8_format::e5m2 : fp8_format::e4m3;
+  const std::string axis = py::cast<std::string>(state[6]);
+  fp8_tensor t(py::cast<index_t>(state[2]), py::cast<index_t>(state[3]), format, py::cast<index_t>(state[4]), py::cast<index_t>(state[5]),
+               axis == "columnwise" ? quantized_axis::columnwise : quantized_axis::rowwise);
+  const std::string codes = py::cast<std::string>(state[7]), scales = py::cast<std::string>(state[8]);
+  if (codes.size() != t.codes().size() || scales.size() != t.scale_inv().size() * sizeof(float))
+    throw py::value_error("Fp8Tensor: the pickled bytes do not fit the pickled shape");
+  std::memcpy(t.codes().data(), codes.data(), codes.size());
+  std::memcpy(t.scale_inv().data(), scales.data(), scales.size());
+  t.set_amax(py::cast<float>(state[9]));
+  t.set_scale(py::cast<float>(state[10]));
+  return t;
+}
+
+/// decode_e2m1 / decode_ue4m3 / decode_e8m0: bytes (any shape, uint8 or int8) to float32 values.
+py::array_t<std::uint8_t, py::array::c_style> code_bytes(const py::array& codes, const char* what) {
+  const char kind = codes.dtype().kind();
+  if (kind != 'u' && kind != 'i')
+    throw py::type_error(std::string(what) + ": codes must be a uint8 array (e.g. QuantizedTensor.data / .scales); got " + dtype_text(codes.dtype()));
+  if (codes.dtype().itemsize() == 1) return py::array_t<std::uint8_t, py::array::c_style>::ensure(codes.attr("view")(py::dtype::of<std::uint8_t>()));
+  // Wider integers (a list of Python ints): each must be a byte value.
+  const auto wide = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(codes);
+  for (py::ssize_t i = 0; i < wide.size(); ++i)
+    if (wide.data()[i] < 0 || wide.data()[i] > 255)
+      throw error(errc::invalid_argument, std::string(what) + ": code " + std::to_string(wide.data()[i]) + " at " + std::to_string(i) +
+                                              " (C order) is not a byte value 0-255");
+  return py::array_t<std::uint8_t, py::array::c_style | py::array::forcecast>::ensure(codes);
+}
+
+template <class Decode>
+py::array_t<float> decode_bytes(const py::array& codes, const char* what, Decode&& decode) {
+  const auto in = code_bytes(codes, what);
+  std::vector<py::ssize_t> shape(in.shape(), in.shape() + in.ndim());
+  py::array_t<float> out(shape);
+  float* p = out.mutable_data();
+  for (py::ssize_t i = 0; i < in.size(); ++i) p[i] = decode(in.data()[i]);
+  return out;
+}
+
+py::array_t<float> decode_e2m1_py(const py::array& codes, bool packed) {
+  const auto in = code_bytes(codes, "decode_e2m1");
+  if (!packed) {
+    for (py::ssize_t i = 0; i < in.size(); ++i)
+      if (in.data()[i] > 15)
+        throw error(errc::invalid_argument, "decode_e2m1: code " + std::to_string(in.data()[i]) + " at " + std::to_string(i) +
+                                                " is not a 4-bit code (packed=False wants one code 0-15 per byte; packed bytes: packed=True)");
+    return decode_bytes(codes, "decode_e2m1", [](std::uint8_t b) { return e2m1::from_bits(b).to_float(); });
+  }
+  std::vector<py::ssize_t> shape(in.shape(), in.shape() + in.ndim());
+  if (shape.empty()) shape.push_back(1);
+  shape.back() *= 2;
+  py::array_t<float> out(shape);
+  float* p = out.mutable_data();
+  for (py::ssize_t i = 0; i < in.size(); ++i) {
+    const auto pair = e2m1x2::from_bits(in.data()[i]);
+    p[2 * i] = pair[0].to_float();
+    p[2 * i + 1] = pair[1].to_float();
+  }
+  return out;
+}
+
+// ---- messages for calls pybind11 cannot match -----------------------------------------------
+
+/// One argument of a binding: its name, what it takes (for the message) and a check.
+struct arg_spec {
+  const char* name;
+  const char* takes;
+  bool (*accepts)(py::handle);
+  bool keyword_only = false;
+};
+
+bool is_array_like(py::handle h) { return py::isinstance<py::array>(h) || py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h) || py::hasattr(h, "__array__"); }
+bool is_str(py::handle h) { return py::isinstance<py::str>(h); }
+bool is_optional_str(py::handle h) { return h.is_none() || is_str(h); }
+bool is_uint(py::handle h) { return py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h) && py::cast<py::int_>(h) >= py::int_(0); }
+bool is_bool(py::handle h) { return py::isinstance<py::bool_>(h); }
+bool is_optional_float(py::handle h) { return h.is_none() || ((py::isinstance<py::float_>(h) || py::isinstance<py::int_>(h)) && !is_bool(h)); }
+bool is_quantized_or_fp8(py::handle h) { return py::isinstance<py_quantized>(h) || py::isinstance<fp8_tensor>(h); }
+
+std::string type_text(py::handle h) {
+  std::string text = py::str(py::type::of(h).attr("__name__"));
+  if (is_str(h) || py::isinstance<py::int_>(h) || py::isinstance<py::float_>(h)) {
+    std::string r = py::repr(h);
+    if (r.size() > 40) r = r.substr(0, 40) + "...";
+    text += " " + r;
+  }
+  return text;
+}
+
+/// For a call of `function` that matched no signature without conversions: raises TypeError for
+/// the first argument that is not what it takes, an unknown keyword, too many positional
+/// arguments, a missing required one; returns when every argument looks right (the caller then
+/// calls the binding again, with conversions: a list for an array, an int for a float).
+void check_call(const char* function, const std::vector<arg_spec>& specs, const py::args& args, const py::kwargs& kwargs) {
+  std::string names;
+  std::size_t positional = 0;
+  for (const auto& s : specs) {
+    names += (names.empty() ? "" : ", ") + std::string(s.name);
+    positional += !s.keyword_only;
+  }
+  const std::string f = std::string(function) + "()";
+  if (args.size() > positional) {
+    const std::string extra = args.size() - 1 < specs.size() ? std::string(" ('") + specs[args.size() - 1].name + "' is keyword-only: write " +
+                                                                   specs[args.size() - 1].name + "=...)"
+                                                             : "";
+    throw py::type_error(f + " takes " + std::to_string(positional) + " positional argument(s), got " + std::to_string(args.size()) + extra +
+                         "; its arguments: " + names);
+  }
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (!specs[i].accepts(args[i]))
+      throw py::type_error(f + ": argument '" + specs[i].name + "' must be " + specs[i].takes + "; got " + type_text(args[i]));
+  for (const auto& [key, value] : kwargs) {
+    const std::string k = py::str(key);
+    const auto it = std::find_if(specs.begin(), specs.end(), [&](const arg_spec& s) { return k == s.name; });
+    if (it == specs.end()) throw py::type_error(f + " has no argument '" + k + "'; its arguments: " + names);
+    if (static_cast<std::size_t>(it - specs.begin()) < args.size()) throw py::type_error(f + ": argument '" + k + "' given twice");
+    if (!it->accepts(value)) throw py::type_error(f + ": argument '" + k + "' must be " + it->takes + "; got " + type_text(value));
+  }
+  for (std::size_t i = args.size(); i < specs.size(); ++i)
+    if (std::string(specs[i].name) == "x" || std::string(specs[i].name) == "q" || std::string(specs[i].name) == "codes")
+      if (!kwargs.contains(specs[i].name)) throw py::type_error(f + ": argument '" + specs[i].name + "' is missing (" + specs[i].takes + ")");
+}
+
+/// Adds to `name` (already bound to the real function) an overload that pybind11 reaches when
+/// no signature matches as given: check_call's message, or else `impl` (the same function as a
+/// separate object, so the call gets pybind11's conversions without coming back here).
+void add_argument_messages(py::module_& m, const char* name, std::vector<arg_spec> specs, py::cpp_function impl) {
+  m.def(name, [name, specs = std::move(specs), impl = std::move(impl)](const py::args& args, const py::kwargs& kwargs) -> py::object {
+    check_call(name, specs, args, kwargs);
+    // Array arguments given as lists, tuples or objects with __array__ (a CPU torch tensor) become numpy arrays.
+    const py::object asarray = py::module_::import("numpy").attr("asarray");
+    const auto is_array_arg = [&](const std::string& n) {
+      return std::any_of(specs.begin(), specs.end(), [&](const arg_spec& s) { return n == s.name && s.accepts == is_array_like; });
+    };
+    py::list positional;
+    for (std::size_t i = 0; i < args.size(); ++i) positional.append(is_array_arg(specs[i].name) ? asarray(args[i]) : py::object(args[i]));
+    py::dict named;
+    for (const auto& [key, value] : kwargs) named[key] = is_array_arg(py::str(key)) ? asarray(value) : py::reinterpret_borrow<py::object>(value);
+    return impl(*py::tuple(positional), **named);
+  });
+}
+
+const std::vector<arg_spec>& quantize_args() {
+  static const std::vector<arg_spec> specs = {
+      {"x", "a 2-D numpy array (float32, float16, float64, or bfloat16 bits as uint16)", is_array_like},
+      {"format", "a format name: 'nvfp4_1x16', 'nvfp4_16x16', 'mxfp4', 'mxfp8' or 'mxfp8_e5m2'", is_str},
+      {"rounding", "'nearest_even' or 'stochastic'", is_str, true},
+      {"seed", "a non-negative int (e.g. seed=1)", is_uint, true},
+      {"mx_rule", "'ocp_floor' or 'te_ceil'", is_str, true},
+      {"axis", "'rowwise' or 'columnwise'", is_str, true},
+      {"amax", "a float or None (e.g. amax=4.0)", is_optional_float, true},
+      {"rht", "a bool", is_bool, true},
+      {"input_dtype", "None or 'bfloat16'", is_optional_str, true}};
+  return specs;
+}
+
 
 py_quantized from_bytes_py(const std::string& format, index_t rows, index_t cols, py::array data, py::array scales,
                            std::optional<float> amax, const std::string& axis) {
@@ -431,15 +689,21 @@ py_quantized load_one(const io::safetensors_file& file, const std::string& name)
   return out;
 }
 
+/// Any checkpoint the readers take (detected: ModelOpt file or directory, compressed-tensors,
+/// GGUF, torchao), as ModelOpt tensors; another file is refused naming its format.
+io::safetensors_file read_any_checkpoint(const std::string& path) {
+  return io::read_as_modelopt(path).file;
+}
+
 py::dict load_checkpoint_py(const std::string& path) {
-  const io::safetensors_file file = io::read_safetensors(path);
+  const io::safetensors_file file = read_any_checkpoint(path);
   py::dict out;
   for (const std::string& name : io::quantized_tensor_names(file)) out[py::str(name)] = load_one(file, name);
   return out;
 }
 
 py::dict describe_py(const std::string& path, const std::string& name) {
-  const io::stored_tensor_info info = io::describe_quantized_tensor(io::read_safetensors(path), name);
+  const io::stored_tensor_info info = io::describe_quantized_tensor(read_any_checkpoint(path), name);
   py::dict d;
   d["name"] = info.name;
   d["format"] = info.format == io::stored_format::nvfp4_16x16 ? "nvfp4_16x16"
@@ -459,7 +723,7 @@ py::dict describe_py(const std::string& path, const std::string& name) {
 }
 
 py::array_t<float> dequantize_checkpoint_tensor_py(const std::string& path, const std::string& name) {
-  io::restored_tensor r = io::dequantize_tensor(io::read_safetensors(path), name);
+  io::restored_tensor r = io::dequantize_tensor(read_any_checkpoint(path), name);
   std::vector<py::ssize_t> shape(r.shape.begin(), r.shape.end());
   py::array_t<float> out(shape);
   std::memcpy(out.mutable_data(), r.values.data(), r.values.size() * sizeof(float));
@@ -704,7 +968,17 @@ PYBIND11_MODULE(_nvfp4, m) {  // nvfp4._nvfp4, re-exported by python/nvfp4/__ini
         std::memcpy(out.mutable_data(), s.bytes().data(), s.bytes().size());
         return out;
       }, "The scale bytes in cuBLAS's 128x4 layout: uint8 [rows padded to 128, scale cols padded to 4]")
-      .def("dequantize", &dequantize_py, "float32 [rows, cols]")
+      .def("dequantize", &dequantize_py, py::kw_only(), py::arg("rotated") = false,
+           "float32 [rows, cols]: element x block scale x S_dec; for a tensor quantized after TE's RHT (rht=True) the "
+           "inverse RHT of those (x's space, rounded to bf16 as the forward transform was); rotated=True keeps the "
+           "transformed values")
+      .def(py::pickle([](const py_quantized& q) { return quantized_state(q); }, [](const py::tuple& state) { return quantized_from_state(state); }))
+      .def("__copy__", [](const py_quantized& q) { return q; })
+      .def("__deepcopy__", [](const py_quantized& q, const py::object&) { return q; }, py::arg("memo"))
+      .def("__eq__", [](const py_quantized& a, const py::object& other) {
+        if (!py::isinstance<py_quantized>(other)) return false;
+        return quantized_state(a).equal(quantized_state(other.cast<const py_quantized&>()));
+      }, "True for the same format, shape, bytes, tensor scale and recorded options")
       .def_static("from_bytes", &from_bytes_py, py::arg("format"), py::arg("rows"), py::arg("cols"), py::arg("data"),
                   py::arg("scales"), py::arg("amax") = py::none(), py::arg("axis") = "rowwise",
                   "A tensor from raw bytes laid out as .data and .scales are; for NVFP4 the tensor scale is set from amax")
@@ -716,16 +990,57 @@ PYBIND11_MODULE(_nvfp4, m) {  // nvfp4._nvfp4, re-exported by python/nvfp4/__ini
         });
       });
 
-  m.def("quantize", &quantize_py, py::arg("x"), py::arg("format") = "nvfp4_1x16", py::kw_only(),
-        py::arg("rounding") = "nearest_even", py::arg("seed") = 0, py::arg("mx_rule") = "ocp_floor",
-        py::arg("axis") = "rowwise", py::arg("amax") = py::none(), py::arg("rht") = false,
-        "Quantizes a 2-D float32 (or bfloat16-as-uint16) array, blocks along its rows. rounding: 'nearest_even' or "
-        "'stochastic' (with seed); mx_rule: 'ocp_floor' or 'te_ceil' (MX formats); amax: use this tensor amax "
-        "instead of the array's own; rht: apply TE's 16-point RHT to each row first (values rounded to bf16).");
-  m.def("quantize_rowwise_and_columnwise", &quantize_both_py, py::arg("x"), py::arg("format") = "nvfp4_1x16",
-        py::kw_only(), py::arg("rounding") = "nearest_even", py::arg("seed") = 0, py::arg("mx_rule") = "ocp_floor",
-        "(rowwise, columnwise): x and x.T quantized with one shared tensor amax, as TransformerEngine does.");
-  m.def("dequantize", &dequantize_py, py::arg("q"), "float32 [rows, cols]: element * block scale * S_dec.");
+  // Each binding below is also a separate cpp_function (`impl`) behind an overload that explains
+  // a call no signature matches (add_argument_messages).
+  const auto quantize_binding = [](auto&& bind) {
+    return bind(&quantize_py, py::arg("x"), py::arg("format") = "nvfp4_1x16", py::kw_only(), py::arg("rounding") = "nearest_even",
+                py::arg("seed") = 0, py::arg("mx_rule") = "ocp_floor", py::arg("axis") = "rowwise", py::arg("amax") = py::none(),
+                py::arg("rht") = false, py::arg("input_dtype") = py::none(),
+                "Quantizes a 2-D array, blocks along its rows. x: float32, float16 (exact), float64 (rounded to float32), or "
+                "bfloat16 as uint16 bits / an ml_dtypes bfloat16 array / 2-byte bits with input_dtype='bfloat16'. rounding: "
+                "'nearest_even' or 'stochastic' (with seed); mx_rule: 'ocp_floor' or 'te_ceil' (MX formats); amax: use this "
+                "tensor amax instead of the array's own; rht: apply TE's 16-point RHT to each row first (values rounded to "
+                "bf16; dequantize() undoes it).");
+  };
+  const auto both_binding = [](auto&& bind) {
+    return bind(&quantize_both_py, py::arg("x"), py::arg("format") = "nvfp4_1x16", py::kw_only(), py::arg("rounding") = "nearest_even",
+                py::arg("seed") = 0, py::arg("mx_rule") = "ocp_floor", py::arg("input_dtype") = py::none(),
+                "(rowwise, columnwise): x and x.T quantized with one shared tensor amax, as TransformerEngine does.");
+  };
+  const auto dequantize_binding = [](auto&& bind) {
+    return bind(&dequantize_py, py::arg("q"), py::kw_only(), py::arg("rotated") = false,
+                "float32 [rows, cols]: element * block scale * S_dec, in x's space for a tensor quantized after the RHT "
+                "(rotated=True: the transformed values).");
+  };
+  const auto decode_e2m1_binding = [](auto&& bind) {
+    return bind(&decode_e2m1_py, py::arg("codes"), py::kw_only(), py::arg("packed") = true,
+                "float32 values of E2M1 codes: packed=True reads two per byte, element 2i in the low nibble "
+                "(QuantizedTensor.data; the last axis doubles), packed=False one code 0-15 per byte.");
+  };
+  const auto decode_ue4m3_binding = [](auto&& bind) {
+    return bind([](const py::array& codes) {
+      return decode_bytes(codes, "decode_ue4m3", [](std::uint8_t b) { return ue4m3::from_bits(b).to_float(); });
+    }, py::arg("codes"), "float32 values of UE4M3 scale bytes (NVFP4's block scales; 0x7F is NaN; the sign bit as the library reads it).");
+  };
+  const auto decode_e8m0_binding = [](auto&& bind) {
+    return bind([](const py::array& codes) {
+      return decode_bytes(codes, "decode_e8m0", [](std::uint8_t b) { return e8m0::from_bits(b).to_float(); });
+    }, py::arg("codes"), "float32 values of E8M0 scale bytes (MX block scales): 2^(byte - 127), 0xFF is NaN.");
+  };
+  const auto separate = [](auto&&... a) { return py::cpp_function(a...); };
+  const auto& qa = quantize_args();
+  const arg_spec codes_arg{"codes", "a uint8 numpy array (e.g. QuantizedTensor.data or .scales)", is_array_like};
+  quantize_binding([&](auto&&... a) { m.def("quantize", a...); return 0; });
+  add_argument_messages(m, "quantize", qa, quantize_binding(separate));
+  both_binding([&](auto&&... a) { m.def("quantize_rowwise_and_columnwise", a...); return 0; });
+  add_argument_messages(m, "quantize_rowwise_and_columnwise", {qa[0], qa[1], qa[2], qa[3], qa[4], qa[8]}, both_binding(separate));
+  dequantize_binding([&](auto&&... a) { m.def("dequantize", a...); return 0; });
+  decode_e2m1_binding([&](auto&&... a) { m.def("decode_e2m1", a...); return 0; });
+  add_argument_messages(m, "decode_e2m1", {codes_arg, {"packed", "a bool", is_bool, true}}, decode_e2m1_binding(separate));
+  decode_ue4m3_binding([&](auto&&... a) { m.def("decode_ue4m3", a...); return 0; });
+  add_argument_messages(m, "decode_ue4m3", {codes_arg}, decode_ue4m3_binding(separate));
+  decode_e8m0_binding([&](auto&&... a) { m.def("decode_e8m0", a...); return 0; });
+  add_argument_messages(m, "decode_e8m0", {codes_arg}, decode_e8m0_binding(separate));
   m.def("amax", [](py::array x) {
     const input_matrix in = as_input(std::move(x), "x");
     return with_view(in, [](auto v) { return nvfp4::amax(v); });
@@ -759,6 +1074,12 @@ PYBIND11_MODULE(_nvfp4, m) {  // nvfp4._nvfp4, re-exported by python/nvfp4/__ini
                          "FP8 codes (E4M3 or E5M2) [rows, cols] with fp32 decode scales (TE's scale_inv): one for the "
                          "tensor, or one per 1x128 / 128x128 block.")
       .def_property_readonly("format", [](const fp8_tensor& t) { return std::string(fp8_format_name(t.format())); }, "'e4m3' or 'e5m2'")
+      .def(py::pickle([](const fp8_tensor& t) { return fp8_state(t); }, [](const py::tuple& state) { return fp8_from_state(state); }))
+      .def("__copy__", [](const fp8_tensor& t) { return t; })
+      .def("__deepcopy__", [](const fp8_tensor& t, const py::object&) { return t; }, py::arg("memo"))
+      .def("__eq__", [](const fp8_tensor& a, const py::object& other) {
+        return py::isinstance<fp8_tensor>(other) && fp8_state(a).equal(fp8_state(other.cast<const fp8_tensor&>()));
+      }, "True for the same format, shape, blocks, codes, scales, amax and scale")
       .def_property_readonly("shape", [](const fp8_tensor& t) { return py::make_tuple(t.rows(), t.cols()); },
                              "(rows, cols) (for a columnwise copy of an M x N source: (N, M))")
       .def_property_readonly("rows", &fp8_tensor::rows)
@@ -792,6 +1113,11 @@ PYBIND11_MODULE(_nvfp4, m) {  // nvfp4._nvfp4, re-exported by python/nvfp4/__ini
                " amax=" + std::to_string(t.amax()) + ">";
       });
   m.def("dequantize", &dequantize_fp8_py, py::arg("q"), "float32 [rows, cols]: decode(code) * scale_inv of its block.");
+  m.def("dequantize", [](const py::args& args, const py::kwargs& kwargs) -> py::object {
+    check_call("dequantize", {{"q", "a QuantizedTensor or an Fp8Tensor (from nvfp4.quantize / quantize_fp8_*)", is_quantized_or_fp8},
+                              {"rotated", "a bool", is_bool, true}}, args, kwargs);
+    throw py::type_error("dequantize(): rotated= applies to a QuantizedTensor; an Fp8Tensor takes q alone");
+  });
   m.def("quantize_fp8_current", &quantize_fp8_current_py, py::arg("x"), py::arg("format") = "e4m3", py::kw_only(),
         py::arg("power_2_scale") = false, py::arg("amax_epsilon") = 0.0f, py::arg("axis") = "rowwise",
         "Per-tensor current scaling (TE's Float8CurrentScaling): scale = fp8_max / amax(x), codes = fp8(x * scale).");
@@ -848,7 +1174,21 @@ PYBIND11_MODULE(_nvfp4, m) {  // nvfp4._nvfp4, re-exported by python/nvfp4/__ini
         "Writes {name: QuantizedTensor} to a safetensors file in ModelOpt's layout (name.weight, name.weight_scale, "
         "name.weight_scale_2) with nvfp4 metadata; swizzle=True stores the scales in the 128x4 layout. Atomic.");
   m.def("load_checkpoint", &load_checkpoint_py, py::arg("path"),
-        "{name: QuantizedTensor} of every quantized tensor in a safetensors file (ours or ModelOpt / MX layouts).");
+        "{name: QuantizedTensor} of every quantized tensor of a checkpoint: a safetensors file (ours, ModelOpt / MX "
+        "layouts), a ModelOpt directory (single or sharded), compressed-tensors, GGUF or torchao (detected; "
+        "checkpoint_format(path) says which).");
+  m.def("checkpoint_format", [](const std::string& path) {
+    const io::detected_file d = io::detect_file(path);
+    py::dict out;
+    out["kind"] = d.kind == io::file_kind::npy ? "npy" : d.kind == io::file_kind::checkpoint ? "checkpoint" : "unsupported";
+    out["format"] = d.kind == io::file_kind::checkpoint ? py::object(py::str(io::checkpoint_format_name(d.format))) : py::object(py::none());
+    out["description"] = d.description;
+    out["directory"] = d.directory;
+    out["sharded"] = d.sharded;
+    return out;
+  }, py::arg("path"), "What a path holds, from its header (the tensors are not read): {'kind': 'checkpoint' | 'npy' | "
+                      "'unsupported', 'format': 'modelopt' | 'compressed-tensors' | 'gguf' | 'torchao' | None, 'description', "
+                      "'directory', 'sharded'}.");
   m.def("describe_checkpoint_tensor", &describe_py, py::arg("path"), py::arg("name"),
         "What the file records about one quantized tensor (format, shape, layout, RHT, rounding, amax).");
   m.def("dequantize_checkpoint_tensor", &dequantize_checkpoint_tensor_py, py::arg("path"), py::arg("name"),

@@ -110,11 +110,13 @@ def test_the_cpp_checkpoint_loads_as_it_was_stored(ref, reference_dir):
     assert loaded["rowwise_rht"].rht and not loaded["nvfp4_1x16"].rht
     info = nvfp4.describe_checkpoint_tensor(str(reference_dir / "reference.safetensors"), "nvfp4_sr")
     assert info["rounding"] == "stochastic" and info["seed"] == 7 and info["format"] == "nvfp4_1x16"
-    # dequantize_checkpoint_tensor undoes the recorded RHT: close to x, unlike the raw dequantize.
+    # dequantize_checkpoint_tensor and dequantize() undo the recorded RHT: close to x, unlike the
+    # rotated values (rotated=True).
     x = arrays["x"]
     back = nvfp4.dequantize_checkpoint_tensor(str(reference_dir / "reference.safetensors"), "rowwise_rht")
     assert back.shape == x.shape
-    assert nvfp4.sqnr_db(x, back) > 15 > nvfp4.sqnr_db(x, nvfp4.dequantize(loaded["rowwise_rht"]))
+    assert nvfp4.sqnr_db(x, back) > 15 > nvfp4.sqnr_db(x, nvfp4.dequantize(loaded["rowwise_rht"], rotated=True))
+    assert np.array_equal(nvfp4.dequantize(loaded["rowwise_rht"]), back)
 
 
 def test_a_checkpoint_written_here_has_the_cpp_bytes(ref, tmp_path):
