@@ -4,6 +4,7 @@
 // harness runs it without files; run_* parse the command line, read, write and print.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -85,6 +86,7 @@ struct quantize_result {
   io::safetensors_file file;
   io::npy_matrix_shape shape;
   double sqnr_db = 0;  ///< of the round trip, in the domain that was quantized (rotated with RHT)
+  bool all_flushed = false;  ///< the input has non-zero elements and every one quantized to zero
 };
 
 namespace detail {
@@ -140,6 +142,10 @@ inline quantize_result quantize_array(const input_image& input, const quantize_r
       restored = detail::quantize_into(result.file, effective, x);
       result.sqnr_db = compare(values, restored).sqnr_db;
     }
+    // Denormal-only input: the recipe's scale arithmetic (bit-exact with the GPU) turns every
+    // element into 0; run_quantize says so rather than a bare "SQNR 0.00 dB".
+    const auto nonzero = [](float v) { return v != 0.0f; };
+    result.all_flushed = std::any_of(values.begin(), values.end(), nonzero) && std::none_of(restored.begin(), restored.end(), nonzero);
   } catch (const error& e) {
     throw nvfp4::detail::with_context(e, input.name);  // the library names the element, this the file
   }
@@ -194,6 +200,11 @@ inline int run_quantize(int argc, char** argv) {
                 static_cast<long long>(result.shape.rows), static_cast<long long>(result.shape.cols), output.c_str(), result.sqnr_db,
                 request.store.rht ? " in the rotated domain" : "");
   }
+  if (result.all_flushed)
+    std::fprintf(stderr,
+                 "warning: %s: every non-zero element quantized to zero (the values are too small for the format's scale "
+                 "arithmetic, denormal floats; the GPU gives the same zeros): the file holds zeros (docs/cli.md)\n",
+                 input.c_str());
   return exit_ok;
 }
 

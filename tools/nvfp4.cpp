@@ -91,6 +91,14 @@ int dispatch(int argc, char** argv) {
   return c->run(argc, argv);
 }
 
+/// A message as printed: at most 4000 bytes. The readers clip what they echo of a file
+/// (io/json_limits.hpp); this is the backstop that keeps any message a screenful.
+std::string shown(const char* message) {
+  std::string text = message;
+  if (text.size() > 4000) text = text.substr(0, 4000) + "... (" + std::to_string(text.size()) + " bytes in all)";
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,17 +107,17 @@ int main(int argc, char** argv) {
   try {
     return dispatch(argc, argv);
   } catch (const nvfp4::cli::usage_error& e) {
-    std::fprintf(stderr, "nvfp4: %s\n", e.what());
+    std::fprintf(stderr, "nvfp4: %s\n", shown(e.what()).c_str());
     if (argc >= 2 && find_command(argv[1])) std::fprintf(stderr, "try: nvfp4 %s --help\n", argv[1]);
     return nvfp4::cli::exit_usage;
   } catch (const nvfp4::error& e) {
-    std::fprintf(stderr, "%s [%s]\n", e.what(), nvfp4::errc_name(e.code()));
+    std::fprintf(stderr, "%s [%s]\n", shown(e.what()).c_str(), nvfp4::errc_name(e.code()));
     return nvfp4::cli::exit_code_for(e.code());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "nvfp4: out of memory\n");
     return nvfp4::cli::exit_failure;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "nvfp4: %s\n", e.what());
+    std::fprintf(stderr, "nvfp4: %s\n", shown(e.what()).c_str());
     return nvfp4::cli::exit_failure;
   }
 }

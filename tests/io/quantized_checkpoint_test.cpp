@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -374,19 +375,28 @@ void expect_te_ceil_edge(float at_edge, float below_edge, std::uint8_t scale_byt
     if constexpr (Format::is_fp4) EXPECT_EQ(q.data()[0].bits(), static_cast<std::uint8_t>(code | (code << 4))) << x;
     else EXPECT_EQ(q.data()[0].bits(), code) << x;
     safetensors_file file;
-    add_quantized_tensor(file, "w", q);
     if (x == at_edge) {
+      // Such a tensor is not stored: the file would not read back (issue 34 item 4).
       EXPECT_EQ(dequantize(q)[0], std::numeric_limits<float>::infinity());
-      const auto [error_code, what] = error_of(file, "w");
-      EXPECT_EQ(error_code, errc::overflow);
-      EXPECT_NE(what.find("tensor 'w': dequantized element (0, 0) overflows float"), std::string::npos) << what;
+      try {
+        add_quantized_tensor(file, "w", q);
+        ADD_FAILURE() << "stored";
+      } catch (const error& e) {
+        EXPECT_EQ(e.code(), errc::overflow);
+        const std::string what = e.what();
+        EXPECT_NE(what.find("not storing tensor 'w': the file would not read back"), std::string::npos) << what;
+        EXPECT_NE(what.find("tensor 'w': dequantized element (0, 0) overflows float"), std::string::npos) << what;
+      }
+      EXPECT_TRUE(file.tensors.empty());
+      EXPECT_TRUE(file.metadata.empty());
     } else {
+      add_quantized_tensor(file, "w", q);
       EXPECT_TRUE(std::isfinite(dequantize_tensor(file, "w").values[0]));
     }
   }
 }
 
-TEST(CheckpointMalformed, TeCeilBlocksAtFloatsTopStoreTesCodesButRefuseToDecodeToFloat) {
+TEST(CheckpointMalformed, TeCeilBlocksAtFloatsTopAreTesCodesButNotStored) {
   // MXFP4: amax 1.75 * 2^127 / 6 -> scale 2^126 (byte 253); 3.5 ties to 4 (E2M1 0x6); just below
   // it rounds to 3 (0x5).
   expect_te_ceil_edge<mxfp4>(0x1.cp+127f, 0x1.bffffep+127f, 253, 0x6, 0x5);
@@ -416,6 +426,34 @@ TEST(CheckpointMalformed, ValuesTooLargeForFloatOrForTheInverseRhtAreOverflowErr
                         "overflows bf16 at row 0, columns 0..15"),
             std::string::npos)
       << what_h;
+}
+
+TEST(CheckpointWriter, RefusesWhatItsReaderWouldRefuse) {
+  const std::vector<float> v(32, 1.0f);
+  const auto x = matrix_view<const float>::row_major(v.data(), 1, 32);
+  safetensors_file file;
+  // An empty name wrote ".weight", which no reader finds (load_checkpoint returned {}).
+  EXPECT_THROW(add_quantized_tensor(file, "", quantize<nvfp4_1x16>(x)), error);
+  // A NaN amax was written as null and refused on load.
+  auto q = quantize<nvfp4_1x16>(x);
+  q.set_tensor_scale(NAN, q.encode_scale(), q.decode_scale());
+  EXPECT_THROW(add_quantized_tensor(file, "nan_amax", q), error);
+  // A NaN tensor scale (weight_scale_2).
+  auto r = quantize<nvfp4_1x16>(x);
+  r.set_tensor_scale(r.amax(), NAN, NAN);
+  EXPECT_THROW(add_quantized_tensor(file, "nan_scale", r), error);
+  // RHT of FLT_MAX: the stored codes are TE's, their inverse RHT overflows bf16.
+  const std::vector<float> big(32, FLT_MAX);
+  try {
+    add_quantized_tensor(file, "rht", quantize<nvfp4_1x16>(matrix_view<const float>::row_major(big.data(), 1, 32)), {.rht = true});
+    ADD_FAILURE() << "stored";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::overflow) << e.what();
+  }
+  EXPECT_TRUE(file.tensors.empty());
+  EXPECT_TRUE(file.metadata.empty());
+  add_quantized_tensor(file, "fine", quantize<nvfp4_1x16>(x));
+  EXPECT_EQ(file.tensors.size(), 3u);
 }
 
 }  // namespace

@@ -56,5 +56,18 @@ TEST(ErrorMetrics, LengthMismatchIsAShapeError) {
   }
 }
 
+TEST(ErrorMetrics, NanPropagates) {
+  // std::max dropped NaN: compare(x, all-NaN) reported max_abs_error 0 (issue 34).
+  const std::vector<float> x = {1, 2, 3}, nan(3, NAN), one_nan = {1, NAN, 3};
+  for (const auto& y : {nan, one_nan}) {
+    const auto r = compare(x, y);
+    EXPECT_TRUE(std::isnan(r.max_abs_error));
+    EXPECT_TRUE(std::isnan(r.max_rel_error));
+    EXPECT_TRUE(std::isnan(r.mse));
+    EXPECT_TRUE(std::isnan(r.sqnr_db));
+  }
+  EXPECT_TRUE(std::isnan(compare(nan, x).max_abs_error));
+}
+
 }  // namespace
 }  // namespace nvfp4

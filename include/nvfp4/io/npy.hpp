@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cctype>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -453,13 +454,21 @@ inline std::vector<float> to_float32(const npy_array& source) {
         out[i] = array.dtype == npy_dtype::float16 ? half_to_float(bits) : bf16::from_bits(bits).to_float();
       }
       break;
-    case npy_dtype::float64:
+    case npy_dtype::float64: {
+      // The doubles that round to a finite float: below FLT_MAX + half its ulp (2^103), the tie
+      // rounding to even, which is infinity. Beyond, the conversion is undefined in C++ and the
+      // value does not fit: overflow, not "holds Inf" as a later finiteness check would say.
+      const double limit = static_cast<double>(FLT_MAX) + 0x1p103;
       for (std::size_t i = 0; i < count; ++i) {
         double v;
         std::memcpy(&v, bytes + 8 * i, 8);
+        if (std::isfinite(v) && !(std::fabs(v) < limit))
+          throw error(errc::overflow, "npy: float64 element " + std::to_string(i) + " (" + detail::number_text(v) +
+                                          ", C order) is finite but beyond float32's range");
         out[i] = static_cast<float>(v);
       }
       break;
+    }
     case npy_dtype::void2:
     case npy_dtype::uint16:
       throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(array.dtype)) +

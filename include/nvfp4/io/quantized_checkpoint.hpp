@@ -96,15 +96,27 @@ inline std::vector<std::uint8_t> float_bytes(float v) {
 
 }  // namespace detail_checkpoint
 
+namespace detail_checkpoint {
+/// Throws, with the reader's reason, when dequantize_tensor refuses `name` of `file` (defined
+/// below it; a template so that the call in add_quantized_tensor is looked up there).
+template <block_scaled_format Format>
+void require_reads_back(const safetensors_file& file, const std::string& name);
+}  // namespace detail_checkpoint
+
 /// Adds q to `file` as `name`.weight (packed elements), `name`.weight_scale (block scales) and,
 /// for NVFP4, `name`.weight_scale_2 (F32 scalar S_dec = 1 / S_enc, which is amax/2688 up to one
 /// rounding), plus a metadata entry "nvfp4.<name>" describing it. NVFP4 scales are F8_E4M3; MX
 /// scales are E8M0 bytes stored as U8; MXFP8 elements are F8_E4M3. Throws invalid_argument when
-/// the name is taken.
+/// the name is empty or taken, and, leaving `file` as it was, when dequantize_tensor would refuse
+/// the stored tensor (overflow when its values or their inverse RHT overflow, invalid_argument for
+/// NaN block scales, a NaN amax or tensor scale), with the reader's reason: nothing is stored
+/// that does not read back.
 template <block_scaled_format Format>
 void add_quantized_tensor(safetensors_file& file, const std::string& name, const quantized_tensor<Format>& q,
                           const store_options& options = {}) {
   constexpr stored_format format = stored_format_of<Format>();
+  detail::require(!name.empty(), errc::invalid_argument,
+                  "safetensors: a quantized tensor needs a non-empty name (its tensors are W.weight, W.weight_scale, ...)");
   nlohmann::json meta;
   meta["format"] = stored_format_name(format);
   meta["block"] = {Format::block_rows, Format::block_cols};
@@ -144,17 +156,33 @@ void add_quantized_tensor(safetensors_file& file, const std::string& name, const
   for (const auto& n : {weight.name, scale.name, name + ".weight_scale_2"})
     detail::require(file.find(n) == nullptr, errc::invalid_argument, "safetensors: a tensor named '" + n + "' is already in the file");
   detail::require(!file.metadata.contains(key), errc::invalid_argument, "safetensors: metadata for '" + name + "' already exists");
-  file.add(std::move(weight));
-  file.add(std::move(scale));
+  // Nothing is stored that our own reader would refuse (issue 34): the tensor is read back as
+  // dequantize_tensor reads it (NaN block scales, as torchao's quantizer makes for an all-zero
+  // block; values whose scales overflow float, as the TE ceil rule gives FLT_MAX; an RHT whose
+  // inverse overflows; NaN amax or tensor scale) and refused with the reader's reason.
+  // A NaN block scale is named as the quantizer's doing (the reader's message speaks to readers).
+  for (std::size_t i = 0; i < q.scales().size(); ++i) {
+    const std::uint8_t b = q.scales()[i].bits();
+    if (Format::has_tensor_scale ? (b & 0x7F) == 0x7F : b == 0xFF)
+      throw error(errc::invalid_argument, "not storing tensor '" + name + "': block scale " + std::to_string(i) +
+                                              " (row-major) is NaN, which the file's readers refuse; the quantizer made it "
+                                              "(torchao's rule divides 0 by 0 when the tensor's amax is 0 or denormal)");
+  }
+  safetensors_file probe;
+  probe.add(std::move(weight));
+  probe.add(std::move(scale));
   if constexpr (Format::has_tensor_scale) {
     safetensors_tensor scale_2;
     scale_2.name = name + ".weight_scale_2";
     scale_2.dtype = safetensors_dtype::f32;
     scale_2.shape = {};
     scale_2.bytes = detail_checkpoint::float_bytes(q.decode_scale());
-    file.add(std::move(scale_2));
+    probe.add(std::move(scale_2));
   }
-  file.metadata[key] = meta.dump();
+  probe.metadata[key] = meta.dump();
+  detail_checkpoint::require_reads_back<Format>(probe, name);
+  for (auto& t : probe.tensors) file.add(std::move(t));
+  file.metadata[key] = std::move(probe.metadata[key]);
   file.metadata.emplace("format", "pt");  // what Hugging Face loaders expect to find
 }
 
@@ -481,6 +509,18 @@ inline restored_tensor dequantize_tensor(const safetensors_file& file, const std
     for (const std::size_t b : poisoned_blocks) std::fill_n(out.values.begin() + static_cast<std::ptrdiff_t>(b), 16, NAN);
   }
   return out;
+}
+
+template <block_scaled_format Format>
+void detail_checkpoint::require_reads_back(const safetensors_file& file, const std::string& name) {
+  try {
+    (void)dequantize_tensor(file, name);
+  } catch (const error& e) {
+    std::string reason = e.what();
+    if (reason.rfind("nvfp4: ", 0) == 0) reason.erase(0, 7);
+    throw error(e.code() == errc::overflow ? errc::overflow : errc::invalid_argument,
+                "not storing tensor '" + name + "': the file would not read back (" + reason + ")");
+  }
 }
 
 }  // namespace nvfp4::io

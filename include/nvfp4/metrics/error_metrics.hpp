@@ -17,7 +17,7 @@ struct error_report {
   double mse = 0;               ///< mean of (approx - reference)^2
   double rmse = 0;              ///< sqrt(mse)
   double sqnr_db = 0;           ///< 10 log10(Σ reference^2 / Σ error^2); +Inf when exact
-  double max_abs_error = 0;     ///< max |approx - reference|
+  double max_abs_error = 0;     ///< max |approx - reference| (NaN when a pair gives NaN)
   double max_rel_error = 0;     ///< max |approx - reference| / |reference| over reference != 0
   double cosine_similarity = 0; ///< <approx, reference> / (|approx| |reference|); 1 when both are 0
 };
@@ -42,8 +42,10 @@ inline error_report compare(std::span<const float> reference, std::span<const fl
     noise += e * e;
     dot += x * y;
     approx_norm += y * y;
-    r.max_abs_error = std::max(r.max_abs_error, std::fabs(e));
-    if (x != 0) r.max_rel_error = std::max(r.max_rel_error, std::fabs(e) / std::fabs(x));
+    // NaN propagates (std::max would drop it: compare(x, all-NaN) reported 0, issue 34).
+    if (!(std::fabs(e) <= r.max_abs_error)) r.max_abs_error = std::isnan(r.max_abs_error) ? r.max_abs_error : std::fabs(e);
+    if (x != 0 && !(std::fabs(e) / std::fabs(x) <= r.max_rel_error))
+      r.max_rel_error = std::isnan(r.max_rel_error) ? r.max_rel_error : std::fabs(e) / std::fabs(x);
   }
   const double n = static_cast<double>(reference.size());
   r.mse = n > 0 ? noise / n : 0.0;

@@ -312,6 +312,9 @@ template <int BlockCols, class T, class Fn>
 void for_each_row_block(matrix_view<const T> x, Fn&& per_block) {
   const index_t rows = x.rows(), cols = x.cols();
   const index_t blocks = (cols + BlockCols - 1) / BlockCols;
+  // An empty matrix may still have 2^40 rows (or columns): without this, an unoptimized build
+  // walks every empty row (issue 34).
+  if (rows == 0 || blocks == 0) return;
   simd::parallel_ranges(rows, simd::worth_parallel(rows * cols), [&](index_t first_row, index_t last_row) {
     for (index_t r = first_row; r < last_row; ++r)
       for (index_t b = 0; b < blocks; ++b) {
