@@ -119,7 +119,7 @@ TEST(Linear, Nvfp4ComposesRecipeOperandsAndGemm) {
       step0.seed = nvfp4::detail::derived_seed(11, 0);  // the header's rule: derived_seed(options.seed, step)
       const operand_pair gs = quantize_gradient(cview(dy, M, N), step0);
       layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
-      nvfp4_gemm(xs.rowwise, ws.rowwise, mview(want.y, M, N), mode, in.b);
+      nvfp4_gemm(xs.rowwise, ws.rowwise, mview(want.y, M, N), mode, to_bf16(in.b));  // TE's bias in bf16 (linear.py)
       nvfp4_gemm(gs.rowwise, ws.columnwise, mview(want.dx, M, K), mode);
       nvfp4_gemm(gs.columnwise, xs.columnwise, mview(want.dw, N, K), mode);
       want.y = to_bf16(want.y);
@@ -150,7 +150,7 @@ TEST(Linear, Nvfp4AmaxRuleComposes) {
     step0.seed = nvfp4::detail::derived_seed(11, 0);
     const operand_pair gs = quantize_gradient(cview(dy, M, N), step0, rule);
     layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
-    nvfp4_gemm(xs.rowwise, ws.rowwise, mview(want.y, M, N), gemm_mode::exact, in.b);
+    nvfp4_gemm(xs.rowwise, ws.rowwise, mview(want.y, M, N), gemm_mode::exact, to_bf16(in.b));
     nvfp4_gemm(gs.rowwise, ws.columnwise, mview(want.dx, M, K));
     nvfp4_gemm(gs.columnwise, xs.columnwise, mview(want.dw, N, K));
     want.y = to_bf16(want.y);
@@ -197,7 +197,8 @@ TEST(Linear, Fp8CurrentScalingComposes) {
   const auto x8t = quantize_fp8_with_scale(cview(in.x, M, K).transposed(), fp8_format::e4m3, x8.scale());
   const auto w8t = quantize_fp8_with_scale(cview(in.w, N, K).transposed(), fp8_format::e4m3, w8.scale());
   const auto g8t = quantize_fp8_with_scale(cview(in.dy, M, N).transposed(), fp8_format::e5m2, g8.scale());
-  const fp8_gemm_options fast_accumulation{.core = mma8::tensor_core::blackwell, .promotion_interval = 0, .bias = in.b};
+  const auto bias = to_bf16(in.b);  // TE's linear.py: a quantized GEMM's bias in bf16
+  const fp8_gemm_options fast_accumulation{.core = mma8::tensor_core::blackwell, .promotion_interval = 0, .bias = bias};
   const fp8_gemm_options split{.core = mma8::tensor_core::blackwell, .promotion_interval = 64};
   layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
   fp8_gemm(x8, w8, mview(want.y, M, N), fast_accumulation);  // fprop: use_split_accumulator = false
@@ -253,7 +254,8 @@ TEST(Linear, Fp8BlockScalingComposes) {
   };
   const auto one_d = fp8_block_shape::block_1x128, two_d = fp8_block_shape::block_128x128;
   layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
-  fp8_gemm(q(in.x, M, K, one_d, false), q(in.w, N, K, two_d, false), mview(want.y, M, N), {.bias = in.b});
+  const auto bias = to_bf16(in.b);  // TE's linear.py: a quantized GEMM's bias in bf16
+  fp8_gemm(q(in.x, M, K, one_d, false), q(in.w, N, K, two_d, false), mview(want.y, M, N), {.bias = bias});
   fp8_gemm(q(in.dy, M, N, one_d, false), q(in.w, N, K, two_d, true), mview(want.dx, M, K));
   fp8_gemm(q(in.dy, M, N, one_d, true), q(in.x, M, K, one_d, true), mview(want.dw, N, K));
   expect_same(got, want, "block scaling");
@@ -454,38 +456,72 @@ TEST(LinearWeightCache, DelayedScalingReuseRecordsNoWeightAmax) {
   EXPECT_EQ(layer.scaling_state(tensor_role::weight)->scale(), w_scale);
 }
 
-TEST(LinearInfer, BadInputChangesNoDelayedState) {
+TEST(LinearInfer, BadInputIsRefusedAfterItsAmaxIsRecordedAsTeRecordsIt) {
+  // TE's quantizer records the amax of what it quantizes with a max that ignores NaN and keeps
+  // Inf (common/recipe/delayed_scaling.cu reads it). The library refuses the tensor, but records
+  // that amax first; nothing updates, and a NaN / Inf in W is never reached after a bad X.
   const inputs in;
   nn::linear layer = make_layer(delayed_scaling{.amax_history_len = 2}, {}, in);
   auto bad = in.x;
   bad[3] = std::nanf("");
+  auto rest = in.x;
+  rest[3] = 0.0f;
+  const float nan_ignored = amax(cview(rest, M, K));
   for (int pass = 0; pass < 2; ++pass) {
     const auto run = [&] { pass == 0 ? layer.forward(cview(bad, M, K)) : layer.infer(cview(bad, M, K), nn::weight_cache::refresh); };
     EXPECT_EQ(test::error_code_of(run), errc::non_finite_input);
-    for (tensor_role role : {tensor_role::input, tensor_role::weight}) {
-      EXPECT_EQ(history_of(layer, role), std::vector<float>(2, 0.0f)) << pass;  // no amax (not X's NaN) recorded
-      EXPECT_EQ(layer.scaling_state(role)->scale(), 1.0f) << pass;
-    }
+    EXPECT_EQ(history_of(layer, tensor_role::input), (std::vector<float>{nan_ignored, 0.0f})) << pass;
+    EXPECT_EQ(history_of(layer, tensor_role::weight), std::vector<float>(2, 0.0f)) << pass;
+    for (tensor_role role : {tensor_role::input, tensor_role::weight}) EXPECT_EQ(layer.scaling_state(role)->scale(), 1.0f) << pass;
   }
-  std::vector<float> y(M * N);
-  EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
-            errc::invalid_argument);  // the failed refresh kept nothing
+  bad[3] = INFINITY;
+  EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(bad, M, K)); }), errc::non_finite_input);
+  EXPECT_EQ(history_of(layer, tensor_role::input)[0], INFINITY);
+  std::vector<float> y(M * N), y_off(M * N);
+  layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse);  // the failed refresh kept nothing: a miss
+  layer.infer(cview(in.x, M, K), mview(y_off, M, N));
+  EXPECT_EQ(first_difference(y, y_off), -1);
 }
 
-TEST(LinearWeightCache, ReuseNeedsAKeptWeight) {
+TEST(LinearWeightCache, AReuseMissQuantizesAndKeeps) {
+  // TE's linear.py with is_first_microbatch=False and no cached weight quantizes W and caches it.
   const inputs in;
   nn::linear layer = make_layer(nvfp4_block_scaling{}, {}, in);
-  std::vector<float> y(M * N);
-  EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
-            errc::invalid_argument);
-  EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
-            errc::invalid_argument);
-  layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::refresh);
-  EXPECT_NO_THROW(layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse));
-  layer.set_recipe(float8_current_scaling{});  // a kept weight belongs to its recipe
-  EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse); }),
-            errc::invalid_argument);
+  std::vector<float> y(M * N), y_kept(M * N), y_now(M * N);
+  layer.infer(cview(in.x, M, K), mview(y, M, N));
+  layer.forward(cview(in.x, M, K), mview(y_kept, M, N), nn::weight_cache::reuse);  // a miss: W quantized and kept
+  EXPECT_EQ(first_difference(y_kept, y), -1);
+  for (float& w : layer.weight()) w *= 2.0f;
+  layer.infer(cview(in.x, M, K), mview(y_now, M, N), nn::weight_cache::reuse);  // the kept W, as it was
+  EXPECT_EQ(first_difference(y_now, y), -1);
+  layer.set_recipe(float8_current_scaling{});  // a kept weight belongs to its recipe: a miss again
+  layer.infer(cview(in.x, M, K), mview(y_now, M, N), nn::weight_cache::reuse);
+  layer.infer(cview(in.x, M, K), mview(y, M, N));
+  EXPECT_EQ(first_difference(y_now, y), -1);
   EXPECT_EQ(test::error_code_of([&] { layer.infer(cview(in.x, M, K - 1), mview(y, M, N)); }), errc::shape_mismatch);
+}
+
+TEST(LinearRecipeSwitch, DelayedToDelayedKeepsScaleAndHistoryAsTe) {
+  // TE module/base.py set_meta_tensor: a DelayedScaling state survives a switch to another
+  // DelayedScaling (adjust_amax_history_length: history[:length], or zero rows appended); the
+  // state keeps the settings it was made with. From another recipe the state starts afresh.
+  const inputs in;
+  nn::linear layer = make_layer(delayed_scaling{.amax_history_len = 4}, {}, in);
+  layer.forward(cview(in.x, M, K));
+  layer.backward(cview(in.dy, M, N));
+  const float scale = layer.scaling_state(tensor_role::input)->scale();
+  const float x_amax = amax(cview(in.x, M, K));
+  EXPECT_EQ(history_of(layer, tensor_role::input), (std::vector<float>{0.0f, 0.0f, 0.0f, x_amax}));
+  layer.set_recipe(delayed_scaling{.margin = 3.0f, .amax_history_len = 6});
+  EXPECT_EQ(layer.scaling_state(tensor_role::input)->scale(), scale);
+  EXPECT_EQ(history_of(layer, tensor_role::input), (std::vector<float>{0.0f, 0.0f, 0.0f, x_amax, 0.0f, 0.0f}));
+  EXPECT_EQ(layer.scaling_state(tensor_role::input)->margin(), 0.0f);  // first settings kept
+  layer.set_recipe(delayed_scaling{.amax_history_len = 2});
+  EXPECT_EQ(history_of(layer, tensor_role::input), (std::vector<float>{0.0f, 0.0f}));  // history[:2]
+  EXPECT_EQ(layer.scaling_state(tensor_role::input)->scale(), scale);
+  layer.set_recipe(float8_current_scaling{});
+  layer.set_recipe(delayed_scaling{.amax_history_len = 2});
+  EXPECT_EQ(layer.scaling_state(tensor_role::input)->scale(), 1.0f);
 }
 
 TEST(Linear, RecipeSwitchKeepsWeightsAndRejectsWhatTeRejects) {

@@ -166,8 +166,8 @@ TEST(DelayedScalingUnfused, ScaleIsTheReciprocalTimesTheMaxThenTheMargin) {
   // value TE's Python update gave on the device (tests/golden: fp8_delayed, sequence random).
   const float amax = std::bit_cast<float>(0x3F7D756Bu);
   for (int margin : {0, 2, -1}) {
-    delayed_scaling_state fused({.margin = margin, .amax_history_len = 1}, fp8_format::e4m3);
-    delayed_scaling_state unfused({.margin = margin, .amax_history_len = 1, .unfused_update = true}, fp8_format::e4m3);
+    delayed_scaling_state fused({.margin = static_cast<float>(margin), .amax_history_len = 1}, fp8_format::e4m3);
+    delayed_scaling_state unfused({.margin = static_cast<float>(margin), .amax_history_len = 1, .unfused_update = true}, fp8_format::e4m3);
     fused.record(amax);
     fused.update();
     unfused.record(amax);
@@ -231,11 +231,11 @@ TEST(DelayedScaling, MarginIsValidWhereTwoToMinusMarginIsANormalFloat) {
   // The header's rule: 2^-margin must be a normal float, i.e. -margin in [-126, 127]. Both ends
   // and one step past them, through validate() and the state's constructor (which validates).
   for (int margin : {-127, 0, 125, 126}) {
-    EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = margin}.validate(); }), errc{}) << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = static_cast<float>(margin)}.validate(); }), errc{}) << margin;
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = margin}, fp8_format::e4m3); }), errc{}) << margin;
   }
   for (int margin : {-128, 127, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()}) {
-    EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = margin}.validate(); }), errc::invalid_argument) << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = static_cast<float>(margin)}.validate(); }), errc::invalid_argument) << margin;
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = margin}, fp8_format::e4m3); }), errc::invalid_argument) << margin;
   }
   // The accepted edge gives the documented scale: amax 1 maps to 448 * 2^-126 (FLT_MIN * 448).

@@ -43,6 +43,28 @@ TEST(Trainer, LossFallsBelowHalfItsStartForFp32AndBf16) {
   }
 }
 
+TEST(Trainer, ValidationRecordsDelayedScalingAmaxesAsTeUnlessToldNot) {
+  // TE's evaluation under torch.no_grad() inside the autocast region (pytorch/quantization.py
+  // autocast_exit skips the update without grad): the first layer's input amax over the
+  // validation batches is left in the history's entry 0 for the next training update. The
+  // expected value is the validation features' max |x|, read from the dataset here.
+  cluster_dataset data(task);
+  float eval_amax = 0.0f;
+  for (int i = 0; i < 2; ++i)
+    for (const float v : data.validation_batch(i).features) eval_amax = std::fmax(eval_amax, std::fabs(v));
+  for (const nn::eval_amaxes evaluation : {nn::eval_amaxes::record_as_te, nn::eval_amaxes::record_nothing}) {
+    float entry0 = -1.0f;
+    train_options options{.steps = 2, .eval_every = 1, .eval_batches = 2, .evaluation = evaluation};
+    options.before_step = [&](long long step, nn::model& m) {
+      if (step != 1) return;
+      auto& engine = dynamic_cast<nn::linear_engine&>(m.dense_layers()[0]->engine());
+      entry0 = engine.layer().scaling_state(tensor_role::input)->amax_history()[0];
+    };
+    run(nn::linear_engines(delayed_scaling{.amax_history_len = 4}), options);
+    EXPECT_EQ(entry0, evaluation == nn::eval_amaxes::record_as_te ? eval_amax : 0.0f);
+  }
+}
+
 TEST(Trainer, RunsAreReproducibleAndIndependentOfThreads) {
   // NVFP4 (stochastic rounding seeded per layer and step, RHT on wgrad) and FP8 delayed scaling
   // (an amax history carried from step to step) besides BF16: the recipes with state and

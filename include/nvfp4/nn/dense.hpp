@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "nvfp4/error.hpp"
+#include "nvfp4/nn/autocast.hpp"
 #include "nvfp4/nn/linear.hpp"
 #include "nvfp4/nn/parameter.hpp"
 
@@ -68,8 +69,9 @@ class non_finite_tensor : public error {
 };
 
 /// How a dense layer computes its GEMMs. An engine belongs to one layer and may keep state from
-/// step to step (an FP8 amax history) and from forward to backward (quantized operands).
-class gemm_engine {
+/// step to step (an FP8 amax history) and from forward to backward (quantized operands); such an
+/// engine updates that state at region ends (nn/autocast.hpp).
+class gemm_engine : public region_member {
  public:
   virtual ~gemm_engine() = default;
   /// A short name for reports ("fp32", "bf16", "nvfp4", ...).
@@ -100,35 +102,43 @@ inline std::string recipe_short_name(const recipe& r, high_precision dtype) {
 }
 
 /// The emulated TE Linear layer (nn/linear.hpp) as a dense layer's engine: any recipe, exact or
-/// relaxed GEMMs, FP32 or BF16 high precision. The dense layer owns the master weight; it is
-/// copied into the Linear before each forward, and the Linear's dW copied out after backward.
-/// An evaluation forward is the layer's infer(): delayed-scaling states stay as they were.
+/// relaxed GEMMs, FP32 or BF16 high precision. The dense layer owns the master weight, which the
+/// Linear reads in place (parameter_storage::external), and dW is written straight into the dense
+/// layer's gradient. Delayed scaling follows TE's regions (nn/autocast.hpp): inside an autocast
+/// the scales update at its end; outside any, a training call updates at once and an evaluation
+/// forward (the layer's infer) records nothing.
 class linear_engine final : public gemm_engine {
  public:
   linear_engine(index_t in, index_t out, recipe r, linear_options options)
-      : linear_(in, out, std::move(r), options), name_(recipe_short_name(linear_.current_recipe(), options.dtype)) {}
+      : linear_(in, out, std::move(r), external(options)), name_(recipe_short_name(linear_.current_recipe(), options.dtype)) {}
   std::string name() const override { return name_; }
   linear& layer() { return linear_; }
 
   void forward(matrix_view<const float> x, matrix_view<const float> w, matrix_view<float> y, bool training) override {
-    std::span<float> weight = linear_.weight();
-    for (index_t i = 0; i < w.rows(); ++i)
-      for (index_t j = 0; j < w.cols(); ++j) weight[static_cast<std::size_t>(i * w.cols() + j)] = w(i, j);
     if (training) {
-      linear_.forward(x, y);
+      linear_.forward({w}, x, y);
     } else {
-      linear_.infer(x, y);
+      linear_.infer({w}, x, y, weight_cache::off, evaluation_amaxes());
     }
+    after_forward(*this, training);
   }
 
   void backward(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) override {
-    linear_.backward(dy, dx);
-    const std::span<const float> grad = linear_.weight_grad();
-    for (index_t i = 0; i < dw.rows(); ++i)
-      for (index_t j = 0; j < dw.cols(); ++j) dw(i, j) = grad[static_cast<std::size_t>(i * dw.cols() + j)];
+    linear_.backward(dy, dx, {dw});
+    after_backward(*this);
   }
 
+  void end_forward_region(bool grad_enabled) override { linear_.end_forward_region(grad_enabled); }
+  void end_backward_region() override { linear_.end_backward_region(); }
+
  private:
+  static linear_options external(linear_options o) {
+    nvfp4::detail::require(!o.bias, errc::invalid_argument, "linear_engine: a dense layer has no bias (linear_options::bias must be false)");
+    o.parameters = parameter_storage::external;
+    o.delayed_update = scaling_update::per_region;
+    return o;
+  }
+
   linear linear_;
   std::string name_;
 };

@@ -36,6 +36,8 @@
 // - mxfp8_block_scaling: quantize_mxfp8_te of each tensor and its transpose; mxfp8_gemm.
 // Y and dX are written in the layer's dtype (bf16: rounded once from the fp32 epilogue, bias
 // included); dW and db are fp32 (TE's main_grad); db is the fp32 sum of dY's rows in row order.
+// Every recipe but no_quantization adds the bias rounded to bf16, as TE's linear.py hands it to
+// the quantized GEMMs.
 //
 // infer(x) is the forward for evaluation and inference: the same Y bit for bit, without the
 // columnwise copies backward needs, without touching a forward saved for backward, and without
@@ -127,7 +129,8 @@ enum class weight_cache {
   off,      ///< quantize W on every call, keep nothing (TE: None)
   refresh,  ///< quantize W and keep it for later calls (TE: True)
   reuse     ///< run on the W kept by the last refresh, as W was then (TE: False; W's delayed-scaling
-            ///< amax is not recorded). Throws invalid_argument without one since the last set_recipe.
+            ///< amax is not recorded). Without one kept since the last set_recipe, W is quantized
+            ///< and kept, as refresh does (TE's linear.py quantizes and caches on a miss).
 };
 
 /// An emulated TE Linear layer (see the header comment for what each recipe computes).
@@ -160,18 +163,27 @@ class linear {
   const nvfp4::recipe& current_recipe() const { return recipe_; }
 
   /// Switches the recipe (e.g. a precision cooldown). Throws invalid_argument / unsupported for a
-  /// recipe TE rejects, before changing anything. Delayed-scaling states start afresh (scale 1,
-  /// empty history) whenever a delayed_scaling recipe is set. A forward saved for backward is
-  /// dropped: call set_recipe between steps.
+  /// recipe TE rejects, before changing anything. Delayed scaling as TE (module/base.py
+  /// set_meta_tensor): DelayedScaling -> DelayedScaling keeps each role's scale and history (cut
+  /// or zero-padded to the new amax_history_len; format, margin and amax algorithm as first set,
+  /// delayed_scaling_state::switch_to); from any other recipe the states start afresh (scale 1,
+  /// zero history). A forward saved for backward is dropped: call set_recipe between steps.
   void set_recipe(nvfp4::recipe r) {
     validate(r);
     nvfp4::detail::require(!options_.nvfp4_amax || std::holds_alternative<nvfp4_block_scaling>(r) ||
                                std::holds_alternative<no_quantization>(r),
                            errc::unsupported, "linear: linear_options::nvfp4_amax applies to NVFP4 recipes only; this layer's recipe is FP8");
+    const bool keep_states = std::holds_alternative<delayed_scaling>(recipe_) && std::holds_alternative<delayed_scaling>(r);
     recipe_ = std::move(r);
     if (const auto* d = std::get_if<delayed_scaling>(&recipe_)) {
-      for (nvfp4::tensor_role role : {nvfp4::tensor_role::input, nvfp4::tensor_role::weight, nvfp4::tensor_role::grad_output})
-        states_[static_cast<std::size_t>(role)] = delayed_scaling_state(*d, role_format(d->fp8_format, role));
+      for (nvfp4::tensor_role role : {nvfp4::tensor_role::input, nvfp4::tensor_role::weight, nvfp4::tensor_role::grad_output}) {
+        delayed_scaling_state& state = states_[static_cast<std::size_t>(role)];
+        if (keep_states) {
+          state.switch_to(d->amax_history_len, d->unfused_update);
+        } else {
+          state = delayed_scaling_state(*d, role_format(d->fp8_format, role));
+        }
+      }
     }
     saved_ = {};
     kept_weight_.reset();
@@ -206,8 +218,9 @@ class linear {
 
   /// Y = X Wᵀ (+ b), X [M, in_features], Y [M, out_features]; keeps what backward needs and, under
   /// delayed scaling, records the amaxes and steps the input and weight states. Throws
-  /// shape_mismatch / null_pointer / non_finite_error (NaN or Inf in X or W) before writing Y,
-  /// invalid_argument for weight_cache::reuse without a kept weight.
+  /// shape_mismatch / null_pointer / non_finite_error (NaN or Inf in X or W) before writing Y;
+  /// under delayed scaling the refused tensor's amax is recorded first, as TE's quantizer records
+  /// it (NaN ignored, Inf kept: the scale then holds for up to amax_history_len updates).
   void forward(matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
     forward(owned_parameters("forward"), x, y, cache);
   }
@@ -216,9 +229,9 @@ class linear {
   void forward(const linear_parameters& p, matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
     check_forward(x, y, "linear::forward", cache);
     check_parameters(p, "linear::forward");
-    params_ = p;
+    params_ = gemm_parameters(p);
     saved_.valid = false;
-    const auto xv = to_dtype(x, "input", x_scratch_);  // X checked before W's amax is recorded
+    const auto xv = to_dtype(x, "input", x_scratch_, nvfp4::tensor_role::input);  // X checked before W's amax is recorded
     std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/true);
     const auto rv = scratch(x.rows(), out_, y_scratch_);
     std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/true, /*record=*/true); }, recipe_);
@@ -250,9 +263,9 @@ class linear {
              eval_amaxes amaxes = eval_amaxes::record_nothing) {
     check_forward(x, y, "linear::infer", cache);
     check_parameters(p, "linear::infer");
-    params_ = p;
+    params_ = gemm_parameters(p);
     const bool record = amaxes == eval_amaxes::record_as_te;
-    const auto xv = to_dtype(x, "input", infer_x_scratch_);
+    const auto xv = record ? to_dtype(x, "input", infer_x_scratch_, nvfp4::tensor_role::input) : to_dtype(x, "input", infer_x_scratch_);
     const std::shared_ptr<const weight_operands> w = weight_for(cache, /*for_training=*/false, record);
     const auto rv = scratch(x.rows(), out_, infer_y_scratch_);
     std::visit([&](const auto& r) { fprop(r, xv, *w, rv, /*training=*/false, record); }, recipe_);
@@ -287,7 +300,7 @@ class linear {
     nvfp4::detail::require(g.bias.size() == (options_.bias ? static_cast<std::size_t>(out_) : 0), errc::shape_mismatch,
                            "linear::backward: db has " + std::to_string(g.bias.size()) + " values, expected " +
                                std::to_string(options_.bias ? out_ : 0));
-    const auto gv = to_dtype(dy, "output gradient", g_scratch_);
+    const auto gv = to_dtype(dy, "output gradient", g_scratch_, nvfp4::tensor_role::grad_output);
     const auto dxv = scratch(dy.rows(), in_, dx_scratch_);
     const auto dwv = g.weight;
     std::visit([&](const auto& r) { bprop(r, gv, dxv, dwv); }, recipe_);
@@ -361,6 +374,15 @@ class linear {
                            std::string("linear::") + who + ": this layer's parameters are external; pass them: " + who + "(parameters, x, y)");
     return {matrix_view<const float>::row_major(weight_.data(), out_, in_), bias_};
   }
+  /// The parameters as the GEMMs take them. A quantized recipe's GEMM adds the bias in bf16: TE's
+  /// linear.py casts it to bf16 when the activations are fp32 (cuBLAS has no FP8 GEMM with an fp32
+  /// bias), and a bf16 layer's bias is a bf16 parameter. No quantization adds it as given.
+  linear_parameters gemm_parameters(const linear_parameters& p) {
+    if (p.bias.empty() || std::holds_alternative<no_quantization>(recipe_)) return p;
+    bias_scratch_.resize(p.bias.size());
+    for (std::size_t i = 0; i < p.bias.size(); ++i) bias_scratch_[i] = bf16::from_float(p.bias[i]).to_float();
+    return {p.weight, bias_scratch_};
+  }
   void check_parameters(const linear_parameters& p, const char* who) const {
     p.weight.validate("linear weight");
     nvfp4::detail::require(p.weight.rows() == out_ && p.weight.cols() == in_, errc::shape_mismatch,
@@ -373,11 +395,9 @@ class linear {
   }
 
   /// The checks of forward and infer that come before anything changes.
-  void check_forward(matrix_view<const float> x, matrix_view<float> y, const char* who, weight_cache cache) const {
+  void check_forward(matrix_view<const float> x, matrix_view<float> y, const char* who, weight_cache /*cache*/) const {
     x.validate("linear input");
     y.validate("linear output");
-    nvfp4::detail::require(cache != weight_cache::reuse || kept_weight_ != nullptr, errc::invalid_argument,
-                           std::string(who) + ": weight_cache::reuse without a weight kept by weight_cache::refresh since the last set_recipe");
     nvfp4::detail::require(x.cols() == in_, errc::shape_mismatch,
                            std::string(who) + ": X has " + std::to_string(x.cols()) + " columns, the layer " + std::to_string(in_) + " inputs");
     nvfp4::detail::require(y.rows() == x.rows() && y.cols() == out_, errc::shape_mismatch,
@@ -387,11 +407,15 @@ class linear {
   /// The W a forward runs on: the kept one (reuse), or W quantized now (kept too for refresh).
   /// A training forward records W's delayed-scaling amax unless it reuses.
   std::shared_ptr<const weight_operands> weight_for(weight_cache cache, bool for_training, bool record = true) {
-    if (cache == weight_cache::reuse) return kept_weight_;  // check_forward made sure there is one
-    const auto wv = to_dtype(params_.weight, "weight", w_scratch_);
+    if (cache == weight_cache::reuse) {
+      if (kept_weight_) return kept_weight_;
+      cache = weight_cache::refresh;  // a miss: quantize and keep
+    }
+    const bool record_amax = for_training || record;
+    const auto wv = record_amax ? to_dtype(params_.weight, "weight", w_scratch_, nvfp4::tensor_role::weight)
+                                : to_dtype(params_.weight, "weight", w_scratch_);
     auto w = std::make_shared<weight_operands>();
     const bool columnwise = for_training || cache == weight_cache::refresh;
-    const bool record_amax = for_training || record;
     std::visit([&](const auto& r) { quantize_weight_operands(r, wv, columnwise, record_amax, *w); }, recipe_);
     if (cache == weight_cache::refresh) {
       // A weight kept for several products is packed once (what every unpacked GEMM call redoes);
@@ -419,6 +443,25 @@ class linear {
         out(r, c) = options_.dtype == high_precision::bf16 ? bf16::from_float(value).to_float() : value;
       }
     return out;
+  }
+  /// to_dtype for a tensor whose delayed-scaling amax this call records: when it is refused (NaN /
+  /// Inf), its amax is recorded first as TE's quantizer computes it (|value| in the dtype, max
+  /// that ignores NaN, so an Inf is kept), then the error goes on.
+  matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer, nvfp4::tensor_role role) {
+    try {
+      return to_dtype(v, what, buffer);
+    } catch (const non_finite_error&) {
+      if (std::holds_alternative<delayed_scaling>(recipe_)) {
+        float amax = 0.0f;
+        for (index_t r = 0; r < v.rows(); ++r)
+          for (index_t c = 0; c < v.cols(); ++c) {
+            const float value = options_.dtype == high_precision::bf16 ? bf16::from_float(v(r, c)).to_float() : v(r, c);
+            amax = std::fmax(amax, std::fabs(value));
+          }
+        states_[static_cast<std::size_t>(role)].record(amax);
+      }
+      throw;
+    }
   }
   void write_output(matrix_view<const float> from, matrix_view<float> to) const {
     for (index_t r = 0; r < from.rows(); ++r)
@@ -628,6 +671,7 @@ class linear {
   std::shared_ptr<const weight_operands> kept_weight_;  // weight_cache::refresh's
   linear_parameters params_;                            // the parameters of the call in progress
   std::uint64_t steps_ = 0;
+  std::vector<float> bias_scratch_;  // the bias in bf16 for a quantized recipe's GEMMs
   std::vector<float> x_scratch_, w_scratch_, y_scratch_, g_scratch_, dx_scratch_, infer_x_scratch_, infer_y_scratch_;
 };
 

@@ -27,7 +27,7 @@ enum class amax_compute_algorithm {
 /// DelayedScaling with TE's field names and defaults. The GEMMs follow TE's Linear: fast
 /// accumulation in fprop, split accumulator in dgrad and wgrad (TE module/base.py _2X_ACC_*).
 struct delayed_scaling {
-  int margin = 0;                                                 ///< scale = (fp8_max * 2^-margin) / amax
+  float margin = 0.0f;                                            ///< scale = (fp8_max * 2^-margin) / amax (a float, as in TE)
   recipe_format fp8_format = recipe_format::hybrid;
   int amax_history_len = 1024;
   amax_compute_algorithm amax_compute_algo = amax_compute_algorithm::max;
@@ -40,13 +40,13 @@ struct delayed_scaling {
   mm_params fp8_gemm_dgrad{.use_split_accumulator = true};
   mm_params fp8_gemm_wgrad{.use_split_accumulator = true};
 
-  /// TE's checks (no pure E5M2) and ours: a history of at least one entry, a margin whose 2^-margin
-  /// is a normal float.
+  /// TE's checks (no pure E5M2) and ours: a history of at least one entry, a finite margin whose
+  /// 2^-margin is a normal float.
   void validate() const {
     detail::reject_pure_e5m2(fp8_format, "delayed_scaling");
     detail::require(amax_history_len >= 1, errc::invalid_argument,
                     "delayed_scaling: amax_history_len must be at least 1, got " + std::to_string(amax_history_len));
-    detail::require(margin >= -127 && margin <= 126, errc::invalid_argument,
+    detail::require(std::isfinite(margin) && margin >= -127.0f && margin <= 126.0f, errc::invalid_argument,
                     "delayed_scaling: margin must be in [-127, 126] (2^-margin a normal float), got " + std::to_string(margin));
   }
 };
@@ -70,8 +70,24 @@ class delayed_scaling_state {
   /// The history, entry 0 first (the step in progress), then the most recent finished step's
   /// amax at the end (entry L - 1), older ones before it.
   std::span<const float> amax_history() const { return history_; }
-  /// fp8_max * 2^-margin, the value the amax is mapped to (TE: fp8_dtype_max * pow(2, -margin)).
-  float scaled_max() const { return fp8_max(format_) * std::ldexp(1.0f, -margin_); }
+  /// fp8_max * 2^-margin, the value the amax is mapped to (TE's host code: fp8_dtype_max(dtype) *
+  /// std::pow(2.f, -margin) in float, delayed_scaling.cu; exact for integer margins).
+  float scaled_max() const { return fp8_max(format_) * std::pow(2.0f, -margin_); }
+  float margin() const { return margin_; }
+  amax_compute_algorithm algorithm() const { return algorithm_; }
+  bool unfused() const { return unfused_; }
+
+  /// A DelayedScaling -> DelayedScaling switch, as TE keeps the state (pytorch/module/base.py
+  /// set_meta_tensor -> adjust_amax_history_length): scale and history kept, the history cut to
+  /// its first `length` entries (history[:length]) or zero-padded at the end; the format, margin
+  /// and amax algorithm stay those the state was made with. `unfused` follows the new recipe
+  /// (TE chooses the update path at each update, not per state). Throws invalid_argument for
+  /// length < 1.
+  void switch_to(int length, bool unfused) {
+    detail::require(length >= 1, errc::invalid_argument, "delayed_scaling_state: amax_history_len must be at least 1");
+    history_.resize(static_cast<std::size_t>(length), 0.0f);
+    unfused_ = unfused;
+  }
 
   /// Records the amax of a tensor just quantized with scale(): entry 0 keeps the largest seen in
   /// this step (TE's quantizer writes an atomic max into it). A NaN is kept.
@@ -130,12 +146,15 @@ class delayed_scaling_state {
       for (const float a : history_) amax = (std::isnan(amax) || std::isnan(a)) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, a);
     std::rotate(history_.begin(), history_.begin() + 1, history_.end());
     history_[0] = 0.0f;
-    // (fp8_max / amax) / 2^margin as torch evaluates it: a Python number divided by a tensor is
-    // the tensor's reciprocal times the number (two roundings), then an exact power-of-two step.
+    // (fp8_max / amax) / 2^margin as eager torch evaluates it: a Python number divided by a tensor
+    // is the tensor's reciprocal times the number (two roundings); a tensor divided by a Python
+    // number is a product with the number's float reciprocal (PyTorch's div_true kernel for a CPU
+    // scalar), exact for integer margins.
     float scale = scale_;
     if (std::isfinite(amax) && amax > 0.0f) {
       const float reciprocal = 1.0f / amax;
-      scale = (reciprocal * fp8_max(format_)) / std::ldexp(1.0f, margin_);
+      const float inverse_step = 1.0f / static_cast<float>(std::pow(2.0, static_cast<double>(margin_)));
+      scale = (reciprocal * fp8_max(format_)) * inverse_step;
     }
     if (std::isinf(scale)) scale = std::numeric_limits<float>::max();
     scale_ = scale;
@@ -143,7 +162,7 @@ class delayed_scaling_state {
 
   fp8_format format_ = fp8_format::e4m3;
   amax_compute_algorithm algorithm_ = amax_compute_algorithm::max;
-  int margin_ = 0;
+  float margin_ = 0.0f;
   bool unfused_ = false;
   std::vector<float> history_ = std::vector<float>(1, 0.0f);
   float scale_ = 1.0f;

@@ -1,7 +1,9 @@
 // nvfp4/training/trainer.hpp: the training loop: precision controls per step, forward + backward
 // with loss scaling, NaN/Inf monitoring (a bad step is skipped, never applied), gradient clipping
 // by global norm, the optimizer step under a warmup + cosine schedule, periodic validation, and a
-// record of everything (loss curve, throughput, memory, NaN events, per-layer logs).
+// record of everything (loss curve, throughput, memory, NaN events, per-layer logs). Delayed
+// scaling runs in TE's regions (nn/autocast.hpp): one forward region and one backward pass per
+// step, and validation in a region without grad.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "nvfp4/error.hpp"
+#include "nvfp4/nn/autocast.hpp"
 #include "nvfp4/nn/model.hpp"
 #include "nvfp4/training/controls.hpp"
 #include "nvfp4/training/dataset.hpp"
@@ -67,6 +70,10 @@ struct train_options {
   std::function<void(const progress_report&)> on_progress{};
   /// Called before each step's forward pass (tests use it to inject faults).
   std::function<void(long long step, nn::model& model)> before_step{};
+  /// Validation passes run as TE's evaluation under torch.no_grad() inside the autocast region:
+  /// delayed-scaling amaxes recorded and merged into the next training update (record_as_te),
+  /// or the library's evaluation that records nothing (record_nothing).
+  nn::eval_amaxes evaluation = nn::eval_amaxes::record_as_te;
 
   void validate(int layer_count) const {
     nvfp4::detail::require(steps > 0 && warmup_steps >= 0 && warmup_steps <= steps, errc::invalid_argument,
@@ -147,6 +154,7 @@ inline train_result train(nn::model& model, const dataset& data, optimizer& opt,
 
   auto evaluate = [&](long long after) {
     monitor.begin_step(after, false);
+    const nn::autocast region({.grad_enabled = false, .evaluation = options.evaluation});
     last_val = validation_loss(model, data, options.eval_batches);
     result.evals.push_back({after, last_val});
   };
@@ -160,6 +168,11 @@ inline train_result train(nn::model& model, const dataset& data, optimizer& opt,
     step_record rec{step, NAN, NAN, learning_rate_scale(options, step), scale, false, 0.0};
     const auto start = clock::now();
     try {
+      // TE updates the forward roles when the autocast region exits, before backward; here the
+      // region ends after forward_backward, which gives the same bits: backward reads no forward
+      // role's scale (it runs on the operands the forward quantized).
+      const nn::backward_pass backward;
+      const nn::autocast region;
       rec.loss = model.forward_backward(b, scale);
     } catch (const nn::non_finite_tensor&) {
       rec.skipped = true;  // the monitor recorded where
