@@ -64,8 +64,8 @@ namespace detail {
 /// of A against a group of panels, walked one K chunk of `chunk_k` at a time: for each panel the
 /// tile kernel runs down the item's rows, the panel's chunk (32 KB on AVX-512) staying in L1 and
 /// the rows' chunk (about 200 KB) in L2. Each output's chain continues chunk after chunk from its
-/// stored fp32 partial (exact), in the one thread that owns the item, so the result is the
-/// reference's for any thread count.
+/// stored fp32 partial (exact; the item's staging block), in the one thread that owns the item, so
+/// the result is the reference's for any thread count.
 struct float_gemm_blocking {
   using kernel = float_tile_kernel<simd::ops>;
   static constexpr index_t mr = kernel::mr, nr = kernel::nr;
@@ -159,48 +159,45 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   const index_t row_blocks = (m + block_rows - 1) / block_rows;
   const index_t group_panels = (m > in_place_max_rows ? blocking::group_cols : blocking::small_group_cols) / nr;
   const index_t groups = (panels + group_panels - 1) / group_panels;
-  const bool c_rows_contiguous = !c.empty() && c.col_stride() == 1, d_rows_contiguous = d.col_stride() == 1;
-  struct no_state {};
+  // Each item's partial sums live in a contiguous staging block (block_rows x the group's columns,
+  // zero past the edges, so every tile is whole) from C to D: rows of D 16 KB apart (4096
+  // columns) would map the item's partial sums onto a few L2 sets, and a strided C or D needs no
+  // path of its own.
+  const index_t staged_cols = group_panels * nr;
+  struct thread_state {
+    scratch<float> staged;
+  };
   simd::parallel_dynamic(
-      row_blocks * groups, parallel, [] { return no_state{}; },
-      [&](index_t item, no_state&) {
+      row_blocks * groups, parallel,
+      [&] { return thread_state{scratch<float>(static_cast<std::size_t>(block_rows * staged_cols))}; },
+      [&](index_t item, thread_state& state) {
         const index_t i0 = (item % row_blocks) * block_rows, rows = std::min(block_rows, m - i0);
         const index_t p_begin = (item / row_blocks) * group_panels, p_end = std::min(panels, p_begin + group_panels);
+        const index_t j_begin = p_begin * nr, cols = std::min(n, p_end * nr) - j_begin;
+        const index_t padded_rows = (rows + mr - 1) / mr * mr, padded_cols = (p_end - p_begin) * nr;
+        float* const staged = state.staged.data();
+        for (index_t r = 0; r < padded_rows; ++r)
+          for (index_t j = 0; j < padded_cols; ++j)
+            staged[r * staged_cols + j] = r < rows && j < cols && !c.empty() ? c(i0 + r, j_begin + j) : 0.0f;
         for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
           const index_t kc = std::min(chunk_k, k - k0);
           for (index_t p = p_begin; p < p_end; ++p) {
-            const index_t j0 = p * nr, cols = std::min(nr, n - j0);
-            const bool in_place_panel = b_in_place && cols == nr;
+            const index_t j0 = p * nr;
+            const bool in_place_panel = b_in_place && n - j0 >= nr;
             const float* panel = in_place_panel ? &b(j0, k0) : packed_b.data() + (b_in_place ? 0 : p * k * nr) + k0 * nr;
             for (index_t t0 = 0; t0 < rows; t0 += mr) {
-              const index_t here = std::min(mr, rows - t0), i = i0 + t0;
-              const float* a_tile = packed_a.data() + (i / mr) * k * mr + k0 * mr;
-              const auto tile = [&](const float* src, index_t src_ld, float* dst, index_t dst_ld) {
-                // The packed panel's stride is a constant the kernel is compiled for.
-                if (in_place_panel)
-                  kernel::run(kc, a_tile, panel, b.col_stride(), src, src_ld, dst, dst_ld);
-                else
-                  kernel::run(kc, a_tile, panel, std::integral_constant<index_t, nr>{}, src, src_ld, dst, dst_ld);
-              };
-              if (here == mr && cols == nr && d_rows_contiguous && (k0 > 0 || c.empty() || c_rows_contiguous)) {
-                // A whole tile in D: the chain starts from C (or +0) and continues from D.
-                if (k0 > 0)
-                  tile(&d(i, j0), d.row_stride(), &d(i, j0), d.row_stride());
-                else
-                  tile(c.empty() ? nullptr : &c(i, j0), c.empty() ? 0 : c.row_stride(), &d(i, j0), d.row_stride());
-              } else {
-                // An edge tile, or strided C / D: through a local tile, zero past the edges.
-                alignas(64) float local[mr * nr];
-                for (index_t r = 0; r < mr; ++r)
-                  for (index_t j = 0; j < nr; ++j)
-                    local[r * nr + j] = r >= here || j >= cols ? 0.0f : k0 > 0 ? d(i + r, j0 + j) : c.empty() ? 0.0f : c(i + r, j0 + j);
-                tile(local, nr, local, nr);
-                for (index_t r = 0; r < here; ++r)
-                  for (index_t j = 0; j < cols; ++j) d(i + r, j0 + j) = local[r * nr + j];
-              }
+              const float* a_tile = packed_a.data() + ((i0 + t0) / mr) * k * mr + k0 * mr;
+              float* const out = staged + t0 * staged_cols + (j0 - j_begin);
+              // The packed panel's stride is a constant the kernel is compiled for.
+              if (in_place_panel)
+                kernel::run(kc, a_tile, panel, b.col_stride(), out, staged_cols, out, staged_cols);
+              else
+                kernel::run(kc, a_tile, panel, std::integral_constant<index_t, nr>{}, out, staged_cols, out, staged_cols);
             }
           }
         }
+        for (index_t r = 0; r < rows; ++r)
+          for (index_t j = 0; j < cols; ++j) d(i0 + r, j_begin + j) = staged[r * staged_cols + j];
       });
 }
 
