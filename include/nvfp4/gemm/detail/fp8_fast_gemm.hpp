@@ -1,7 +1,7 @@
 // nvfp4/gemm/detail/fp8_fast_gemm.hpp: the fast FP8 / MXFP8 GEMM and its step kernel sets (which one
 // runs: simd/dispatch.hpp's fp8_gemm_isa). The driver splits the output into items (64 rows x a
 // panel of 32 tiles of 16 columns; A's rows are staged once per item, so a wide panel stages
-// them less often: 16 tiles gave 124-130 GFLOP/s relaxed at 2048³ on Zen 4, 32 give 132-137),
+// them less often; 32 tiles beat 16: docs/benchmarks.md, "Figures behind code choices"),
 // packs a panel's tiles once per thread (or reads B's tiles packed beforehand:
 // operand_rows::packed_tiles), and walks K in chunks of whole promotion granules so that a chunk
 // of the panel and of the item's staged rows stay in cache while every block of 8 rows x 4 tiles

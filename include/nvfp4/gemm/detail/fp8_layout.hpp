@@ -100,7 +100,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   // exponent is the step's maximum (code_tables), -126 for zeros alone. Two byte maxima over the
   // step (the second: every magnitude, NaN / Inf ones included), in locals and a loop of fixed
   // length for a whole step so that the compiler vectorizes them: a loop over [k0, k1) updating
-  // a flag ran a byte at a time, 8% of an FP8 GEMM at 2048³ (Zen 4).
+  // a flag ran a byte at a time (its cost: docs/benchmarks.md, "Figures behind code choices").
   const std::uint8_t first_special = tables.first_special;
   const auto step_maxima = [first_special](const std::uint8_t* step, index_t count, std::uint8_t& top_finite, std::uint8_t& top_any) {
     std::uint8_t finite = 0, any = 0;

@@ -220,8 +220,7 @@ void relaxed_steps(const step_block& blk, index_t s0, index_t s1, float* acc, in
     return;
   }
   // The plain and finite loops stay two loops: one template over both (if constexpr on the
-  // scale) compiled to 130 / 103 GFLOP/s against 136 / 137 (FP8 / MXFP8 relaxed, 2048³, g++ 12,
-  // Zen 4).
+  // scale) compiled to slower code (docs/benchmarks.md, "Figures behind code choices").
   if (finite_block(blk)) {
     // MXFP8 without NaN / Inf: fma(partial, 2^(s_a + s_b), c), nothing to redo.
     for (index_t s = s0; s < s1; ++s) {
@@ -293,7 +292,7 @@ void relaxed_rows(const step_block& blk, index_t s0, index_t s1, float* acc, ind
 inline void run_steps(const step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
   if (blk.mode == gemm_mode::relaxed) {
     // Up to 8 rows by 2 tiles, or 4 rows by 3-4 tiles: 16 accumulators either way, and the wide
-    // block loads one row pair per 4 VDPBF16PS instead of per 2 (Zen 4, 2048³: 96 -> 104 GFLOP/s).
+    // block loads one row pair per 4 VDPBF16PS instead of per 2 (faster: docs/benchmarks.md, "Figures behind code choices").
     if (blk.tile_count <= 2) {
       if (blk.tile_count == 2) {
         relaxed_rows<2, 8>(blk, s0, s1, acc, stride);

@@ -133,8 +133,8 @@ struct mma_kernels<isa::avx512_vnni> {
   /// bits 4r..4r+3 of in_float[c] / scales_ok[c] are all set where row r passes against tile c.
   /// Each row's fast_step_key fills four lanes, the tile's four bound fields are added to every
   /// row's, and the sums are compared with the two rules' limits (lane 1 a lower bound, the others
-  /// upper ones). Tested per row and tile in scalar code, the two rules took a third of the exact
-  /// kernel's time (Zen 4).
+  /// upper ones). Tested per row and tile in scalar code, the two rules took a large share of the
+  /// exact kernel's time (docs/benchmarks.md, "Figures behind code choices").
   template <int R, int C>
   static void fast_step_tests(const row_step* const (&ra)[R], const tile_step* const (&tb)[C], __mmask16 (&in_float)[C],
                               __mmask16 (&scales_ok)[C]) {

@@ -218,22 +218,20 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
   const bool in_place = (std::is_same_v<T, float> || Encoder::quantizes_rows) && x.rows_contiguous();
   // A view with contiguous columns (a transposed matrix) is copied 64 rows at a time: each of
   // its columns is then read 256 bytes at a time, and each page of the source is visited a
-  // quarter as often as with 16 rows (bf16 4096 x 4096, Zen 4: the same at one thread, 2.0-2.1
-  // -> 2.3-2.5 G elements/s at two).
+  // quarter as often as with 16 rows (faster at two threads: docs/benchmarks.md, "Figures behind code choices").
   const index_t rows_per_panel = !x.rows_contiguous() && x.row_stride() == 1 ? 4 * panel_rows : panel_rows;
   const index_t panels = (x.rows() + rows_per_panel - 1) / rows_per_panel;
   // Other contiguous rows (bf16 for the three-pass walk) are widened whole rows at a time, up to
   // a 1 MiB panel: each row is then read in one sequential stream. In 512-column pieces the
-  // panel's 16 rows were 16 interleaved streams, and widening took a quarter of a bf16 SR
-  // quantize's time.
+  // panel's 16 rows were 16 interleaved streams, and widening took a large share of a bf16 SR
+  // quantize's time (docs/benchmarks.md, "Figures behind code choices").
   const bool whole_rows = x.rows_contiguous() && rows_per_panel * x.cols() <= max_widened_panel_floats;
   const index_t chunk_cols = in_place || whole_rows ? x.cols() : panel_cols;
   const index_t blocks_per_chunk = (chunk_cols + block_cols - 1) / block_cols;
   // Software prefetch of the next row pays only where a tile is one row walked by the three
-  // passes (block amax, scales, encode: MXFP4 / MXFP8 quantize 5-15% faster with it on Zen 4).
-  // The NVFP4 1x16 row kernel and 16x16 tiles run far slower with it: 1x16 quantize_into
-  // 1.5-2.5x on Zen 4 and on the device's Xeon, 16x16 1.4x, at every distance and locality hint
-  // tried (docs/benchmarks.md, "Software prefetch"; why was not measured: no hardware counters).
+  // passes (block amax, scales, encode: MXFP4 / MXFP8 quantize faster with it). The NVFP4 1x16
+  // row kernel and 16x16 tiles run far slower with it, at every distance and locality hint tried
+  // (figures: docs/benchmarks.md, "Figures behind code choices"; why was not measured: no hardware counters).
   constexpr bool prefetch_next_row = Format::block_rows == 1 && !Encoder::quantizes_rows;
 
   simd::parallel_ranges(panels, parallel, [&](index_t first_panel, index_t last_panel) {
