@@ -1,6 +1,6 @@
 // Tests of nvfp4/formats/stochastic_rounding.hpp: the §5 rule exhaustively over the 256 random
 // bytes (exact up-counts from the spec), saturation, symmetry, and its statistics with Philox bytes.
-// (The vector kernels of the rule are tested in tests/scaling/stochastic_quantize_test.cpp.)
+// (The vector kernels of the rule are tested in tests/scaling/detail/stochastic_quantize_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <bit>
