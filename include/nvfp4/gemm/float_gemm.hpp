@@ -80,24 +80,24 @@ struct float_gemm_blocking {
 /// about as much as the product).
 inline constexpr index_t in_place_max_rows = 16;
 
-/// out[kk·NR + c] = B(j0 + c, kk) for kk < K, c < NR, zero past `cols`: one panel of B.
-inline void pack_float_panel(matrix_view<const float> b, index_t j0, index_t cols, float* out) {
+/// out[kk·NR + c] = B(j0 + c, k0 + kk) for kk < kc, c < NR, zero past `cols`: one K chunk of one
+/// panel of B.
+inline void pack_float_panel(matrix_view<const float> b, index_t j0, index_t cols, index_t k0, index_t kc, float* out) {
   constexpr index_t nr = float_gemm_blocking::nr;
-  const index_t k = b.cols();
   if (b.col_stride() == 1) {
     // Row-major B: the transpose of `cols` rows, 16 x 16 floats at a time.
-    simd::fast_panels::transpose_panel(&b(j0, 0), b.row_stride(), k, cols, out, nr);
+    simd::fast_panels::transpose_panel(&b(j0, k0), b.row_stride(), kc, cols, out, nr);
     if (cols < nr)
-      for (index_t kk = 0; kk < k; ++kk) std::fill(out + kk * nr + cols, out + (kk + 1) * nr, 0.0f);
+      for (index_t kk = 0; kk < kc; ++kk) std::fill(out + kk * nr + cols, out + (kk + 1) * nr, 0.0f);
   } else if (b.row_stride() == 1) {
-    const float* src = &b(j0, 0);  // K-major: each k a run of the panel's columns
-    for (index_t kk = 0; kk < k; ++kk, src += b.col_stride()) {
+    const float* src = &b(j0, k0);  // K-major: each k a run of the panel's columns
+    for (index_t kk = 0; kk < kc; ++kk, src += b.col_stride()) {
       std::copy_n(src, cols, out + kk * nr);
       std::fill(out + kk * nr + cols, out + (kk + 1) * nr, 0.0f);
     }
   } else {
-    for (index_t kk = 0; kk < k; ++kk)
-      for (index_t c = 0; c < nr; ++c) out[kk * nr + c] = c < cols ? b(j0 + c, kk) : 0.0f;
+    for (index_t kk = 0; kk < kc; ++kk)
+      for (index_t c = 0; c < nr; ++c) out[kk * nr + c] = c < cols ? b(j0 + c, k0 + kk) : 0.0f;
   }
 }
 
@@ -141,19 +141,30 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   // panels where they are; only a last panel narrower than NR is packed.
   const bool b_in_place = b.row_stride() == 1 && m <= in_place_max_rows;
   const index_t packed_panels = b_in_place ? (n % nr != 0 ? 1 : 0) : panels;
+  // Both operands packed K chunk by K chunk: [chunk][panel][k][NR] and [chunk][tile][k][MR], so
+  // that what an item reads in one chunk (its panels, its tiles) is contiguous; with each panel or
+  // tile whole in K, the ones an item reads would sit a multiple of 128 KB apart at K = 4096 and
+  // share a few L2 sets. Chunk k0's part starts at k0 · panels · NR (every earlier chunk is whole).
   scratch<float> packed_b(static_cast<std::size_t>(packed_panels * k * nr));
-  if (b_in_place) {
-    if (packed_panels) pack_float_panel(b, (panels - 1) * nr, n - (panels - 1) * nr, packed_b.data());
-  } else {
-    simd::parallel_ranges(panels, parallel, [&](index_t begin, index_t end) {
-      for (index_t p = begin; p < end; ++p) pack_float_panel(b, p * nr, std::min(nr, n - p * nr), packed_b.data() + p * k * nr);
-    });
-  }
+  const auto b_chunk = [&](index_t p, index_t k0) {
+    return packed_b.data() + k0 * packed_panels * nr + p * std::min(chunk_k, k - k0) * nr;
+  };
+  const index_t b_first = b_in_place ? panels - 1 : 0;  // in place, only the last panel is packed
+  simd::parallel_ranges(packed_panels, parallel, [&](index_t begin, index_t end) {
+    for (index_t p = begin; p < end; ++p)
+      for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
+        const index_t j0 = (b_first + p) * nr;
+        pack_float_panel(b, j0, std::min(nr, n - j0), k0, std::min(chunk_k, k - k0), b_chunk(p, k0));
+      }
+  });
   // A, tile by tile (each tile's K-major rows, zero past M): every item reads its rows from here.
   const index_t a_tiles = (m + mr - 1) / mr;
   scratch<float> packed_a(static_cast<std::size_t>(a_tiles * k * mr));
+  const auto a_chunk = [&](index_t t, index_t k0) { return packed_a.data() + k0 * a_tiles * mr + t * std::min(chunk_k, k - k0) * mr; };
   simd::parallel_ranges(a_tiles, parallel, [&](index_t begin, index_t end) {
-    for (index_t t = begin; t < end; ++t) pack_float_rows(a, t * mr, std::min(mr, m - t * mr), 0, k, packed_a.data() + t * k * mr);
+    for (index_t t = begin; t < end; ++t)
+      for (index_t k0 = 0; k0 < k; k0 += chunk_k)
+        pack_float_rows(a, t * mr, std::min(mr, m - t * mr), k0, std::min(chunk_k, k - k0), a_chunk(t, k0));
   });
   const index_t block_rows = std::min(blocking::block_rows, a_tiles * mr);
   const index_t row_blocks = (m + block_rows - 1) / block_rows;
@@ -184,9 +195,9 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
           for (index_t p = p_begin; p < p_end; ++p) {
             const index_t j0 = p * nr;
             const bool in_place_panel = b_in_place && n - j0 >= nr;
-            const float* panel = in_place_panel ? &b(j0, k0) : packed_b.data() + (b_in_place ? 0 : p * k * nr) + k0 * nr;
+            const float* panel = in_place_panel ? &b(j0, k0) : b_chunk(p - b_first, k0);
             for (index_t t0 = 0; t0 < rows; t0 += mr) {
-              const float* a_tile = packed_a.data() + ((i0 + t0) / mr) * k * mr + k0 * mr;
+              const float* a_tile = a_chunk((i0 + t0) / mr, k0);
               float* const out = staged + t0 * staged_cols + (j0 - j_begin);
               // The packed panel's stride is a constant the kernel is compiled for.
               if (in_place_panel)
