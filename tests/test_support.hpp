@@ -1,12 +1,21 @@
-// tests/test_support.hpp: data helpers the unit tests share: seeded random matrices (float or
-// bf16), the bytes of a quantized tensor, the OpenMP thread count. Test-only; not installed.
+// tests/test_support.hpp: helpers the unit tests share: seeded random matrices (float or bf16),
+// the bytes of a quantized tensor, the OpenMP thread count, a scratch directory per test.
+// Test-only; not installed.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <span>
 #include <random>
+#include <string>
+#include <system_error>
 #include <type_traits>
 #include <vector>
 
@@ -85,5 +94,49 @@ inline std::vector<std::uint32_t> float_bits(std::span<const float> values) {
   for (float v : values) out.push_back(std::bit_cast<std::uint32_t>(v));
   return out;
 }
+
+/// A directory of the test's own under the system's temporary directory, empty at the start and
+/// removed with everything in it at the end (also when the test fails). Its name holds the test
+/// suite, the test and the process id, so tests and parallel ctest runs never share one.
+class scoped_temp_dir {
+ public:
+  scoped_temp_dir() : path_(std::filesystem::temp_directory_path() / unique_name()) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~scoped_temp_dir() {
+    std::error_code ignored;  // a destructor must not throw; a leftover directory is harmless
+    std::filesystem::remove_all(path_, ignored);
+  }
+  scoped_temp_dir(const scoped_temp_dir&) = delete;
+  scoped_temp_dir& operator=(const scoped_temp_dir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::filesystem::path& name) const { return path_ / name; }
+
+ private:
+  static std::string unique_name() {
+    std::string name = "nvfp4_test_" + std::to_string(::getpid());
+    if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info())
+      name += std::string("_") + info->test_suite_name() + "_" + info->name();
+    std::replace(name.begin(), name.end(), '/', '_');  // parameterized names hold slashes
+    return name;
+  }
+  std::filesystem::path path_;
+};
+
+/// A test fixture with a scoped_temp_dir: dir_ is the test's own empty directory.
+class temp_dir_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    temp_.emplace();
+    dir_ = temp_->path();
+  }
+  void TearDown() override { temp_.reset(); }
+  std::filesystem::path dir_;
+
+ private:
+  std::optional<scoped_temp_dir> temp_;
+};
 
 }  // namespace nvfp4::test

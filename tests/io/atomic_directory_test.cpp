@@ -19,21 +19,15 @@
 #include <vector>
 
 #include "nvfp4/io/sharded_safetensors.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-class AtomicDirectory : public ::testing::Test {
+class AtomicDirectory : public nvfp4::test::temp_dir_test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() / ("nvfp4_atomic_dir_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
 
   /// Every file under `dir` (relative name -> bytes).
   static std::map<std::string, std::string> snapshot(const fs::path& dir) {
@@ -45,14 +39,13 @@ class AtomicDirectory : public ::testing::Test {
     }
     return out;
   }
-  /// The entries of root_ other than `keep` (temporaries left behind would show here).
+  /// The entries of dir_ other than `keep` (temporaries left behind would show here).
   std::vector<std::string> others(const std::string& keep) const {
     std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(root_))
+    for (const auto& e : fs::directory_iterator(dir_))
       if (e.path().filename() != keep) out.push_back(e.path().filename().string());
     return out;
   }
-  fs::path root_;
 };
 
 /// `n` tensors of `bytes` bytes each, every byte `fill`.
@@ -77,27 +70,27 @@ int in_child(Body body) {
 }
 
 TEST_F(AtomicDirectory, NewDirectoryAppearsWhole) {
-  const fs::path out = root_ / "new" / "ckpt";
+  const fs::path out = dir_ / "new" / "ckpt";
   write_safetensors_checkpoint(out, tensors(4, 100, 1), /*max_shard_bytes=*/200);
   EXPECT_EQ(read_safetensors_checkpoint(out).tensors.size(), 4u);
   EXPECT_TRUE(fs::exists(out / safetensors_index_name));
   EXPECT_TRUE(others("new").empty());
-  EXPECT_EQ(std::distance(fs::directory_iterator(root_ / "new"), fs::directory_iterator()), 1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "new"), fs::directory_iterator()), 1);
 }
 
 TEST_F(AtomicDirectory, FailedWriteLeavesNoDirectoryAndNoParents) {
-  const fs::path out = root_ / "a" / "b" / "ckpt";
+  const fs::path out = dir_ / "a" / "b" / "ckpt";
   EXPECT_THROW(write_directory_atomically(out, [](const fs::path& dir) {
                  write_safetensors(dir / "model.safetensors", tensors(1, 10, 1));
                  throw error(errc::invalid_argument, "refused midway");
                }),
                error);
-  EXPECT_FALSE(fs::exists(root_ / "a"));
+  EXPECT_FALSE(fs::exists(dir_ / "a"));
   EXPECT_TRUE(others("").empty());
 }
 
 TEST_F(AtomicDirectory, ReplacingDropsOldShardsAndKeepsFilesBesideThem) {
-  const fs::path out = root_ / "ckpt";
+  const fs::path out = dir_ / "ckpt";
   write_safetensors_checkpoint(out, tensors(6, 100, 1), /*max_shard_bytes=*/200);  // 3 shards + index
   { std::ofstream(out / "tokenizer.json") << "{\"kept\": true}"; }
   write_safetensors_checkpoint(out, tensors(2, 100, 2));  // one model.safetensors
@@ -112,7 +105,7 @@ TEST_F(AtomicDirectory, ReplacingDropsOldShardsAndKeepsFilesBesideThem) {
 }
 
 TEST_F(AtomicDirectory, FileSizeLimitLeavesOldCheckpointWhole) {
-  const fs::path out = root_ / "ckpt";
+  const fs::path out = dir_ / "ckpt";
   write_safetensors_checkpoint(out, tensors(6, 1000, 1), /*max_shard_bytes=*/2000);
   const auto before = snapshot(out);
   // The child may write 8 KiB per file: the first new shards fit, a later one does not.
@@ -136,7 +129,7 @@ TEST_F(AtomicDirectory, FileSizeLimitLeavesOldCheckpointWhole) {
 }
 
 TEST_F(AtomicDirectory, SigtermMidWriteLeavesOldCheckpointWhole) {
-  const fs::path out = root_ / "ckpt";
+  const fs::path out = dir_ / "ckpt";
   write_safetensors_checkpoint(out, tensors(6, 1000, 1), /*max_shard_bytes=*/2000);
   const auto before = snapshot(out);
   const int status = in_child([&] {
@@ -155,7 +148,7 @@ TEST_F(AtomicDirectory, SigtermMidWriteLeavesOldCheckpointWhole) {
 }
 
 TEST_F(AtomicDirectory, SigtermIntoNewPathLeavesNothing) {
-  const fs::path out = root_ / "ckpt";
+  const fs::path out = dir_ / "ckpt";
   const int status = in_child([&] {
     install_temporary_file_cleanup();
     write_directory_atomically(out, [](const fs::path& dir) {
@@ -169,7 +162,7 @@ TEST_F(AtomicDirectory, SigtermIntoNewPathLeavesNothing) {
 }
 
 TEST_F(AtomicDirectory, TemporaryOfAKilledWriterIsRemovedByTheNextWrite) {
-  const fs::path out = root_ / "ckpt";
+  const fs::path out = dir_ / "ckpt";
   const int status = in_child([&] {
     write_directory_atomically(out, [](const fs::path& dir) {
       write_safetensors(dir / "model.safetensors", tensors(1, 100, 2));
@@ -183,7 +176,7 @@ TEST_F(AtomicDirectory, TemporaryOfAKilledWriterIsRemovedByTheNextWrite) {
 }
 
 TEST_F(AtomicDirectory, RefusesAFileAtThePath) {
-  const fs::path out = root_ / "ckpt";
+  const fs::path out = dir_ / "ckpt";
   { std::ofstream(out) << "not a directory"; }
   try {
     write_safetensors_checkpoint(out, tensors(1, 10, 1));
@@ -196,11 +189,11 @@ TEST_F(AtomicDirectory, RefusesAFileAtThePath) {
 }
 
 TEST_F(AtomicDirectory, FollowsASymbolicLinkToADirectory) {
-  const fs::path real = root_ / "real";
+  const fs::path real = dir_ / "real";
   write_safetensors_checkpoint(real, tensors(1, 10, 1));
-  fs::create_directory_symlink("real", root_ / "link");
-  write_safetensors_checkpoint(root_ / "link", tensors(1, 10, 5));
-  EXPECT_TRUE(fs::is_symlink(root_ / "link"));
+  fs::create_directory_symlink("real", dir_ / "link");
+  write_safetensors_checkpoint(dir_ / "link", tensors(1, 10, 5));
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link"));
   EXPECT_EQ(read_safetensors_checkpoint(real).tensors[0].bytes[0], 5);
 }
 

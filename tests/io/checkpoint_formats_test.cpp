@@ -12,23 +12,16 @@
 #include <vector>
 
 #include "nvfp4/scaling/quantizer_flavor.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-class CheckpointFormats : public ::testing::Test {
+class CheckpointFormats : public nvfp4::test::temp_dir_test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("nvfp4_ckpt_formats_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   fs::path path(const std::string& n) const { return dir_ / n; }
-  fs::path dir_;
 };
 
 std::vector<float> weights(index_t rows, index_t cols, unsigned seed) {

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 
+#include "test_support.hpp"
+
 namespace nvfp4::io {
 namespace {
 
@@ -94,8 +96,8 @@ TEST(CompressedTensors, MalformedLayoutsAreRefused) {
 }
 
 TEST(CompressedTensors, DirectoryConfigIsChecked) {
-  const fs::path dir = fs::temp_directory_path() / ("nvfp4_ct_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const nvfp4::test::scoped_temp_dir temp;
+  const fs::path dir = temp / "ckpt";
   write_compressed_tensors(dir, one_weight());
   const auto c = read_compressed_tensors(dir);
   EXPECT_EQ(c.ignore, std::vector<std::string>{"lm_head"});
@@ -107,7 +109,6 @@ TEST(CompressedTensors, DirectoryConfigIsChecked) {
   config["quantization_config"]["quant_method"] = "gptq";
   write_json_file(dir / "config.json", config, 2);
   EXPECT_THROW(read_compressed_tensors(dir), error);
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -15,20 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace nvfp4::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-class FileBytes : public ::testing::Test {
+class FileBytes : public nvfp4::test::temp_dir_test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("nvfp4_file_bytes_test_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   static std::string slurp(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     std::stringstream s;
@@ -53,7 +48,6 @@ class FileBytes : public ::testing::Test {
     }
     return errc{};
   }
-  fs::path dir_;
 };
 
 TEST_F(FileBytes, ASymbolicLinkIsFollowedAndStaysALink) {

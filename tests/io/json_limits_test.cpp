@@ -18,6 +18,7 @@
 #include "nvfp4/io/safetensors.hpp"
 #include "nvfp4/io/sharded_safetensors.hpp"
 #include "nvfp4/io/torchao.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4::io {
 namespace {
@@ -133,11 +134,10 @@ TEST(JsonLimits, ManyTensorsAreReadAndWrittenInLinearTime) {
 }
 
 TEST(JsonLimits, OtherJsonReadersAreBounded) {
-  const auto dir = std::filesystem::temp_directory_path() / ("nvfp4_json_limits_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const nvfp4::test::scoped_temp_dir temp;
+  const std::filesystem::path& dir = temp.path();
   { std::ofstream(dir / "config.json") << "{\"a\": " << nested(100'000) << "}"; }
   EXPECT_THROW((void)read_json_file(dir / "config.json"), error);
-  std::filesystem::remove_all(dir);
   // Our annotation nested too deep is a warning, as any malformed annotation.
   checkpoint c;
   apply_annotation(c, "{\"model_config\": " + nested(100'000) + "}", true);

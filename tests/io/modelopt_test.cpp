@@ -7,6 +7,8 @@
 
 #include <filesystem>
 
+#include "test_support.hpp"
+
 namespace nvfp4::io {
 namespace {
 
@@ -78,17 +80,7 @@ TEST(ModelOpt, HfQuantConfigAsModelOptWritesIt) {
   EXPECT_EQ(q["ignore"], hf["quantization"]["exclude_modules"]);
 }
 
-class ModelOptFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("nvfp4_modelopt_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+class ModelOptFiles : public nvfp4::test::temp_dir_test {};
 
 TEST_F(ModelOptFiles, ConfigsAreReadAndChecked) {
   write_modelopt(dir_ / "m", one_weight());

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace nvfp4::io {
 namespace {
 
@@ -156,28 +158,19 @@ TEST(Npy, SerializeRejectsInconsistentArray) {
   EXPECT_THROW(make_float32_array(std::vector<float>(3), {2, 2}), error);
 }
 
-class NpyFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    directory_ = fs::temp_directory_path() / ("nvfp4_npy_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                              "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(directory_);
-  }
-  void TearDown() override { fs::remove_all(directory_); }
-  fs::path directory_;
-};
+class NpyFiles : public nvfp4::test::temp_dir_test {};
 
 TEST_F(NpyFiles, WriteReadRoundTripLeavesNoTemporaries) {
   const std::vector<float> values = {1, 2, 3, 4};
-  write_npy(directory_ / "a.npy", make_float32_array(values, {2, 2}));
-  EXPECT_EQ(to_float32(read_npy(directory_ / "a.npy")), values);
+  write_npy(dir_ / "a.npy", make_float32_array(values, {2, 2}));
+  EXPECT_EQ(to_float32(read_npy(dir_ / "a.npy")), values);
   int files = 0;
-  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(directory_)) ++files;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir_)) ++files;
   EXPECT_EQ(files, 1);
 }
 
 TEST_F(NpyFiles, FailedWriteLeavesTheOldFile) {
-  const fs::path path = directory_ / "a.npy";
+  const fs::path path = dir_ / "a.npy";
   write_npy(path, make_float32_array(std::vector<float>{9}, {1}));
   npy_array bad;
   bad.shape = {4};
@@ -185,16 +178,16 @@ TEST_F(NpyFiles, FailedWriteLeavesTheOldFile) {
   EXPECT_THROW(write_npy(path, bad), error);
   EXPECT_EQ(to_float32(read_npy(path)), (std::vector<float>{9}));
   try {
-    write_npy(directory_ / "missing_dir" / "b.npy", make_float32_array(std::vector<float>{1}, {1}));
+    write_npy(dir_ / "missing_dir" / "b.npy", make_float32_array(std::vector<float>{1}, {1}));
     FAIL() << "no throw";
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::io_error);
   }
-  EXPECT_FALSE(fs::exists(directory_ / "missing_dir"));
+  EXPECT_FALSE(fs::exists(dir_ / "missing_dir"));
 }
 
 TEST_F(NpyFiles, MissingFileAndDirectoryAreIoErrors) {
-  for (const auto& p : {directory_ / "nope.npy", directory_}) {
+  for (const auto& p : {dir_ / "nope.npy", dir_}) {
     try {
       read_npy(p);
       FAIL() << "no throw";

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace nvfp4::io {
 namespace {
 
@@ -185,8 +187,8 @@ TEST(SafetensorsMalformed, TruncatingAValidFileIsAlwaysReported) {
 }
 
 TEST(SafetensorsFiles, AtomicWriteAndRead) {
-  const fs::path directory = fs::temp_directory_path() / ("nvfp4_st_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
-  fs::create_directories(directory);
+  const nvfp4::test::scoped_temp_dir temp;
+  const fs::path& directory = temp.path();
   const fs::path path = directory / "m.safetensors";
   safetensors_file f;
   f.add({"a", safetensors_dtype::u8, {2}, {1, 2}});
@@ -205,7 +207,6 @@ TEST(SafetensorsFiles, AtomicWriteAndRead) {
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::io_error);
   }
-  fs::remove_all(directory);
 }
 
 TEST(SafetensorsMalformed, NulDuplicateKeysAndInexactNumbersAreReportedWithTheirPlace) {

@@ -7,22 +7,14 @@
 
 #include <filesystem>
 
+#include "test_support.hpp"
+
 namespace nvfp4::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-class ShardedSafetensors : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("nvfp4_sharded_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+class ShardedSafetensors : public nvfp4::test::temp_dir_test {};
 
 safetensors_file three_tensors() {
   safetensors_file f;

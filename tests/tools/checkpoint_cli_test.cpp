@@ -15,21 +15,15 @@
 #include "nvfp4/io/checkpoint_formats.hpp"
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/scaling/quantizer_flavor.hpp"
+#include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
 
 namespace fs = std::filesystem;
 
-class CheckpointCli : public ::testing::Test {
+class CheckpointCli : public nvfp4::test::temp_dir_test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("nvfp4_ckpt_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string p(const std::string& name) const { return (dir_ / name).string(); }
 
   /// Runs the CLI with `args` in the test directory; returns the exit status, stdout + stderr in `output`.
@@ -54,7 +48,6 @@ class CheckpointCli : public ::testing::Test {
     return x;
   }
 
-  fs::path dir_;
 };
 
 TEST_F(CheckpointCli, PackWritesModelOptWithInputScaleAndConfig) {

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace nvfp4::test {
 
 namespace fs = std::filesystem;
@@ -35,15 +37,8 @@ inline std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-class Cli : public ::testing::Test {
+class Cli : public nvfp4::test::temp_dir_test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("nvfp4_cli_test_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   fs::path path(const std::string& name) const { return dir_ / name; }
 
@@ -89,7 +84,6 @@ class Cli : public ::testing::Test {
     EXPECT_EQ(files(), names);
   }
 
-  fs::path dir_;
 };
 
 }  // namespace nvfp4::test
