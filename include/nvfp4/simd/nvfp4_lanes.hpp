@@ -39,7 +39,7 @@ struct nvfp4_lanes : minifloat_lanes<Ops> {
 
   /// NVFP4 block scales (docs/numerics_spec.md §2 steps 3-4) of `width` block amaxes (as bits):
   /// the UE4M3 code of each and the factor its elements are multiplied by. The same fp32
-  /// operations as nvfp4_block_scale / nvfp4_block_encode_factor, lane-wise.
+  /// operations as nvfp4_block_scale / nvfp4_block_encode_factor (scaling/scale_rules.hpp), lane-wise.
   static NVFP4_ALWAYS_INLINE void nvfp4_scale_lanes(vi amax_bits, const nvfp4_scale_constants& k, vi& code, vf& factor) {
     const vf flt_max = Ops::set(FLT_MAX);
     const vf d = Ops::min(Ops::mul(Ops::as_float(amax_bits), k.multiplier), flt_max);
@@ -62,7 +62,7 @@ struct nvfp4_lanes : minifloat_lanes<Ops> {
   /// `lane` is v[i][lane], i < 16 (a columnwise copy's blocks, loaded along the source's rows, so
   /// nothing is transposed but the codes). Per lane: the block's UE4M3 scale code (scale_code) and
   /// its E2M1 codes packed two per byte along the block, bytes 0-3 in packed[0] and 4-7 in
-  /// packed[1] (element 2k in byte k's low nibble). The fp32 operations of quantize_nvfp4_1x16,
+  /// packed[1] (element 2k in byte k's low nibble). The fp32 operations of block_kernels::quantize_nvfp4_1x16,
   /// lane for lane, so the bytes are the same.
   static NVFP4_ALWAYS_INLINE void quantize_nvfp4_1x16_across(const vf (&v)[16], const nvfp4_scale_constants& constants, vi& scale_code,
                                                              vi (&packed)[2]) {
