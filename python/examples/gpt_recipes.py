@@ -167,14 +167,15 @@ def main():
     runs = sc.parse_runs(args.recipes or ",".join(CATALOG), CATALOG)
     threads = sc.set_threads(args.threads)
     train_data, val_data = load_bytes(args.text)
-    print(f"{len(runs)} runs x {args.steps} steps, batch {args.batch} x {args.seq} tokens, {threads} thread(s)")
-    results = [train(run, args, train_data, val_data) for run in runs]
+    print(f"{len(runs)} runs x {args.steps} steps, batch {args.batch} x {args.seq} tokens, "
+          f"{args.jobs} job(s) x {threads} thread(s)")
+    results = sc.run_all(train, runs, args, train_data, val_data)
     print(f"\n{'run':26s} {'train loss':>10s} {'val loss':>9s} {'tokens/s':>9s} {'weights+opt':>12s} {'non-finite':>10s}")
     for r in results:
         print(f"{r['run']:26s} {r['final_loss']:10.4f} {r['val_loss']:9.4f} {r['tokens_per_s']:9.0f} "
               f"{r['memory_bytes'] / 1024:9.1f} KiB {r['nonfinite']:10d}")
     meta = {"title": "GPT", "steps": args.steps, "width": args.width, "depth": args.depth, "heads": args.heads,
-            "seq": args.seq, "batch": args.batch, "seed": args.seed, "threads": threads, "lr": args.lr}
+            "seq": args.seq, "batch": args.batch, "seed": args.seed, "threads": threads, "jobs": args.jobs, "lr": args.lr}
     sc.write_reports(args.out, "gpt_recipes", results, ["train_loss", "val_loss"], meta)
     print(f"wrote {args.out}/gpt_recipes.csv, .json, .png")
 

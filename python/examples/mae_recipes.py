@@ -216,18 +216,16 @@ def main():
     val_images = make_images(64, args.seed + 1000)
     val_keep = random_keep(torch.Generator().manual_seed(args.seed + 2000), len(val_images),
                            PATCHES - int(round(args.mask_ratio * PATCHES)))
-    print(f"{len(runs)} runs x {args.steps} steps, batch {args.batch} images, {threads} thread(s)")
-    results, predictions = [], {}
-    for run in runs:
-        r, pred = train(run, args, train_images, val_images, val_keep)
-        results.append(r)
-        predictions[run.name] = pred
+    print(f"{len(runs)} runs x {args.steps} steps, batch {args.batch} images, {args.jobs} job(s) x {threads} thread(s)")
+    outcomes = sc.run_all(train, runs, args, train_images, val_images, val_keep)
+    results = [r for r, _ in outcomes]
+    predictions = {run.name: pred for run, (_, pred) in zip(runs, outcomes)}
     print(f"\n{'run':12s} {'train loss':>10s} {'val loss':>9s} {'images/s':>9s} {'weights+opt':>12s}")
     for r in results:
         print(f"{r['run']:12s} {r['final_loss']:10.5f} {r['val_loss']:9.5f} {r['images_per_s']:9.1f} "
               f"{r['memory_bytes'] / 1024:9.1f} KiB")
     meta = {"title": "MAE", "steps": args.steps, "width": args.width, "depth": args.depth, "batch": args.batch,
-            "mask_ratio": args.mask_ratio, "seed": args.seed, "threads": threads, "lr": args.lr}
+            "mask_ratio": args.mask_ratio, "seed": args.seed, "threads": threads, "jobs": args.jobs, "lr": args.lr}
     sc.write_reports(args.out, "mae_recipes", results, ["train_loss", "val_loss"], meta)
     write_grid(os.path.join(args.out, "mae_recon.png"), val_images, val_keep, predictions, shown=6)
     print(f"wrote {args.out}/mae_recipes.csv, .json, .png and mae_recon.png")

@@ -83,16 +83,36 @@ def base_arguments(description, default_out="reports"):
     p.add_argument("--steps", type=int, default=None, help="training steps per run")
     p.add_argument("--recipes", default=None, help="comma-separated run names (default: all)")
     p.add_argument("--seed", type=int, default=1, help="initialisation, data order and SR seed")
-    p.add_argument("--threads", type=int, default=0, help="threads (0: every core)")
+    p.add_argument("--threads", type=int, default=1, help="threads per run (tiny models gain nothing from more)")
+    p.add_argument("--jobs", type=int, default=2, help="runs trained at the same time, each in its own process")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate")
     return p
 
 
 def set_threads(threads):
+    """torch's threads and, through the OpenMP runtime they share, the library's."""
     n = threads if threads > 0 else (os.cpu_count() or 1)
     torch.set_num_threads(n)
     os.environ["OMP_NUM_THREADS"] = str(n)
     return n
+
+
+def _in_worker(train, threads, *args):
+    set_threads(threads)
+    return train(*args)
+
+
+def run_all(train, runs, args, *data):
+    """train(run, args, *data) for every run, `args.jobs` processes at a time (spawned, so each
+    has its own OpenMP runtime); results in the order of `runs`, the same whatever the job count."""
+    jobs = max(1, min(args.jobs, len(runs)))
+    if jobs == 1:
+        return [train(run, args, *data) for run in runs]
+    import concurrent.futures
+    import multiprocessing
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_in_worker, train, args.threads, run, args, *data) for run in runs]
+        return [f.result() for f in futures]
 
 
 def lr_at(step, steps, peak, warmup):
@@ -150,9 +170,13 @@ class AmaxWatch:
                 self.handles.append(module.register_full_backward_hook(self._backward(name)))
 
     def _record(self, name, key, t):
+        s = self.stats[name]
+        amax = float(t.detach().abs().max()) if t.numel() else 0.0
+        if math.isfinite(amax):  # the common case: one reduction, no mask
+            s[key] = max(s[key], amax)
+            return
         t = t.detach().float()
         finite = torch.isfinite(t)
-        s = self.stats[name]
         s["nonfinite"] += int((~finite).sum())
         if finite.any():
             s[key] = max(s[key], float(t[finite].abs().max()))

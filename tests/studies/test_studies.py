@@ -49,11 +49,12 @@ def test_mae_recipes_every_run(tmp_path):
     assert (tmp_path / "mae_recon.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_seed_repeats_its_losses(tmp_path):
+def test_a_seed_repeats_its_losses_whatever_the_job_count(tmp_path):
     losses = []
-    for i in range(2):
-        run_study("gpt_recipes", tmp_path / str(i), "--steps", "3", "--recipes", "nvfp4,fp8_delayed", "--eval-batches", "1")
-        report = json.loads((tmp_path / str(i) / "gpt_recipes.json").read_text())
+    for jobs in ("1", "2"):
+        run_study("gpt_recipes", tmp_path / jobs, "--steps", "3", "--recipes", "nvfp4,fp8_delayed", "--eval-batches", "1",
+                  "--jobs", jobs)
+        report = json.loads((tmp_path / jobs / "gpt_recipes.json").read_text())
         losses.append([(r["final_loss"], r["val_loss"]) for r in report["runs"]])
     assert losses[0] == losses[1]
 
