@@ -53,7 +53,8 @@ quantized unless excluded (see --exclude, --include), every other tensor is kept
 
 options:
   --to FORMAT         modelopt (default) | compressed-tensors | gguf | torchao
-  --format F          nvfp4 (default) | mxfp4
+  --format F          nvfp4 (default) | mxfp4 | mxfp8 (ModelOpt's MXFP8 layout: W.weight F8_E4M3,
+                      W.weight_scale E8M0 as U8, quant_algo MXFP8; --to modelopt, flavor te)
   --flavor F          whose quantizer: te (default, TransformerEngine) | modelopt | torchao |
                       compressed_tensors | ggml; each bit-exact with that project's own code
   --input-amax NAME=A the calibrated activation amax of module NAME: writes its input scale
@@ -314,9 +315,13 @@ inline int run_pack(int argc, char** argv) {
   args.expect_positional(2, 1u << 20);
   const bool quiet = args.flag("--quiet");
   const auto to = detail::format_option(args, "--to", "modelopt");
-  const std::string format = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4"});
+  const std::string format = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4", "mxfp8"});
   const quantizer_flavor flavor = detail::flavor_option(args.value("--flavor", "te"));
   const bool mx = format == "mxfp4";
+  const bool mxfp8 = format == "mxfp8";
+  if (mxfp8 && (flavor != quantizer_flavor::te || to != io::checkpoint_format::modelopt || args.flag("--fuse-scales") || !amax_args.empty()))
+    throw usage_error("--format mxfp8 writes ModelOpt's MXFP8 layout with the library's quantizer: no --flavor, --to, --fuse-scales "
+                      "or --input-amax (MXFP8 has no tensor or input scale)");
   if (mx && flavor != quantizer_flavor::te && flavor != quantizer_flavor::ggml)
     throw usage_error("--format mxfp4 has the flavors te and ggml");
   if (mx && args.flag("--fuse-scales")) throw usage_error("--fuse-scales shares NVFP4's tensor scale; MXFP4 has none");
@@ -411,8 +416,23 @@ inline int run_pack(int argc, char** argv) {
     }
     for (const auto& [module, group] : group_of) shared_amax[module] = group_amax[group];
   }
+  std::size_t quantized = 0;
   for (const auto& cand : candidates) {
     progress.set_stage(cand.module);
+    ++quantized;
+    if (mxfp8) {  // the layout `nvfp4 quantize --format mxfp8` writes: E4M3 codes, E8M0 scales as U8
+      io::safetensors_file one;
+      try {
+        const auto& m = cand.matrix;
+        if (m.is_bf16) io::add_quantized_tensor(one, cand.module, quantize<nvfp4::mxfp8>(matrix_view<const bf16>::row_major(m.b16.data(), m.rows, m.cols)));
+        else io::add_quantized_tensor(one, cand.module, quantize<nvfp4::mxfp8>(matrix_view<const float>::row_major(m.f32.data(), m.rows, m.cols)));
+      } catch (const error& e) {
+        throw nvfp4::detail::with_context(e, "weight '" + cand.module + "'");
+      }
+      for (auto& t : one.tensors) c.tensors.push_back(std::move(t));
+      for (auto& [k, v] : one.metadata) c.metadata[k] = v;
+      continue;
+    }
     const auto it = shared_amax.find(cand.module);
     c.weights.push_back(detail::quantize_weight(cand.module, cand.matrix, flavor, mx,
                                                 it == shared_amax.end() ? std::nullopt : std::optional<float>(it->second)));
@@ -422,7 +442,11 @@ inline int run_pack(int argc, char** argv) {
     if (it == c.weights.end()) throw usage_error("--input-amax names module '" + name + "', which is not quantized here");
     it->input_scale = detail::input_scale_for(a, flavor);
   }
-  if (c.weights.empty()) throw usage_error("nothing to quantize");
+  if (quantized == 0) throw usage_error("nothing to quantize");
+  if (mxfp8)
+    c.hf_quant_config = {{"producer", {{"name", "nvfp4"}, {"version", std::to_string(NVFP4_VERSION_MAJOR) + "." + std::to_string(NVFP4_VERSION_MINOR) + "." +
+                                                                      std::to_string(NVFP4_VERSION_PATCH)}}},
+                         {"quantization", {{"quant_algo", "MXFP8"}, {"kv_cache_quant_algo", nullptr}, {"group_size", 32}, {"exclude_modules", c.ignore}}}};
   if (!excluded_by_default.empty()) {
     std::string list;
     for (const auto& m : excluded_by_default) list += (list.empty() ? "" : ", ") + m;
@@ -440,8 +464,8 @@ inline int run_pack(int argc, char** argv) {
   io::write_checkpoint(positional[0], to, c, options);
   progress.finish();
   if (!quiet)
-    std::printf("%s: %zu %s weights (flavor %s), %zu other tensors, %s\n", positional[0].c_str(), c.weights.size(), format.c_str(),
-                std::string(quantizer_flavor_name(flavor)).c_str(), c.tensors.size(), io::checkpoint_format_name(to));
+    std::printf("%s: %zu %s weights (flavor %s), %zu other tensors, %s\n", positional[0].c_str(), quantized, format.c_str(),
+                std::string(quantizer_flavor_name(flavor)).c_str(), c.tensors.size() - (mxfp8 ? 2 * quantized : 0), io::checkpoint_format_name(to));
   return exit_ok;
 }
 

@@ -81,6 +81,16 @@ def test_every_written_checkpoint_loads_with_the_source_values(cli, tmp_path, fm
             assert (info["rows"], info["cols"]) == want.shape
 
 
+def test_mxfp8_packs_load(cli, tmp_path):
+    x = weights()["model.layers.0.mlp.down_proj"]
+    np.save(tmp_path / "w.npy", x)
+    for out in ("mx8.safetensors", "mx8_dir"):
+        run(cli, "pack", tmp_path / out, f"w={tmp_path / 'w.npy'}", "--format", "mxfp8", "--quiet")
+        loaded = nvfp4.load_checkpoint(str(tmp_path / out))
+        assert loaded["w"].format == "mxfp8"
+        assert loaded["w"] == nvfp4.quantize(x, "mxfp8")
+
+
 def test_checkpoint_format_and_refusals(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((2, 16), np.float32))
     assert nvfp4.checkpoint_format(str(tmp_path / "x.npy"))["kind"] == "npy"

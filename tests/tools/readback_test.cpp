@@ -130,6 +130,14 @@ TEST_F(Readback, EveryFormatPackAndConvertWriteIsReadBackWithTheSourceValues) {
     ASSERT_EQ(run("pack " + q(out) + " l.a=" + q("a.npy") + " --format mxfp4 --quiet --to " + to).status, 0);
     EXPECT_EQ(cli_values(out, "l.a"), expected_values(a, kRows, kCols, /*mx=*/true)) << to;
   }
+  // MXFP8 in ModelOpt's layout (quant_algo MXFP8), a file and a directory.
+  for (const std::string out : {"mx8.safetensors", "mx8_dir"}) {
+    ASSERT_EQ(run("pack " + q(out) + " l.a=" + q("a.npy") + " l.b=" + q("b.npy") + " --format mxfp8 --quiet").status, 0) << out;
+    EXPECT_EQ(cli_values(out, "l.b"), dequantize(quantize<mxfp8>(matrix_view<const float>::row_major(b.data(), kRows, kCols)))) << out;
+  }
+  const auto hf = nlohmann::json::parse(test::slurp(path("mx8_dir") / "hf_quant_config.json"));
+  EXPECT_EQ(hf["quantization"]["quant_algo"], "MXFP8");
+  EXPECT_EQ(run("pack " + q("mx8.gguf") + " l.a=" + q("a.npy") + " --format mxfp8 --to gguf").status, 2);
   // `nvfp4 quantize` files of every format are read back too (16x16 tiles, MXFP8, RHT included).
   for (const std::string flags : {"", "--mode 2d", "--format mxfp8", "--rht --swizzle"}) {
     ASSERT_EQ(run("quantize " + q("a.npy") + " " + q("one.safetensors") + " --force --quiet " + flags).status, 0);
