@@ -43,9 +43,8 @@ TEST(FloatGemm, FastEqualsReference) {
   std::mt19937 gen(3);
   std::normal_distribution<float> normal;
   for (auto [m, n, k] : {std::tuple<index_t, index_t, index_t>{1, 1, 1}, {5, 70, 300}, {130, 300, 70}, {70, 260, 513}, {16, 64, 40}}) {
-    // B's storage holds it four ways: K-major without and with padding (the fast path reads both
-    // in place, copying only a last block narrower than 64 columns), row-major, and with both
-    // strides > 1 (packed panel by panel).
+    // B's storage holds it four ways: K-major without and with padding, row-major, and with both
+    // strides > 1 (each packed by its own loop).
     const index_t ld = n + 3;
     std::vector<float> a(m * k), b(k * ld * 2), c(m * n);
     for (auto& v : a) v = normal(gen);
@@ -106,8 +105,9 @@ struct stored_matrix {
 };
 
 TEST(FloatGemm, FastEqualsReferenceAcrossTheBlocking) {
-  // Tiles are 12 x 32 (AVX-512), 6 x 16 (AVX2) or 4 x 4 (scalar); K chunks of 256; row blocks of
-  // 16 tiles; column groups of 1024 (128 for at most 16 rows, where a K-major B is read in place).
+  // Tiles are 12 x 32 (AVX-512), 6 x 16 (AVX2) or 4 x 4 (scalar), last tiles of a third or two
+  // thirds of their rows; K chunks of 256; row blocks of 16 tiles (one block: B packed per item);
+  // column groups of 256 (128 for at most 16 rows).
   const std::tuple<index_t, index_t, index_t> shapes[] = {
       {1, 1, 1},    {3, 5, 0},     {13, 33, 1},   {12, 32, 256}, {25, 65, 257}, {16, 1030, 9},
       {7, 300, 70}, {17, 1100, 5}, {193, 47, 40}, {97, 131, 600}, {200, 40, 3}};

@@ -59,8 +59,9 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
 namespace detail {
 
 /// The fast fp32 GEMM's blocking around its tile kernel (gemm/detail/float_tile_kernel.hpp), the
-/// classic packed GEMM's: A and B are packed once per call (by the team), A into tiles of MR rows
-/// ([tile][k][MR]), B into panels of NR columns ([panel][k][NR]); a work item is `block_rows` rows
+/// classic packed GEMM's: A and B are packed once per call (by the team), A into tiles of MR rows,
+/// B into panels of NR columns, K chunk by K chunk (with one block of rows, each work item packs
+/// its own panels of B instead); a work item is `block_rows` rows
 /// of A against a group of panels, walked one K chunk of `chunk_k` at a time: for each panel the
 /// tile kernel runs down the item's rows, the panel's chunk (32 KB on AVX-512) staying in L1 and
 /// the rows' chunk (about 200 KB) in L2. Each output's chain continues chunk after chunk from its
@@ -73,12 +74,12 @@ struct float_gemm_blocking {
   static constexpr index_t block_rows = 16 * mr;
   /// Columns per work item: 256, so that an item's chunk of B (256 KB), its rows of A (200 KB) and
   /// its partial sums (200 KB) stay in a 1-2 MB L2 together (1024 columns, 2 MB, measured 1.10x
-  /// slower at 2048³ on a 2 MB L2); 128 for at most in_place_max_rows rows (decode shapes).
+  /// slower at 2048³ on a 2 MB L2); 128 for at most few_rows rows of A (decode shapes), so that a
+  /// team still finds enough items.
   static constexpr index_t group_cols = 256, small_group_cols = 128;
 };
-/// The most rows of A for which float_gemm_fast reads a K-major B in place (packing B would cost
-/// about as much as the product).
-inline constexpr index_t in_place_max_rows = 16;
+/// Up to this many rows of A, float_gemm's work items are narrower (float_gemm_blocking).
+inline constexpr index_t few_rows = 16;
 
 /// out[kk·NR + c] = B(j0 + c, k0 + kk) for kk < kc, c < NR, zero past `cols`: one K chunk of one
 /// panel of B.
@@ -137,10 +138,15 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   }
   const index_t panels = (n + nr - 1) / nr;
   const bool parallel = simd::worth_parallel(m * n * ((k + 63) / 64));
-  // B in place (a K-major view, B(j, k) at j + k·ld) for a few rows of A: the kernel reads its
-  // panels where they are; only a last panel narrower than NR is packed.
-  const bool b_in_place = b.row_stride() == 1 && m <= in_place_max_rows;
-  const index_t packed_panels = b_in_place ? (n % nr != 0 ? 1 : 0) : panels;
+  // With one block of rows, each panel of B serves one work item, which packs it itself into a
+  // per-thread buffer that stays in cache (packing all of B first would write it out to memory and
+  // read it back: the decode shapes' cost). That also beats reading a K-major B in place (a few
+  // hundred bytes per k, 16 KB apart at N = 4096): 16 x 4096 x 4096, 20-22 ms against 28-31.
+  const index_t a_tiles = (m + mr - 1) / mr;
+  const index_t block_rows = std::min(blocking::block_rows, a_tiles * mr);
+  const index_t row_blocks = (m + block_rows - 1) / block_rows;
+  const bool b_per_item = row_blocks == 1;
+  const index_t packed_panels = b_per_item ? 0 : panels;
   // Both operands packed K chunk by K chunk: [chunk][panel][k][NR] and [chunk][tile][k][MR], so
   // that what an item reads in one chunk (its panels, its tiles) is contiguous; with each panel or
   // tile whole in K, the ones an item reads would sit a multiple of 128 KB apart at K = 4096 and
@@ -149,16 +155,14 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   const auto b_chunk = [&](index_t p, index_t k0) {
     return packed_b.data() + k0 * packed_panels * nr + p * std::min(chunk_k, k - k0) * nr;
   };
-  const index_t b_first = b_in_place ? panels - 1 : 0;  // in place, only the last panel is packed
   simd::parallel_ranges(packed_panels, parallel, [&](index_t begin, index_t end) {
     for (index_t p = begin; p < end; ++p)
       for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
-        const index_t j0 = (b_first + p) * nr;
+        const index_t j0 = p * nr;
         pack_float_panel(b, j0, std::min(nr, n - j0), k0, std::min(chunk_k, k - k0), b_chunk(p, k0));
       }
   });
   // A, tile by tile (each tile's K-major rows, zero past M): every item reads its rows from here.
-  const index_t a_tiles = (m + mr - 1) / mr;
   scratch<float> packed_a(static_cast<std::size_t>(a_tiles * k * mr));
   const auto a_chunk = [&](index_t t, index_t k0) { return packed_a.data() + k0 * a_tiles * mr + t * std::min(chunk_k, k - k0) * mr; };
   simd::parallel_ranges(a_tiles, parallel, [&](index_t begin, index_t end) {
@@ -166,9 +170,7 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
       for (index_t k0 = 0; k0 < k; k0 += chunk_k)
         pack_float_rows(a, t * mr, std::min(mr, m - t * mr), k0, std::min(chunk_k, k - k0), a_chunk(t, k0));
   });
-  const index_t block_rows = std::min(blocking::block_rows, a_tiles * mr);
-  const index_t row_blocks = (m + block_rows - 1) / block_rows;
-  const index_t group_panels = (m > in_place_max_rows ? blocking::group_cols : blocking::small_group_cols) / nr;
+  const index_t group_panels = (m > few_rows ? blocking::group_cols : blocking::small_group_cols) / nr;
   const index_t groups = (panels + group_panels - 1) / group_panels;
   // Each item's partial sums live in a contiguous staging block (block_rows x the group's columns,
   // zero past the edges, so every tile is whole) from C to D: rows of D 16 KB apart (4096
@@ -176,39 +178,72 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
   // path of its own.
   const index_t staged_cols = group_panels * nr;
   struct thread_state {
-    scratch<float> staged;
+    scratch<float> staged, own_b;
   };
   simd::parallel_dynamic(
       row_blocks * groups, parallel,
-      [&] { return thread_state{scratch<float>(static_cast<std::size_t>(block_rows * staged_cols))}; },
+      [&] {
+        return thread_state{scratch<float>(static_cast<std::size_t>(block_rows * staged_cols)),
+                            scratch<float>(static_cast<std::size_t>(b_per_item ? k * staged_cols : 0))};
+      },
       [&](index_t item, thread_state& state) {
         const index_t i0 = (item % row_blocks) * block_rows, rows = std::min(block_rows, m - i0);
         const index_t p_begin = (item / row_blocks) * group_panels, p_end = std::min(panels, p_begin + group_panels);
         const index_t j_begin = p_begin * nr, cols = std::min(n, p_end * nr) - j_begin;
         const index_t padded_rows = (rows + mr - 1) / mr * mr, padded_cols = (p_end - p_begin) * nr;
         float* const staged = state.staged.data();
-        for (index_t r = 0; r < padded_rows; ++r)
-          for (index_t j = 0; j < padded_cols; ++j)
-            staged[r * staged_cols + j] = r < rows && j < cols && !c.empty() ? c(i0 + r, j_begin + j) : 0.0f;
+        for (index_t r = 0; r < padded_rows; ++r) {
+          float* const row = staged + r * staged_cols;
+          index_t filled = 0;
+          if (r < rows && !c.empty()) {
+            if (c.col_stride() == 1)
+              std::copy_n(&c(i0 + r, j_begin), cols, row);
+            else
+              for (index_t j = 0; j < cols; ++j) row[j] = c(i0 + r, j_begin + j);
+            filled = cols;
+          }
+          std::fill(row + filled, row + padded_cols, 0.0f);
+        }
+        // This item's panels of B, when it packs them: [chunk][panel][k][NR] as packed_b.
+        const index_t group_here = p_end - p_begin;
+        const auto own_chunk = [&](index_t p, index_t k0) {
+          return state.own_b.data() + k0 * group_here * nr + (p - p_begin) * std::min(chunk_k, k - k0) * nr;
+        };
+        if (b_per_item)
+          for (index_t p = p_begin; p < p_end; ++p)
+            for (index_t k0 = 0; k0 < k; k0 += chunk_k)
+              pack_float_panel(b, p * nr, std::min(nr, n - p * nr), k0, std::min(chunk_k, k - k0), own_chunk(p, k0));
         for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
           const index_t kc = std::min(chunk_k, k - k0);
           for (index_t p = p_begin; p < p_end; ++p) {
             const index_t j0 = p * nr;
-            const bool in_place_panel = b_in_place && n - j0 >= nr;
-            const float* panel = in_place_panel ? &b(j0, k0) : b_chunk(p - b_first, k0);
+            const float* panel = b_per_item ? own_chunk(p, k0) : b_chunk(p, k0);
             for (index_t t0 = 0; t0 < rows; t0 += mr) {
               const float* a_tile = a_chunk((i0 + t0) / mr, k0);
               float* const out = staged + t0 * staged_cols + (j0 - j_begin);
-              // The packed panel's stride is a constant the kernel is compiled for.
-              if (in_place_panel)
-                kernel::run(kc, a_tile, panel, b.col_stride(), out, staged_cols, out, staged_cols);
+              const auto tile = [&]<int R>(std::integral_constant<int, R>) {
+                // The packed panel's stride is a constant the kernel is compiled for.
+                kernel::template run<R>(kc, a_tile, panel, std::integral_constant<index_t, nr>{}, out, staged_cols, out, staged_cols);
+              };
+              // A last tile of few rows computes only those (a third or two thirds of the tile's).
+              constexpr int third = std::max<int>(1, mr / 3), two_thirds = std::max<int>(third, 2 * mr / 3);
+              const index_t here = rows - t0;
+              if (here <= third)
+                tile(std::integral_constant<int, third>{});
+              else if (here <= two_thirds)
+                tile(std::integral_constant<int, two_thirds>{});
               else
-                kernel::run(kc, a_tile, panel, std::integral_constant<index_t, nr>{}, out, staged_cols, out, staged_cols);
+                tile(std::integral_constant<int, mr>{});
             }
           }
         }
-        for (index_t r = 0; r < rows; ++r)
-          for (index_t j = 0; j < cols; ++j) d(i0 + r, j_begin + j) = staged[r * staged_cols + j];
+        for (index_t r = 0; r < rows; ++r) {
+          const float* const row = staged + r * staged_cols;
+          if (d.col_stride() == 1)
+            std::copy_n(row, cols, &d(i0 + r, j_begin));
+          else
+            for (index_t j = 0; j < cols; ++j) d(i0 + r, j_begin + j) = row[j];
+        }
       });
 }
 

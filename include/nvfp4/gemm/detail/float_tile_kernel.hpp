@@ -26,21 +26,23 @@ struct float_tile_kernel {
   static constexpr int nv = float_tile_shape<Ops::width>::vectors;
   static constexpr int nr = nv * Ops::width;
 
-  /// dst[r][c] = the chain over kc steps of a[kk·mr + r] · b[kk·b_stride + c] (r < mr, c < nr),
+  /// dst[r][c] = the chain over kc steps of a[kk·mr + r] · b[kk·b_stride + c] (r < R, c < nr),
   /// started from src[r][c] (src null: from +0). src may equal dst (all of it is read first).
-  /// a: the tile's rows packed K-major (mr values per step); b: NR columns per step.
-  template <class Stride>
+  /// a: the tile's rows packed K-major (mr values per step, of which the first R are used); b: NR
+  /// columns per step. R < mr serves a last tile of few rows (decode shapes: 16 = 12 + 4).
+  template <int R = mr, class Stride>
   static NVFP4_ALWAYS_INLINE void run(index_t kc, const float* a, const float* b, Stride b_stride, const float* src,
                                       index_t src_ld, float* dst, index_t dst_ld) {
-    vf acc[mr][nv];
+    static_assert(R >= 1 && R <= mr);
+    vf acc[R][nv];
     if (src) {
 #pragma GCC unroll 16
-      for (int r = 0; r < mr; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
         for (int v = 0; v < nv; ++v) acc[r][v] = Ops::load(src + r * src_ld + v * Ops::width);
     } else {
 #pragma GCC unroll 16
-      for (int r = 0; r < mr; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
         for (int v = 0; v < nv; ++v) acc[r][v] = Ops::set(0.0f);
     }
@@ -49,7 +51,7 @@ struct float_tile_kernel {
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) bv[v] = Ops::load(b + v * Ops::width);
 #pragma GCC unroll 16
-      for (int r = 0; r < mr; ++r) {
+      for (int r = 0; r < R; ++r) {
         const vf av = Ops::set(a[r]);
 #pragma GCC unroll 4
         for (int v = 0; v < nv; ++v) acc[r][v] = Ops::fmadd(av, bv[v], acc[r][v]);
@@ -58,7 +60,7 @@ struct float_tile_kernel {
       b += b_stride;
     }
 #pragma GCC unroll 16
-    for (int r = 0; r < mr; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) Ops::store(dst + r * dst_ld + v * Ops::width, acc[r][v]);
   }
