@@ -96,19 +96,35 @@ def test_a_new_margin_continues_from_the_kept_scale():
         assert not torch.equal(fresh(x), y_new)
 
 
-def test_leaving_delayed_scaling_and_coming_back_restores_its_state():
+def test_a_region_without_quantization_keeps_the_delayed_state():
+    # TE's set_meta_tensor runs only while FP8 is on: a high-precision region leaves the state.
     layer = make(2)
     x = torch.randn(16, 64)
     with te.autocast(recipe=Delayed()):
         layer(x).sum().backward()
     kept = state(layer, "weight")["scale"]
-    with te.autocast(recipe=te.recipe.Float8CurrentScaling()):
-        layer(x)
+    assert kept != 1.0
     with te.autocast(enabled=False):
         layer(x)
     with torch.no_grad(), te.autocast(recipe=Delayed()):
         layer(x)
     assert state(layer, "weight")["scale"] == kept
+
+
+def test_another_quantized_recipe_replaces_the_delayed_state():
+    # TE's set_meta_tensor: a recipe state of another class is replaced by RecipeState.create, so
+    # DelayedScaling -> Float8CurrentScaling -> DelayedScaling starts from scale 1 and a zero history.
+    layer = make(2)
+    x = torch.randn(16, 64)
+    with te.autocast(recipe=Delayed()):
+        layer(x).sum().backward()
+    assert state(layer, "weight")["scale"] != 1.0
+    with te.autocast(recipe=te.recipe.Float8CurrentScaling()):
+        layer(x)
+    with torch.no_grad(), te.autocast(recipe=Delayed()):
+        layer(x)
+    fresh = state(layer, "weight")
+    assert fresh["scale"] == 1.0 and not any(fresh["amax_history"][1:])
 
 
 def test_state_dict_carries_the_scaling_state():

@@ -74,12 +74,17 @@ class LinearUnit:
         """Runs the core under `recipe` (None: no quantization). Delayed-scaling state survives a
         switch as in TE: DelayedScaling -> DelayedScaling keeps the scale and history (cut or
         zero-padded to the new amax_history_len) and the first registered recipe's update
-        settings (margin, format, algorithm); leaving for another recipe and coming back restores it."""
+        settings (margin, format, algorithm). A region without quantization leaves the state as it
+        is (TE does not touch its recipe state while FP8 is off); another quantized recipe replaces
+        it, so coming back to DelayedScaling starts afresh (TE's set_meta_tensor builds a new
+        DelayedScalingRecipeState when the kept state is of another recipe's class)."""
         key = _recipe_key(recipe)
         if key == self._key:
             return
         if isinstance(self.recipe, DelayedScaling):
             self._saved_scaling = self.core.scaling_state_dict()
+        if recipe is not None and not isinstance(recipe, DelayedScaling):
+            self._saved_scaling = None
         library_recipe = to_library(recipe)  # raises for what the library cannot honour, before any change
         if isinstance(recipe, DelayedScaling):
             if self._delayed is None:
