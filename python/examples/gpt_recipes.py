@@ -158,7 +158,7 @@ def main():
     p.add_argument("--tied", action="store_true", help="tie the LM head to the embedding (high precision)")
     p.add_argument("--text", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "shakespeare.txt"))
     args = p.parse_args()
-    args.steps = args.steps if args.steps is not None else 150
+    args.steps = args.steps if args.steps is not None else 300
     args.lr = args.lr if args.lr is not None else 3e-3
     if args.steps < 1:
         raise SystemExit("--steps must be >= 1")

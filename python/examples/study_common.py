@@ -302,28 +302,67 @@ def style_of(runs):
     return styles
 
 
+def smoothed(values, weight=0.9):
+    """An exponential moving average (debiased), so that per-step noise does not hide the trend."""
+    out, avg = [], 0.0
+    for i, v in enumerate(values):
+        avg = weight * avg + (1 - weight) * v
+        out.append(avg / (1 - weight ** (i + 1)))
+    return out
+
+
 def plot_curves(path, runs, curve_keys, title):
+    """One chart per curve key (the first, train loss, smoothed, its y range from the end of the
+    steepest descent) and a bar chart of each run's last value of the last key minus the first
+    run's (the baseline), labelled with the difference."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     styles = style_of(runs)
-    fig, axes = plt.subplots(1, len(curve_keys), figsize=(6.5 * len(curve_keys), 4.6), squeeze=False)
-    for ax, key in zip(axes[0], curve_keys):
+    fig, axes = plt.subplots(1, len(curve_keys) + 1, figsize=(6.0 * (len(curve_keys) + 1), 4.8), squeeze=False)
+    for index, (ax, key) in enumerate(zip(axes[0], curve_keys)):
+        tail = []
         for r in runs:
             colour, dashes, marker, n = styles[r["run"]]
             points = [p for p in r["curve"] if p.get(key) is not None]
             xs = [p["step"] for p in points]
             ys = [p[key] for p in points]
+            if index == 0:
+                ys = smoothed(ys)
+                tail += ys[len(ys) // 5:]
             every = max(1, len(runs))
             ax.plot(xs, ys, color=colour, linestyle=dashes, marker=marker, markersize=5,
                     markevery=(n % min(every, len(xs)), every) if len(xs) > every else None,
                     linewidth=1.4, alpha=0.85, label=r["run"])
+        if tail:
+            low, high = min(tail), max(tail)
+            ax.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
         ax.set_xlabel("step")
-        ax.set_ylabel(key.replace("_", " "))
+        label = key.replace("_", " ") + (" (smoothed)" if index == 0 else "")
+        ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        ax.set_title(f"{title}: {key.replace('_', ' ')}")
+        ax.set_title(f"{title}: {label}")
     axes[0][0].legend(fontsize=8)
+    bars = axes[0][-1]
+    key = curve_keys[-1]
+    last = [[p[key] for p in r["curve"] if p.get(key) is not None][-1] for r in runs]
+    deltas = [v - last[0] for v in last]
+    colours = [styles[r["run"]][0] for r in runs]
+    hatches = ["" if styles[r["run"]][1] == "-" else "//" for r in runs]
+    ypos = list(range(len(runs)))[::-1]
+    for y, d, c, h in zip(ypos, deltas, colours, hatches):
+        bars.barh(y, d, color=c, hatch=h, edgecolor="black", linewidth=0.5)
+        bars.annotate(f"{d:+.4f}", (d, y), xytext=(3 if d >= 0 else -3, 0), textcoords="offset points",
+                      ha="left" if d >= 0 else "right", va="center", fontsize=8)
+    bars.set_yticks(ypos)
+    bars.set_yticklabels([r["run"] for r in runs], fontsize=8)
+    bars.axvline(0, color="black", linewidth=0.8)
+    span = max(1e-9, max(abs(d) for d in deltas))
+    bars.set_xlim(-1.35 * span, 1.35 * span)
+    bars.set_xlabel(f"last {key.replace('_', ' ')} minus {runs[0]['run']}'s ({last[0]:.4f})")
+    bars.set_title(f"{title}: difference from {runs[0]['run']} (lower is better)")
+    bars.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
