@@ -102,6 +102,22 @@ inline void pack_float_panel(matrix_view<const float> b, index_t j0, index_t col
   }
 }
 
+/// pack_float_panel for `count` consecutive panels from column j0 of a K-major B (B(j, k) at
+/// j + k·ld), panel q at out + q·kc·NR: each k is one run of all their columns (count · NR floats),
+/// where a panel at a time would read NR floats per k, a page apart at N = 4096.
+inline void pack_float_panels_k_major(matrix_view<const float> b, index_t j0, index_t count, index_t k0, index_t kc, float* out) {
+  constexpr index_t nr = float_gemm_blocking::nr;
+  const index_t n = b.rows();
+  const float* src = &b(j0, k0);
+  for (index_t kk = 0; kk < kc; ++kk, src += b.col_stride())
+    for (index_t q = 0; q < count; ++q) {
+      const index_t cols = std::min(nr, n - j0 - q * nr);
+      float* const dst = out + (q * kc + kk) * nr;
+      std::copy_n(src + q * nr, cols, dst);
+      std::fill(dst + cols, dst + nr, 0.0f);
+    }
+}
+
 /// out[t][kk][r] (tile t of MR rows, rows past `rows` zero) = A(i0 + t·MR + r, k0 + kk), kk < kc.
 inline void pack_float_rows(matrix_view<const float> a, index_t i0, index_t rows, index_t k0, index_t kc, float* out) {
   constexpr index_t mr = float_gemm_blocking::mr;
@@ -184,7 +200,7 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
       row_blocks * groups, parallel,
       [&] {
         return thread_state{scratch<float>(static_cast<std::size_t>(block_rows * staged_cols)),
-                            scratch<float>(static_cast<std::size_t>(b_per_item ? k * staged_cols : 0))};
+                            scratch<float>(static_cast<std::size_t>(b_per_item ? std::min(k, chunk_k) * staged_cols : 0))};
       },
       [&](index_t item, thread_state& state) {
         const index_t i0 = (item % row_blocks) * block_rows, rows = std::min(block_rows, m - i0);
@@ -204,20 +220,21 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
           }
           std::fill(row + filled, row + padded_cols, 0.0f);
         }
-        // This item's panels of B, when it packs them: [chunk][panel][k][NR] as packed_b.
         const index_t group_here = p_end - p_begin;
-        const auto own_chunk = [&](index_t p, index_t k0) {
-          return state.own_b.data() + k0 * group_here * nr + (p - p_begin) * std::min(chunk_k, k - k0) * nr;
-        };
-        if (b_per_item)
-          for (index_t p = p_begin; p < p_end; ++p)
-            for (index_t k0 = 0; k0 < k; k0 += chunk_k)
-              pack_float_panel(b, p * nr, std::min(nr, n - p * nr), k0, std::min(chunk_k, k - k0), own_chunk(p, k0));
         for (index_t k0 = 0; k0 < k; k0 += chunk_k) {
           const index_t kc = std::min(chunk_k, k - k0);
+          // This item's panels of B for this chunk, when it packs them ([panel][k][NR]), just
+          // before the kernels read them.
+          const auto own_chunk = [&](index_t p) { return state.own_b.data() + (p - p_begin) * kc * nr; };
+          if (b_per_item) {
+            if (b.row_stride() == 1 && b.col_stride() != 1)
+              pack_float_panels_k_major(b, j_begin, group_here, k0, kc, own_chunk(p_begin));
+            else
+              for (index_t p = p_begin; p < p_end; ++p) pack_float_panel(b, p * nr, std::min(nr, n - p * nr), k0, kc, own_chunk(p));
+          }
           for (index_t p = p_begin; p < p_end; ++p) {
             const index_t j0 = p * nr;
-            const float* panel = b_per_item ? own_chunk(p, k0) : b_chunk(p, k0);
+            const float* panel = b_per_item ? own_chunk(p) : b_chunk(p, k0);
             for (index_t t0 = 0; t0 < rows; t0 += mr) {
               const float* a_tile = a_chunk((i0 + t0) / mr, k0);
               float* const out = staged + t0 * staged_cols + (j0 - j_begin);
