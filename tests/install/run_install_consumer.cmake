@@ -23,7 +23,7 @@ if(STEP STREQUAL "install")
   run_step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
   foreach(f include/nvfp4/nvfp4.hpp include/nvfp4/interop/eigen.hpp share/cmake/nvfp4/nvfp4Config.cmake
             share/cmake/nvfp4/nvfp4ConfigVersion.cmake share/cmake/nvfp4/nvfp4Targets.cmake
-            share/doc/nvfp4/README.md share/doc/nvfp4/LICENSE share/doc/nvfp4/api.md share/doc/nvfp4/numerics_spec.md)
+            share/doc/nvfp4/README.md share/doc/nvfp4/LICENSE share/doc/nvfp4/docs/api.md share/doc/nvfp4/docs/numerics_spec.md)
     if(NOT EXISTS ${prefix}/${f})
       message(FATAL_ERROR "cmake --install did not install ${f}")
     endif()
