@@ -1,7 +1,6 @@
-// nvfp4/detail/non_finite.hpp: where the first NaN/Inf of a matrix is, for the error every entry
-// point that refuses non-finite input throws (docs/errors.md). Shared by the quantizers (scaling/)
-// and the Hadamard transform (transforms/), so it takes any view of float or bf16 elements
-// (rows(), cols(), operator()(r, c), as scaling/matrix_view.hpp has).
+// nvfp4/detail/non_finite.hpp: the first NaN/Inf of a matrix, for the non_finite_error of every entry
+// point that refuses one (docs/errors.md); shared by scaling/ and transforms/, so it takes any view
+// of float or bf16 (rows(), cols(), operator()(r, c)).
 #pragma once
 
 #include <cmath>

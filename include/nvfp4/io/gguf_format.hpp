@@ -1,9 +1,6 @@
-// nvfp4/io/gguf_format.hpp: the GGUF container's vocabulary (ggml / llama.cpp, version 2 and 3,
-// little-endian): metadata value types, the ggml tensor type table (elements and bytes per block),
-// a file as read or to be written (gguf_file: key-value metadata kept as serialized bytes, tensor
-// infos and data), the reader's limits, and a tensor's byte count. The reader is gguf_reader.hpp,
-// the writer gguf_writer.hpp, the checkpoint mapping and 4-bit blocks gguf.hpp. Layout and
-// sources: docs/formats_and_layouts.md.
+// nvfp4/io/gguf_format.hpp: the GGUF container's vocabulary (ggml / llama.cpp, v2-3, little-endian):
+// value types, the ggml tensor type table, gguf_file, the reader's limits, a tensor's byte count.
+// Reader: gguf_reader.hpp; writer: gguf_writer.hpp; checkpoints and 4-bit blocks: gguf.hpp.
 #pragma once
 
 #include <array>

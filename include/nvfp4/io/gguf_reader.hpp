@@ -1,7 +1,6 @@
-// nvfp4/io/gguf_reader.hpp: the GGUF reader: a file image parsed with every field checked
-// (magic "GGUF", version, counts, typed key-value metadata, tensor infos, the data section aligned
-// to general.alignment, default 32), as ggml's gguf.cpp checks them; the file then writes back
-// byte for byte (gguf_writer.hpp).
+// nvfp4/io/gguf_reader.hpp: the GGUF reader: a file image parsed with every field checked as ggml's
+// gguf.cpp checks it (magic, version, counts, typed metadata, tensor infos, the aligned data
+// section); what it reads, gguf_writer.hpp writes back byte for byte.
 #pragma once
 
 #include <cstdint>

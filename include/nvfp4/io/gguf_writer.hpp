@@ -1,6 +1,5 @@
-// nvfp4/io/gguf_writer.hpp: the GGUF writer: a gguf_file as bytes (header, metadata, tensor
-// infos, data aligned to general.alignment, each tensor padded as ggml pads it) and written
-// atomically. A file read by gguf_reader.hpp comes back byte for byte.
+// nvfp4/io/gguf_writer.hpp: the GGUF writer: a gguf_file as bytes (header, metadata, tensor infos,
+// data aligned and padded as ggml does) and written atomically.
 #pragma once
 
 #include <cstdint>

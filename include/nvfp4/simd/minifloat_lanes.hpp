@@ -1,9 +1,6 @@
-// nvfp4/simd/minifloat_lanes.hpp: the minifloat codecs written once over an ISA's lane operations
-// (simd/<isa>/ops.hpp): round-to-nearest-even encode of float bits to any element or scale format,
-// bulk encode / decode, the amax of a run and of blocks held across lanes. Bit-identical to the
-// scalar codecs of formats/ (detail::encode_minifloat) for every input; with the scalar Ops they are
-// the portable kernels, and tails shorter than a vector go through that instantiation. Shared by
-// the quantizers (scaling/) and the fused RHT quantizer (transforms/).
+// nvfp4/simd/minifloat_lanes.hpp: the minifloat codecs over an ISA's lane operations (RNE encode of
+// float bits to any format, bulk encode / decode, run and lane amax), bit-identical to formats/'
+// scalar codecs; shared by scaling/ and transforms/. Tails go through the scalar Ops.
 #pragma once
 
 #include <algorithm>

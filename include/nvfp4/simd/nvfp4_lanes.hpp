@@ -1,8 +1,6 @@
-// nvfp4/simd/nvfp4_lanes.hpp: NVFP4 block scaling lane by lane, written once over an ISA's lane
-// operations: the UE4M3 block scale and encode factor of `width` block amaxes at a time
-// (docs/numerics_spec.md §2 steps 3-4, the fp32 operations of scaling/scale_rules.hpp), and the
-// 1x16 quantizer of blocks held across lanes with its store. Shared by the NVFP4 quantizers
-// (scaling/detail/block_kernels.hpp) and the fused RHT quantizer (transforms/detail/).
+// nvfp4/simd/nvfp4_lanes.hpp: NVFP4 block scales of `width` amaxes at once (§2 steps 3-4, the fp32
+// operations of scaling/scale_rules.hpp) and the 1x16 quantizer of blocks held across lanes with its
+// store; shared by scaling/detail/block_kernels.hpp and the fused RHT quantizer (transforms/detail/).
 #pragma once
 
 #include <cfloat>

@@ -1,7 +1,6 @@
-// nvfp4/simd/panels.hpp: panel copies written once over an ISA's lane operations: bf16 -> float
-// widening and the transposing copy of a view with contiguous columns into float rows. Shared by
-// the quantizers (scaling/), the float GEMM (gemm/) and the layers (nn/), so it sits at the layer
-// they all build on. Bit-exact: a bf16 widens to float exactly.
+// nvfp4/simd/panels.hpp: panel copies over an ISA's lane operations (bf16 -> float widening, the
+// transposing copy of a view with contiguous columns into float rows), shared by scaling/, gemm/
+// and nn/. Bit-exact: bf16 widens to float exactly.
 #pragma once
 
 #include <type_traits>
