@@ -2,16 +2,21 @@
 // fused update (history roll, max / most_recent, margin, a zero amax that does not roll, Inf amax
 // freezing the scale until it leaves the window, NaN ignored by max), TE's unfused Python update
 // where it differs (a zero amax rolls, NaN poisons the max, the scale's reciprocal rounding), plus
-// restore and validation.
+// restore and validation; the unfused update's scale against torch's eager evaluation of TE's
+// formula on an H100 (tests/recipes/data/te_unfused_update, producer
+// tests/golden/producers/run_te_compiled_update.py).
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cfloat>
 #include <cmath>
 #include <deque>
+#include <filesystem>
+#include <string>
 #include <limits>
 #include <vector>
 
+#include "nvfp4/io/npy.hpp"
 #include "nvfp4/recipes/delayed_scaling.hpp"
 #include "test_support.hpp"
 
@@ -190,6 +195,39 @@ TEST(DelayedScalingUnfused, TinyAmaxGivesFltMaxAndInfKeepsTheScale) {
   EXPECT_EQ(s.scale(), FLT_MAX);
 }
 
+// TE's _default_sf_compute (pytorch/quantization.py) as eager torch evaluates it on the GPU
+// (NVTE_TORCH_COMPILE=0): sf = (fp8_max / amax) / 2**margin, the old scale for an amax that is not
+// > 0 or not finite, FLT_MAX for an infinite sf. The expected bits are torch 2.11's on an H100 over
+// 6323 amaxes (powers of two and their neighbours, fp8_max multiples, subnormals, the overflow
+// edge, FLT_MAX, 0, -0, -1, Inf, NaN, random), fp8_max 448 and 57344, margins 0, 1, 0.5, 2, -1.
+// A float margin (0.5) divides by the fp32 value of 2**0.5 as torch's CUDA div does with a CPU
+// scalar (a product with its fp32 reciprocal).
+TEST(DelayedScalingUnfused, ScaleIsTorchsEagerScaleOnTheGpu) {
+  const std::filesystem::path dir = std::filesystem::path(NVFP4_SOURCE_DIR) / "tests/recipes/data/te_unfused_update";
+  const std::vector<std::uint32_t> amaxes = io::read_npy(dir / "amax.npy").as<std::uint32_t>();
+  ASSERT_EQ(amaxes.size(), 6323u);
+  const float old_scale = 0.75f;  // the producer's starting scale, which no amax here maps to
+  struct config { float margin; const char* tag; };
+  int checked = 0;
+  for (const config& m : {config{0.0f, "0"}, config{1.0f, "1"}, config{0.5f, "0p5"}, config{2.0f, "2"}, config{-1.0f, "m1"}}) {
+    for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
+      const std::string name = std::string("eager_") + (format == fp8_format::e4m3 ? "448" : "57344") + "_m" + m.tag + ".npy";
+      const std::vector<std::uint32_t> expected = io::read_npy(dir / name).as<std::uint32_t>();
+      ASSERT_EQ(expected.size(), amaxes.size()) << name;
+      for (std::size_t i = 0; i < amaxes.size(); ++i) {
+        delayed_scaling_state s({.margin = m.margin, .amax_history_len = 1, .unfused_update = true}, format);
+        s.restore(std::vector<float>{0.0f}, old_scale);
+        s.record(std::bit_cast<float>(amaxes[i]));
+        s.update();
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(s.scale()), expected[i])
+            << name << " amax " << std::bit_cast<float>(amaxes[i]) << " (0x" << std::hex << amaxes[i] << ")";
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 10 * 6323);
+}
+
 // Many steps against a plain model of the window (a deque), random amaxes with zeros.
 TEST(DelayedScaling, ManyStepsAgainstAWindowModel) {
   const int length = 5;
@@ -232,11 +270,11 @@ TEST(DelayedScaling, MarginIsValidWhereTwoToMinusMarginIsANormalFloat) {
   // and one step past them, through validate() and the state's constructor (which validates).
   for (int margin : {-127, 0, 125, 126}) {
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = static_cast<float>(margin)}.validate(); }), errc{}) << margin;
-    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = margin}, fp8_format::e4m3); }), errc{}) << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = static_cast<float>(margin)}, fp8_format::e4m3); }), errc{}) << margin;
   }
   for (int margin : {-128, 127, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()}) {
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = static_cast<float>(margin)}.validate(); }), errc::invalid_argument) << margin;
-    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = margin}, fp8_format::e4m3); }), errc::invalid_argument) << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = static_cast<float>(margin)}, fp8_format::e4m3); }), errc::invalid_argument) << margin;
   }
   // The accepted edge gives the documented scale: amax 1 maps to 448 * 2^-126 (FLT_MIN * 448).
   delayed_scaling_state s({.margin = 126, .amax_history_len = 1}, fp8_format::e4m3);
