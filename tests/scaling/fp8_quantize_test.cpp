@@ -1,12 +1,13 @@
 // Tests of nvfp4/scaling/fp8_quantize.hpp: TE's scale rule on hand-worked amaxes (zero, tiny,
 // epsilon, power-of-two masking, the input type's max for block scaling), per-tensor and block
 // quantization against hand-computed codes, the transposed copies, fast == reference on every ISA
-// build, and bad input.
+// build, bad input, and NaN / Inf as TE's delayed-scaling cast runs them (fp8_non_finite).
 // NVFP4_TEST_ALL_ISAS
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -142,6 +143,67 @@ TEST(Fp8Quantize, DequantizeAndBadInput) {
     EXPECT_EQ(e.code(), errc::invalid_argument);
   }
   EXPECT_THROW(dequantize(q, matrix_view<float>::row_major(out.data(), 1, 4)), error);
+}
+
+// fp8_non_finite::te_satfinite, TE's delayed-scaling cast (vectorized_pointwise.h unary_kernel:
+// amax = fmaxf(|x|, amax), static_cast to __nv_fp8_e4m3 / e5m2 with __NV_SATFINITE). The codes
+// of Inf, -Inf and NaN are what an H100's cvt.rn.satfinite.{e4m3,e5m2}x2.f32 wrote (torch 2.11,
+// tests/golden/producers/run_te_compiled_update.py, log line "PTX cvt.rn.satfinite"): E4M3 0x7E,
+// 0xFE, 0x7F; E5M2 0x7B, 0xFB, 0x7F.
+TEST(Fp8Quantize, NonFiniteInputAsTesDelayedScalingCast) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {2.0f, inf, -inf, nan, -1.5f, 0.25f};
+  const auto v = matrix_view<const float>::row_major(x.data(), 2, 3);
+  struct expected_codes { fp8_format format; std::uint8_t inf, minus_inf, nan; };
+  for (const expected_codes e : {expected_codes{fp8_format::e4m3, 0x7E, 0xFE, 0x7F}, expected_codes{fp8_format::e5m2, 0x7B, 0xFB, 0x7F}}) {
+    for (const fp8_tensor& q : {quantize_fp8_with_scale(v, e.format, 2.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite),
+                                reference::quantize_fp8_with_scale(v, e.format, 2.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite)}) {
+      EXPECT_EQ(q.code(0, 1), e.inf);
+      EXPECT_EQ(q.code(0, 2), e.minus_inf);
+      EXPECT_EQ(q.code(1, 0), e.nan);
+      // Finite elements as the finite rule gives them: fp8(x * scale).
+      EXPECT_EQ(q.code(0, 0), fp8_encode(4.0f, e.format));
+      EXPECT_EQ(q.code(1, 1), fp8_encode(-3.0f, e.format));
+      EXPECT_EQ(q.code(1, 2), fp8_encode(0.5f, e.format));
+      EXPECT_EQ(q.amax(), inf);  // fmaxf keeps the Inf and ignores the NaN
+      EXPECT_EQ(q.scale_inv()[0], 0.5f);
+    }
+    // The default still refuses, naming the first non-finite element.
+    EXPECT_THROW(quantize_fp8_with_scale(v, e.format, 2.0f), non_finite_error);
+    EXPECT_THROW(reference::quantize_fp8_with_scale(v, e.format, 2.0f), non_finite_error);
+  }
+  // NaN without Inf: the amax is the largest finite |x|; all NaN gives 0.
+  const std::vector<float> y = {nan, -5.0f, 3.0f, nan};
+  const auto w = matrix_view<const float>::row_major(y.data(), 2, 2);
+  EXPECT_EQ(quantize_fp8_with_scale(w, fp8_format::e4m3, 1.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite).amax(), 5.0f);
+  const std::vector<float> all_nan(4, nan);
+  const auto n = matrix_view<const float>::row_major(all_nan.data(), 2, 2);
+  const fp8_tensor qn = quantize_fp8_with_scale(n, fp8_format::e5m2, 1.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite);
+  EXPECT_EQ(qn.amax(), 0.0f);
+  for (std::uint8_t code : qn.codes()) EXPECT_EQ(code, 0x7F);
+}
+
+TEST(Fp8Quantize, NonFiniteFastEqualsReference) {
+  // Across the parallel threshold, bf16 and transposed views, NaN and +-Inf sprinkled in; a
+  // finite-only tensor gives the same tensor under either policy.
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{3, 7}, {300, 260}}) {
+    auto x = test::random_values(rows * cols, unsigned(rows * cols), {.sigma = 3.0});
+    const auto clean = matrix_view<const float>::row_major(x.data(), rows, cols);
+    for (fp8_format f : {fp8_format::e4m3, fp8_format::e5m2})
+      EXPECT_TRUE(same(quantize_fp8_with_scale(clean, f, 5.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite),
+                       quantize_fp8_with_scale(clean, f, 5.0f)));
+    for (std::size_t i = 0; i < x.size(); i += 97) x[i] = i % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : (i % 3 == 1 ? 1.0f : -1.0f) * std::numeric_limits<float>::infinity();
+    const auto v = matrix_view<const float>::row_major(x.data(), rows, cols);
+    std::vector<bf16> xb;
+    for (float value : x) xb.push_back(bf16::from_float(value));
+    const auto vb = matrix_view<const bf16>::row_major(xb.data(), rows, cols);
+    for (fp8_format f : {fp8_format::e4m3, fp8_format::e5m2}) {
+      const auto te = fp8_non_finite::te_satfinite;
+      EXPECT_TRUE(same(quantize_fp8_with_scale(v, f, 5.0f, quantized_axis::rowwise, te), reference::quantize_fp8_with_scale(v, f, 5.0f, quantized_axis::rowwise, te)));
+      EXPECT_TRUE(same(quantize_fp8_with_scale(vb.transposed(), f, 0.5f, quantized_axis::columnwise, te),
+                       reference::quantize_fp8_with_scale(vb.transposed(), f, 0.5f, quantized_axis::columnwise, te)));
+    }
+  }
 }
 
 }  // namespace

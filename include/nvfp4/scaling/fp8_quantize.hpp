@@ -58,19 +58,62 @@ inline constexpr index_t fp8_block_size = 128;
 
 constexpr index_t fp8_block_rows(fp8_block_shape shape) { return shape == fp8_block_shape::block_1x128 ? 1 : fp8_block_size; }
 
+/// What per-tensor quantization with a given scale (quantize_fp8_with_scale) does with NaN / Inf
+/// in its input.
+enum class fp8_non_finite {
+  /// Throw non_finite_error naming the first NaN / Inf, before anything is produced (the library's
+  /// rule for every recipe whose TE counterpart does not run such a tensor).
+  refuse,
+  /// TE's delayed-scaling cast (common/util/vectorized_pointwise.h unary_kernel: amax =
+  /// fmaxf(|x|, amax), then static_cast to __nv_fp8_e4m3 / __nv_fp8_e5m2, whose float constructor
+  /// converts with __NV_SATFINITE): the amax ignores NaN (fmaxf) and keeps Inf; Inf * scale
+  /// saturates to +-fp8_max (E4M3 0x7E / 0xFE, E5M2 0x7B / 0xFB) as every overflow does; a NaN
+  /// element gives code 0x7F, the NaN an H100's cvt.rn.satfinite wrote for a NaN in both formats
+  /// (tests/golden/producers/run_te_compiled_update.py).
+  te_satfinite
+};
+
+/// The code TE's satfinite cast writes for a NaN element (both formats).
+inline constexpr std::uint8_t fp8_te_nan_code = 0x7F;
+
+namespace detail {
+
+/// max |x| ignoring NaN, as fmaxf does (an Inf is kept; all NaN gives 0).
+template <quantizer_input T>
+float amax_ignoring_nan(matrix_view<const T> x) {
+  float result = 0.0f;
+  for (index_t r = 0; r < x.rows(); ++r)
+    for (index_t c = 0; c < x.cols(); ++c) result = std::fmax(result, std::fabs(to_float32(x(r, c))));
+  return result;
+}
+
+/// Writes fp8_te_nan_code where x holds a NaN (codes row-major like x).
+template <quantizer_input T>
+void set_te_nan_codes(matrix_view<const T> x, std::uint8_t* codes) {
+  for (index_t r = 0; r < x.rows(); ++r)
+    for (index_t c = 0; c < x.cols(); ++c)
+      if (std::isnan(to_float32(x(r, c)))) codes[r * x.cols() + c] = fp8_te_nan_code;
+}
+
+}  // namespace detail
+
 namespace reference {
 
 /// Per-tensor FP8 with a given encode scale (delayed scaling, docs/numerics_spec.md §10): code = fp8(x *
 /// scale) rounded to nearest even with saturation; scale_inv = 1 / scale (TE's reciprocal). The
-/// tensor records the input's amax. Throws non_finite_error on NaN/Inf.
+/// tensor records the input's amax. NaN / Inf: as `non_finite` says (fp8_non_finite); refused by
+/// default (non_finite_error).
 template <quantizer_input T>
 fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
-                                   quantized_axis axis = quantized_axis::rowwise) {
-  const float x_amax = reference::amax(x);
+                                   quantized_axis axis = quantized_axis::rowwise,
+                                   fp8_non_finite non_finite = fp8_non_finite::refuse) {
+  const float x_amax = non_finite == fp8_non_finite::refuse ? reference::amax(x) : detail::amax_ignoring_nan(x);
   fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
   for (index_t r = 0; r < x.rows(); ++r)
-    for (index_t c = 0; c < x.cols(); ++c)
-      q.codes()[static_cast<std::size_t>(r * x.cols() + c)] = fp8_encode(to_float32(x(r, c)) * scale, format);
+    for (index_t c = 0; c < x.cols(); ++c) {
+      const float v = to_float32(x(r, c));
+      q.codes()[static_cast<std::size_t>(r * x.cols() + c)] = std::isnan(v) ? fp8_te_nan_code : fp8_encode(v * scale, format);
+    }
   q.scale_inv()[0] = 1.0f / scale;
   q.set_scale(scale);
   q.set_amax(x_amax);
@@ -166,17 +209,29 @@ void quantize_fp8_rows(matrix_view<const T> x, fp8_tensor& q, float scale) {
 }  // namespace detail
 
 /// Per-tensor FP8 with a given encode scale (delayed scaling): same result as
-/// reference::quantize_fp8_with_scale. Throws non_finite_error on NaN/Inf, invalid_argument for a
+/// reference::quantize_fp8_with_scale. NaN / Inf in x: non_finite_error by default, TE's
+/// delayed-scaling cast with fp8_non_finite::te_satfinite (see there). invalid_argument for a
 /// scale that is not a positive finite number.
 template <quantizer_input T>
 fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
-                                   quantized_axis axis = quantized_axis::rowwise) {
+                                   quantized_axis axis = quantized_axis::rowwise,
+                                   fp8_non_finite non_finite = fp8_non_finite::refuse) {
   x.validate("quantize input");
   detail::require(std::isfinite(scale) && scale > 0.0f, errc::invalid_argument,
                   "quantize_fp8_with_scale: the scale must be positive and finite, got " + std::to_string(scale));
-  const float x_amax = amax(x);
+  float x_amax = 0.0f;
+  bool has_nan = false;
+  if (non_finite == fp8_non_finite::refuse) {
+    x_amax = amax(x);
+  } else {
+    // One fast pass: max |x| bits above Inf's mean a NaN, whose rare tensors take a scalar pass.
+    const std::uint32_t bits = detail::amax_bits_fast(x);
+    has_nan = bits > detail::float_inf_bits;
+    x_amax = has_nan ? detail::amax_ignoring_nan(x) : detail::bits_float(bits);
+  }
   fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
-  detail::quantize_fp8_rows(x, q, scale);
+  detail::quantize_fp8_rows(x, q, scale);  // Inf * scale saturates like any overflow
+  if (has_nan) detail::set_te_nan_codes(x, q.codes().data());
   q.scale_inv()[0] = 1.0f / scale;
   q.set_scale(scale);
   q.set_amax(x_amax);
