@@ -34,7 +34,11 @@ struct delayed_scaling {
   bool reduce_amax = true;  ///< across processes in TE; one process here, so it has no effect
   /// The update rule: false, TE's fused CUDA kernel (what TE runs by default); true, TE's Python
   /// update, which TE runs with NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax_compute_algo /
-  /// scaling_factor_compute_algo (see delayed_scaling_state::update). Not a TE recipe field.
+  /// scaling_factor_compute_algo (see delayed_scaling_state::update), its scale as eager torch
+  /// computes it (NVTE_TORCH_COMPILE=0; bit-exact with an H100). TE compiles that function with
+  /// torch.compile by default, whose reciprocal (Triton's div.full.f32) is not correctly rounded
+  /// and is not reproduced here: about one scale in eight then lies 1-2 ulp away
+  /// (docs/recipes.md, "Eager and compiled unfused updates"). Not a TE recipe field.
   bool unfused_update = false;
   mm_params fp8_gemm_fprop{.use_split_accumulator = false};
   mm_params fp8_gemm_dgrad{.use_split_accumulator = true};
@@ -106,7 +110,9 @@ class delayed_scaling_state {
   /// makes it NaN) for `max`, or a for `most_recent`; the history always rolls, even for a = 0.
   /// Then scale = (fp8_max * (1 / amax)) / 2^margin, 1 / amax and the product each rounded to fp32
   /// (torch evaluates `fp8_max / amax` so), when the amax is finite and positive, else the old
-  /// scale; an infinite scale becomes FLT_MAX. It can differ from the fused scale by an ulp.
+  /// scale; an infinite scale becomes FLT_MAX. It can differ from the fused scale by an ulp. This
+  /// is eager torch's scale bit for bit on an H100, float margins included
+  /// (tests/recipes/data/te_unfused_update).
   void update() {
     if (unfused_) return update_unfused();
     const float last = history_[0];
