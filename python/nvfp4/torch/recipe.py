@@ -10,6 +10,7 @@ at construction, where TE raises AssertionError.
 import dataclasses
 import enum
 import os
+import warnings
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 import nvfp4 as _lib
@@ -243,6 +244,15 @@ def _assign(target, name, value, recipe_name, default=None):
                          f"see docs/python.md, 'From PyTorch'")
 
 
+def _te_int_flag(name, default):
+    """An integer environment flag read as TE reads it (bool(int(os.getenv(name, default))))."""
+    text = os.getenv(name, str(default))
+    try:
+        return bool(int(text))
+    except ValueError:
+        raise ValueError(f"environment variable {name}={text!r} must be an integer (0 or 1), as TransformerEngine reads it") from None
+
+
 def _require_default(recipe, name, default):
     value = getattr(recipe, name)
     if value != default:
@@ -277,6 +287,16 @@ def to_library(recipe):
         out.fp8_format = _FORMAT_NAMES[recipe.fp8_format]
         if hasattr(out, "reduce_amax"):
             out.reduce_amax = bool(recipe.reduce_amax)
+        if _te_int_flag("NVTE_UNFUSED_FP8_UPDATE", 0):
+            # TE's Python update (quantization.py reduce_and_update_fp8_tensors) instead of its fused
+            # kernel. The library computes its scale as eager torch does; TE compiles that function
+            # unless NVTE_TORCH_COMPILE=0, and the compiled reciprocal is not reproduced here.
+            out.unfused_update = True
+            if _te_int_flag("NVTE_TORCH_COMPILE", 1):
+                warnings.warn("NVTE_UNFUSED_FP8_UPDATE=1: TE would run its unfused delayed-scaling update compiled by "
+                              "torch.compile, whose GPU reciprocal this library does not reproduce; the scales follow "
+                              "eager torch (NVTE_TORCH_COMPILE=0), which differs by 1-2 ulp in about one update in eight "
+                              "(docs/recipes.md, 'Eager and compiled unfused updates')", stacklevel=2)
     elif isinstance(recipe, Float8CurrentScaling):
         out = _lib.Float8CurrentScaling()
         out.fp8_format = _FORMAT_NAMES[recipe.fp8_format]
