@@ -148,8 +148,7 @@ TEST_F(Readback, EveryFormatPackAndConvertWriteIsReadBackWithTheSourceValues) {
 }
 
 TEST_F(Readback, FilesOfOtherToolsAreNamedNotParsed) {
-  const auto npy_rows = save("x.npy", 3);
-  (void)npy_rows;
+  save("x.npy", 3);
   struct foreign {
     std::string name, bytes, says;
     int status;
@@ -182,8 +181,8 @@ TEST_F(Readback, AnOutputThatIsAnInputIsRefusedAndTheInputKept) {
   const std::string original = test::slurp(path("x.npy"));
   fs::create_symlink("x.npy", path("soft.npy"));
   fs::create_hard_link(path("x.npy"), path("hard.npy"));
-  for (const std::string& out : {"x.npy", "soft.npy", "hard.npy"}) {
-    for (const std::string& force : {"", " --force"}) {
+  for (const std::string out : {"x.npy", "soft.npy", "hard.npy"}) {
+    for (const std::string force : {"", " --force"}) {
       const auto r = run("quantize " + q("x.npy") + " " + q(out) + force);
       EXPECT_EQ(r.status, 11) << out << force << r.err;
       EXPECT_NE(r.err.find("is the input"), std::string::npos) << r.err;
