@@ -4,7 +4,7 @@
 // where it differs (a zero amax rolls, NaN poisons the max, the scale's reciprocal rounding), plus
 // restore and validation; the unfused update's scale against torch's eager evaluation of TE's
 // formula on an H100 (tests/recipes/data/te_unfused_update, producer
-// tests/golden/producers/run_te_compiled_update.py).
+// tests/golden/producers/run_te_compiled_update.py); a step with Inf / NaN data as TE runs it.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -18,6 +18,7 @@
 
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/recipes/delayed_scaling.hpp"
+#include "nvfp4/scaling/fp8_quantize.hpp"
 #include "test_support.hpp"
 
 namespace nvfp4 {
@@ -226,6 +227,37 @@ TEST(DelayedScalingUnfused, ScaleIsTorchsEagerScaleOnTheGpu) {
     }
   }
   EXPECT_EQ(checked, 10 * 6323);
+}
+
+// A step whose tensor holds Inf and NaN, as TE runs it under DelayedScaling: its quantizer
+// (vectorized_pointwise.h unary_kernel) casts with the state's current scale, satfinite (Inf ->
+// 0x7E, NaN -> 0x7F, the H100's codes), and records fmaxf's amax (Inf); the update
+// (delayed_scaling.cu kernel_bulk, fused) keeps the scale while the Inf is in the window.
+TEST(DelayedScaling, AStepWithInfRunsAsTeRunsIt) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  delayed_scaling_state s({.amax_history_len = 2}, fp8_format::e4m3);
+  const std::vector<float> first = {1.0f, -4.0f};
+  s.record(quantize_fp8_with_scale(matrix_view<const float>::row_major(first.data(), 1, 2), s.format(), s.scale()).amax());
+  s.update();
+  ASSERT_EQ(s.scale(), 112.0f);
+  const std::vector<float> bad = {1.0f, inf, nan, -inf};
+  const fp8_tensor q = quantize_fp8_with_scale(matrix_view<const float>::row_major(bad.data(), 2, 2), s.format(), s.scale(),
+                                               quantized_axis::rowwise, fp8_non_finite::te_satfinite);
+  EXPECT_EQ(q.code(0, 0), fp8_encode(112.0f, fp8_format::e4m3));
+  EXPECT_EQ(q.code(0, 1), 0x7E);
+  EXPECT_EQ(q.code(1, 0), 0x7F);
+  EXPECT_EQ(q.code(1, 1), 0xFE);
+  EXPECT_EQ(q.scale_inv()[0], 1.0f / 112.0f);
+  s.record(q.amax());
+  EXPECT_EQ(s.amax_history()[0], inf);
+  s.update();
+  EXPECT_EQ(s.scale(), 112.0f);  // the window's max is Inf: the scale stays
+  s.record(2.0f);
+  s.update();
+  EXPECT_EQ(s.scale(), 112.0f);  // [Inf, 2]: still
+  s.record(2.0f);
+  s.update();
+  EXPECT_EQ(s.scale(), 224.0f);  // [2, 2]
 }
 
 // Many steps against a plain model of the window (a deque), random amaxes with zeros.
