@@ -17,6 +17,8 @@
 
 #include "cli_fixture.hpp"
 #include "nvfp4/io/npy.hpp"
+#include "nvfp4/io/quantized_checkpoint.hpp"
+#include "nvfp4/scaling/quantize.hpp"
 
 namespace nvfp4::test {
 namespace {
@@ -92,6 +94,21 @@ TEST_F(CliReliability, ManyTensorsAreHandledInSeconds) {
     EXPECT_EQ(r.status, 0) << command << "\n" << r.err.substr(0, 500);
     EXPECT_LT(r.seconds, 30.0) << command;
   }
+  // 5,000 quantized weights: a name lookup per weight, and a directory scan per file written,
+  // made inspect, dequantize --all and sharded writes quadratic (5,000: 16 s for dequantize
+  // --all; 10,000: 17 s to inspect).
+  io::safetensors_file weights;
+  const std::vector<float> row(16, 1.0f);
+  const auto one = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(row.data(), 1, 16));
+  for (int i = 0; i < 5'000; ++i) io::add_quantized_tensor(weights, "model.layers." + std::to_string(i) + ".w", one);
+  io::write_safetensors(path("weights.safetensors"), weights);
+  for (const std::string& command : {"inspect " + q("weights.safetensors"), "dequantize " + q("weights.safetensors") + " " + q("all") + " --all",
+                                     "convert " + q("weights.safetensors") + " " + q("sharded") + " --to modelopt --max-shard-size 4000",
+                                     "inspect " + q("sharded")}) {
+    const auto r = run(command);
+    EXPECT_EQ(r.status, 0) << command << "\n" << r.err.substr(0, 500);
+    EXPECT_LT(r.seconds, 10.0) << command;
+  }
 }
 
 TEST_F(CliReliability, ConvertIntoAnExistingDirectoryStoppedByTheFileSizeLimitLeavesItWhole) {
@@ -143,6 +160,11 @@ TEST_F(CliReliability, NothingIsWrittenThatTheToolCannotReadBack) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_FALSE(fs::exists(path("out.safetensors"))) << c.args;
   }
+  // pack with torchao's rule: the same refusal, no checkpoint.
+  const auto p = run("pack " + q("packed") + " layer0=" + q("zero.npy") + " --flavor torchao");
+  EXPECT_EQ(p.status, 11) << p.err;
+  EXPECT_NE(p.err.find("is NaN, which the checkpoint's readers refuse"), std::string::npos) << p.err;
+  EXPECT_FALSE(fs::exists(path("packed")));
   EXPECT_TRUE(temporaries().empty());
   // The same tensors through the te rule and OCP's MX rule are written and read back.
   for (const std::string args : {"zero.npy", "fmax.npy --format mxfp4"}) {

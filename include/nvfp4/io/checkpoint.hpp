@@ -414,10 +414,21 @@ inline mxfp4_tensor to_mxfp4_tensor(const quantized_weight& w) {
 }
 
 /// A weight made from a quantized tensor (e.g. a quantizer's output) under module name `name`.
+/// Throws invalid_argument for an empty name or a NaN block scale (which no reader accepts).
 template <class Format>
 quantized_weight make_quantized_weight(const std::string& name, const quantized_tensor<Format>& q) {
   static_assert(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16> || std::is_same_v<Format, mxfp4>,
                 "checkpoints hold NVFP4 and MXFP4 weights");
+  // Nothing goes into a checkpoint that its readers refuse (issue 34): an empty name, NaN block
+  // scales (torchao's rule divides 0 by 0 when the tensor's amax is 0 or denormal).
+  detail::require(!name.empty(), errc::invalid_argument, "checkpoint: a quantized weight needs a non-empty module name");
+  for (std::size_t i = 0; i < q.scales().size(); ++i) {
+    const std::uint8_t b = q.scales()[i].bits();
+    if (Format::has_tensor_scale ? (b & 0x7F) == 0x7F : b == 0xFF)
+      throw error(errc::invalid_argument, "checkpoint: weight '" + name + "': block scale " + std::to_string(i) +
+                                              " (row-major) is NaN, which the checkpoint's readers refuse; the quantizer made it "
+                                              "(torchao's rule divides 0 by 0 when the tensor's amax is 0 or denormal)");
+  }
   quantized_weight w;
   w.name = name;
   w.format = Format::has_tensor_scale ? weight_format::nvfp4 : weight_format::mxfp4;

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 #include <span>
 #include <string>
@@ -158,31 +160,61 @@ inline std::string temporary_prefix(const std::filesystem::path& target) {
   return prefix;
 }
 
+/// The temporaries of dead writers found in each directory this process writes into, listed by
+/// one scan on the first write there: a scan per write made writing N files into a directory
+/// quadratic in N (issue 34). Temporaries left by processes killed after that scan are found by
+/// the next process.
+struct stale_listing {
+  std::mutex mutex;
+  std::map<std::string, std::vector<std::filesystem::path>> by_directory;
+};
+inline stale_listing& stale_temporaries() {
+  static stale_listing listing;
+  return listing;
+}
+
+/// The process id in a temporary's name ".<name>.nvfp4-tmp.<pid>.<random>", or 0.
+inline long long temporary_writer(const std::string& name) {
+  const auto at = name.find(".nvfp4-tmp.");
+  if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
+  const std::string rest = name.substr(at + 11);  // "<pid>.<random>"
+  const auto dot = rest.find('.');
+  if (dot == 0 || dot == std::string::npos) return 0;
+  long long pid = 0;
+  for (std::size_t i = 0; i < dot; ++i) {
+    if (rest[i] < '0' || rest[i] > '9' || pid >= (1LL << 40)) return 0;
+    pid = pid * 10 + (rest[i] - '0');
+  }
+  return pid;
+}
+
 /// Removes the temporaries for `target` that a process no longer running left behind (killed by
 /// SIGKILL, a power cut): their names carry the writer's process id. Best effort, never throws.
 inline void remove_stale_temporaries(const std::filesystem::path& directory, const std::filesystem::path& target) {
   namespace fs = std::filesystem;
   const std::string prefix = temporary_prefix(target);
+  auto& listing = stale_temporaries();
+  const std::lock_guard lock(listing.mutex);
   std::error_code ec;
-  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string rest = name.substr(prefix.size());  // "<pid>.<random>"
-    const auto dot = rest.find('.');
-    if (dot == 0 || dot == std::string::npos) continue;
-    long long pid = 0;
-    bool digits = true;
-    for (std::size_t i = 0; i < dot; ++i) {
-      digits = digits && rest[i] >= '0' && rest[i] <= '9' && pid < (1LL << 40);
-      if (digits) pid = pid * 10 + (rest[i] - '0');
+  const std::string key = fs::absolute(directory, ec).lexically_normal().string();
+  auto found = listing.by_directory.find(key);
+  if (found == listing.by_directory.end()) {
+    std::vector<fs::path> stale;
+    for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+      const long long pid = temporary_writer(it->path().filename().string());
+      // kill(pid, 0) fails with ESRCH only when no such process exists.
+      if (pid > 0 && pid != static_cast<long long>(::getpid()) && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        stale.push_back(it->path());
     }
-    if (!digits || pid <= 0 || pid == static_cast<long long>(::getpid())) continue;
-    // kill(pid, 0) fails with ESRCH only when no such process exists.
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      std::error_code ignored;
-      fs::remove(it->path(), ignored);
-    }
+    found = listing.by_directory.emplace(key, std::move(stale)).first;
   }
+  auto& stale = found->second;
+  std::erase_if(stale, [&](const fs::path& p) {
+    if (p.filename().string().rfind(prefix, 0) != 0) return false;
+    std::error_code ignored;
+    fs::remove(p, ignored);
+    return true;
+  });
 }
 
 /// Where a write to `path` goes: a symbolic link is followed (up to 40 links) to the file it names,

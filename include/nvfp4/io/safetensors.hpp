@@ -11,11 +11,13 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -88,16 +90,68 @@ struct safetensors_tensor {
   }
 };
 
+namespace detail_safetensors {
+
+/// safetensors_file::find's name index: built on first use, extended when tensors were appended,
+/// rebuilt when the vector was shrunk or reallocated (or an entry found no longer carries the
+/// name); guarded by a mutex
+/// so that const lookups from several threads are safe. A copy starts empty.
+class name_index {
+ public:
+  name_index() = default;
+  name_index(const name_index&) {}
+  name_index& operator=(const name_index&) { return *this; }
+
+  template <class Tensors>
+  const typename Tensors::value_type* find(const Tensors& tensors, std::string_view name) const {
+    const std::lock_guard lock(mutex_);
+    if (data_ != static_cast<const void*>(tensors.data()) || size_ > tensors.size()) rebuild(tensors);
+    // Tensors appended since (add() in a loop): indexed in turn, so building a file stays linear
+    // (a reallocation rebuilds, which geometric growth amortizes).
+    for (; size_ < tensors.size(); ++size_) positions_.emplace(tensors[size_].name, size_);
+    const std::string key(name);
+    auto it = positions_.find(key);
+    if (it != positions_.end() && (it->second >= tensors.size() || tensors[it->second].name != name)) {  // renamed in place since
+      rebuild(tensors);
+      it = positions_.find(key);
+    }
+    return it == positions_.end() ? nullptr : &tensors[it->second];
+  }
+
+ private:
+  template <class Tensors>
+  void rebuild(const Tensors& tensors) const {
+    positions_.clear();
+    positions_.reserve(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) positions_.emplace(tensors[i].name, i);  // the first of a name wins
+    data_ = tensors.data();
+    size_ = tensors.size();
+  }
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<std::string, std::size_t> positions_;  // (copies: a view would dangle after a rename)
+  mutable const void* data_ = nullptr;
+  mutable std::size_t size_ = 0;
+};
+
+}  // namespace detail_safetensors
+
 /// A whole file: tensors in data-buffer order and the string-to-string "__metadata__".
 struct safetensors_file {
   std::vector<safetensors_tensor> tensors;
   std::map<std::string, std::string> metadata;
 
-  /// The tensor named `name`, or nullptr.
+  /// The tensor named `name`, or nullptr. Constant time: a name index (built on first use, in
+  /// time linear in the tensor count) replaces a scan per lookup, which made readers quadratic
+  /// (issue 34: 10,000 quantized weights took 17 s to inspect). The index follows tensors appended
+  /// or removed; a tensor renamed in place (nothing in the library does so) is found under its new
+  /// name only once the vector shrinks or reallocates: look such a file up through a copy.
   const safetensors_tensor* find(std::string_view name) const {
-    for (const auto& t : tensors)
-      if (t.name == name) return &t;
-    return nullptr;
+    if (tensors.size() <= 16) {  // (a scan is as fast, and needs no index)
+      for (const auto& t : tensors)
+        if (t.name == name) return &t;
+      return nullptr;
+    }
+    return name_index_.find(tensors, name);
   }
   /// The tensor named `name`; throws invalid_argument naming the tensors there are otherwise.
   const safetensors_tensor& at(std::string_view name) const {
@@ -118,6 +172,8 @@ struct safetensors_file {
   }
   /// Appends a tensor after checking its name is new and its byte count matches shape x dtype.
   void add(safetensors_tensor tensor);
+
+  detail_safetensors::name_index name_index_;  ///< find's index (internal; copies start empty)
 };
 
 /// Largest header accepted (the reference implementation's limit is also 100 MB).
