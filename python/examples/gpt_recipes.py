@@ -37,6 +37,7 @@ CATALOG = {
     "nvfp4_cooldown": sc.Run("nvfp4_cooldown", "nvfp4", cooldown=0.2),
     "bf16_adamw_bf16_states": sc.Run("bf16_adamw_bf16_states", "bf16", state_dtype="bfloat16"),
     "bf16_adamw_fp8_states": sc.Run("bf16_adamw_fp8_states", "bf16", state_dtype="float8_e4m3"),
+    "bf16_muon": sc.Run("bf16_muon", "bf16", optimizer="muon"),
     "bf16_muon_fp8_states": sc.Run("bf16_muon_fp8_states", "bf16", optimizer="muon", state_dtype="float8_e4m3"),
 }
 
