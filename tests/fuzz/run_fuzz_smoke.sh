@@ -6,7 +6,9 @@
 # corpus in tests/fuzz/corpus/ (the cli seeds hold the hand-made pathological files of issue 10;
 # tests/fuzz/make_pathological_corpus.py writes them). Every seed is run first, so each file of
 # the corpus is checked even when SECONDS is small. Exits non-zero on the first crash, leak,
-# UB report, uncaught exception or time-out (a run over 10 s). The mutations follow FUZZ_SEED
+# UB report, uncaught exception or time-out (a run over 10 s). large_input_fuzzer expands its
+# small inputs into large files (JSON nested 200,000 deep, 100,000 tensors, 4 MB names: issue
+# 34's large-input mode), so its time-outs catch quadratic steps. The mutations follow FUZZ_SEED
 # (default 1), so a CI run repeats the same inputs and a red one can be replayed; FUZZ_SEED=0 asks
 # libFuzzer for a fresh seed each run (what a long hunt wants).
 # usage: [FUZZ_SEED=N] tests/fuzz/run_fuzz_smoke.sh [SECONDS] [BUILD_DIR]
@@ -21,7 +23,7 @@ mkdir -p "$build"
 eigen_include="$(pkg-config --cflags-only-I eigen3 2>/dev/null || echo -I/usr/include/eigen3)"
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined,float-cast-overflow -fno-sanitize-recover=all
        -I"$root/include" -I"$root/tools" $eigen_include)
-harnesses=(npy safetensors gguf cli)
+harnesses=(npy safetensors gguf cli large_input)
 # Two builds at a time (CI has 2 cores); a failed build fails the script.
 pids=()
 for harness in "${harnesses[@]}"; do
@@ -35,7 +37,8 @@ for harness in "${harnesses[@]}"; do
   scratch="$build/${harness}_corpus"
   rm -rf "$scratch"
   mkdir -p "$scratch"
-  cp "$here/corpus/$harness/"* "$scratch/"
+  corpus="${harness%_input}"  # large_input_fuzzer's seeds are in corpus/large/
+  cp "$here/corpus/$corpus/"* "$scratch/"
   echo "== running ${harness}_fuzzer for ${seconds} s"
   (cd "$build" && "./${harness}_fuzzer" -max_total_time="$seconds" -seed="$seed" -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -timeout=10 -print_final_stats=1 "$scratch") 2>&1 | tail -n 12
