@@ -333,7 +333,7 @@ def plot_curves(path, runs, curve_keys, title):
                 tail += ys[len(ys) // 5:]
             every = max(1, len(runs))
             ax.plot(xs, ys, color=colour, linestyle=dashes, marker=marker, markersize=5,
-                    markevery=(n % min(every, len(xs)), every) if len(xs) > every else None,
+                    markevery=(n % every, every) if len(xs) > 3 * every else None,
                     linewidth=1.4, alpha=0.85, label=r["run"])
         if tail:
             low, high = min(tail), max(tail)
