@@ -698,7 +698,10 @@ io::safetensors_file read_any_checkpoint(const std::string& path) {
 py::dict load_checkpoint_py(const std::string& path) {
   const io::safetensors_file file = read_any_checkpoint(path);
   py::dict out;
-  for (const std::string& name : io::quantized_tensor_names(file)) out[py::str(name)] = load_one(file, name);
+  for (const std::string& name : io::quantized_tensor_names(file)) {
+    if (io::is_fp8_weight(file, name)) out[py::str(name)] = io::load_fp8_weight(file, name);  // an Fp8Tensor
+    else out[py::str(name)] = load_one(file, name);
+  }
   return out;
 }
 
@@ -723,7 +726,7 @@ py::dict describe_py(const std::string& path, const std::string& name) {
 }
 
 py::array_t<float> dequantize_checkpoint_tensor_py(const std::string& path, const std::string& name) {
-  io::restored_tensor r = io::dequantize_tensor(read_any_checkpoint(path), name);
+  io::restored_tensor r = io::dequantize_any(read_any_checkpoint(path), name);
   std::vector<py::ssize_t> shape(r.shape.begin(), r.shape.end());
   py::array_t<float> out(shape);
   std::memcpy(out.mutable_data(), r.values.data(), r.values.size() * sizeof(float));

@@ -54,7 +54,10 @@ quantized unless excluded (see --exclude, --include), every other tensor is kept
 options:
   --to FORMAT         modelopt (default) | compressed-tensors | gguf | torchao
   --format F          nvfp4 (default) | mxfp4 | mxfp8 (ModelOpt's MXFP8 layout: W.weight F8_E4M3,
-                      W.weight_scale E8M0 as U8, quant_algo MXFP8; --to modelopt, flavor te)
+                      W.weight_scale E8M0 as U8, quant_algo MXFP8) | fp8 (ModelOpt's FP8 layout:
+                      W.weight F8_E4M3, W.weight_scale F32 = amax/448 by TE's current scaling,
+                      W.input_scale = A/448 with --input-amax, quant_algo FP8); these two:
+                      --to modelopt, flavor te
   --flavor F          whose quantizer: te (default, TransformerEngine) | modelopt | torchao |
                       compressed_tensors | ggml; each bit-exact with that project's own code
   --input-amax NAME=A the calibrated activation amax of module NAME: writes its input scale
@@ -315,13 +318,15 @@ inline int run_pack(int argc, char** argv) {
   args.expect_positional(2, 1u << 20);
   const bool quiet = args.flag("--quiet");
   const auto to = detail::format_option(args, "--to", "modelopt");
-  const std::string format = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4", "mxfp8"});
+  const std::string format = args.choice("--format", "nvfp4", {"nvfp4", "mxfp4", "mxfp8", "fp8"});
   const quantizer_flavor flavor = detail::flavor_option(args.value("--flavor", "te"));
   const bool mx = format == "mxfp4";
-  const bool mxfp8 = format == "mxfp8";
+  const bool mxfp8 = format == "mxfp8", fp8 = format == "fp8";
   if (mxfp8 && (flavor != quantizer_flavor::te || to != io::checkpoint_format::modelopt || args.flag("--fuse-scales") || !amax_args.empty()))
     throw usage_error("--format mxfp8 writes ModelOpt's MXFP8 layout with the library's quantizer: no --flavor, --to, --fuse-scales "
                       "or --input-amax (MXFP8 has no tensor or input scale)");
+  if (fp8 && (flavor != quantizer_flavor::te || to != io::checkpoint_format::modelopt || args.flag("--fuse-scales")))
+    throw usage_error("--format fp8 writes ModelOpt's per-tensor FP8 layout with TE's current scaling: no --flavor, --to or --fuse-scales");
   if (mx && flavor != quantizer_flavor::te && flavor != quantizer_flavor::ggml)
     throw usage_error("--format mxfp4 has the flavors te and ggml");
   if (mx && args.flag("--fuse-scales")) throw usage_error("--fuse-scales shares NVFP4's tensor scale; MXFP4 has none");
@@ -420,6 +425,23 @@ inline int run_pack(int argc, char** argv) {
   for (const auto& cand : candidates) {
     progress.set_stage(cand.module);
     ++quantized;
+    if (fp8) {  // ModelOpt's FP8 layout: E4M3 codes [N, K], weight_scale = the decode scale (TE: 1 / (448 / amax))
+      fp8_tensor t;
+      try {
+        const auto& m = cand.matrix;
+        t = m.is_bf16 ? quantize_fp8_current(matrix_view<const bf16>::row_major(m.b16.data(), m.rows, m.cols), fp8_format::e4m3)
+                      : quantize_fp8_current(matrix_view<const float>::row_major(m.f32.data(), m.rows, m.cols), fp8_format::e4m3);
+      } catch (const error& e) {
+        throw nvfp4::detail::with_context(e, "weight '" + cand.module + "'");
+      }
+      c.tensors.push_back({cand.module + ".weight", io::safetensors_dtype::f8_e4m3, {t.rows(), t.cols()}, {t.codes().begin(), t.codes().end()}});
+      c.tensors.push_back(io::detail_modelopt::f32_tensor(cand.module + ".weight_scale", t.scale_inv()[0], {}));
+      if (const auto a = input_amax.find(cand.module); a != input_amax.end()) {
+        nvfp4::detail::require(std::isfinite(a->second) && a->second > 0.0f, errc::invalid_argument, "--input-amax must be a positive finite number");
+        c.tensors.push_back(io::detail_modelopt::f32_tensor(cand.module + ".input_scale", a->second / 448.0f, {}));
+      }
+      continue;
+    }
     if (mxfp8) {  // the layout `nvfp4 quantize --format mxfp8` writes: E4M3 codes, E8M0 scales as U8
       io::safetensors_file one;
       try {
@@ -438,15 +460,20 @@ inline int run_pack(int argc, char** argv) {
                                                 it == shared_amax.end() ? std::nullopt : std::optional<float>(it->second)));
   }
   for (const auto& [name, a] : input_amax) {
+    if (fp8 && std::any_of(candidates.begin(), candidates.end(), [&](const auto& cand) { return cand.module == name; })) continue;
     auto it = std::find_if(c.weights.begin(), c.weights.end(), [&](const io::quantized_weight& w) { return w.name == name; });
     if (it == c.weights.end()) throw usage_error("--input-amax names module '" + name + "', which is not quantized here");
     it->input_scale = detail::input_scale_for(a, flavor);
   }
   if (quantized == 0) throw usage_error("nothing to quantize");
-  if (mxfp8)
+  if (mxfp8 || fp8) {
+    nlohmann::ordered_json q = {{"quant_algo", mxfp8 ? "MXFP8" : "FP8"}, {"kv_cache_quant_algo", nullptr}};
+    if (mxfp8) q["group_size"] = 32;
+    q["exclude_modules"] = c.ignore;
     c.hf_quant_config = {{"producer", {{"name", "nvfp4"}, {"version", std::to_string(NVFP4_VERSION_MAJOR) + "." + std::to_string(NVFP4_VERSION_MINOR) + "." +
                                                                       std::to_string(NVFP4_VERSION_PATCH)}}},
-                         {"quantization", {{"quant_algo", "MXFP8"}, {"kv_cache_quant_algo", nullptr}, {"group_size", 32}, {"exclude_modules", c.ignore}}}};
+                         {"quantization", q}};
+  }
   if (!excluded_by_default.empty()) {
     std::string list;
     for (const auto& m : excluded_by_default) list += (list.empty() ? "" : ", ") + m;
@@ -465,7 +492,7 @@ inline int run_pack(int argc, char** argv) {
   progress.finish();
   if (!quiet)
     std::printf("%s: %zu %s weights (flavor %s), %zu other tensors, %s\n", positional[0].c_str(), quantized, format.c_str(),
-                std::string(quantizer_flavor_name(flavor)).c_str(), c.tensors.size() - (mxfp8 ? 2 * quantized : 0), io::checkpoint_format_name(to));
+                std::string(quantizer_flavor_name(flavor)).c_str(), c.tensors.size() - (mxfp8 || fp8 ? 2 * quantized + (fp8 ? input_amax.size() : 0) : 0), io::checkpoint_format_name(to));
   return exit_ok;
 }
 

@@ -336,7 +336,7 @@ inline float_array load_float_array(const input_image& image, const input_option
   }
   const io::safetensors_file file = io::parse_safetensors(image.bytes.data(), image.bytes.size(), image.name);
   const std::string picked = pick_quantized_name(file, options.tensor, image.name);
-  io::restored_tensor restored = io::dequantize_tensor(file, picked, options.load);
+  io::restored_tensor restored = io::dequantize_any(file, picked, options.load);
   out.shape = std::move(restored.shape);
   out.values = std::move(restored.values);
   return out;
@@ -367,7 +367,7 @@ inline float_array load_float_array(const std::filesystem::path& path, const inp
   float_array out;
   const std::string picked = pick_quantized_name(view.file, options.tensor, path.string());
   try {
-    io::restored_tensor restored = io::dequantize_tensor(view.file, picked, options.load);
+    io::restored_tensor restored = io::dequantize_any(view.file, picked, options.load);
     out.shape = std::move(restored.shape);
     out.values = std::move(restored.values);
   } catch (const error& e) {

@@ -220,7 +220,7 @@ inline dequantize_result dequantize_image(const input_image& input, const input_
   dequantize_result result;
   result.name = pick_quantized_name(file, options.tensor, input.name);
   try {
-    result.restored = io::dequantize_tensor(file, result.name, options.load);
+    result.restored = io::dequantize_any(file, result.name, options.load);
   } catch (const error& e) {
     throw nvfp4::detail::with_context(e, input.name);
   }
@@ -248,7 +248,7 @@ inline std::size_t dequantize_all(const io::modelopt_view& view, const std::stri
   std::vector<std::pair<std::string, io::restored_tensor>> restored;
   for (const auto& name : names) {
     try {
-      restored.emplace_back(name, io::dequantize_tensor(view.file, name, load));
+      restored.emplace_back(name, io::dequantize_any(view.file, name, load));
     } catch (const error& e) {
       throw nvfp4::detail::with_context(e, input);
     }
@@ -336,7 +336,7 @@ inline int run_dequantize(int argc, char** argv) {
   dequantize_result result;
   result.name = pick_quantized_name(view.file, options.tensor, input);
   try {
-    result.restored = io::dequantize_tensor(view.file, result.name, options.load);
+    result.restored = io::dequantize_any(view.file, result.name, options.load);
   } catch (const error& e) {
     throw nvfp4::detail::with_context(e, input);
   }

@@ -130,7 +130,31 @@ inline std::string format_label(const io::stored_tensor_info& info) {
   return "?";
 }
 
+/// describe_quantized for a per-tensor FP8 weight (one scale: the "block scales" are that one).
+inline nlohmann::ordered_json describe_fp8(const io::safetensors_file& file, const std::string& name) {
+  const fp8_tensor t = io::load_fp8_weight(file, name);
+  const float decode = t.scale_inv()[0];
+  nlohmann::ordered_json q;
+  q["name"] = name;
+  q["format"] = std::string("fp8 ") + fp8_format_name(t.format()) + " per-tensor";
+  q["rows"] = t.rows();
+  q["cols"] = t.cols();
+  q["shape"] = {t.rows(), t.cols()};
+  q["scale_layout"] = "per-tensor";
+  q["rht"] = false;
+  q["rounding"] = "nearest_even";
+  q["amax"] = static_cast<double>(decode) * (t.format() == fp8_format::e4m3 ? 448.0 : 57344.0);
+  q["from_metadata"] = false;
+  q["bits_per_element"] = t.rows() * t.cols() == 0 ? 0.0 : 8.0 + 32.0 / static_cast<double>(t.rows() * t.cols());
+  q["weight_scale"] = decode;
+  q["block_scales"] = {{"count", 1}, {"min", decode}, {"max", decode}, {"zero", decode == 0 ? 1 : 0}, {"nan", std::isnan(decode) ? 1 : 0},
+                       {"sign_bit", std::signbit(decode) ? 1 : 0}};
+  q["dequantized"] = value_stats(io::dequantize_any(file, name).values);
+  return q;
+}
+
 inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& file, const std::string& name, const io::load_options& options) {
+  if (io::is_fp8_weight(file, name)) return describe_fp8(file, name);
   const io::stored_tensor_info info = io::describe_quantized_tensor(file, name, options);
   nlohmann::ordered_json q;
   q["name"] = name;

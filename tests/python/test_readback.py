@@ -91,6 +91,20 @@ def test_mxfp8_packs_load(cli, tmp_path):
         assert loaded["w"] == nvfp4.quantize(x, "mxfp8")
 
 
+def test_fp8_packs_load(cli, tmp_path):
+    x = weights()["model.layers.0.mlp.down_proj"]
+    np.save(tmp_path / "w.npy", x)
+    run(cli, "pack", tmp_path / "f8", f"w={tmp_path / 'w.npy'}", "--format", "fp8", "--quiet")
+    loaded = nvfp4.load_checkpoint(str(tmp_path / "f8"))
+    made = nvfp4.quantize_fp8_current(x, "e4m3")
+    assert isinstance(loaded["w"], nvfp4.Fp8Tensor) and loaded["w"].per_tensor
+    assert loaded["w"].codes.tobytes() == made.codes.tobytes()
+    assert loaded["w"].scale_inv.tobytes() == made.scale_inv.tobytes()
+    want = made.dequantize()
+    assert np.array_equal(loaded["w"].dequantize(), want)
+    assert np.array_equal(nvfp4.dequantize_checkpoint_tensor(str(tmp_path / "f8"), "w"), want)
+
+
 def test_checkpoint_format_and_refusals(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((2, 16), np.float32))
     assert nvfp4.checkpoint_format(str(tmp_path / "x.npy"))["kind"] == "npy"

@@ -15,6 +15,7 @@
 #include "nvfp4/io/checkpoint_formats.hpp"
 #include "nvfp4/io/file_format.hpp"
 #include "nvfp4/io/npy.hpp"
+#include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/quantizer_flavor.hpp"
 
 namespace nvfp4 {
@@ -138,6 +139,24 @@ TEST_F(Readback, EveryFormatPackAndConvertWriteIsReadBackWithTheSourceValues) {
   const auto hf = nlohmann::json::parse(test::slurp(path("mx8_dir") / "hf_quant_config.json"));
   EXPECT_EQ(hf["quantization"]["quant_algo"], "MXFP8");
   EXPECT_EQ(run("pack " + q("mx8.gguf") + " l.a=" + q("a.npy") + " --format mxfp8 --to gguf").status, 2);
+  // Per-tensor FP8 in ModelOpt's layout (quant_algo FP8): TE's current scaling, read back.
+  ASSERT_EQ(run("pack " + q("f8") + " l.a=" + q("a.npy") + " l.b=" + q("b.npy") + " --format fp8 --input-amax l.b=3 --quiet").status, 0);
+  const auto f8 = quantize_fp8_current(matrix_view<const float>::row_major(b.data(), kRows, kCols), fp8_format::e4m3);
+  std::vector<float> want_f8(b.size());
+  dequantize(f8, matrix_view<float>::row_major(want_f8.data(), kRows, kCols));
+  EXPECT_EQ(cli_values("f8", "l.b"), want_f8);
+  const auto f8_file = io::read_safetensors(path("f8") / "model.safetensors");
+  EXPECT_EQ(f8_file.at("l.b.weight").bytes, std::vector<std::uint8_t>(f8.codes().begin(), f8.codes().end()));
+  float stored_scale = 0, stored_input = 0;
+  std::memcpy(&stored_scale, f8_file.at("l.b.weight_scale").bytes.data(), 4);
+  std::memcpy(&stored_input, f8_file.at("l.b.input_scale").bytes.data(), 4);
+  EXPECT_EQ(stored_scale, f8.scale_inv()[0]);
+  EXPECT_EQ(stored_input, 3.0f / 448.0f);
+  EXPECT_EQ(nlohmann::json::parse(test::slurp(path("f8") / "hf_quant_config.json"))["quantization"]["quant_algo"], "FP8");
+  const auto f8_info = run("inspect --json " + q("f8"));
+  ASSERT_EQ(f8_info.status, 0) << f8_info.err;
+  EXPECT_EQ(nlohmann::json::parse(f8_info.out)["quantized"][0]["format"], "fp8 e4m3 per-tensor");
+  ASSERT_EQ(run("inspect " + q("f8")).status, 0);
   // `nvfp4 quantize` files of every format are read back too (16x16 tiles, MXFP8, RHT included).
   for (const std::string flags : {"", "--mode 2d", "--format mxfp8", "--rht --swizzle"}) {
     ASSERT_EQ(run("quantize " + q("a.npy") + " " + q("one.safetensors") + " --force --quiet " + flags).status, 0);

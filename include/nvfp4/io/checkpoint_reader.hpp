@@ -3,17 +3,58 @@
 // quantized-tensor readers of io/quantized_checkpoint.hpp (describe, load, dequantize) understand.
 // ModelOpt files and directories are read as they are (so `nvfp4 quantize`'s own metadata, 16x16
 // tiles, MXFP8 and RHT survive); compressed-tensors, GGUF and torchao are read into the
-// format-neutral checkpoint and laid out as ModelOpt would store it, every bit kept.
+// format-neutral checkpoint and laid out as ModelOpt would store it, every bit kept. Per-tensor
+// FP8 weights of ModelOpt's FP8 layout are read here too (dequantize_any).
 #pragma once
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "nvfp4/io/checkpoint_formats.hpp"
 #include "nvfp4/io/file_format.hpp"
+#include "nvfp4/io/quantized_checkpoint.hpp"
+#include "nvfp4/scaling/fp8_quantize.hpp"
 
 namespace nvfp4::io {
+
+/// Whether W is a per-tensor FP8 weight in ModelOpt's FP8 layout (what `nvfp4 pack --format fp8`
+/// and ModelOpt's FP8 export write): W.weight F8_E4M3 or F8_E5M2 [N, K], W.weight_scale one F32
+/// (the decode scale, amax / 448 for E4M3), and none of our "nvfp4.W" metadata.
+inline bool is_fp8_weight(const safetensors_file& file, const std::string& name) {
+  const auto* w = file.find(name + ".weight");
+  const auto* s = file.find(name + ".weight_scale");
+  return w && s && !file.metadata.contains("nvfp4." + name) && (w->dtype == safetensors_dtype::f8_e4m3 || w->dtype == safetensors_dtype::f8_e5m2) &&
+         w->shape.size() == 2 && s->dtype == safetensors_dtype::f32 && s->bytes.size() == 4 && s->shape.size() <= 1;
+}
+
+/// The per-tensor FP8 weight W as an fp8_tensor (codes and its one decode scale, bit for bit).
+/// Throws invalid_argument when W is not one (is_fp8_weight).
+inline fp8_tensor load_fp8_weight(const safetensors_file& file, const std::string& name) {
+  if (!is_fp8_weight(file, name)) throw error(errc::invalid_argument, "no per-tensor FP8 weight '" + name + "'");
+  const auto& w = file.at(name + ".weight");
+  fp8_tensor t(w.shape[0], w.shape[1], w.dtype == safetensors_dtype::f8_e5m2 ? fp8_format::e5m2 : fp8_format::e4m3);
+  std::copy(w.bytes.begin(), w.bytes.end(), t.codes().begin());
+  float decode;
+  std::memcpy(&decode, file.at(name + ".weight_scale").bytes.data(), 4);
+  t.scale_inv()[0] = decode;
+  t.set_scale(1.0f / decode);
+  return t;
+}
+
+/// The values of quantized weight W of a ModelOpt-layout file, in its source shape: a per-tensor
+/// FP8 weight decoded, anything else as io/quantized_checkpoint.hpp's dequantize_tensor.
+inline restored_tensor dequantize_any(const safetensors_file& file, const std::string& name, const load_options& options = {}) {
+  if (!is_fp8_weight(file, name)) return dequantize_tensor(file, name, options);
+  const fp8_tensor t = load_fp8_weight(file, name);
+  restored_tensor out;
+  out.shape = {t.rows(), t.cols()};
+  out.values.resize(static_cast<std::size_t>(t.rows() * t.cols()));
+  nvfp4::dequantize(t, matrix_view<float>::row_major(out.values.data(), t.rows(), t.cols()));
+  return out;
+}
 
 /// A checkpoint's tensors in ModelOpt's layout, with what was found and the load-time warnings.
 struct modelopt_view {
