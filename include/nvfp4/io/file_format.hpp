@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -58,8 +59,12 @@ namespace detail_file_format {
 
 /// Up to `count` bytes from `offset` of a file (fewer at its end). io_error when it cannot be read.
 inline std::vector<std::uint8_t> read_prefix(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t count) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(errc::io_error, "cannot open " + path.string());
+  if (!in) {
+    const int reason = errno;  // the system's reason ("Permission denied"), issue 34
+    throw error(errc::io_error, "cannot open " + path.string() + (reason != 0 ? std::string(": ") + std::strerror(reason) : std::string()));
+  }
   in.seekg(static_cast<std::streamoff>(offset));
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(count));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
