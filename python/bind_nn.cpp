@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -77,28 +78,28 @@ void string_field(py::class_<Class>& c, const char* name, Enum Class::*field, En
 
 // ---- recipes ------------------------------------------------------------------------------------
 
-/// A Python recipe object (one of the bound recipe classes; None: no quantization) as the C++ variant.
+/// A Python recipe object (one of the bound recipe classes, named as their policies name them in
+/// recipes/recipe.hpp's list; None: no quantization) as the C++ variant.
 recipe to_recipe(const py::object& o) {
   if (o.is_none()) return no_quantization{};
-  if (py::isinstance<no_quantization>(o)) return py::cast<no_quantization>(o);
-  if (py::isinstance<nvfp4_block_scaling>(o)) return py::cast<nvfp4_block_scaling>(o);
-  if (py::isinstance<float8_current_scaling>(o)) return py::cast<float8_current_scaling>(o);
-  if (py::isinstance<delayed_scaling>(o)) return py::cast<delayed_scaling>(o);
-  if (py::isinstance<float8_block_scaling>(o)) return py::cast<float8_block_scaling>(o);
-  if (py::isinstance<mxfp8_block_scaling>(o)) return py::cast<mxfp8_block_scaling>(o);
-  throw py::type_error("recipe must be one of nvfp4.NoQuantization, NVFP4BlockScaling, Float8CurrentScaling, "
-                       "DelayedScaling, Float8BlockScaling, MXFP8BlockScaling (or None); got " +
-                       std::string(py::str(py::type::of(o))));
+  std::optional<recipe> found;
+  std::string known;
+  recipe_policies::for_each([&]<class P>(std::type_identity<P>) {
+    known += (known.empty() ? "nvfp4." : ", ") + std::string(P::name);
+    if (!found && py::isinstance<typename P::recipe_type>(o)) found = py::cast<typename P::recipe_type>(o);
+  });
+  if (found) return *found;
+  throw py::type_error("recipe must be one of " + known + " (or None); got " + std::string(py::str(py::type::of(o))));
 }
 py::object from_recipe(const recipe& r) {
   return std::visit([](const auto& v) { return py::cast(v); }, r);
 }
 
 void bind_recipes(py::module_& m) {
-  py::class_<no_quantization>(m, "NoQuantization", "No quantization: the GEMMs in the layer's precision (float_gemm)")
+  py::class_<no_quantization>(m, recipe_policy_t<no_quantization>::name, "No quantization: the GEMMs in the layer's precision (float_gemm)")
       .def(py::init<>())
       .def("__repr__", [](const no_quantization&) { return std::string("NoQuantization()"); });
-  py::class_<nvfp4_block_scaling> nvfp4_recipe_class(m, "NVFP4BlockScaling", "TE's NVFP4BlockScaling recipe (docs/numerics_spec.md §8, §10)");
+  py::class_<nvfp4_block_scaling> nvfp4_recipe_class(m, recipe_policy_t<nvfp4_block_scaling>::name, "TE's NVFP4BlockScaling recipe (docs/numerics_spec.md §8, §10)");
   nvfp4_recipe_class.def(py::init<>())
       .def_readwrite("disable_rht", &nvfp4_block_scaling::disable_rht)
       .def_readwrite("disable_stochastic_rounding", &nvfp4_block_scaling::disable_stochastic_rounding)
@@ -115,13 +116,13 @@ void bind_recipes(py::module_& m) {
   string_field(nvfp4_recipe_class, "nvfp4_4over6", &nvfp4_block_scaling::nvfp4_4over6, &parse_scope, &scope_name);
   string_field(nvfp4_recipe_class, "nvfp4_4over6_e4m3_use_256", &nvfp4_block_scaling::nvfp4_4over6_e4m3_use_256, &parse_scope, &scope_name);
 
-  py::class_<float8_current_scaling> current(m, "Float8CurrentScaling", "TE's Float8CurrentScaling recipe");
+  py::class_<float8_current_scaling> current(m, recipe_policy_t<float8_current_scaling>::name, "TE's Float8CurrentScaling recipe");
   current.def(py::init<>())
       .def_readwrite("use_power_2_scales", &float8_current_scaling::use_power_2_scales)
       .def("validate", &float8_current_scaling::validate);
   string_field(current, "fp8_format", &float8_current_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
 
-  py::class_<delayed_scaling> delayed(m, "DelayedScaling", "TE's DelayedScaling recipe");
+  py::class_<delayed_scaling> delayed(m, recipe_policy_t<delayed_scaling>::name, "TE's DelayedScaling recipe");
   delayed.def(py::init<>())
       .def_readwrite("margin", &delayed_scaling::margin)
       .def_readwrite("amax_history_len", &delayed_scaling::amax_history_len)
@@ -135,7 +136,7 @@ void bind_recipes(py::module_& m) {
       .def("validate", &delayed_scaling::validate);
   string_field(delayed, "fp8_format", &delayed_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
 
-  py::class_<float8_block_scaling> block(m, "Float8BlockScaling", "TE's Float8BlockScaling recipe");
+  py::class_<float8_block_scaling> block(m, recipe_policy_t<float8_block_scaling>::name, "TE's Float8BlockScaling recipe");
   block.def(py::init<>())
       .def_readwrite("x_block_scaling_dim", &float8_block_scaling::x_block_scaling_dim)
       .def_readwrite("w_block_scaling_dim", &float8_block_scaling::w_block_scaling_dim)
@@ -143,7 +144,7 @@ void bind_recipes(py::module_& m) {
       .def("validate", &float8_block_scaling::validate);
   string_field(block, "fp8_format", &float8_block_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
 
-  py::class_<mxfp8_block_scaling> mx(m, "MXFP8BlockScaling", "TE's MXFP8BlockScaling recipe");
+  py::class_<mxfp8_block_scaling> mx(m, recipe_policy_t<mxfp8_block_scaling>::name, "TE's MXFP8BlockScaling recipe");
   mx.def(py::init<>())
       .def_readwrite("margin", &mxfp8_block_scaling::margin)
       .def_readwrite("enable_2d_quantization", &mxfp8_block_scaling::enable_2d_quantization)

@@ -94,11 +94,11 @@ constexpr std::uint64_t name_hash(std::string_view name) {
 }
 }  // namespace detail
 
-/// A short name of a recipe for reports: fp32 / bf16 (no quantization in that dtype), nvfp4,
-/// fp8_current, fp8_delayed, fp8_block, mxfp8.
+/// A short name of a recipe for reports, its policy's short_name: nvfp4, fp8_current,
+/// fp8_delayed, fp8_block, mxfp8; fp32 / bf16 for no quantization (the dtype).
 inline std::string recipe_short_name(const recipe& r, high_precision dtype) {
-  constexpr const char* names[] = {"", "nvfp4", "fp8_current", "fp8_delayed", "fp8_block", "mxfp8"};
-  return r.index() == 0 ? high_precision_name(dtype) : names[r.index()];
+  const std::string name = std::visit([](const auto& value) { return recipe_policy_t<decltype(value)>::short_name; }, r);
+  return name.empty() ? high_precision_name(dtype) : name;
 }
 
 /// The emulated TE Linear layer (nn/linear.hpp) as a dense layer's engine: any recipe, exact or

@@ -1,0 +1,79 @@
+// nvfp4/recipes/policies/delayed_scaling.hpp: the policy of delayed_scaling (TE's DelayedScaling):
+// quantize_fp8_with_scale with each role's delayed_scaling_state scale, the tensor's amax recorded
+// into the role's history; fp8_gemm with the recipe's split-accumulator flags. The layer decides
+// when the states update (update_forward_roles / update_backward_role: after each call, or once
+// per autocast region, nn/autocast.hpp).
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "nvfp4/recipes/delayed_scaling.hpp"
+#include "nvfp4/recipes/policies/fp8_operands.hpp"
+#include "nvfp4/scaling/fp8_quantize.hpp"
+
+namespace nvfp4 {
+
+class delayed_scaling_policy {
+ public:
+  using recipe_type = delayed_scaling;
+  static constexpr const char* name = "DelayedScaling";
+  static constexpr const char* short_name = "fp8_delayed";
+  static constexpr bool quantized = true;
+  static constexpr bool takes_amax_rule = false;
+  using weight_operands = fp8_weight_operands;
+  using saved_input = fp8_saved_input;
+
+  /// Fresh states, as TE starts them: scale 1, zero history.
+  explicit delayed_scaling_policy(const delayed_scaling& r) : recipe_(r) {
+    for (const tensor_role role : {tensor_role::input, tensor_role::weight, tensor_role::grad_output})
+      state(role) = delayed_scaling_state(r, role_format(r.fp8_format, role));
+  }
+  /// DelayedScaling -> DelayedScaling, as TE keeps the states (module/base.py set_meta_tensor):
+  /// scales and histories stay, cut or zero-padded to the new length (delayed_scaling_state::switch_to).
+  void switch_to(const delayed_scaling& r) {
+    for (delayed_scaling_state& s : states_) s.switch_to(r.amax_history_len, r.unfused_update);
+    recipe_ = r;
+  }
+  const delayed_scaling& recipe() const { return recipe_; }
+
+  delayed_scaling_state* scaling_state(tensor_role role) { return &state(role); }
+  const delayed_scaling_state* scaling_state(tensor_role role) const { return &states_[static_cast<std::size_t>(role)]; }
+  void update_forward_roles() {
+    state(tensor_role::input).update();
+    state(tensor_role::weight).update();  // after a reuse nothing was recorded: TE's kernel then leaves it as it was
+  }
+  void update_backward_role() { state(tensor_role::grad_output).update(); }
+
+  void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool record, weight_operands& out) {
+    delayed_scaling_state& s = state(tensor_role::weight);
+    out.row.plain = quantize_fp8_with_scale(w, s.format(), s.scale());
+    if (record) s.record(out.row.plain.amax());
+    if (columnwise) out.col = quantize_fp8_with_scale(w.transposed(), s.format(), s.scale(), quantized_axis::columnwise);
+  }
+  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
+  void fprop(const linear_context& c, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, saved_input* saved,
+             bool record) {
+    delayed_scaling_state& s = state(tensor_role::input);
+    const fp8_tensor x8 = quantize_fp8_with_scale(x, s.format(), s.scale());
+    detail::fp8_fprop(c, x8, w, y, recipe_.fp8_gemm_fprop);
+    if (record) s.record(x8.amax());
+    if (saved) saved->x_col = quantize_fp8_with_scale(x.transposed(), x8.format(), s.scale(), quantized_axis::columnwise);
+  }
+  void bprop(const linear_context& c, matrix_view<const float> dy, const weight_operands& w, const saved_input& saved,
+             matrix_view<float> dx, matrix_view<float> dw) {
+    delayed_scaling_state& s = state(tensor_role::grad_output);
+    const float g_scale = s.scale();
+    const fp8_tensor g8 = quantize_fp8_with_scale(dy, s.format(), g_scale);
+    s.record(g8.amax());
+    const fp8_tensor g8t = quantize_fp8_with_scale(dy.transposed(), g8.format(), g_scale, quantized_axis::columnwise);
+    detail::fp8_bprop(c, recipe_, g8, g8t, w, saved, dx, dw);
+  }
+
+ private:
+  delayed_scaling_state& state(tensor_role role) { return states_[static_cast<std::size_t>(role)]; }
+  delayed_scaling recipe_;
+  std::array<delayed_scaling_state, 3> states_{};
+};
+
+}  // namespace nvfp4

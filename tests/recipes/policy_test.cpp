@@ -1,0 +1,143 @@
+// Tests of nvfp4/recipes/policies/ and the policy list of nvfp4/recipes/recipe.hpp: every recipe
+// type has exactly one policy, named as TE names the recipe class; a policy used on its own
+// computes what its header says from the public quantizers and GEMMs (the expected values come
+// from those functions, which the golden tests check against TE); a kept W's packed fprop operand
+// gives the bits of the plain one; delayed scaling's state hooks.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "nvfp4/recipes/recipe.hpp"
+#include "test_support.hpp"
+
+namespace nvfp4 {
+namespace {
+
+using test::random_values;
+
+// TE's recipe class names (transformer_engine/common/recipe/__init__.py), and the library's.
+TEST(RecipePolicy, NamesAreTheRecipeClasses) {
+  const std::vector<std::string> te = {"NoQuantization", "NVFP4BlockScaling", "Float8CurrentScaling",
+                                       "DelayedScaling", "Float8BlockScaling", "MXFP8BlockScaling"};
+  const std::vector<recipe> recipes = {no_quantization{}, nvfp4_block_scaling{}, float8_current_scaling{},
+                                       delayed_scaling{}, float8_block_scaling{}, mxfp8_block_scaling{}};
+  ASSERT_EQ(std::variant_size_v<recipe>, te.size());
+  for (std::size_t i = 0; i < recipes.size(); ++i) EXPECT_EQ(recipe_name(recipes[i]), te[i]);
+  std::set<std::string> names, short_names;
+  std::size_t count = 0;
+  recipe_policies::for_each([&]<class P>(std::type_identity<P>) {
+    static_assert(std::is_same_v<recipe_policy_t<typename P::recipe_type>, P>, "each recipe type has its one policy");
+    names.insert(P::name);
+    short_names.insert(P::short_name);
+    ++count;
+  });
+  EXPECT_EQ(count, te.size());
+  EXPECT_EQ(names, std::set<std::string>(te.begin(), te.end()));
+  EXPECT_EQ(short_names.size(), count);  // report names are distinct
+  static_assert(std::is_same_v<std::variant_alternative_t<0, recipe>, no_quantization>, "a default layer is unquantized");
+}
+
+struct shapes {
+  index_t m = 48, n = 40, k = 64;
+};
+
+matrix_view<const float> view(const std::vector<float>& v, index_t rows, index_t cols) {
+  return matrix_view<const float>::row_major(v.data(), rows, cols);
+}
+
+std::vector<std::uint32_t> bits(const std::vector<float>& v) { return test::float_bits(v); }
+
+// NVFP4: fprop nvfp4_gemm(X rowwise, W rowwise), plain or packed W; dgrad and wgrad as documented.
+TEST(RecipePolicy, Nvfp4ComposesThePublicQuantizers) {
+  const shapes s;
+  const auto x = random_values(s.m * s.k, 1), w = random_values(s.n * s.k, 2), dy = random_values(s.m * s.n, 3);
+  const nvfp4_block_scaling r;
+  nvfp4_block_scaling_policy policy(r);
+  const linear_context c{.in_features = s.k, .out_features = s.n, .gradient_seed = 99};
+
+  nvfp4_block_scaling_policy::weight_operands ops;
+  policy.quantize_weight(c, view(w, s.n, s.k), /*columnwise=*/true, true, ops);
+  nvfp4_block_scaling_policy::saved_input saved;
+  std::vector<float> y(s.m * s.n), want_y(s.m * s.n);
+  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y.data(), s.m, s.n), &saved, true);
+  const operand_pair xs = quantize_activation(view(x, s.m, s.k), r), ws = quantize_weight(view(w, s.n, s.k), r);
+  nvfp4_gemm(xs.rowwise, ws.rowwise, matrix_view<float>::row_major(want_y.data(), s.m, s.n));
+  EXPECT_EQ(bits(y), bits(want_y));
+
+  std::vector<float> dx(s.m * s.k), dw(s.n * s.k), want_dx(s.m * s.k), want_dw(s.n * s.k);
+  policy.bprop(c, view(dy, s.m, s.n), ops, saved, matrix_view<float>::row_major(dx.data(), s.m, s.k),
+               matrix_view<float>::row_major(dw.data(), s.n, s.k));
+  nvfp4_block_scaling step = r;
+  step.seed = 99;
+  const operand_pair gs = quantize_gradient(view(dy, s.m, s.n), step);
+  nvfp4_gemm(gs.rowwise, ws.columnwise, matrix_view<float>::row_major(want_dx.data(), s.m, s.k));
+  nvfp4_gemm(gs.columnwise, xs.columnwise, matrix_view<float>::row_major(want_dw.data(), s.n, s.k));
+  EXPECT_EQ(bits(dx), bits(want_dx));
+  EXPECT_EQ(bits(dw), bits(want_dw));
+
+  // A kept W (packed once) gives the plain operand's bits; inference saves nothing.
+  policy.pack_fprop_operand(c, ops);
+  std::vector<float> y_packed(s.m * s.n);
+  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n), nullptr, false);
+  EXPECT_EQ(bits(y_packed), bits(want_y));
+}
+
+// Per-tensor FP8 (current scaling): fprop fp8_gemm of the current-scaled copies with the recipe's
+// fprop flag (no split accumulator by TE's default); the bias in the epilogue.
+TEST(RecipePolicy, CurrentScalingComposesThePublicQuantizers) {
+  const shapes s;
+  const auto x = random_values(s.m * s.k, 4), w = random_values(s.n * s.k, 5), b = random_values(s.n, 6);
+  const float8_current_scaling r;
+  float8_current_scaling_policy policy(r);
+  const linear_context c{.in_features = s.k, .out_features = s.n, .bias = b};
+  float8_current_scaling_policy::weight_operands ops;
+  policy.quantize_weight(c, view(w, s.n, s.k), false, false, ops);
+  std::vector<float> y(s.m * s.n), want(s.m * s.n);
+  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y.data(), s.m, s.n), nullptr, false);
+  const fp8_tensor x8 = quantize_fp8_current(view(x, s.m, s.k), fp8_format::e4m3);
+  const fp8_tensor w8 = quantize_fp8_current(view(w, s.n, s.k), fp8_format::e4m3);
+  fp8_gemm(x8, w8, matrix_view<float>::row_major(want.data(), s.m, s.n), {.promotion_interval = 0, .bias = b});
+  EXPECT_EQ(bits(y), bits(want));
+  policy.pack_fprop_operand(c, ops);
+  std::vector<float> y_packed(s.m * s.n);
+  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n), nullptr, false);
+  EXPECT_EQ(bits(y_packed), bits(want));
+}
+
+// Delayed scaling: quantization with the state's scale, the amax recorded only when asked; the
+// update hooks step the roles they name; switch_to keeps the states.
+TEST(RecipePolicy, DelayedScalingStateHooks) {
+  const shapes s;
+  const auto x = random_values(s.m * s.k, 7, {.sigma = 3.0}), w = random_values(s.n * s.k, 8);
+  delayed_scaling_policy policy(delayed_scaling{.amax_history_len = 4});
+  const linear_context c{.in_features = s.k, .out_features = s.n};
+  delayed_scaling_policy::weight_operands ops;
+  policy.quantize_weight(c, view(w, s.n, s.k), false, /*record=*/false, ops);
+  EXPECT_EQ(policy.scaling_state(tensor_role::weight)->amax_history()[0], 0.0f);
+  policy.quantize_weight(c, view(w, s.n, s.k), false, /*record=*/true, ops);
+  const float w_amax = quantize_fp8_with_scale(view(w, s.n, s.k), fp8_format::e4m3, 1.0f).amax();
+  EXPECT_EQ(policy.scaling_state(tensor_role::weight)->amax_history()[0], w_amax);
+  std::vector<float> y(s.m * s.n);
+  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y.data(), s.m, s.n), nullptr, true);
+  policy.update_backward_role();  // grad_output recorded nothing: its scale stays 1
+  EXPECT_EQ(policy.scaling_state(tensor_role::grad_output)->scale(), 1.0f);
+  EXPECT_EQ(policy.scaling_state(tensor_role::input)->scale(), 1.0f);
+  policy.update_forward_roles();
+  const float input_scale = policy.scaling_state(tensor_role::input)->scale();
+  EXPECT_NE(input_scale, 1.0f);
+  EXPECT_NE(policy.scaling_state(tensor_role::weight)->scale(), 1.0f);
+  policy.switch_to(delayed_scaling{.amax_history_len = 2});
+  EXPECT_EQ(policy.scaling_state(tensor_role::input)->scale(), input_scale);
+  EXPECT_EQ(policy.scaling_state(tensor_role::input)->amax_history().size(), 2u);
+  EXPECT_EQ(policy.recipe().amax_history_len, 2);
+
+  // Stateless policies have no state to give.
+  const float8_block_scaling_policy block{float8_block_scaling{}};
+  EXPECT_EQ(block.scaling_state(tensor_role::input), nullptr);
+}
+
+}  // namespace
+}  // namespace nvfp4
