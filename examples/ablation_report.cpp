@@ -1,7 +1,8 @@
 // examples/ablation_report.cpp: the sweep a numerics engineer asks for first. Every combination
 // of block size (16, 32), scale format (E4M3 + FP32 tensor scale, or E8M0), RHT on/off, RN vs SR
 // and 1-D vs 2-D blocks, over several distributions; written to reports/ as JSON, CSV and two SVG
-// plots (a heatmap of SQNR, and the mean effect of each choice).
+// plots (a heatmap of SQNR with its colour bar, and the effect of each choice: the mean over the
+// configurations of the other choices, with the smallest and largest change).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "example_support.hpp"
@@ -114,7 +116,8 @@ std::string heatmap_svg(const std::vector<result>& results, const std::vector<st
     hi = std::max(hi, r.error.sqnr_db);
   }
   std::ostringstream svg;
-  const int width = left + cell_w * static_cast<int>(distributions.size()) + 20;
+  const int grid_right = left + cell_w * static_cast<int>(distributions.size());
+  const int width = grid_right + 110;
   const int height = top + cell_h * static_cast<int>(configs.size()) + 30;
   svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
       << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n"
@@ -135,49 +138,98 @@ std::string heatmap_svg(const std::vector<result>& results, const std::vector<st
       svg << "<text x='" << x + cell_w / 2 << "' y='" << y + 12 << "' text-anchor='middle'>" << value << "</text>\n";
     }
   }
+  // The colour bar: the ramp from the lowest SQNR (bottom) to the highest (top), with dB ticks.
+  const int bar_x = grid_right + 16, bar_w = 18, bar_h = cell_h * static_cast<int>(configs.size()) - 2, steps = 64;
+  svg << "<text x='" << bar_x << "' y='" << top - 8 << "'>SQNR dB</text>\n";
+  for (int i = 0; i < steps; ++i) {
+    const double y0 = top + bar_h * (1.0 - (i + 1.0) / steps);
+    svg << "<rect x='" << bar_x << "' y='" << y0 << "' width='" << bar_w << "' height='" << bar_h / static_cast<double>(steps) + 0.5
+        << "' fill='" << ramp((i + 0.5) / steps) << "'/>";
+  }
+  svg << "\n<rect x='" << bar_x << "' y='" << top << "' width='" << bar_w << "' height='" << bar_h << "' fill='none' stroke='#333'/>\n";
+  const double span = hi > lo ? hi - lo : 1.0;
+  const double step = span > 12 ? 4 : span > 6 ? 2 : span > 3 ? 1 : 0.5;
+  for (double t = std::ceil(lo / step) * step; t <= hi + 1e-9; t += step) {
+    const double y = top + bar_h * (1.0 - (hi > lo ? (t - lo) / span : 0.5));
+    char label[32];
+    std::snprintf(label, sizeof label, "%g", t + 0.0);  // + 0.0: never "-0"
+    svg << "<line x1='" << bar_x + bar_w << "' x2='" << bar_x + bar_w + 4 << "' y1='" << y << "' y2='" << y << "' stroke='#333'/><text x='"
+        << bar_x + bar_w + 7 << "' y='" << y + 4 << "'>" << label << "</text>\n";
+  }
   svg << "</svg>\n";
   return svg.str();
 }
 
-/// Grouped bars: for each choice, the mean SQNR change it makes (averaged over all settings of
-/// the other choices), one bar per distribution.
-std::string effects_svg(const std::map<std::string, std::vector<double>>& effects, const std::vector<std::string>& distributions) {
-  const int group_w = 170, bar_w = 26, left = 60, top = 50, plot_h = 300;
+/// What one choice does to the SQNR of one distribution: the mean, smallest and largest change
+/// over the pairs of configurations that differ only in that choice.
+struct effect {
+  double mean = 0, min = 0, max = 0;
+  int pairs = 0;
+};
+
+/// A fixed colour per distribution (by name, not position), the same in every chart.
+std::string distribution_color(const std::string& name) {
+  static const std::map<std::string, std::string> table{{"normal", "#4c72b0"},  {"normal+outliers", "#dd8452"}, {"student-t(3)", "#55a868"},
+                                                        {"uniform", "#c44e52"}, {"log-normal", "#8172b3"}};
+  const auto it = table.find(name);
+  return it != table.end() ? it->second : "#937860";
+}
+
+/// Grouped bars: for each choice, the mean SQNR change it makes over the configurations of the
+/// other choices (one bar per distribution), with a whisker from the smallest to the largest
+/// change, so the average does not hide how much the other choices matter.
+std::string effects_svg(const std::vector<std::pair<std::string, std::vector<effect>>>& effects,
+                        const std::vector<std::string>& distributions) {
+  const int group_w = 170, bar_w = 26, left = 60, top = 64, plot_h = 300;
   double extent = 1;
   for (const auto& [name, values] : effects)
-    for (double v : values) extent = std::max(extent, std::fabs(v));
+    for (const effect& v : values) extent = std::max({extent, std::fabs(v.min), std::fabs(v.max)});
   extent = std::ceil(extent);
+  const int tick_every = extent > 12 ? 4 : extent > 6 ? 2 : 1;
   const double zero_y = top + plot_h / 2.0, scale = (plot_h / 2.0) / extent;
-  const char* colors[] = {"#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"};
+  const int pairs = effects.empty() || effects.front().second.empty() ? 0 : effects.front().second.front().pairs;
   std::ostringstream svg;
   const int width = left + group_w * static_cast<int>(effects.size()) + 180;
   svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << top + plot_h + 60
       << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n"
-      << "<text x='10' y='20' font-size='14' font-weight='bold'>Mean SQNR change of each choice (dB; positive = better)</text>\n";
+      << "<text x='10' y='20' font-size='14' font-weight='bold'>SQNR change of each choice, averaged over the " << pairs
+      << " configurations of the other choices (dB; positive = better)</text>\n"
+      << "<text x='10' y='38' fill='#555'>bar: mean over the " << pairs
+      << " pairs of configurations that differ only in that choice; whisker: the smallest to the largest change of a pair</text>\n";
   for (int tick = -static_cast<int>(extent); tick <= static_cast<int>(extent); ++tick) {
+    if (tick % tick_every != 0) continue;
     const double y = zero_y - tick * scale;
     svg << "<line x1='" << left << "' x2='" << width - 180 << "' y1='" << y << "' y2='" << y << "' stroke='"
         << (tick == 0 ? "#000" : "#ddd") << "'/><text x='" << left - 6 << "' y='" << y + 4 << "' text-anchor='end'>" << tick
         << "</text>\n";
   }
+  svg << "<text transform='translate(16," << zero_y << ") rotate(-90)' text-anchor='middle'>SQNR change (dB)</text>\n";
   int group = 0;
   for (const auto& [name, values] : effects) {
     const int x0 = left + group_w * group + 10;
     for (std::size_t d = 0; d < values.size(); ++d) {
-      const double v = values[d];
-      const double y = v >= 0 ? zero_y - v * scale : zero_y;
+      const effect& v = values[d];
+      const double y = v.mean >= 0 ? zero_y - v.mean * scale : zero_y;
+      const double xc = x0 + bar_w * static_cast<double>(d) + (bar_w - 3) / 2.0;
       svg << "<rect x='" << x0 + bar_w * static_cast<int>(d) << "' y='" << y << "' width='" << bar_w - 3 << "' height='"
-          << std::fabs(v) * scale << "' fill='" << colors[d % 6] << "'><title>" << xml_escape(name) << ", "
-          << xml_escape(distributions[d]) << ": " << v << " dB</title></rect>\n";
+          << std::fabs(v.mean) * scale << "' fill='" << distribution_color(distributions[d]) << "'><title>" << xml_escape(name) << ", "
+          << xml_escape(distributions[d]) << ": mean " << v.mean << " dB over " << v.pairs << " pairs (" << v.min << " to " << v.max
+          << ")</title></rect>";
+      svg << "<line x1='" << xc << "' x2='" << xc << "' y1='" << zero_y - v.max * scale << "' y2='" << zero_y - v.min * scale
+          << "' stroke='#222'/><line x1='" << xc - 4 << "' x2='" << xc + 4 << "' y1='" << zero_y - v.max * scale << "' y2='"
+          << zero_y - v.max * scale << "' stroke='#222'/><line x1='" << xc - 4 << "' x2='" << xc + 4 << "' y1='" << zero_y - v.min * scale
+          << "' y2='" << zero_y - v.min * scale << "' stroke='#222'/>\n";
     }
     svg << "<text x='" << x0 + bar_w * static_cast<int>(values.size()) / 2 << "' y='" << top + plot_h + 20
-        << "' text-anchor='middle'>" << xml_escape(name) << "</text>\n";
+        << "' text-anchor='middle'>" << xml_escape(name) << "</text><text x='" << x0 + bar_w * static_cast<int>(values.size()) / 2
+        << "' y='" << top + plot_h + 34 << "' text-anchor='middle' fill='#555'>(mean of " << (values.empty() ? 0 : values.front().pairs)
+        << " pairs)</text>\n";
     ++group;
   }
   for (std::size_t d = 0; d < distributions.size(); ++d) {
     const int y = top + 20 * static_cast<int>(d);
-    svg << "<rect x='" << width - 170 << "' y='" << y << "' width='12' height='12' fill='" << colors[d % 6] << "'/><text x='"
-        << width - 152 << "' y='" << y + 10 << "'>" << xml_escape(distributions[d]) << "</text>\n";
+    svg << "<rect x='" << width - 170 << "' y='" << y << "' width='12' height='12' fill='" << distribution_color(distributions[d])
+        << "'/><text x='" << width - 152 << "' y='" << y + 10 << "'>" << xml_escape(distributions[d]) << "</text>\n";
   }
   svg << "</svg>\n";
   return svg.str();
@@ -227,31 +279,32 @@ int main(int argc, char** argv) {
       }
     }
 
-    // Effect of each choice: mean over all pairs of configurations differing only in it.
-    std::map<std::string, std::vector<double>> effects;
-    const std::vector<std::pair<std::string, std::function<bool(const config&)>>> choices = {
-        {"E4M3 vs E8M0 scale", [](const config& c) { return c.e4m3_scale; }},
-        {"block 16 vs 32", [](const config& c) { return c.block == 16; }},
-        {"RHT on vs off", [](const config& c) { return c.rht; }},
-        {"SR vs RN", [](const config& c) { return c.stochastic; }},
-        {"2-D vs 1-D", [](const config& c) { return c.two_d; }},
+    // Effect of each choice, per distribution: over every pair of configurations that differ only
+    // in it, the change from "off" to "on" (mean, smallest, largest).
+    std::vector<std::pair<std::string, std::vector<effect>>> effects;
+    const std::vector<std::tuple<std::string, std::function<bool(const config&)>, std::function<config(config)>>> choices = {
+        {"E4M3 vs E8M0 scale", [](const config& c) { return c.e4m3_scale; }, [](config c) { return c.e4m3_scale = !c.e4m3_scale, c; }},
+        {"block 16 vs 32", [](const config& c) { return c.block == 16; }, [](config c) { return c.block = c.block == 16 ? 32 : 16, c; }},
+        {"RHT on vs off", [](const config& c) { return c.rht; }, [](config c) { return c.rht = !c.rht, c; }},
+        {"SR vs RN", [](const config& c) { return c.stochastic; }, [](config c) { return c.stochastic = !c.stochastic, c; }},
+        {"2-D vs 1-D", [](const config& c) { return c.two_d; }, [](config c) { return c.two_d = !c.two_d, c; }},
     };
-    for (const auto& [choice, is_on] : choices) {
+    std::map<std::string, std::size_t> index_of;
+    for (std::size_t c = 0; c < configs.size(); ++c) index_of[configs[c].label()] = c;
+    for (const auto& [choice, is_on, flip] : choices) {
+      std::vector<effect> per_distribution;
       for (std::size_t d = 0; d < distributions.size(); ++d) {
-        double on = 0, off = 0;
-        int count_on = 0, count_off = 0;
+        effect e{0, INFINITY, -INFINITY, 0};
         for (std::size_t c = 0; c < configs.size(); ++c) {
-          const double v = results[d * configs.size() + c].error.sqnr_db;
-          if (is_on(configs[c])) {
-            on += v;
-            ++count_on;
-          } else {
-            off += v;
-            ++count_off;
-          }
+          if (!is_on(configs[c])) continue;
+          const std::size_t partner = index_of.at(flip(configs[c]).label());
+          const double change = results[d * configs.size() + c].error.sqnr_db - results[d * configs.size() + partner].error.sqnr_db;
+          e.mean += change, e.min = std::min(e.min, change), e.max = std::max(e.max, change), ++e.pairs;
         }
-        effects[choice].push_back(on / count_on - off / count_off);
+        e.mean /= e.pairs;
+        per_distribution.push_back(e);
       }
+      effects.emplace_back(choice, std::move(per_distribution));
     }
 
     std::filesystem::create_directories(out_dir);
@@ -281,7 +334,15 @@ int main(int argc, char** argv) {
                     r.error.mse, r.error.max_abs_error, r.error.cosine_similarity, r.bits_per_element);
       csv << line;
     }
-    json["mean_effect_db"] = effects;
+    // mean_effect_db: per choice, the mean change per distribution (as before); effect_db: with
+    // the spread over the pairs of configurations.
+    for (const auto& [choice, values] : effects) {
+      for (std::size_t d = 0; d < values.size(); ++d) {
+        json["mean_effect_db"][choice].push_back(values[d].mean);
+        json["effect_db"][choice][distributions[d]] = {
+            {"mean", values[d].mean}, {"min", values[d].min}, {"max", values[d].max}, {"pairs", values[d].pairs}};
+      }
+    }
     write_text(out_dir / "ablation.json", json.dump(2) + "\n");
     write_text(out_dir / "ablation.csv", csv.str());
     write_text(out_dir / "ablation_sqnr.svg", heatmap_svg(results, distributions, configs));
