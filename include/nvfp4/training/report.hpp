@@ -274,10 +274,12 @@ inline std::string line_chart_svg(const std::vector<chart_series>& series, const
     for (std::size_t i = phase; i < s.x.size(); i += every)
       if (std::isfinite(s.y[i])) svg << detail::chart_symbol(style, px(s.x[i]), py(s.y[i]), 3.5, color, "white");
     svg << "</g>\n";
-    // Filled symbols: the markers (validation points).
+    // Filled symbols: the markers (validation points), larger for the series drawn earlier, so
+    // that equal points of several series show as nested symbols rather than the last one.
+    const double marker_r = 4.0 + 1.0 * static_cast<double>(std::min<std::size_t>(series.size() - 1 - k, 6));
     for (std::size_t i = 0; i < s.marker_x.size(); ++i)
       if (std::isfinite(s.marker_y[i]))
-        svg << detail::chart_symbol(style, px(s.marker_x[i]), py(s.marker_y[i]), 4.5, "white", color) << "\n";
+        svg << detail::chart_symbol(style, px(s.marker_x[i]), py(s.marker_y[i]), marker_r, "white", color) << "\n";
     const int ly = top + 14 + static_cast<int>(k) * 20;
     svg << "<line x1='" << left + plot_w + 10 << "' x2='" << left + plot_w + 50 << "' y1='" << ly - 4 << "' y2='" << ly - 4
         << "' stroke='" << color << "' stroke-width='2.2'" << dash << "/>" << detail::chart_symbol(style, left + plot_w + 30, ly - 4, 3.5, color, "white")
