@@ -145,6 +145,13 @@ TEST(Functional, BadShapesAndTargets) {
   EXPECT_EQ(test::error_code_of([&] { att.forward(std::vector<float>(10), 1, 2, out); }), errc::shape_mismatch);
   rms_norm norm("g", 4);
   EXPECT_EQ(test::error_code_of([&] { norm.forward(std::vector<float>(7), 2, out); }), errc::shape_mismatch);
+  // Sizes whose product overflows are refused through the checked-size helpers, not multiplied.
+  const index_t huge = index_t{1} << 62;
+  EXPECT_EQ(test::error_code_of([&] { norm.forward(std::vector<float>(8), huge, out); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([] { softmax_cross_entropy(std::vector<float>(4), index_t{1} << 62, std::vector<std::int32_t>{0, 1}, 1.0f, nullptr); }),
+            errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([] { parameter("w", parameter_kind::matrix, index_t{1} << 30, index_t{1} << 30); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { parameter("w", parameter_kind::matrix, -1, 4); }), errc::invalid_argument);
 }
 
 TEST(Functional, SameBitsForOneAndTwoThreads) {

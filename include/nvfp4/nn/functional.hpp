@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/nn/parameter.hpp"
 #include "nvfp4/simd/parallel.hpp"
@@ -29,7 +30,8 @@ class rms_norm {
   /// y [rows, width] for x [rows, width]; keeps x and 1/rms for backward.
   void forward(std::span<const float> x, index_t rows, std::vector<float>& y) {
     const index_t width = gain_.cols;
-    nvfp4::detail::require(static_cast<index_t>(x.size()) == rows * width, errc::shape_mismatch, "rms_norm: input is not [rows, width]");
+    nvfp4::detail::require(static_cast<index_t>(x.size()) == nvfp4::detail::checked_element_count(rows, width, errc::shape_mismatch, "rms_norm input"),
+                           errc::shape_mismatch, "rms_norm: input is not [rows, width]");
     x_.assign(x.begin(), x.end());
     inv_rms_.resize(static_cast<std::size_t>(rows));
     y.resize(x.size());
@@ -49,7 +51,8 @@ class rms_norm {
   void backward(std::span<const float> dy, std::vector<float>& dx) {
     const index_t width = gain_.cols;
     const index_t rows = static_cast<index_t>(inv_rms_.size());
-    nvfp4::detail::require(static_cast<index_t>(dy.size()) == rows * width, errc::shape_mismatch, "rms_norm: gradient is not [rows, width]");
+    nvfp4::detail::require(static_cast<index_t>(dy.size()) == nvfp4::detail::checked_element_count(rows, width, errc::shape_mismatch, "rms_norm gradient"),
+                           errc::shape_mismatch, "rms_norm: gradient is not [rows, width]");
     dx.resize(dy.size());
     simd::parallel_ranges(rows, simd::worth_parallel(rows * width), [&](index_t begin, index_t end) {
       for (index_t r = begin; r < end; ++r) {
@@ -210,7 +213,9 @@ class causal_attention {
 inline float softmax_cross_entropy(std::span<const float> logits, index_t classes, std::span<const std::int32_t> targets,
                                    float gradient_scale, std::vector<float>* d_logits) {
   const index_t rows = static_cast<index_t>(targets.size());
-  nvfp4::detail::require(classes > 0 && static_cast<index_t>(logits.size()) == rows * classes, errc::shape_mismatch,
+  nvfp4::detail::require(classes > 0 && static_cast<index_t>(logits.size()) ==
+                                                nvfp4::detail::checked_element_count(rows, classes, errc::shape_mismatch, "cross_entropy logits"),
+                         errc::shape_mismatch,
                          "cross_entropy: logits are not [targets, classes]");
   for (index_t r = 0; r < rows; ++r) {
     const std::int32_t t = targets[static_cast<std::size_t>(r)];

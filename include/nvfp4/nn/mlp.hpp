@@ -68,7 +68,9 @@ class mlp_classifier final : public model {
  private:
   /// The mean loss; with d_logits, also its gradient times loss_scale.
   float run_forward(const batch& b, bool training, float loss_scale, std::vector<float>* d_logits) {
-    nvfp4::detail::require(static_cast<index_t>(b.features.size()) == b.rows * config_.inputs && b.predictions() == b.rows,
+    nvfp4::detail::require(static_cast<index_t>(b.features.size()) ==
+                                   nvfp4::detail::checked_element_count(b.rows, config_.inputs, errc::shape_mismatch, "mlp batch") &&
+                               b.predictions() == b.rows,
                            errc::shape_mismatch, "mlp: batch is not [rows, inputs] features with one label per row");
     pre_.resize(static_cast<std::size_t>(config_.depth));
     std::vector<float> h(b.features), act;

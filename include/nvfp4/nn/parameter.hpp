@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nvfp4/config.hpp"
+#include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 
 namespace nvfp4::nn {
@@ -34,8 +35,8 @@ constexpr const char* parameter_kind_name(parameter_kind kind) {
 
 /// FP32 master values and their gradient, row-major [rows, cols].
 struct parameter {
-  /// The largest parameter accepted (2^40 values): a shape beyond it is a mistake, not a model.
-  static constexpr index_t max_elements = index_t{1} << 40;
+  /// The largest parameter accepted: the library's limit on any tensor (nvfp4::max_element_count).
+  static constexpr index_t max_elements = max_element_count;
 
   std::string name;
   parameter_kind kind = parameter_kind::matrix;
@@ -47,8 +48,7 @@ struct parameter {
   parameter() = default;
   parameter(std::string name_, parameter_kind kind_, index_t rows_, index_t cols_)
       : name(std::move(name_)), kind(kind_), rows(rows_), cols(cols_) {
-    nvfp4::detail::require(rows_ >= 0 && cols_ >= 0 && (cols_ == 0 || rows_ <= max_elements / cols_), errc::invalid_argument, "parameter '" + name + "': bad shape " + std::to_string(rows_) + "x" + std::to_string(cols_));
-    value.assign(static_cast<std::size_t>(rows_ * cols_), 0.0f);
+    value.assign(static_cast<std::size_t>(nvfp4::detail::checked_element_count(rows_, cols_, errc::invalid_argument, "parameter '" + name + "'")), 0.0f);
     grad.assign(value.size(), 0.0f);
   }
 

@@ -85,7 +85,8 @@ class transformer_lm final : public model {
   float forward_backward(const batch& b, float loss_scale) override {
     std::vector<float> grad;
     const float loss = run_forward(b, true, loss_scale, &grad);
-    const index_t rows = b.rows * b.seq_len, w = config_.width;
+    const index_t rows = nvfp4::detail::checked_element_count(b.rows, b.seq_len, errc::shape_mismatch, "transformer batch"),
+                  w = config_.width;
     std::vector<float> dx, dh, tmp;
     head_->backward(grad, dh);
     final_norm_.backward(dh, dx);  // dx: gradient of the residual stream
@@ -133,13 +134,14 @@ class transformer_lm final : public model {
   };
 
   float run_forward(const batch& b, bool training, float loss_scale, std::vector<float>* d_logits) {
-    const index_t rows = b.rows * b.seq_len, w = config_.width;
+    const index_t rows = nvfp4::detail::checked_element_count(b.rows, b.seq_len, errc::shape_mismatch, "transformer batch"),
+                  w = config_.width;
     nvfp4::detail::require(b.seq_len >= 1 && b.seq_len <= config_.seq_len, errc::invalid_argument,
                            "transformer: sequence length " + std::to_string(b.seq_len) + " is outside [1, " +
                                std::to_string(config_.seq_len) + "]");
     nvfp4::detail::require(static_cast<index_t>(b.inputs.size()) == rows && b.predictions() == rows, errc::shape_mismatch,
                            "transformer: batch needs rows*seq_len input tokens and as many targets");
-    std::vector<float> x(static_cast<std::size_t>(rows * w));
+    std::vector<float> x(static_cast<std::size_t>(nvfp4::detail::checked_element_count(rows, w, errc::shape_mismatch, "transformer activations")));
     for (index_t r = 0; r < rows; ++r) {
       const std::int32_t token = b.inputs[static_cast<std::size_t>(r)];
       nvfp4::detail::require(token >= 0 && token < config_.vocab, errc::invalid_argument,
