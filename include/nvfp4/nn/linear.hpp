@@ -1,8 +1,8 @@
 // nvfp4/nn/linear.hpp: an emulated TransformerEngine Linear layer, Y = X Wᵀ (+ b), forward and
 // backward under any training recipe (recipes/recipe.hpp), with FP32 master weights. Every GEMM
-// is composed of the library's public quantizers and GEMMs exactly as documented below, so a test
-// (or a user) can rebuild each result bit for bit; results depend on the seed only, never on the
-// number of threads.
+// is composed of the library's public quantizers and GEMMs exactly as its recipe's policy says,
+// so a test (or a user) can rebuild each result bit for bit; results depend on the seed only,
+// never on the number of threads.
 //
 //   #include <nvfp4/nn/linear.hpp>
 //
@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "nvfp4/detail/checked_size.hpp"
+#include "nvfp4/nn/detail/linear_checks.hpp"
 #include "nvfp4/recipes/recipe.hpp"
 
 namespace nvfp4::nn {
@@ -213,7 +214,7 @@ class linear {
     const auto xv = to_dtype(x, "input", x_scratch_, nvfp4::tensor_role::input);  // X checked before W's amax is recorded
     std::visit([&](auto& s) {
       auto w = weight_for(s, cache, /*for_training=*/true, /*record=*/true);
-      const auto yv = scratch(x.rows(), out_, y_scratch_);
+      const auto yv = detail::scratch(x.rows(), out_, y_scratch_);
       s.policy.fprop(context(), xv, *w, yv, &s.saved_x, /*record=*/true);
       if (options_.delayed_update == scaling_update::per_call) s.policy.update_forward_roles();
       write_output(yv, y);
@@ -223,7 +224,7 @@ class linear {
     saved_valid_ = true;
   }
   std::vector<float> forward(matrix_view<const float> x, weight_cache cache = weight_cache::off) {
-    std::vector<float> y(output_size(x.rows(), out_));
+    std::vector<float> y(detail::output_size(x.rows(), out_));
     forward(x, matrix_view<float>::row_major(y.data(), x.rows(), out_), cache);
     return y;
   }
@@ -244,13 +245,13 @@ class linear {
     const auto xv = record ? to_dtype(x, "input", infer_x_scratch_, nvfp4::tensor_role::input) : to_dtype(x, "input", infer_x_scratch_);
     std::visit([&](auto& s) {
       const auto w = weight_for(s, cache, /*for_training=*/false, record);
-      const auto yv = scratch(x.rows(), out_, infer_y_scratch_);
+      const auto yv = detail::scratch(x.rows(), out_, infer_y_scratch_);
       s.policy.fprop(context(), xv, *w, yv, nullptr, record);
       write_output(yv, y);
     }, slots_);
   }
   std::vector<float> infer(matrix_view<const float> x, weight_cache cache = weight_cache::off) {
-    std::vector<float> y(output_size(x.rows(), out_));
+    std::vector<float> y(detail::output_size(x.rows(), out_));
     infer(x, matrix_view<float>::row_major(y.data(), x.rows(), out_), cache);
     return y;
   }
@@ -265,9 +266,9 @@ class linear {
   }
   /// backward writing dW and db into the caller's buffers (shapes checked before anything is written).
   void backward(matrix_view<const float> dy, matrix_view<float> dx, const linear_gradients& g) {
-    check_backward(dy, dx, g);
+    detail::check_backward_call(in_, out_, options_.bias, saved_valid_, saved_rows_, dy, dx, g.weight, g.bias);
     const auto gv = to_dtype(dy, "output gradient", g_scratch_, nvfp4::tensor_role::grad_output);
-    const auto dxv = scratch(dy.rows(), in_, dx_scratch_);
+    const auto dxv = detail::scratch(dy.rows(), in_, dx_scratch_);
     linear_context c = context();
     c.gradient_seed = gradient_seed(steps_);
     std::visit([&](auto& s) {
@@ -284,7 +285,7 @@ class linear {
     ++steps_;
   }
   std::vector<float> backward(matrix_view<const float> dy) {
-    std::vector<float> dx(output_size(dy.rows(), in_));
+    std::vector<float> dx(detail::output_size(dy.rows(), in_));
     backward(dy, matrix_view<float>::row_major(dx.data(), dy.rows(), in_));
     return dx;
   }
@@ -322,11 +323,6 @@ class linear {
     using type = std::variant<policy_slot<Ps>...>;
   };
 
-  static std::string shape(index_t r, index_t c) { return std::to_string(r) + "x" + std::to_string(c); }
-  /// rows * cols for a result buffer, refused (invalid_argument) above max_element_count.
-  static std::size_t output_size(index_t rows, index_t cols) {
-    return static_cast<std::size_t>(nvfp4::detail::checked_element_count(std::max<index_t>(rows, 0), cols, errc::invalid_argument, "linear output"));
-  }
   /// The layer's own W and b as a call's parameters (owned storage only).
   linear_parameters owned_parameters(const char* who) const {
     nvfp4::detail::require(options_.parameters == parameter_storage::owned, errc::invalid_argument,
@@ -343,20 +339,7 @@ class linear {
   /// it to bf16 when the activations are fp32 (cuBLAS has no FP8 GEMM with an fp32 bias), and a
   /// bf16 layer's bias is a bf16 parameter. No quantization adds it as given.
   void check_call(const linear_parameters& p, matrix_view<const float> x, matrix_view<float> y, const char* who) {
-    x.validate("linear input");
-    y.validate("linear output");
-    nvfp4::detail::require(x.cols() == in_, errc::shape_mismatch,
-                           std::string(who) + ": X has " + std::to_string(x.cols()) + " columns, the layer " + std::to_string(in_) + " inputs");
-    nvfp4::detail::require(y.rows() == x.rows() && y.cols() == out_, errc::shape_mismatch,
-                           std::string(who) + ": Y is " + shape(y.rows(), y.cols()) + ", expected " + shape(x.rows(), out_));
-    p.weight.validate("linear weight");
-    nvfp4::detail::require(p.weight.rows() == out_ && p.weight.cols() == in_, errc::shape_mismatch,
-                           std::string(who) + ": W is " + shape(p.weight.rows(), p.weight.cols()) + ", expected " + shape(out_, in_));
-    const std::size_t expected = options_.bias ? static_cast<std::size_t>(out_) : 0;
-    nvfp4::detail::require(p.bias.size() == expected, errc::shape_mismatch,
-                           std::string(who) + ": b has " + std::to_string(p.bias.size()) + " values, expected " + std::to_string(expected) +
-                               (options_.bias ? "" : " (the layer has no bias)"));
-    nvfp4::detail::require(p.bias.empty() || p.bias.data() != nullptr, errc::null_pointer, std::string(who) + ": b is a null pointer");
+    detail::check_forward_call(in_, out_, options_.bias, p.weight, p.bias, x, y, who);
     const bool quantized = std::visit([](const auto& s) { return std::decay_t<decltype(s.policy)>::quantized; }, slots_);
     params_ = p;
     if (p.bias.empty() || !quantized) return;
@@ -364,22 +347,6 @@ class linear {
     for (std::size_t i = 0; i < p.bias.size(); ++i) bias_scratch_[i] = bf16::from_float(p.bias[i]).to_float();
     params_.bias = bias_scratch_;
   }
-  void check_backward(matrix_view<const float> dy, matrix_view<float> dx, const linear_gradients& g) const {
-    dy.validate("linear output gradient");
-    dx.validate("linear input gradient");
-    nvfp4::detail::require(saved_valid_, errc::invalid_argument, "linear::backward: no forward to differentiate (call forward first)");
-    nvfp4::detail::require(dy.rows() == saved_rows_ && dy.cols() == out_, errc::shape_mismatch,
-                           "linear::backward: dY is " + shape(dy.rows(), dy.cols()) + ", expected " + shape(saved_rows_, out_));
-    nvfp4::detail::require(dx.rows() == saved_rows_ && dx.cols() == in_, errc::shape_mismatch,
-                           "linear::backward: dX is " + shape(dx.rows(), dx.cols()) + ", expected " + shape(saved_rows_, in_));
-    g.weight.validate("linear weight gradient");
-    nvfp4::detail::require(g.weight.rows() == out_ && g.weight.cols() == in_, errc::shape_mismatch,
-                           "linear::backward: dW is " + shape(g.weight.rows(), g.weight.cols()) + ", expected " + shape(out_, in_));
-    nvfp4::detail::require(g.bias.size() == (options_.bias ? static_cast<std::size_t>(out_) : 0), errc::shape_mismatch,
-                           "linear::backward: db has " + std::to_string(g.bias.size()) + " values, expected " +
-                               std::to_string(options_.bias ? out_ : 0));
-  }
-
   /// The W a forward runs on: the kept one (reuse), or W quantized now (kept, and its fprop
   /// operand packed once, for refresh: the products give the same bits). A training forward
   /// records W's delayed-scaling amax unless it reuses.
@@ -402,45 +369,20 @@ class linear {
     return w;
   }
 
-  /// A row-major [rows, cols] view of `buffer`, grown as needed (layer buffers are reused from
-  /// step to step: touching fresh memory costs more than the copies).
-  static matrix_view<float> scratch(index_t rows, index_t cols, std::vector<float>& buffer) {
-    const auto size = output_size(rows, cols);
-    if (buffer.size() < size) buffer.resize(size);
-    return matrix_view<float>::row_major(buffer.data(), rows, cols);
-  }
-  float in_dtype(float value) const { return options_.dtype == high_precision::bf16 ? bf16::from_float(value).to_float() : value; }
-  /// A row-major copy of v in the layer's dtype, in `buffer`; rejects NaN / Inf as the quantizers do.
   matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer) const {
-    const matrix_view<float> out = scratch(v.rows(), v.cols(), buffer);
-    for (index_t r = 0; r < v.rows(); ++r)
-      for (index_t c = 0; c < v.cols(); ++c) {
-        const float value = v(r, c);
-        if (!std::isfinite(value)) throw non_finite_error(what, r, c, value);
-        out(r, c) = in_dtype(value);
-      }
-    return out;
+    return detail::to_dtype(v, what, buffer, options_.dtype);
   }
   /// to_dtype for a tensor whose delayed-scaling amax this call records: when it is refused (NaN /
-  /// Inf), its amax is recorded first as TE's quantizer computes it (|value| in the dtype, max
-  /// that ignores NaN, so an Inf is kept), then the error goes on.
+  /// Inf), its amax is recorded first as TE's quantizer computes it, then the error goes on.
   matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer, nvfp4::tensor_role role) {
     try {
       return to_dtype(v, what, buffer);
     } catch (const non_finite_error&) {
-      if (delayed_scaling_state* state = scaling_state(role)) {
-        float amax = 0.0f;
-        for (index_t r = 0; r < v.rows(); ++r)
-          for (index_t c = 0; c < v.cols(); ++c) amax = std::fmax(amax, std::fabs(in_dtype(v(r, c))));
-        state->record(amax);
-      }
+      if (delayed_scaling_state* state = scaling_state(role)) state->record(detail::amax_in_dtype(v, options_.dtype));
       throw;
     }
   }
-  void write_output(matrix_view<const float> from, matrix_view<float> to) const {
-    for (index_t r = 0; r < from.rows(); ++r)
-      for (index_t c = 0; c < from.cols(); ++c) to(r, c) = in_dtype(from(r, c));
-  }
+  void write_output(matrix_view<const float> from, matrix_view<float> to) const { detail::write_in_dtype(from, to, options_.dtype); }
 
   index_t in_ = 0, out_ = 0;
   nvfp4::recipe recipe_;
