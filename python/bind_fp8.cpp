@@ -13,10 +13,21 @@
 namespace nvfp4_python {
 namespace {
 
+fp8_format parse_fp8_format(const std::string& f) { return detail::parse_name<fp8_format>(f, "format"); }
+/// "hopper" or "blackwell"; `what` names the argument in the error.
+mma8::tensor_core parse_core(const std::string& c, const char* what = "core") {
+  return detail::parse_name<mma8::tensor_core>(c, what);
+}
+quantized_axis parse_axis(const std::string& axis) { return detail::parse_name<quantized_axis>(axis, "axis"); }
+fp8_block_shape parse_block(const std::string& b) {
+  return detail::parse_name<fp8_block_shape>(b, "block");
+}
+const char* axis_name(quantized_axis a) { return detail::name_of(a); }
+
 /// Pickle state of an Fp8Tensor.
 py::tuple fp8_state(const fp8_tensor& t) {
   return py::make_tuple(1, std::string(fp8_format_name(t.format())), t.rows(), t.cols(), t.per_tensor() ? 0 : t.block_rows(),
-                        t.per_tensor() ? 0 : t.block_cols(), t.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise",
+                        t.per_tensor() ? 0 : t.block_cols(), detail::name_of(t.axis()),
                         py::bytes(reinterpret_cast<const char*>(t.codes().data()), t.codes().size()),
                         py::bytes(reinterpret_cast<const char*>(t.scale_inv().data()), t.scale_inv().size() * sizeof(float)), t.amax(),
                         t.scale());
@@ -25,11 +36,10 @@ py::tuple fp8_state(const fp8_tensor& t) {
 fp8_tensor fp8_from_state(const py::tuple& state) {
   if (state.size() != 11 || py::cast<int>(state[0]) != 1)
     throw py::value_error("Fp8Tensor: not a pickle state this version wrote (expected version 1 with 11 fields)");
-  const std::string f = py::cast<std::string>(state[1]);
-  const fp8_format format = f == "e5m2" ? fp8_format::e5m2 : fp8_format::e4m3;
-  const std::string axis = py::cast<std::string>(state[6]);
-  fp8_tensor t(py::cast<index_t>(state[2]), py::cast<index_t>(state[3]), format, py::cast<index_t>(state[4]), py::cast<index_t>(state[5]),
-               axis == "columnwise" ? quantized_axis::columnwise : quantized_axis::rowwise);
+  const fp8_format format = parse_fp8_format(py::cast<std::string>(state[1]));
+  const quantized_axis axis = parse_axis(py::cast<std::string>(state[6]));
+  fp8_tensor t(py::cast<index_t>(state[2]), py::cast<index_t>(state[3]), format, py::cast<index_t>(state[4]),
+               py::cast<index_t>(state[5]), axis);
   const std::string codes = py::cast<std::string>(state[7]), scales = py::cast<std::string>(state[8]);
   if (codes.size() != t.codes().size() || scales.size() != t.scale_inv().size() * sizeof(float))
     throw py::value_error("Fp8Tensor: the pickled bytes do not fit the pickled shape");
@@ -39,20 +49,6 @@ fp8_tensor fp8_from_state(const py::tuple& state) {
   t.set_scale(py::cast<float>(state[10]));
   return t;
 }
-
-
-fp8_format parse_fp8_format(const std::string& f) {
-  return parse_enum<fp8_format>(f, {{"e4m3", fp8_format::e4m3}, {"e5m2", fp8_format::e5m2}}, "format");
-}
-/// "hopper" or "blackwell"; `what` names the argument in the error.
-mma8::tensor_core parse_core(const std::string& c, const char* what = "core") {
-  return parse_enum<mma8::tensor_core>(c, {{"hopper", mma8::tensor_core::hopper}, {"blackwell", mma8::tensor_core::blackwell}}, what);
-}
-quantized_axis parse_axis(const std::string& axis) { return make_options("nearest_even", 0, "ocp_floor", axis).axis; }
-fp8_block_shape parse_block(const std::string& b) {
-  return parse_enum<fp8_block_shape>(b, {{"1x128", fp8_block_shape::block_1x128}, {"128x128", fp8_block_shape::block_128x128}}, "block");
-}
-const char* axis_name(quantized_axis a) { return a == quantized_axis::rowwise ? "rowwise" : "columnwise"; }
 
 /// A block given as "1x128" / "128x128" or (block_rows, block_cols); None is per-tensor (0, 0).
 using fp8_block_arg = std::optional<std::variant<std::string, std::pair<index_t, index_t>>>;

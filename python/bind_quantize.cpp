@@ -89,10 +89,9 @@ py::tuple quantized_state(const py_quantized& q) {
     const auto* d = reinterpret_cast<const char*>(t.data().data());
     const auto* s = reinterpret_cast<const char*>(t.scales().data());
     const quantize_options& o = q.made_with;
-    return py::make_tuple(1, format_name<Format>(), t.rows(), t.cols(), t.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise",
+    return py::make_tuple(1, format_name<Format>(), t.rows(), t.cols(), detail::name_of(t.axis()),
                           py::bytes(d, t.data().size()), py::bytes(s, t.scales().size()), t.amax(), t.encode_scale(), t.decode_scale(),
-                          q.rht, o.rounding == rounding_mode::stochastic ? "stochastic" : "nearest_even", o.seed,
-                          o.mx_rule == mx_scale_rule::te_ceil ? "te_ceil" : "ocp_floor");
+                          q.rht, detail::name_of(o.rounding), o.seed, detail::name_of(o.mx_rule));
   });
 }
 
@@ -221,7 +220,7 @@ void bind_quantize(py::module_& m) {
       .def_property_readonly("rows", [](const py_quantized& q) { return rows_of(q); })
       .def_property_readonly("cols", [](const py_quantized& q) { return visit(q, [](const auto& t) { return t.cols(); }); })
       .def_property_readonly("axis", [](const py_quantized& q) {
-        return visit(q, [](const auto& t) { return t.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise"; });
+        return visit(q, [](const auto& t) { return detail::name_of(t.axis()); });
       })
       .def_property_readonly("block_shape", [](const py_quantized& q) {
         return visit(q, [](const auto& t) {
@@ -269,7 +268,7 @@ void bind_quantize(py::module_& m) {
         return visit(q, [](const auto& t) {
           return "<nvfp4.QuantizedTensor " + std::string(format_name<typename std::decay_t<decltype(t)>::format>()) + " " +
                  std::to_string(t.rows()) + "x" + std::to_string(t.cols()) + " " +
-                 (t.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise") + " amax=" + std::to_string(t.amax()) + ">";
+                 detail::name_of(t.axis()) + " amax=" + std::to_string(t.amax()) + ">";
         });
       });
 

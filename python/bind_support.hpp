@@ -185,24 +185,14 @@ inline py::array_t<float, py::array::c_style> float_values(const py::array& x, c
 inline quantize_options make_options(const std::string& rounding, std::uint64_t seed, const std::string& mx_rule,
                               const std::string& axis) {
   quantize_options o;
-  if (rounding == "nearest_even" || rounding == "nearest") o.rounding = rounding_mode::nearest_even;
-  else if (rounding == "stochastic") o.rounding = rounding_mode::stochastic;
-  else throw error(errc::invalid_argument, "rounding must be 'nearest_even' or 'stochastic', not '" + rounding + "'");
+  o.rounding = rounding == "nearest" ? rounding_mode::nearest_even : detail::parse_name<rounding_mode>(rounding, "rounding");
   o.seed = seed;
-  if (mx_rule == "ocp_floor") o.mx_rule = mx_scale_rule::ocp_floor;
-  else if (mx_rule == "te_ceil") o.mx_rule = mx_scale_rule::te_ceil;
-  else throw error(errc::invalid_argument, "mx_rule must be 'ocp_floor' or 'te_ceil', not '" + mx_rule + "'");
-  if (axis == "rowwise") o.axis = quantized_axis::rowwise;
-  else if (axis == "columnwise") o.axis = quantized_axis::columnwise;
-  else throw error(errc::invalid_argument, "axis must be 'rowwise' or 'columnwise', not '" + axis + "'");
+  o.mx_rule = detail::parse_name<mx_scale_rule>(mx_rule, "mx_rule");
+  o.axis = detail::parse_name<quantized_axis>(axis, "axis");
   return o;
 }
 
-inline gemm_mode parse_mode(const std::string& mode) {
-  if (mode == "exact") return gemm_mode::exact;
-  if (mode == "relaxed") return gemm_mode::relaxed;
-  throw error(errc::invalid_argument, "mode must be 'exact' or 'relaxed', not '" + mode + "'");
-}
+inline gemm_mode parse_mode(const std::string& mode) { return detail::parse_name<gemm_mode>(mode, "mode"); }
 
 inline index_t rows_of(const py_quantized& q) {
   return visit(q, [](const auto& t) { return t.rows(); });
@@ -316,16 +306,5 @@ inline void add_argument_messages(py::module_& m, const char* name, std::vector<
   });
 }
 
-// ---- enum values from strings (the recipe and Linear bindings are in bind_nn.cpp) ------------
-
-template <class Enum>
-Enum parse_enum(const std::string& text, std::initializer_list<std::pair<const char*, Enum>> values, const char* what) {
-  std::string names;
-  for (const auto& [name, value] : values) {
-    if (text == name) return value;
-    names += (names.empty() ? "" : ", ") + std::string(name);
-  }
-  throw error(errc::invalid_argument, std::string(what) + " must be one of " + names + ", not '" + text + "'");
-}
 
 }  // namespace nvfp4_python

@@ -104,7 +104,7 @@ inline std::vector<float> quantized_product(const nvfp4_tensor& a, const nvfp4_t
     return d;
   }
   gemm_options options;
-  options.mode = mode == "exact" ? gemm_mode::exact : gemm_mode::relaxed;
+  options.mode = nvfp4::detail::parse_name<gemm_mode>(mode, "--mode");  // "exact" / "relaxed" (checked by the parser)
   return gemm(a, b, options);
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/formats/e8m0.hpp"
@@ -158,3 +159,14 @@ inline float relaxed_step(const std::uint8_t* a, fp8_format fa, const std::uint8
 }
 
 }  // namespace nvfp4::mma8
+
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace nvfp4::detail {
+template <>
+struct enum_table<mma8::tensor_core> {
+  static constexpr enum_entry<mma8::tensor_core> entries[] = {
+      {"hopper", mma8::tensor_core::hopper},
+      {"blackwell", mma8::tensor_core::blackwell}};
+};
+}  // namespace nvfp4::detail
+

@@ -6,6 +6,7 @@
 #include <string>
 #include <type_traits>
 
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
 
@@ -30,6 +31,13 @@ enum class gemm_mode {
   relaxed  ///< each block term P_g * s_a * s_b fused-multiply-added into an fp32 accumulator in K
            ///< order: what CUTLASS's host reference and most emulators do; not bit-exact
 };
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<gemm_mode> {
+  static constexpr enum_entry<gemm_mode> entries[] = {{"exact", gemm_mode::exact}, {"relaxed", gemm_mode::relaxed}};
+};
+}  // namespace detail
 
 namespace detail {
 template <class FormatA, class FormatB>

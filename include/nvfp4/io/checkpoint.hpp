@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/packed_fp4.hpp"
 #include "nvfp4/io/json_limits.hpp"
@@ -32,15 +33,23 @@ namespace nvfp4::io {
 /// The checkpoint file formats.
 enum class checkpoint_format { modelopt, compressed_tensors, gguf, torchao };
 
-constexpr const char* checkpoint_format_name(checkpoint_format f) {
-  switch (f) {
-    case checkpoint_format::modelopt: return "modelopt";
-    case checkpoint_format::compressed_tensors: return "compressed-tensors";
-    case checkpoint_format::gguf: return "gguf";
-    case checkpoint_format::torchao: return "torchao";
-  }
-  return "?";
-}
+}  // namespace nvfp4::io
+
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace nvfp4::detail {
+template <>
+struct enum_table<io::checkpoint_format> {
+  static constexpr enum_entry<io::checkpoint_format> entries[] = {
+      {"modelopt", io::checkpoint_format::modelopt},
+      {"compressed-tensors", io::checkpoint_format::compressed_tensors},
+      {"gguf", io::checkpoint_format::gguf},
+      {"torchao", io::checkpoint_format::torchao}};
+};
+}  // namespace nvfp4::detail
+
+namespace nvfp4::io {
+
+constexpr const char* checkpoint_format_name(checkpoint_format f) { return nvfp4::detail::name_of(f); }
 
 /// A tensor-level FP32 scale, which formats store in one of two senses: as the decode factor
 /// (ModelOpt `weight_scale_2` / `input_scale`, torchao `per_tensor_scale`, GGUF `.scale`:

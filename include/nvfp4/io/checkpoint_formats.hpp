@@ -17,11 +17,8 @@ namespace nvfp4::io {
 /// The format named `name` ("modelopt", "compressed-tensors" or "compressed_tensors", "gguf",
 /// "torchao"), or nothing.
 inline std::optional<checkpoint_format> parse_checkpoint_format(const std::string& name) {
-  if (name == "modelopt") return checkpoint_format::modelopt;
-  if (name == "compressed-tensors" || name == "compressed_tensors") return checkpoint_format::compressed_tensors;
-  if (name == "gguf") return checkpoint_format::gguf;
-  if (name == "torchao") return checkpoint_format::torchao;
-  return std::nullopt;
+  if (name == "compressed_tensors") return checkpoint_format::compressed_tensors;  // the CLI's flavor spelling
+  return nvfp4::detail::value_of<checkpoint_format>(name);
 }
 
 /// Which format a path holds (io/file_format.hpp's detect_file: GGUF by its magic; a directory by

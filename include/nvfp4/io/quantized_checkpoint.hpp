@@ -123,12 +123,12 @@ void add_quantized_tensor(safetensors_file& file, const std::string& name, const
   meta["rows"] = q.rows();
   meta["cols"] = q.cols();
   meta["shape"] = options.source_shape.empty() ? std::vector<std::int64_t>{q.rows(), q.cols()} : options.source_shape;
-  meta["axis"] = q.axis() == quantized_axis::rowwise ? "rowwise" : "columnwise";
+  meta["axis"] = nvfp4::detail::name_of(q.axis());
   meta["scale_layout"] = options.swizzle ? "128x4" : "compact";
   meta["rht"] = options.rht ? "te16_rows" : "none";
-  meta["rounding"] = options.quantize.rounding == rounding_mode::stochastic ? "stochastic" : "nearest_even";
+  meta["rounding"] = nvfp4::detail::name_of(options.quantize.rounding);
   meta["seed"] = options.quantize.seed;
-  if constexpr (!Format::has_tensor_scale) meta["mx_rule"] = options.quantize.mx_rule == mx_scale_rule::te_ceil ? "te_ceil" : "ocp_floor";
+  if constexpr (!Format::has_tensor_scale) meta["mx_rule"] = nvfp4::detail::name_of(options.quantize.mx_rule);
   meta["amax"] = q.amax();
 
   safetensors_tensor weight;

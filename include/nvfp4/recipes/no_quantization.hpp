@@ -3,13 +3,25 @@
 // outside an FP8/FP4 autocast region), and that precision's type.
 #pragma once
 
+#include "nvfp4/detail/enum_names.hpp"
+
 namespace nvfp4 {
 
 /// The precision of a layer's high-precision tensors (TE's params / activation dtype): its inputs
 /// X, W, dY are rounded to it before anything else, its outputs Y and dX are written in it.
 enum class high_precision { fp32, bf16 };
 
-constexpr const char* high_precision_name(high_precision p) { return p == high_precision::fp32 ? "fp32" : "bf16"; }
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<high_precision> {
+  static constexpr enum_entry<high_precision> entries[] = {
+      {"fp32", high_precision::fp32},
+      {"bf16", high_precision::bf16}};
+};
+}  // namespace detail
+
+constexpr const char* high_precision_name(high_precision p) { return detail::name_of(p); }
 
 /// No quantization: the three GEMMs take the layer's tensors in its precision (BF16: rounded to
 /// bf16) with exact products and an fp32 accumulation in K order (nvfp4::float_gemm). cuBLAS's

@@ -54,6 +54,15 @@ struct fp8_scale_options {
 /// The block shapes of TE's Float8BlockScaling: 1x128 (activations, gradients; "1D") and
 /// 128x128 (weights; "2D"). Blocks run along the rows of the matrix passed in.
 enum class fp8_block_shape { block_1x128, block_128x128 };
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<fp8_block_shape> {
+  static constexpr enum_entry<fp8_block_shape> entries[] = {
+      {"1x128", fp8_block_shape::block_1x128},
+      {"128x128", fp8_block_shape::block_128x128}};
+};
+}  // namespace detail
 inline constexpr index_t fp8_block_size = 128;
 
 constexpr index_t fp8_block_rows(fp8_block_shape shape) { return shape == fp8_block_shape::block_1x128 ? 1 : fp8_block_size; }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nvfp4/config.hpp"
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e5m2.hpp"
@@ -22,8 +23,15 @@ enum class fp8_format {
   e4m3,  ///< max 448, NaN 0x7F/0xFF, no Inf (forward tensors)
   e5m2   ///< max 57344, IEEE-like Inf/NaN (gradients in TE's HYBRID format)
 };
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<fp8_format> {
+  static constexpr enum_entry<fp8_format> entries[] = {{"e4m3", fp8_format::e4m3}, {"e5m2", fp8_format::e5m2}};
+};
+}  // namespace detail
 
-constexpr const char* fp8_format_name(fp8_format f) { return f == fp8_format::e4m3 ? "e4m3" : "e5m2"; }
+constexpr const char* fp8_format_name(fp8_format f) { return detail::name_of(f); }
 
 /// The largest finite value of the format (TE's `fp8_max`).
 constexpr float fp8_max(fp8_format f) { return f == fp8_format::e4m3 ? e4m3_max : e5m2_max; }

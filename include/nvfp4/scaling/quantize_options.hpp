@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/scaling/quantized_tensor.hpp"
@@ -25,12 +26,30 @@ enum class mx_scale_rule {
   ocp_floor,  ///< OCP v1.0: 2^(floor(log2 amax) - emax_elem); may clip the block's largest values
   te_ceil     ///< TransformerEngine's reference: 2^ceil(log2(amax / max_elem)); never clips
 };
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<mx_scale_rule> {
+  static constexpr enum_entry<mx_scale_rule> entries[] = {
+      {"ocp_floor", mx_scale_rule::ocp_floor},
+      {"te_ceil", mx_scale_rule::te_ceil}};
+};
+}  // namespace detail
 
 /// How elements are rounded to the element format.
 enum class rounding_mode {
   nearest_even,  ///< RNE with saturation (the hardware's cvt.rn.satfinite)
   stochastic     ///< stochastic rounding (docs/numerics_spec.md §5); E2M1 elements only
 };
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<rounding_mode> {
+  static constexpr enum_entry<rounding_mode> entries[] = {
+      {"nearest_even", rounding_mode::nearest_even},
+      {"stochastic", rounding_mode::stochastic}};
+};
+}  // namespace detail
 
 /// What a quantizer does beyond the format's defaults.
 struct quantize_options {

@@ -8,6 +8,7 @@
 
 #include "nvfp4/config.hpp"
 #include "nvfp4/detail/checked_size.hpp"
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/scaling/block_format.hpp"
 
@@ -18,6 +19,15 @@ enum class quantized_axis {
   rowwise,    ///< x itself, blocks along its rows
   columnwise  ///< xᵀ (blocks along x's columns), the "transposed" copy a Wgrad GEMM reads
 };
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<quantized_axis> {
+  static constexpr enum_entry<quantized_axis> entries[] = {
+      {"rowwise", quantized_axis::rowwise},
+      {"columnwise", quantized_axis::columnwise}};
+};
+}  // namespace detail
 
 /// A matrix quantized to Format. Its shape is that of the matrix it holds: for a columnwise copy
 /// of an M x N source, rows() == N and cols() == M. Blocks run along rows: element (r, c) has the
