@@ -5,6 +5,7 @@
 // (TE's is_first_microbatch) against the training forward; an NVFP4 amax rule composed the same way.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <random>
@@ -456,31 +457,62 @@ TEST(LinearWeightCache, DelayedScalingReuseRecordsNoWeightAmax) {
   EXPECT_EQ(layer.scaling_state(tensor_role::weight)->scale(), w_scale);
 }
 
-TEST(LinearInfer, BadInputIsRefusedAfterItsAmaxIsRecordedAsTeRecordsIt) {
-  // TE's quantizer records the amax of what it quantizes with a max that ignores NaN and keeps
-  // Inf (common/recipe/delayed_scaling.cu reads it). The library refuses the tensor, but records
-  // that amax first; nothing updates, and a NaN / Inf in W is never reached after a bad X.
+TEST(LinearDelayed, RunsNonFiniteTensorsAsTeDoes) {
+  // TE's DelayedScaling cast (common/util/vectorized_pointwise.h unary_kernel: amax by fmaxf, then
+  // a satfinite cast to FP8) runs a tensor holding NaN / Inf: the amax ignores NaN and keeps Inf,
+  // Inf saturates to fp8_max and NaN gives the NaN code. Every other recipe refuses such a tensor.
   const inputs in;
-  nn::linear layer = make_layer(delayed_scaling{.amax_history_len = 2}, {}, in);
-  auto bad = in.x;
-  bad[3] = std::nanf("");
-  auto rest = in.x;
-  rest[3] = 0.0f;
-  const float nan_ignored = amax(cview(rest, M, K));
-  for (int pass = 0; pass < 2; ++pass) {
-    const auto run = [&] { pass == 0 ? layer.forward(cview(bad, M, K)) : layer.infer(cview(bad, M, K), nn::weight_cache::refresh); };
-    EXPECT_EQ(test::error_code_of(run), errc::non_finite_input);
-    EXPECT_EQ(history_of(layer, tensor_role::input), (std::vector<float>{nan_ignored, 0.0f})) << pass;
-    EXPECT_EQ(history_of(layer, tensor_role::weight), std::vector<float>(2, 0.0f)) << pass;
-    for (tensor_role role : {tensor_role::input, tensor_role::weight}) EXPECT_EQ(layer.scaling_state(role)->scale(), 1.0f) << pass;
+  const auto layer = [&] { return make_layer(delayed_scaling{.amax_history_len = 2}, {}, in); };
+  std::vector<float> y_bad(M * N), y_ref(M * N);
+  {
+    // NaN at X[0, 3]: Y's row 0 is NaN; every other row, and the recorded amax, are those of X
+    // with that element 0.
+    auto bad = in.x, rest = in.x;
+    bad[3] = std::nanf("");
+    rest[3] = 0.0f;
+    nn::linear a = layer(), b = layer();
+    a.forward(cview(bad, M, K), mview(y_bad, M, N));
+    b.forward(cview(rest, M, K), mview(y_ref, M, N));
+    for (index_t c = 0; c < N; ++c) EXPECT_TRUE(std::isnan(y_bad[static_cast<std::size_t>(c)])) << c;
+    EXPECT_TRUE(std::equal(y_bad.begin() + N, y_bad.end(), y_ref.begin() + N,
+                           [](float p, float q) { return std::bit_cast<std::uint32_t>(p) == std::bit_cast<std::uint32_t>(q); }));
+    EXPECT_EQ(history_of(a, tensor_role::input), history_of(b, tensor_role::input));
+    EXPECT_EQ(a.scaling_state(tensor_role::input)->scale(), b.scaling_state(tensor_role::input)->scale());
   }
+  {
+    // Inf at X[0, 3] under scale 1 casts as 448 does (E4M3's largest, 0x7E); its amax Inf is kept,
+    // and the update leaves the scale where it was (Inf amax: the old scale holds).
+    auto bad = in.x, largest = in.x;
+    bad[3] = INFINITY;
+    largest[3] = 448.0f;
+    nn::linear a = layer(), b = layer();
+    a.forward(cview(bad, M, K), mview(y_bad, M, N));
+    b.forward(cview(largest, M, K), mview(y_ref, M, N));
+    EXPECT_EQ(first_difference(y_bad, y_ref), -1);
+    const auto h = history_of(a, tensor_role::input);
+    EXPECT_TRUE(std::find(h.begin(), h.end(), INFINITY) != h.end());
+    // The Inf stays in the window (2 steps), so the scale holds through the next step, where a
+    // layer that saw only finite input moves to 448 / amax.
+    std::vector<float> y(M * N);
+    nn::linear clean = layer();
+    for (int step = 0; step < 2; ++step) {
+      if (step == 1) a.forward(cview(in.x, M, K), mview(y, M, N));
+      clean.forward(cview(in.x, M, K), mview(y, M, N));
+      EXPECT_EQ(a.scaling_state(tensor_role::input)->scale(), 1.0f) << step;
+    }
+    EXPECT_NE(clean.scaling_state(tensor_role::input)->scale(), 1.0f);
+    // A gradient holding Inf runs too; the weight gradient stays finite (saturated codes).
+    auto bad_dy = in.dy;
+    bad_dy[7] = -INFINITY;
+    std::vector<float> dx(M * K);
+    EXPECT_NO_THROW(a.backward(cview(bad_dy, M, N), mview(dx, M, K)));
+    for (float g : a.weight_grad()) ASSERT_TRUE(std::isfinite(g));
+  }
+  // The same input under current scaling is refused before anything is computed.
+  auto bad = in.x;
   bad[3] = INFINITY;
-  EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(bad, M, K)); }), errc::non_finite_input);
-  EXPECT_EQ(history_of(layer, tensor_role::input)[0], INFINITY);
-  std::vector<float> y(M * N), y_off(M * N);
-  layer.infer(cview(in.x, M, K), mview(y, M, N), nn::weight_cache::reuse);  // the failed refresh kept nothing: a miss
-  layer.infer(cview(in.x, M, K), mview(y_off, M, N));
-  EXPECT_EQ(first_difference(y, y_off), -1);
+  nn::linear current = make_layer(float8_current_scaling{}, {}, in);
+  EXPECT_EQ(test::error_code_of([&] { current.forward(cview(bad, M, K), mview(y_bad, M, N)); }), errc::non_finite_input);
 }
 
 TEST(LinearWeightCache, AReuseMissQuantizesAndKeeps) {

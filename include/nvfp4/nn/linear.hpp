@@ -200,9 +200,10 @@ class linear {
 
   /// Y = X Wᵀ (+ b), X [M, in_features], Y [M, out_features]; keeps what backward needs and, under
   /// delayed scaling, records the amaxes and steps the input and weight states. Throws
-  /// shape_mismatch / null_pointer / non_finite_error (NaN or Inf in X or W) before writing Y;
-  /// under delayed scaling the refused tensor's amax is recorded first, as TE's quantizer records
-  /// it (NaN ignored, Inf kept: the scale then holds for up to amax_history_len updates).
+  /// shape_mismatch / null_pointer before writing Y, and non_finite_error for NaN or Inf in X or W
+  /// except under delayed scaling, which runs such a tensor as TE does: its amax ignores NaN and
+  /// keeps Inf (the scale then holds for up to amax_history_len updates), Inf casts to +-fp8_max
+  /// and NaN to the NaN code (fp8_non_finite::te_satfinite).
   void forward(matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
     forward(owned_parameters("forward"), x, y, cache);
   }
@@ -211,7 +212,7 @@ class linear {
   void forward(const linear_parameters& p, matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
     check_call(p, x, y, "linear::forward");
     saved_valid_ = false;
-    const auto xv = to_dtype(x, "input", x_scratch_, nvfp4::tensor_role::input);  // X checked before W's amax is recorded
+    const auto xv = to_dtype(x, "input", x_scratch_);  // X checked before W's amax is recorded
     std::visit([&](auto& s) {
       auto w = weight_for(s, cache, /*for_training=*/true, /*record=*/true);
       const auto yv = detail::scratch(x.rows(), out_, y_scratch_);
@@ -242,7 +243,7 @@ class linear {
              eval_amaxes amaxes = eval_amaxes::record_nothing) {
     check_call(p, x, y, "linear::infer");
     const bool record = amaxes == eval_amaxes::record_as_te;
-    const auto xv = record ? to_dtype(x, "input", infer_x_scratch_, nvfp4::tensor_role::input) : to_dtype(x, "input", infer_x_scratch_);
+    const auto xv = to_dtype(x, "input", infer_x_scratch_);
     std::visit([&](auto& s) {
       const auto w = weight_for(s, cache, /*for_training=*/false, record);
       const auto yv = detail::scratch(x.rows(), out_, infer_y_scratch_);
@@ -267,7 +268,7 @@ class linear {
   /// backward writing dW and db into the caller's buffers (shapes checked before anything is written).
   void backward(matrix_view<const float> dy, matrix_view<float> dx, const linear_gradients& g) {
     detail::check_backward_call(in_, out_, options_.bias, saved_valid_, saved_rows_, dy, dx, g.weight, g.bias);
-    const auto gv = to_dtype(dy, "output gradient", g_scratch_, nvfp4::tensor_role::grad_output);
+    const auto gv = to_dtype(dy, "output gradient", g_scratch_);
     const auto dxv = detail::scratch(dy.rows(), in_, dx_scratch_);
     linear_context c = context();
     c.gradient_seed = gradient_seed(steps_);
@@ -358,8 +359,7 @@ class linear {
       cache = weight_cache::refresh;  // a miss: quantize and keep
     }
     const bool record_amax = for_training || record;
-    const auto wv = record_amax ? to_dtype(params_.weight, "weight", w_scratch_, nvfp4::tensor_role::weight)
-                                : to_dtype(params_.weight, "weight", w_scratch_);
+    const auto wv = to_dtype(params_.weight, "weight", w_scratch_);
     auto w = std::make_shared<operands>();
     s.policy.quantize_weight(context(), wv, /*columnwise=*/for_training || cache == weight_cache::refresh, record_amax, *w);
     if (cache == weight_cache::refresh) {
@@ -370,17 +370,16 @@ class linear {
   }
 
   matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer) const {
-    return detail::to_dtype(v, what, buffer, options_.dtype);
+    return detail::to_dtype(v, what, buffer, options_.dtype, runs_non_finite());
   }
-  /// to_dtype for a tensor whose delayed-scaling amax this call records: when it is refused (NaN /
-  /// Inf), its amax is recorded first as TE's quantizer computes it, then the error goes on.
-  matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer, nvfp4::tensor_role role) {
-    try {
-      return to_dtype(v, what, buffer);
-    } catch (const non_finite_error&) {
-      if (delayed_scaling_state* state = scaling_state(role)) state->record(detail::amax_in_dtype(v, options_.dtype));
-      throw;
-    }
+  /// Whether the current recipe's policy takes NaN / Inf tensors as TE does (delayed scaling);
+  /// every other recipe refuses them before anything is computed.
+  bool runs_non_finite() const {
+    return std::visit([](const auto& s) {
+      using policy = std::decay_t<decltype(s.policy)>;
+      if constexpr (requires { policy::runs_non_finite; }) return policy::runs_non_finite;
+      else return false;
+    }, slots_);
   }
   void write_output(matrix_view<const float> from, matrix_view<float> to) const { detail::write_in_dtype(from, to, options_.dtype); }
 

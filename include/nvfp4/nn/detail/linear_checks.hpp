@@ -39,24 +39,18 @@ inline float in_dtype(float value, high_precision dtype) {
   return dtype == high_precision::bf16 ? bf16::from_float(value).to_float() : value;
 }
 
-/// A row-major copy of v in the dtype, in `buffer`; rejects NaN / Inf (non_finite_error).
-inline matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer, high_precision dtype) {
+/// A row-major copy of v in the dtype, in `buffer`; rejects NaN / Inf (non_finite_error) unless
+/// `allow_non_finite` (a recipe TE runs such tensors under: they are copied as they are).
+inline matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer, high_precision dtype,
+                                         bool allow_non_finite = false) {
   const matrix_view<float> out = scratch(v.rows(), v.cols(), buffer);
   for (index_t r = 0; r < v.rows(); ++r)
     for (index_t c = 0; c < v.cols(); ++c) {
       const float value = v(r, c);
-      if (!std::isfinite(value)) throw non_finite_error(what, r, c, value);
+      if (!allow_non_finite && !std::isfinite(value)) throw non_finite_error(what, r, c, value);
       out(r, c) = in_dtype(value, dtype);
     }
   return out;
-}
-
-/// TE's amax of a tensor in the dtype: max |value| by a max that ignores NaN (an Inf is kept).
-inline float amax_in_dtype(matrix_view<const float> v, high_precision dtype) {
-  float amax = 0.0f;
-  for (index_t r = 0; r < v.rows(); ++r)
-    for (index_t c = 0; c < v.cols(); ++c) amax = std::fmax(amax, std::fabs(in_dtype(v(r, c), dtype)));
-  return amax;
 }
 
 /// to = from rounded to the dtype.

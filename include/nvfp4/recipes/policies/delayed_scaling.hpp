@@ -21,6 +21,9 @@ class delayed_scaling_policy {
   static constexpr const char* short_name = "fp8_delayed";
   static constexpr bool quantized = true;
   static constexpr bool takes_amax_rule = false;
+  /// TE runs a tensor holding NaN / Inf under DelayedScaling (its cast saturates, its amax keeps
+  /// Inf and ignores NaN): the layer lets such a tensor through to this policy's quantizers.
+  static constexpr bool runs_non_finite = true;
   using weight_operands = fp8_weight_operands;
   using saved_input = fp8_saved_input;
 
@@ -47,30 +50,31 @@ class delayed_scaling_policy {
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool record, weight_operands& out) {
     delayed_scaling_state& s = state(tensor_role::weight);
-    out.row.plain = quantize_fp8_with_scale(w, s.format(), s.scale());
+    out.row.plain = quantize_fp8_with_scale(w, s.format(), s.scale(), quantized_axis::rowwise, te_cast);
     if (record) s.record(out.row.plain.amax());
-    if (columnwise) out.col = quantize_fp8_with_scale(w.transposed(), s.format(), s.scale(), quantized_axis::columnwise);
+    if (columnwise) out.col = quantize_fp8_with_scale(w.transposed(), s.format(), s.scale(), quantized_axis::columnwise, te_cast);
   }
   void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   void fprop(const linear_context& c, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, saved_input* saved,
              bool record) {
     delayed_scaling_state& s = state(tensor_role::input);
-    const fp8_tensor x8 = quantize_fp8_with_scale(x, s.format(), s.scale());
+    const fp8_tensor x8 = quantize_fp8_with_scale(x, s.format(), s.scale(), quantized_axis::rowwise, te_cast);
     detail::fp8_fprop(c, x8, w, y, recipe_.fp8_gemm_fprop);
     if (record) s.record(x8.amax());
-    if (saved) saved->x_col = quantize_fp8_with_scale(x.transposed(), x8.format(), s.scale(), quantized_axis::columnwise);
+    if (saved) saved->x_col = quantize_fp8_with_scale(x.transposed(), x8.format(), s.scale(), quantized_axis::columnwise, te_cast);
   }
   void bprop(const linear_context& c, matrix_view<const float> dy, const weight_operands& w, const saved_input& saved,
              matrix_view<float> dx, matrix_view<float> dw) {
     delayed_scaling_state& s = state(tensor_role::grad_output);
     const float g_scale = s.scale();
-    const fp8_tensor g8 = quantize_fp8_with_scale(dy, s.format(), g_scale);
+    const fp8_tensor g8 = quantize_fp8_with_scale(dy, s.format(), g_scale, quantized_axis::rowwise, te_cast);
     s.record(g8.amax());
-    const fp8_tensor g8t = quantize_fp8_with_scale(dy.transposed(), g8.format(), g_scale, quantized_axis::columnwise);
+    const fp8_tensor g8t = quantize_fp8_with_scale(dy.transposed(), g8.format(), g_scale, quantized_axis::columnwise, te_cast);
     detail::fp8_bprop(c, recipe_, g8, g8t, w, saved, dx, dw);
   }
 
  private:
+  static constexpr fp8_non_finite te_cast = fp8_non_finite::te_satfinite;
   delayed_scaling_state& state(tensor_role role) { return states_[static_cast<std::size_t>(role)]; }
   delayed_scaling recipe_;
   std::array<delayed_scaling_state, 3> states_{};
