@@ -15,6 +15,7 @@
 #include "nvfp4/recipes/no_quantization.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/quantize_options.hpp"
+#include "nvfp4/scaling/quantizer_flavor.hpp"
 
 namespace nvfp4 {
 namespace {
@@ -48,6 +49,7 @@ TEST(EnumNames, EveryTableIsOneToOne) {
   expect_table_consistent<mma8::tensor_core>(2);
   expect_table_consistent<high_precision>(2);
   expect_table_consistent<io::checkpoint_format>(4);
+  expect_table_consistent<quantizer_flavor>(5);
 }
 
 // The spellings are fixed by files already written and by the Python API (docs/python.md,
@@ -72,6 +74,11 @@ TEST(EnumNames, SpellingsFilesAndUsersWrite) {
   EXPECT_EQ(io::parse_checkpoint_format("compressed-tensors"), io::checkpoint_format::compressed_tensors);
   EXPECT_EQ(io::parse_checkpoint_format("gguf"), io::checkpoint_format::gguf);
   EXPECT_FALSE(io::parse_checkpoint_format("safetensors").has_value());
+  // The quantizer flavors as the CLI's --flavor takes them, "compressed-tensors" an alias.
+  EXPECT_EQ(quantizer_flavor_name(quantizer_flavor::compressed_tensors), "compressed_tensors");
+  EXPECT_EQ(parse_quantizer_flavor("compressed-tensors"), quantizer_flavor::compressed_tensors);
+  EXPECT_EQ(parse_quantizer_flavor("ggml"), quantizer_flavor::ggml);
+  EXPECT_FALSE(parse_quantizer_flavor("TE").has_value());
 }
 
 TEST(EnumNames, ParseNameRefusesAnUnknownNameListingTheAccepted) {

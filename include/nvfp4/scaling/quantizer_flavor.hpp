@@ -16,6 +16,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/formats/e2m1.hpp"
@@ -40,24 +41,26 @@ inline constexpr quantizer_flavor all_quantizer_flavors[] = {quantizer_flavor::t
                                                              quantizer_flavor::torchao,
                                                              quantizer_flavor::compressed_tensors, quantizer_flavor::ggml};
 
+/// Its names as the CLI spells them (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<quantizer_flavor> {
+  static constexpr enum_entry<quantizer_flavor> entries[] = {
+      {"te", quantizer_flavor::te},
+      {"modelopt", quantizer_flavor::modelopt},
+      {"torchao", quantizer_flavor::torchao},
+      {"compressed_tensors", quantizer_flavor::compressed_tensors},
+      {"ggml", quantizer_flavor::ggml}};
+};
+}  // namespace detail
+
 /// The flavor's name as the CLI spells it ("te", "modelopt", "torchao", "compressed_tensors", "ggml").
-constexpr std::string_view quantizer_flavor_name(quantizer_flavor f) {
-  switch (f) {
-    case quantizer_flavor::te: return "te";
-    case quantizer_flavor::modelopt: return "modelopt";
-    case quantizer_flavor::torchao: return "torchao";
-    case quantizer_flavor::compressed_tensors: return "compressed_tensors";
-    case quantizer_flavor::ggml: return "ggml";
-  }
-  return "?";
-}
+constexpr std::string_view quantizer_flavor_name(quantizer_flavor f) { return detail::name_of(f); }
 
 /// The flavor named `name` (also accepts "compressed-tensors"), or nothing.
 constexpr std::optional<quantizer_flavor> parse_quantizer_flavor(std::string_view name) {
   if (name == "compressed-tensors") return quantizer_flavor::compressed_tensors;
-  for (auto f : all_quantizer_flavors)
-    if (quantizer_flavor_name(f) == name) return f;
-  return std::nullopt;
+  return detail::value_of<quantizer_flavor>(name);
 }
 
 /// The scalar rules of each flavor, one function per step of the peer's code. They take and return
