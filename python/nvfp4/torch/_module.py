@@ -63,9 +63,19 @@ def activation_dtype(inp):
     autocast region (here the CPU one: torch.autocast("cpu", dtype=torch.bfloat16)), else the
     input's own dtype. The layer computes in it and casts its weights to it, so float32 master
     weights with bfloat16 activations is TE's mixed precision."""
-    if torch.is_autocast_cpu_enabled():
-        return torch.get_autocast_cpu_dtype()
+    if _cpu_autocast_dtype() is not None:
+        return _cpu_autocast_dtype()
     return inp.dtype if torch.is_tensor(inp) else None
+
+
+def _cpu_autocast_dtype():
+    """The dtype of an enabled CPU autocast region, else None (torch 2.4+ spells the query with a
+    device argument and deprecates the CPU-specific calls 1.13 has)."""
+    try:
+        enabled = torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4: no device argument
+        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
+    return torch.get_autocast_dtype("cpu") if enabled else None
 
 
 def activation(inp, features, module_name):
