@@ -1,14 +1,12 @@
 """te.LayerNormLinear: a high-precision norm (LayerNorm or RMSNorm) followed by an emulated Linear."""
-import torch
-
 from . import _module
-from ._unit import LinearUnit
 from .layernorm import normalize
+from .linear import GemmModule
 
 __all__ = ["LayerNormLinear"]
 
 
-class LayerNormLinear(torch.nn.Module):
+class LayerNormLinear(GemmModule):
     """TE's LayerNormLinear: parameters ``layer_norm_weight``, ``layer_norm_bias`` (LayerNorm only),
     ``weight``, ``bias``; the norm in float32 (output in params_dtype), then the Linear under the
     region's recipe. Extra keywords as te.Linear's (seed, mode, fp8_tensor_core, promotion_interval)."""
@@ -21,22 +19,15 @@ class LayerNormLinear(torch.nn.Module):
         _module.resolve_device(device)
         if normalization not in ("LayerNorm", "RMSNorm"):
             raise ValueError(f"LayerNormLinear: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
-        self.in_features, self.out_features, self.eps = int(in_features), int(out_features), float(eps)
-        self.normalization, self.zero_centered_gamma = normalization, bool(zero_centered_gamma)
+        self.eps, self.normalization, self.zero_centered_gamma = float(eps), normalization, bool(zero_centered_gamma)
+        self.return_layernorm_output = bool(return_layernorm_output)
         dtype = _module.resolve_dtype(params_dtype)
-        self.use_bias, self.return_bias, self.return_layernorm_output = bool(bias), bool(return_bias), bool(return_layernorm_output)
-        self.layer_norm_weight = _module.new_vector(self.in_features, dtype, 0.0 if zero_centered_gamma else 1.0)
-        self.layer_norm_bias = _module.new_vector(self.in_features, dtype, 0.0) if normalization == "LayerNorm" else None
-        self.weight = _module.new_weight((self.out_features, self.in_features), dtype, init_method)
-        self.bias = _module.new_vector(self.out_features, dtype, 0.0) if self.use_bias else None
-        self._unit = LinearUnit(self.in_features, self.out_features, bias=self.use_bias and not self.return_bias,
-                                params_dtype=dtype, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
-                                promotion_interval=promotion_interval)
-
-    @property
-    def params_dtype(self):
-        """The parameters' dtype (it follows module.to(dtype); float32 or bfloat16)."""
-        return self.weight.dtype
+        # The norm's parameters first, as TE registers them (state_dict and parameter order).
+        self.layer_norm_weight = _module.new_vector(int(in_features), dtype, 0.0 if zero_centered_gamma else 1.0)
+        self.layer_norm_bias = _module.new_vector(int(in_features), dtype, 0.0) if normalization == "LayerNorm" else None
+        self._init_gemm("LayerNormLinear", in_features, out_features, bias=bias, return_bias=return_bias,
+                        params_dtype=params_dtype, init_method=init_method, seed=seed, mode=mode,
+                        fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval)
 
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
@@ -50,9 +41,3 @@ class LayerNormLinear(torch.nn.Module):
         if self.return_layernorm_output:
             out = out + (ln_out,)
         return out if len(out) > 1 else out[0]
-
-    def get_extra_state(self):
-        return self._unit.extra_state()
-
-    def set_extra_state(self, state):
-        self._unit.load_extra_state(state)
