@@ -2,14 +2,15 @@
 // fused update (history roll, max / most_recent, margin, a zero amax that does not roll, Inf amax
 // freezing the scale until it leaves the window, NaN ignored by max), TE's unfused Python update
 // where it differs (a zero amax rolls, NaN poisons the max, the scale's reciprocal rounding), plus
-// restore and validation; the unfused update's scale against torch's eager evaluation of TE's
-// formula on an H100 (tests/recipes/data/te_unfused_update, producer
+// restore and validation; the unfused update's scale against torch's eager and torch.compile'd
+// evaluations of TE's formula on an H100 (tests/recipes/data/te_unfused_update, producer
 // tests/golden/producers/run_te_compiled_update.py); a step with Inf / NaN data as TE runs it.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <string>
@@ -196,27 +197,31 @@ TEST(DelayedScalingUnfused, TinyAmaxGivesFltMaxAndInfKeepsTheScale) {
   EXPECT_EQ(s.scale(), FLT_MAX);
 }
 
-// TE's _default_sf_compute (pytorch/quantization.py) as eager torch evaluates it on the GPU
-// (NVTE_TORCH_COMPILE=0): sf = (fp8_max / amax) / 2**margin, the old scale for an amax that is not
-// > 0 or not finite, FLT_MAX for an infinite sf. The expected bits are torch 2.11's on an H100 over
-// 6323 amaxes (powers of two and their neighbours, fp8_max multiples, subnormals, the overflow
-// edge, FLT_MAX, 0, -0, -1, Inf, NaN, random), fp8_max 448 and 57344, margins 0, 1, 0.5, 2, -1.
-// A float margin (0.5) divides by the fp32 value of 2**0.5 as torch's CUDA div does with a CPU
-// scalar (a product with its fp32 reciprocal).
-TEST(DelayedScalingUnfused, ScaleIsTorchsEagerScaleOnTheGpu) {
-  const std::filesystem::path dir = std::filesystem::path(NVFP4_SOURCE_DIR) / "tests/recipes/data/te_unfused_update";
+// TE's _default_sf_compute (pytorch/quantization.py), sf = (fp8_max / amax) / 2**margin, the old
+// scale for an amax that is not > 0 or not finite, FLT_MAX for an infinite sf, as torch 2.11
+// evaluates it on an H100: eagerly (NVTE_TORCH_COMPILE=0) and compiled by torch.compile (TE's
+// default; Inductor + Triton 3.6). 6323 amaxes (powers of two and their neighbours, fp8_max
+// multiples, subnormals, the overflow edge, FLT_MAX, 0, -0, -1, Inf, NaN, random), fp8_max 448
+// and 57344, margins 0, 1, 0.5, 2, -1. NVFP4_TE_UNFUSED_UPDATE_DIR points the test at another
+// directory of the same files (the producer's --pack-all writes all 87,023 amaxes).
+void expect_the_gpus_unfused_scales(unfused_update_form form, const char* prefix) {
+  const char* other = std::getenv("NVFP4_TE_UNFUSED_UPDATE_DIR");
+  const std::filesystem::path dir =
+      other ? std::filesystem::path(other) : std::filesystem::path(NVFP4_SOURCE_DIR) / "tests/recipes/data/te_unfused_update";
   const std::vector<std::uint32_t> amaxes = io::read_npy(dir / "amax.npy").as<std::uint32_t>();
-  ASSERT_EQ(amaxes.size(), 6323u);
+  if (!other) {
+    ASSERT_EQ(amaxes.size(), 6323u);
+  }
   const float old_scale = 0.75f;  // the producer's starting scale, which no amax here maps to
   struct config { float margin; const char* tag; };
-  int checked = 0;
+  std::size_t checked = 0;
   for (const config& m : {config{0.0f, "0"}, config{1.0f, "1"}, config{0.5f, "0p5"}, config{2.0f, "2"}, config{-1.0f, "m1"}}) {
     for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
-      const std::string name = std::string("eager_") + (format == fp8_format::e4m3 ? "448" : "57344") + "_m" + m.tag + ".npy";
+      const std::string name = std::string(prefix) + (format == fp8_format::e4m3 ? "448" : "57344") + "_m" + m.tag + ".npy";
       const std::vector<std::uint32_t> expected = io::read_npy(dir / name).as<std::uint32_t>();
       ASSERT_EQ(expected.size(), amaxes.size()) << name;
       for (std::size_t i = 0; i < amaxes.size(); ++i) {
-        delayed_scaling_state s({.margin = m.margin, .amax_history_len = 1, .unfused_update = true}, format);
+        delayed_scaling_state s({.margin = m.margin, .amax_history_len = 1, .unfused_update = true, .unfused_form = form}, format);
         s.restore(std::vector<float>{0.0f}, old_scale);
         s.record(std::bit_cast<float>(amaxes[i]));
         s.update();
@@ -226,7 +231,47 @@ TEST(DelayedScalingUnfused, ScaleIsTorchsEagerScaleOnTheGpu) {
       }
     }
   }
-  EXPECT_EQ(checked, 10 * 6323);
+  EXPECT_EQ(checked, 10 * amaxes.size());
+}
+
+// A float margin (0.5) divides by the fp32 value of 2**0.5 as torch's CUDA div does with a CPU
+// scalar (a product with its fp32 reciprocal).
+TEST(DelayedScalingUnfused, EagerScaleIsTorchsEagerScaleOnTheGpu) {
+  expect_the_gpus_unfused_scales(unfused_update_form::torch_eager, "eager_");
+}
+
+// The compiled form's reciprocal is the H100's div.full.f32 (recipes/detail/div_full_reciprocal.hpp);
+// it differs from the eager scale for about one amax in eight here, by up to 7 ulp for subnormal
+// scales, and where r * fp8_max overflows but the folded product does not (margins 1 and 2).
+TEST(DelayedScalingUnfused, CompiledScaleIsTorchCompilesScaleOnAnH100) {
+  expect_the_gpus_unfused_scales(unfused_update_form::torch_compile_h100, "compiled_");
+}
+
+// The eager and compiled forms are different rules: the same amaxes give different scales.
+TEST(DelayedScalingUnfused, CompiledAndEagerFormsDiffer) {
+  int differ = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const float amax = 1.0f + static_cast<float>(i) * 0x1p-13f;
+    float scales[2];
+    for (const unfused_update_form form : {unfused_update_form::torch_eager, unfused_update_form::torch_compile_h100}) {
+      delayed_scaling_state s({.amax_history_len = 1, .unfused_update = true, .unfused_form = form}, fp8_format::e4m3);
+      s.record(amax);
+      s.update();
+      scales[form == unfused_update_form::torch_compile_h100] = s.scale();
+    }
+    differ += scales[0] != scales[1];
+  }
+  EXPECT_GT(differ, 50);
+  EXPECT_LT(differ, 250);
+}
+
+// A recipe switch takes the new recipe's update form along with its path (TE picks both per update).
+TEST(DelayedScalingUnfused, ASwitchTakesTheNewForm) {
+  delayed_scaling_state s({.amax_history_len = 2}, fp8_format::e4m3);
+  s.switch_to({.amax_history_len = 3, .unfused_update = true, .unfused_form = unfused_update_form::torch_compile_h100});
+  EXPECT_TRUE(s.unfused());
+  EXPECT_EQ(s.unfused_form(), unfused_update_form::torch_compile_h100);
+  EXPECT_EQ(s.amax_history().size(), 3u);
 }
 
 // A step whose tensor holds Inf and NaN, as TE runs it under DelayedScaling: its quantizer

@@ -4,7 +4,8 @@
 // earlier steps' amaxes (the delay). The update is TE's fused kernel, bit for bit (TE
 // common/recipe/delayed_scaling.cu, kernel_bulk, the path TE's PyTorch modules take), or on request
 // TE's unfused Python update (pytorch/quantization.py _amax_and_scale_update), which differs from
-// the kernel for steps with a zero or NaN amax and can round the scale an ulp apart.
+// the kernel for steps with a zero or NaN amax and can round the scale an ulp apart, evaluated as
+// eager torch or as TE's torch.compile'd form on an H100.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "nvfp4/detail/enum_names.hpp"
+#include "nvfp4/recipes/detail/div_full_reciprocal.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
 
 namespace nvfp4 {
@@ -23,6 +26,29 @@ enum class amax_compute_algorithm {
   max,         ///< the largest amax in the window (NaN entries ignored, as fmaxf does)
   most_recent  ///< the amax of the step just finished
 };
+
+/// How TE's unfused (Python) update evaluates its scale, (fp8_max / amax) / 2^margin; each form is
+/// named for what it reproduces bit for bit.
+enum class unfused_update_form {
+  /// Eager torch (NVTE_TORCH_COMPILE=0): fl(fl(fl(1 / amax) * fp8_max) * fl(1 / fl(2^margin))),
+  /// IEEE division. Any GPU, any CPU.
+  torch_eager,
+  /// TE's default, `torch.compile` (Inductor + Triton) on an H100 (sm_90): 1 / amax is PTX
+  /// div.full.f32, faithful but not correctly rounded, then fl(fl(r * fp8_max) * c) with c the
+  /// float of 1 / 2^margin, folded to fl(r * fl(fp8_max * c)) when c is a power of two (torch
+  /// 2.11, Triton 3.6). Other GPU generations were not measured.
+  torch_compile_h100
+};
+
+/// Its names in Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<unfused_update_form> {
+  static constexpr enum_entry<unfused_update_form> entries[] = {
+      {"torch_eager", unfused_update_form::torch_eager},
+      {"torch_compile_h100", unfused_update_form::torch_compile_h100}};
+};
+}  // namespace detail
 
 /// DelayedScaling with TE's field names and defaults. The GEMMs follow TE's Linear: fast
 /// accumulation in fprop, split accumulator in dgrad and wgrad (TE module/base.py _2X_ACC_*).
@@ -34,12 +60,13 @@ struct delayed_scaling {
   bool reduce_amax = true;  ///< across processes in TE; one process here, so it has no effect
   /// The update rule: false, TE's fused CUDA kernel (what TE runs by default); true, TE's Python
   /// update, which TE runs with NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax_compute_algo /
-  /// scaling_factor_compute_algo (see delayed_scaling_state::update), its scale as eager torch
-  /// computes it (NVTE_TORCH_COMPILE=0; bit-exact with an H100). TE compiles that function with
-  /// torch.compile by default, whose reciprocal (Triton's div.full.f32) is not correctly rounded
-  /// and is not reproduced here: about one scale in eight then lies 1-2 ulp away
-  /// (docs/recipes.md, "Eager and compiled unfused updates"). Not a TE recipe field.
+  /// scaling_factor_compute_algo (see delayed_scaling_state::update), its scale evaluated as
+  /// `unfused_form` says. Not a TE recipe field.
   bool unfused_update = false;
+  /// How the unfused update's scale is evaluated (docs/recipes.md, "Eager and compiled unfused
+  /// updates"); no effect on the fused update. Not a TE recipe field: TE picks it with
+  /// NVTE_TORCH_COMPILE.
+  unfused_update_form unfused_form = unfused_update_form::torch_eager;
   mm_params fp8_gemm_fprop{.use_split_accumulator = false};
   mm_params fp8_gemm_dgrad{.use_split_accumulator = true};
   mm_params fp8_gemm_wgrad{.use_split_accumulator = true};
@@ -63,7 +90,11 @@ class delayed_scaling_state {
   delayed_scaling_state() = default;
   /// Throws invalid_argument when the recipe is invalid.
   delayed_scaling_state(const delayed_scaling& recipe, fp8_format format)
-      : format_(format), algorithm_(recipe.amax_compute_algo), margin_(recipe.margin), unfused_(recipe.unfused_update) {
+      : format_(format),
+        algorithm_(recipe.amax_compute_algo),
+        margin_(recipe.margin),
+        unfused_(recipe.unfused_update),
+        unfused_form_(recipe.unfused_form) {
     recipe.validate();
     history_.assign(static_cast<std::size_t>(recipe.amax_history_len), 0.0f);
   }
@@ -80,17 +111,19 @@ class delayed_scaling_state {
   float margin() const { return margin_; }
   amax_compute_algorithm algorithm() const { return algorithm_; }
   bool unfused() const { return unfused_; }
+  unfused_update_form unfused_form() const { return unfused_form_; }
 
   /// A DelayedScaling -> DelayedScaling switch, as TE keeps the state (pytorch/module/base.py
   /// set_meta_tensor -> adjust_amax_history_length): scale and history kept, the history cut to
   /// its first `length` entries (history[:length]) or zero-padded at the end; the format, margin
-  /// and amax algorithm stay those the state was made with. `unfused` follows the new recipe
-  /// (TE chooses the update path at each update, not per state). Throws invalid_argument for
-  /// length < 1.
-  void switch_to(int length, bool unfused) {
-    detail::require(length >= 1, errc::invalid_argument, "delayed_scaling_state: amax_history_len must be at least 1");
-    history_.resize(static_cast<std::size_t>(length), 0.0f);
-    unfused_ = unfused;
+  /// and amax algorithm stay those the state was made with. The update path (`unfused_update`,
+  /// `unfused_form`) follows the new recipe (TE chooses it at each update, not per state). Throws
+  /// invalid_argument for an amax_history_len < 1.
+  void switch_to(const delayed_scaling& recipe) {
+    detail::require(recipe.amax_history_len >= 1, errc::invalid_argument, "delayed_scaling_state: amax_history_len must be at least 1");
+    history_.resize(static_cast<std::size_t>(recipe.amax_history_len), 0.0f);
+    unfused_ = recipe.unfused_update;
+    unfused_form_ = recipe.unfused_form;
   }
 
   /// Records the amax of a tensor just quantized with scale(): entry 0 keeps the largest seen in
@@ -108,11 +141,11 @@ class delayed_scaling_state {
   /// positive, else the old scale; an infinite scale becomes FLT_MAX.
   /// Unfused (TE's Python update): the amax is the max over the whole window (a NaN anywhere in it
   /// makes it NaN) for `max`, or a for `most_recent`; the history always rolls, even for a = 0.
-  /// Then scale = (fp8_max * (1 / amax)) / 2^margin, 1 / amax and the product each rounded to fp32
-  /// (torch evaluates `fp8_max / amax` so), when the amax is finite and positive, else the old
-  /// scale; an infinite scale becomes FLT_MAX. It can differ from the fused scale by an ulp. This
-  /// is eager torch's scale bit for bit on an H100, float margins included
-  /// (tests/recipes/data/te_unfused_update).
+  /// Then scale = (fp8_max * (1 / amax)) / 2^margin evaluated as `unfused_form` says (eager: 1 /
+  /// amax and each product rounded to fp32, as torch evaluates `fp8_max / amax`), when the amax is
+  /// finite and positive, else the old scale; an infinite scale becomes FLT_MAX. It can differ
+  /// from the fused scale by an ulp (eager) or a few (compiled). Each form is the GPU's scale bit
+  /// for bit on an H100, float margins included (tests/recipes/data/te_unfused_update).
   void update() {
     if (unfused_) return update_unfused();
     const float last = history_[0];
@@ -157,19 +190,33 @@ class delayed_scaling_state {
     // number is a product with the number's float reciprocal (PyTorch's div_true kernel for a CPU
     // scalar), exact for integer margins.
     float scale = scale_;
-    if (std::isfinite(amax) && amax > 0.0f) {
-      const float reciprocal = 1.0f / amax;
-      const float inverse_step = 1.0f / static_cast<float>(std::pow(2.0, static_cast<double>(margin_)));
-      scale = (reciprocal * fp8_max(format_)) * inverse_step;
-    }
+    if (std::isfinite(amax) && amax > 0.0f)
+      scale = unfused_form_ == unfused_update_form::torch_eager ? eager_scale(amax) : compiled_h100_scale(amax);
     if (std::isinf(scale)) scale = std::numeric_limits<float>::max();
     scale_ = scale;
+  }
+
+  float eager_scale(float amax) const {
+    const float reciprocal = 1.0f / amax;
+    const float inverse_step = 1.0f / static_cast<float>(std::pow(2.0, static_cast<double>(margin_)));
+    return (reciprocal * fp8_max(format_)) * inverse_step;
+  }
+
+  // Inductor's kernel: the Python constant 1 / 2**margin (a double) becomes a float, and the
+  // compiler multiplies by it separately unless it is a power of two, which it folds into fp8_max.
+  float compiled_h100_scale(float amax) const {
+    const float reciprocal = detail::div_full_reciprocal(amax);
+    const float inverse_step = static_cast<float>(1.0 / std::pow(2.0, static_cast<double>(margin_)));
+    int exponent = 0;
+    if (std::frexp(inverse_step, &exponent) == 0.5f) return reciprocal * (fp8_max(format_) * inverse_step);
+    return (reciprocal * fp8_max(format_)) * inverse_step;
   }
 
   fp8_format format_ = fp8_format::e4m3;
   amax_compute_algorithm algorithm_ = amax_compute_algorithm::max;
   float margin_ = 0.0f;
   bool unfused_ = false;
+  unfused_update_form unfused_form_ = unfused_update_form::torch_eager;
   std::vector<float> history_ = std::vector<float>(1, 0.0f);
   float scale_ = 1.0f;
 };

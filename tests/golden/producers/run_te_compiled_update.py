@@ -11,6 +11,7 @@ scale where amax is not > 0 or not finite; FLT_MAX where sf is Inf. fp8_max is a
 Needs torch with CUDA and Triton, numpy; no TransformerEngine.
 usage: run_te_compiled_update.py OUT_DIR            (on the GPU machine)
        run_te_compiled_update.py --pack NPZ DATA_DIR (here: the subset the C++ test reads, .npy)
+       run_te_compiled_update.py --pack-all NPZ DIR  (all amaxes, for NVFP4_TE_UNFUSED_UPDATE_DIR)
 Writes OUT_DIR/te_compiled_update.npz (the golden set), sweep.npz (a whole binade, for study),
 code.txt (Inductor's kernels and their PTX), log.txt.
 """
@@ -21,7 +22,7 @@ import traceback
 
 import numpy as np
 
-if __name__ == "__main__" and sys.argv[1:2] != ["--pack"]:
+if __name__ == "__main__" and sys.argv[1:2] not in (["--pack"], ["--pack-all"]):
     import torch
     import torch._dynamo
 
@@ -213,9 +214,11 @@ def main():
                 line for line in text.splitlines() if any(s in line for s in ("div", "rcp", "mul", "fma", ".entry"))))
 
 
-def pack(npz_path, data_dir):
-    """The C++ test's subset: every edge amax and ~1300 random ones, with torch's eager scales for
-    fp8_max 448 / 57344 and margins 0, 1, 0.5, 2, -1 (float32 bits, uint32 .npy)."""
+def pack(npz_path, data_dir, everything=False):
+    """The C++ test's subset: every edge amax and ~1300 random ones (all 87,023 with --pack-all),
+    with torch's eager and compiled scales for fp8_max 448 / 57344 and margins 0, 1, 0.5, 2, -1
+    (float32 bits, uint32 .npy). The compiled function ran four times per margin, alternating
+    fp8_max (Dynamo's recompiles); the runs of one fp8_max must agree, and one of each is kept."""
     d = np.load(npz_path)
     a = d["amax"].view(np.float32)
     n_random = 40000 + 20000 + 20000 + 2000
@@ -224,16 +227,23 @@ def pack(npz_path, data_dir):
     rng = np.random.default_rng(7)
     for lo, hi, count in ((0, 40000, 600), (40000, 60000, 300), (60000, 80000, 300), (80000, 82000, 100)):
         keep[rng.choice(np.arange(lo, hi), count, replace=False)] = True
+    if everything:
+        keep[:] = True
     os.makedirs(data_dir, exist_ok=True)
     np.save(os.path.join(data_dir, "amax.npy"), d["amax"][keep])
     for k in sorted(d.files):
         if k.startswith("eager_"):
             np.save(os.path.join(data_dir, k + ".npy"), d[k][keep])
+    for margin in ("m0", "m1", "m0p5", "m2", "mm1"):
+        for fp8_max, runs in (("448", ("call0", "call2")), ("57344", ("call1", "fresh"))):
+            first, second = (d[f"compiled_{fp8_max}_{margin}_{run}"] for run in runs)
+            assert np.array_equal(first, second), (fp8_max, margin)
+            np.save(os.path.join(data_dir, f"compiled_{fp8_max}_{margin}.npy"), first[keep])
     print("packed", int(keep.sum()), "amaxes into", data_dir)
 
 
-if len(sys.argv) == 4 and sys.argv[1] == "--pack":
-    pack(sys.argv[2], sys.argv[3])
+if len(sys.argv) == 4 and sys.argv[1] in ("--pack", "--pack-all"):
+    pack(sys.argv[2], sys.argv[3], everything=sys.argv[1] == "--pack-all")
     sys.exit(0)
 
 try:

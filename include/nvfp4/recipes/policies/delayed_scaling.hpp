@@ -35,7 +35,7 @@ class delayed_scaling_policy {
   /// DelayedScaling -> DelayedScaling, as TE keeps the states (module/base.py set_meta_tensor):
   /// scales and histories stay, cut or zero-padded to the new length (delayed_scaling_state::switch_to).
   void switch_to(const delayed_scaling& r) {
-    for (delayed_scaling_state& s : states_) s.switch_to(r.amax_history_len, r.unfused_update);
+    for (delayed_scaling_state& s : states_) s.switch_to(r);
     recipe_ = r;
   }
   const delayed_scaling& recipe() const { return recipe_; }
