@@ -16,8 +16,8 @@
 #include <sched.h>
 #endif
 
-#include "nvfp4/gemm/gemm.hpp"
-#include "nvfp4/gemm/packed_weight.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
+#include "nvfp4/gemm/fp4/packed_weight.hpp"
 #include "nvfp4/interop/eigen_gemm.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 
@@ -119,7 +119,7 @@ void BM_kernel_in_l1(benchmark::State& state) {
   using kernels = detail::compiled_mma_kernels;
   using scale_type = nvfp4_1x16::scale_type;
   constexpr int R = kernels::block_rows, C = kernels::block_tiles;
-  constexpr index_t k = 512, steps = k / mma::step_k, calls = 64;
+  constexpr index_t k = 512, steps = k / fp4::mma::step_k, calls = 64;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   std::vector<float> x(static_cast<std::size_t>(R * k)), w(static_cast<std::size_t>(C * detail::tile_lanes * k));
@@ -305,7 +305,7 @@ BENCHMARK(BM_nvfp4_gemm<gemm_mode::exact>)->Name("nvfp4_gemm_exact")->Apply(shap
 BENCHMARK(BM_nvfp4_gemm<gemm_mode::relaxed>)->Name("nvfp4_gemm_relaxed")->Apply(shapes);
 BENCHMARK(BM_nvfp4_gemm_packed<gemm_mode::exact>)->Name("nvfp4_gemm_exact_packed_weight")->Apply(decode_shape);
 BENCHMARK(BM_nvfp4_gemm_packed<gemm_mode::relaxed>)->Name("nvfp4_gemm_relaxed_packed_weight")->Apply(decode_shape);
-/// The kernels with the other schedule of the tile work (see gemm/simd/mma_amx.hpp), for comparison.
+/// The kernels with the other schedule of the tile work (see gemm/fp4/simd/mma_amx.hpp), for comparison.
 template <gemm_mode Mode>
 void BM_nvfp4_gemm_amx_phased(benchmark::State& state) {
 #if NVFP4_HAS_AVX512_VNNI && NVFP4_AMX_COMPILED

@@ -238,7 +238,7 @@ void BM_float_tile_kernel_in_l1(benchmark::State& state) {
 
 /// FP8 per-tensor GEMM (E4M3 x E4M3 current scaling) with the given tensor core and mode, split
 /// accumulation every 128; and the MXFP8 GEMM.
-template <mma8::tensor_core Core, gemm_mode Mode>
+template <fp8::mma::tensor_core Core, gemm_mode Mode>
 void BM_fp8_gemm(benchmark::State& state) {
   set_threads(state);
   const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
@@ -259,7 +259,7 @@ template <gemm_mode Mode>
 void BM_fp8_kernel_in_l1(benchmark::State& state) {
   namespace f8 = fp8_gemm_detail;
   constexpr int rows = f8::block_rows, tiles = f8::block_tiles;
-  constexpr index_t k = 128, steps = k / mma8::step_k, calls = 64, stride = tiles * f8::lanes;
+  constexpr index_t k = 128, steps = k / fp8::mma::step_k, calls = 64, stride = tiles * f8::lanes;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   std::vector<float> x(static_cast<std::size_t>(rows * k)), w(static_cast<std::size_t>(stride * k));
@@ -272,7 +272,7 @@ void BM_fp8_kernel_in_l1(benchmark::State& state) {
   f8::row_staging staged;
   f8::stage_rows(a, 0, rows, 0, steps, parts, staged);
   std::vector<f8::column_tile> packed(tiles);
-  f8::step_block blk{&a, &staged, 0, rows, &b, {}, {}, tiles, mma8::tensor_core::hopper, Mode};
+  f8::step_block blk{&a, &staged, 0, rows, &b, {}, {}, tiles, fp8::mma::tensor_core::hopper, Mode};
   for (int t = 0; t < tiles; ++t) {
     f8::pack_tile(b, t * f8::lanes, packed[static_cast<std::size_t>(t)], parts);
     blk.tiles[t] = &packed[static_cast<std::size_t>(t)];
@@ -337,9 +337,9 @@ BENCHMARK(BM_eigen_step)->Name("eigen_step_fp32")->Apply([](auto* b) { step_shap
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_step)->Name("openblas_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
 #endif
-BENCHMARK(BM_fp8_gemm<mma8::tensor_core::hopper, gemm_mode::exact>)->Name("fp8_gemm_hopper_exact")->Apply(gemm_shapes);
-BENCHMARK(BM_fp8_gemm<mma8::tensor_core::blackwell, gemm_mode::exact>)->Name("fp8_gemm_blackwell_exact")->Apply(gemm_shapes);
-BENCHMARK(BM_fp8_gemm<mma8::tensor_core::hopper, gemm_mode::relaxed>)->Name("fp8_gemm_relaxed")->Apply(gemm_shapes);
+BENCHMARK(BM_fp8_gemm<fp8::mma::tensor_core::hopper, gemm_mode::exact>)->Name("fp8_gemm_hopper_exact")->Apply(gemm_shapes);
+BENCHMARK(BM_fp8_gemm<fp8::mma::tensor_core::blackwell, gemm_mode::exact>)->Name("fp8_gemm_blackwell_exact")->Apply(gemm_shapes);
+BENCHMARK(BM_fp8_gemm<fp8::mma::tensor_core::hopper, gemm_mode::relaxed>)->Name("fp8_gemm_relaxed")->Apply(gemm_shapes);
 BENCHMARK(BM_mxfp8_gemm<gemm_mode::exact>)->Name("mxfp8_gemm_exact")->Apply(gemm_shapes);
 BENCHMARK(BM_mxfp8_gemm<gemm_mode::relaxed>)->Name("mxfp8_gemm_relaxed")->Apply(gemm_shapes);
 BENCHMARK(BM_fp8_kernel_in_l1<gemm_mode::exact>)->Name("fp8_hopper_exact_kernel_in_l1")->Unit(benchmark::kMicrosecond);

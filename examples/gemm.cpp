@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "example_support.hpp"
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/interop/eigen.hpp"
 #include "nvfp4/interop/eigen_gemm.hpp"
 #include "nvfp4/nvfp4.hpp"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <span>
 
-#include "nvfp4/gemm/fp8_gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "bind_support.hpp"
 
 namespace nvfp4_python {
@@ -15,8 +15,8 @@ namespace {
 
 fp8_format parse_fp8_format(const std::string& f) { return detail::parse_name<fp8_format>(f, "format"); }
 /// "hopper" or "blackwell"; `what` names the argument in the error.
-mma8::tensor_core parse_core(const std::string& c, const char* what = "core") {
-  return detail::parse_name<mma8::tensor_core>(c, what);
+fp8::mma::tensor_core parse_core(const std::string& c, const char* what = "core") {
+  return detail::parse_name<fp8::mma::tensor_core>(c, what);
 }
 quantized_axis parse_axis(const std::string& axis) { return detail::parse_name<quantized_axis>(axis, "axis"); }
 fp8_block_shape parse_block(const std::string& b) {

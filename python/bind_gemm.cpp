@@ -4,7 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "bind_support.hpp"
 
 namespace nvfp4_python {

@@ -1,12 +1,14 @@
 # scripts/check_layers.cmake: the layering check (ctest test `layering`, run by
 # `cmake --workflow --preset test`). Fails when
 #  1. a header under include/nvfp4/ includes a header of a higher layer (the table below), or
-#     another folder's internals: nvfp4/<folder>/.../detail/ is for <folder>'s own headers only
-#     (helpers several folders share live in include/nvfp4/detail/ or simd/), or
+#     another folder's internals: nvfp4/<folder>/detail/ (and a layer's <folder>/simd/) is for the
+#     headers under <folder>/ only, at any depth (gemm/fp4/detail/ for gemm/fp4/, gemm/detail/
+#     for all of gemm/); helpers several folders share live in the folder above them, in
+#     include/nvfp4/detail/ or in simd/, or
 #  2. an ISA macro (__AVX*, __SSE*, __FMA__, __F16C__, __AMX*, NVFP4_HAS_* but NVFP4_HAS_OPENMP,
 #     NVFP4_AMX_*) appears in the library, the tools, the examples or the bindings outside
 #     config.hpp (which defines the NVFP4_HAS_* macros), the dispatch point (simd/dispatch.hpp)
-#     and the ISA folders (include/nvfp4/simd/ and any include/nvfp4/<layer>/simd/, whose headers
+#     and the ISA folders (include/nvfp4/simd/ and any include/nvfp4/<layer>/.../simd/, whose headers
 #     only make their own code vanish when their ISA is not compiled in). Tests and benchmarks
 #     may name them: they reach one ISA's kernels on purpose.
 #  3. OpenMP is used outside simd/parallel.hpp: a `#pragma omp` anywhere in the library, the tools,
@@ -77,8 +79,16 @@ foreach(header IN LISTS headers)
     elseif(target_rank GREATER rank)
       list(APPEND failures "include/nvfp4/${header} (layer ${layer}, rank ${rank}) includes nvfp4/${target} (layer ${target_layer}, rank ${target_rank}): an upward include")
     endif()
-    if(target MATCHES "^[^/]+/(.*/)?detail/" AND NOT target_layer STREQUAL layer)
-      list(APPEND failures "include/nvfp4/${header} includes nvfp4/${target}: another folder's detail/ (move what both need down to include/nvfp4/detail/ or simd/)")
+    # A folder's internals (its detail/, and the simd/ of a layer folder) belong to that folder,
+    # nested ones included: nvfp4/gemm/fp4/detail/ is for headers under gemm/fp4/ only, while
+    # nvfp4/gemm/detail/ serves all of gemm/ (its families too). The top-level detail/ and simd/
+    # (no folder before them) are shared by every layer.
+    if(target MATCHES "^(([^/]+/)+)(detail|simd)/")
+      set(owner "${CMAKE_MATCH_1}")
+      string(FIND "${header}" "${owner}" owner_at)
+      if(NOT owner_at EQUAL 0)
+        list(APPEND failures "include/nvfp4/${header} includes nvfp4/${target}: another folder's ${CMAKE_MATCH_3}/ (${owner}${CMAKE_MATCH_3}/ is for the headers under ${owner} only: move what both need down to the folder they share, include/nvfp4/detail/ or simd/)")
+      endif()
     endif()
   endforeach()
 endforeach()
@@ -98,7 +108,7 @@ endforeach()
 foreach(path IN LISTS sources)
   file(RELATIVE_PATH relative "${SOURCE_DIR}" "${path}")
   if(relative STREQUAL "include/nvfp4/config.hpp" OR relative STREQUAL "include/nvfp4/simd/dispatch.hpp" OR
-     relative MATCHES "^include/nvfp4/simd/" OR relative MATCHES "^include/nvfp4/[a-z_0-9]+/simd/")
+     relative MATCHES "^include/nvfp4/simd/" OR relative MATCHES "^include/nvfp4/[a-z_0-9]+/([a-z_0-9]+/)*simd/")
     continue()
   endif()
   file(STRINGS "${path}" lines REGEX "${isa_pattern}")

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "cli_support.hpp"
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/metrics/error_metrics.hpp"
 #include "nvfp4/simd/parallel.hpp"
 

@@ -6,7 +6,7 @@
 #include "nvfp4/config.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats.hpp"
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/metrics/error_metrics.hpp"
 #include "nvfp4/nn/linear.hpp"
 #include "nvfp4/random/philox.hpp"

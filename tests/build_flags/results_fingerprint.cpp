@@ -43,7 +43,7 @@ int main() {
       {nvfp4_block_scaling{}, {.seed = 1, .nvfp4_amax = nn::percentile_amax_rule(0.99)}},
       {float8_current_scaling{}, {.bias = true}},
       {float8_current_scaling{}, {.mode = gemm_mode::relaxed}},
-      {float8_current_scaling{}, {.fp8_tensor_core = mma8::tensor_core::blackwell}},
+      {float8_current_scaling{}, {.fp8_tensor_core = fp8::mma::tensor_core::blackwell}},
       {delayed_scaling{}, {}},
       {float8_block_scaling{}, {}},
       {mxfp8_block_scaling{}, {}},

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "nvfp4/gemm/fp8_mma_model.hpp"
+#include "nvfp4/gemm/fp8/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/io/checkpoint_formats.hpp"
 #include "nvfp4/recipes/no_quantization.hpp"
@@ -46,7 +46,7 @@ TEST(EnumNames, EveryTableIsOneToOne) {
   expect_table_consistent<quantized_axis>(2);
   expect_table_consistent<fp8_format>(2);
   expect_table_consistent<fp8_block_shape>(2);
-  expect_table_consistent<mma8::tensor_core>(2);
+  expect_table_consistent<fp8::mma::tensor_core>(2);
   expect_table_consistent<high_precision>(2);
   expect_table_consistent<io::checkpoint_format>(4);
   expect_table_consistent<quantizer_flavor>(5);
@@ -65,8 +65,8 @@ TEST(EnumNames, SpellingsFilesAndUsersWrite) {
   EXPECT_STREQ(fp8_format_name(fp8_format::e4m3), "e4m3");
   EXPECT_STREQ(detail::name_of(fp8_block_shape::block_1x128), "1x128");
   EXPECT_STREQ(detail::name_of(fp8_block_shape::block_128x128), "128x128");
-  EXPECT_STREQ(detail::name_of(mma8::tensor_core::hopper), "hopper");
-  EXPECT_STREQ(detail::name_of(mma8::tensor_core::blackwell), "blackwell");
+  EXPECT_STREQ(detail::name_of(fp8::mma::tensor_core::hopper), "hopper");
+  EXPECT_STREQ(detail::name_of(fp8::mma::tensor_core::blackwell), "blackwell");
   EXPECT_STREQ(high_precision_name(high_precision::bf16), "bf16");
   // compressed-tensors' own quant_method spelling; the CLI's flavor spelling is an alias.
   EXPECT_STREQ(io::checkpoint_format_name(io::checkpoint_format::compressed_tensors), "compressed-tensors");
@@ -82,7 +82,7 @@ TEST(EnumNames, SpellingsFilesAndUsersWrite) {
 }
 
 TEST(EnumNames, ParseNameRefusesAnUnknownNameListingTheAccepted) {
-  EXPECT_EQ(detail::parse_name<mma8::tensor_core>("blackwell", "core"), mma8::tensor_core::blackwell);
+  EXPECT_EQ(detail::parse_name<fp8::mma::tensor_core>("blackwell", "core"), fp8::mma::tensor_core::blackwell);
   try {
     (void)detail::parse_name<gemm_mode>("fast", "mode");
     FAIL() << "no error";

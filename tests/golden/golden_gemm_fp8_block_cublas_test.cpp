@@ -11,7 +11,7 @@
 #include <cstdio>
 
 #include "golden/golden_support.hpp"
-#include "nvfp4/gemm/fp8_gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 
 namespace nvfp4 {
@@ -65,7 +65,7 @@ bool check_gemm_case(const nlohmann::json& c) {
     const bool hardware = epilogue == fp8_block_epilogue::hardware;
     // TE's order is held to the GPU's bits only where the orders agree: power-of-two scales.
     if (!hardware && !c.at("power_of_2_scales").get<bool>()) continue;
-    const fp8_gemm_options options{.core = mma8::tensor_core::hopper, .promotion_interval = 128, .block_epilogue = epilogue};
+    const fp8_gemm_options options{.core = fp8::mma::tensor_core::hopper, .promotion_interval = 128, .block_epilogue = epilogue};
     std::vector<float> d(static_cast<std::size_t>(m * n));
     std::vector<bf16> d16(d.size());
     fp8_gemm(a, b, matrix_view<float>::row_major(d.data(), m, n), options);
@@ -97,7 +97,7 @@ TEST(GoldenGemmFp8BlockCublas, EveryCaseBitForBit) {
       const auto b = block_operand(c, "b", "b_scale_inv", "b_block", n, k);
       std::vector<float> d(static_cast<std::size_t>(m * n));
       fp8_gemm(a, b, matrix_view<float>::row_major(d.data(), m, n),
-               {.core = mma8::tensor_core::hopper, .promotion_interval = 128, .block_epilogue = fp8_block_epilogue::te_reference});
+               {.core = fp8::mma::tensor_core::hopper, .promotion_interval = 128, .block_epilogue = fp8_block_epilogue::te_reference});
       std::vector<std::uint32_t> want;
       for (float v : golden::load_as<float>(c, "d")) want.push_back(std::bit_cast<std::uint32_t>(v));
       te_differs += count_differences(d, want, "", false);

@@ -9,7 +9,7 @@
 #include <bit>
 
 #include "golden/golden_support.hpp"
-#include "nvfp4/gemm/fp8_gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 
 namespace nvfp4 {
 namespace {
@@ -54,7 +54,7 @@ bool check_cublas_case(const nlohmann::json& c) {
   const bool split = c.at("use_split_accumulator");
   std::vector<float> d(static_cast<std::size_t>(m * n));
   fp8_gemm(a, b, matrix_view<float>::row_major(d.data(), m, n),
-           {.core = mma8::tensor_core::hopper, .promotion_interval = split ? 128 : 0});
+           {.core = fp8::mma::tensor_core::hopper, .promotion_interval = split ? 128 : 0});
   return mismatches(d, golden::load_as<float>(c, "d"), n, "fp8_gemm") == 0;
 }
 
@@ -86,7 +86,7 @@ bool check_epilogue_case(const nlohmann::json& c) {
   const auto b = operand(c, "b", "b_format", n, k, per_row, golden::load_as<float>(c, "b_scale_inv"));
   std::vector<float> bias;
   if (c.contains("bias_bf16")) bias = golden::load_bf16_as_float(c, "bias_bf16");
-  const fp8_gemm_options options{.core = mma8::tensor_core::hopper,
+  const fp8_gemm_options options{.core = fp8::mma::tensor_core::hopper,
                                  .promotion_interval = c.at("use_split_accumulator").get<bool>() ? 128 : 0,
                                  .bias = bias};
   if (c.at("out_dtype") == "float32") return run_epilogue(c, a, b, options, golden::load_as<float>(c, "d")) == 0;

@@ -6,7 +6,7 @@
 #include <bit>
 
 #include "golden/golden_support.hpp"
-#include "nvfp4/gemm/fp8_gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 
 namespace nvfp4 {
 namespace {
@@ -47,7 +47,7 @@ int run_mx(const nlohmann::json& c, index_t m, index_t n, index_t k, matrix_view
   for (bool fast_path : {false, true}) {
     std::vector<float> d(static_cast<std::size_t>(m * n));
     const auto d_view = matrix_view<float>::row_major(d.data(), m, n);
-    const fp8_gemm_options options{.core = mma8::tensor_core::blackwell, .promotion_interval = 0};
+    const fp8_gemm_options options{.core = fp8::mma::tensor_core::blackwell, .promotion_interval = 0};
     if (fast_path) {
       mxfp8_mma(a, b, c_view, d_view, options);
     } else {
@@ -72,7 +72,7 @@ bool check_case(const nlohmann::json& c) {
     return run_mx<mxfp8_e5m2, mxfp8_e5m2>(c, m, n, k, c_view, expected) == 0;
   }
   EXPECT_TRUE(arch == "hopper_wgmma" || arch == "blackwell_f8f6f4") << arch;
-  const auto core = arch == "hopper_wgmma" ? mma8::tensor_core::hopper : mma8::tensor_core::blackwell;
+  const auto core = arch == "hopper_wgmma" ? fp8::mma::tensor_core::hopper : fp8::mma::tensor_core::blackwell;
   const auto a = codes_tensor(m, k, fa, golden::load_as<std::uint8_t>(c, "a"));
   const auto b = codes_tensor(n, k, fb, golden::load_as<std::uint8_t>(c, "b"));
   int mismatches = 0;

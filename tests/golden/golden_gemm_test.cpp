@@ -6,7 +6,7 @@
 #include <bit>
 
 #include "golden/golden_support.hpp"
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 
 namespace nvfp4 {
 namespace {

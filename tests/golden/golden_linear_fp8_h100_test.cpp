@@ -86,7 +86,7 @@ int run_step(nn::linear& layer, const nlohmann::json& s, high_precision dtype) {
 }
 
 nn::linear_options layer_options(high_precision dtype) {
-  return {.dtype = dtype, .fp8_tensor_core = mma8::tensor_core::hopper, .promotion_interval = 128};
+  return {.dtype = dtype, .fp8_tensor_core = fp8::mma::tensor_core::hopper, .promotion_interval = 128};
 }
 
 bool check_current_case(const nlohmann::json& c) {

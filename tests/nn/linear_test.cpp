@@ -189,7 +189,7 @@ TEST(Linear, Nvfp4AmaxRuleIsRefusedWhereItCannotApply) {
 TEST(Linear, Fp8CurrentScalingComposes) {
   const inputs in;
   const float8_current_scaling r{.use_power_2_scales = true};
-  const nn::linear_options options{.bias = true, .fp8_tensor_core = mma8::tensor_core::blackwell, .promotion_interval = 64};
+  const nn::linear_options options{.bias = true, .fp8_tensor_core = fp8::mma::tensor_core::blackwell, .promotion_interval = 64};
   const layer_run got = run_layer(r, options, in);
   const auto x8 = quantize_fp8_current(cview(in.x, M, K), fp8_format::e4m3, {.power_2_scale = true});
   const auto w8 = quantize_fp8_current(cview(in.w, N, K), fp8_format::e4m3, {.power_2_scale = true});
@@ -199,8 +199,8 @@ TEST(Linear, Fp8CurrentScalingComposes) {
   const auto w8t = quantize_fp8_with_scale(cview(in.w, N, K).transposed(), fp8_format::e4m3, w8.scale());
   const auto g8t = quantize_fp8_with_scale(cview(in.dy, M, N).transposed(), fp8_format::e5m2, g8.scale());
   const auto bias = to_bf16(in.b);  // TE's linear.py: a quantized GEMM's bias in bf16
-  const fp8_gemm_options fast_accumulation{.core = mma8::tensor_core::blackwell, .promotion_interval = 0, .bias = bias};
-  const fp8_gemm_options split{.core = mma8::tensor_core::blackwell, .promotion_interval = 64};
+  const fp8_gemm_options fast_accumulation{.core = fp8::mma::tensor_core::blackwell, .promotion_interval = 0, .bias = bias};
+  const fp8_gemm_options split{.core = fp8::mma::tensor_core::blackwell, .promotion_interval = 64};
   layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
   fp8_gemm(x8, w8, mview(want.y, M, N), fast_accumulation);  // fprop: use_split_accumulator = false
   fp8_gemm(g8, w8t, mview(want.dx, M, K), split);
@@ -267,7 +267,7 @@ TEST(Linear, Mxfp8Composes) {
   for (recipe_format format : {recipe_format::e4m3, recipe_format::hybrid}) {
     const layer_run got = run_layer(mxfp8_block_scaling{.fp8_format = format}, {.mode = gemm_mode::exact}, in);
     const auto x = cview(in.x, M, K), w = cview(in.w, N, K), dy = cview(in.dy, M, N);
-    const fp8_gemm_options mx{.core = mma8::tensor_core::blackwell, .promotion_interval = 0};
+    const fp8_gemm_options mx{.core = fp8::mma::tensor_core::blackwell, .promotion_interval = 0};
     layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
     mxfp8_gemm(quantize_mxfp8_te<mxfp8>(x), quantize_mxfp8_te<mxfp8>(w), mview(want.y, M, N), mx);
     const auto compose_backward = [&]<class G>() {

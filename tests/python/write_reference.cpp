@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "nvfp4/gemm/fp8_gemm.hpp"
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
 #include "nvfp4/nn/amax_percentile.hpp"
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     io::write_npy(dir / "fp8_gemm_blockwise.npy", array_of(d, io::npy_dtype::float32, rows, b_rows));
     const std::vector<float> bias = input(b_rows, 4);
     fp8_gemm_options blackwell;
-    blackwell.core = mma8::tensor_core::blackwell;
+    blackwell.core = fp8::mma::tensor_core::blackwell;
     blackwell.promotion_interval = 0;
     blackwell.bias = bias;
     std::vector<bf16> d_fp8_bf16(static_cast<std::size_t>(rows * b_rows));

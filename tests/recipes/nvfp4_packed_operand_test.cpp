@@ -11,7 +11,7 @@
 #include <bit>
 #include <vector>
 
-#include "nvfp4/gemm/reference.hpp"
+#include "nvfp4/gemm/fp4/reference.hpp"
 #include "test_support.hpp"
 
 #if NVFP4_HAS_OPENMP

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
 #include "nvfp4/io/safetensors.hpp"

@@ -3,7 +3,7 @@
 // here, and the dequantize-then-Eigen baseline a user would write without this library's MMA model.
 #pragma once
 
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/interop/eigen.hpp"
 
 namespace nvfp4::eigen {

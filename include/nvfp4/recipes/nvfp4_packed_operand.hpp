@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "nvfp4/gemm/packed_weight.hpp"
+#include "nvfp4/gemm/fp4/packed_weight.hpp"
 #include "nvfp4/recipes/nvfp4_recipe.hpp"
 
 namespace nvfp4 {

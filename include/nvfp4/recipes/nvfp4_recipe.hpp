@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/recipes/nvfp4_amax_rule.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
 #include "nvfp4/scaling/four_over_six.hpp"
@@ -295,37 +295,20 @@ void nvfp4_gemm_parts(const nvfp4_operand& a, const nvfp4_tensor& b, float b_e4m
           "nvfp4_gemm: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", expected " + std::to_string(m) +
               "x" + std::to_string(n));
   check_gemm_operands(a.tensor, b);
-  // The MMA writes straight into a contiguous fp32 output (no fresh buffer to touch), else into d.
-  std::vector<float> d;
-  matrix_view<float> d_view;
-  if constexpr (std::is_same_v<Out, float>) {
-    if (out.rows_contiguous() && out.row_stride() == n) d_view = out;
-  }
-  if (d_view.data() == nullptr) {
-    d.resize(static_cast<std::size_t>(m * n));
-    d_view = matrix_view<float>::row_major(d.data(), m, n);
-  }
-  block_scaled_mma_fast(a.tensor, b, b_packed, matrix_view<const float>{}, store_to_matrix{d_view}, mode);
+  // TE's epilogue (the FP4 GEMM's one, gemm/fp4/gemm.hpp): alpha from the amaxes, or the factor
+  // alone with the row amaxes applied per output.
   const float factor = nvfp4_alpha_factor(a.e4m3_max, b_e4m3_max);
-  const bool row_scaled = a.row_scaled() || b_row_scaled;
-  const float alpha = row_scaled ? factor : materialize(a.tensor.amax() * b.amax()) * factor;
-  simd::parallel_ranges(m, simd::worth_parallel(m * n), [&](index_t begin, index_t end) {
-    for (index_t i = begin; i < end; ++i)
-      for (index_t j = 0; j < n; ++j) {
-        float value = materialize(alpha * d_view(i, j));
-        if (row_scaled) {
-          const float r = a.row_scaled() ? a.row_amax[static_cast<std::size_t>(i)] : a.tensor.amax();
-          const float c = b_row_scaled ? b_row_amax[static_cast<std::size_t>(j)] : b.amax();
-          value = (a.row_scaled() && b_row_scaled) ? materialize(materialize(value * r) * c) : materialize(value * materialize(r * c));
-        }
-        if (!bias.empty()) value += bias[static_cast<std::size_t>(j)];
-        if constexpr (std::is_same_v<Out, float>) {
-          out(i, j) = value;
-        } else {
-          out(i, j) = bf16::from_float(value);
-        }
-      }
-  });
+  fp4_epilogue epilogue;
+  epilogue.row_scaled = a.row_scaled() || b_row_scaled;
+  epilogue.alpha = epilogue.row_scaled ? factor : materialize(a.tensor.amax() * b.amax()) * factor;
+  if (epilogue.row_scaled) {
+    epilogue.a_rows = a.row_amax;
+    epilogue.b_rows = b_row_amax;
+    epilogue.a_factor = a.tensor.amax();
+    epilogue.b_factor = b.amax();
+  }
+  epilogue.bias = bias;
+  fp4_gemm_checked(a.tensor, b, b_packed, out, epilogue, mode, false);
 }
 }  // namespace detail
 

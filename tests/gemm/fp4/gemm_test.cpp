@@ -1,7 +1,7 @@
-// Tests for nvfp4/gemm/gemm.hpp: the fast path equals the reference bit for bit on random operands
+// Tests for nvfp4/gemm/fp4/gemm.hpp: the fast path equals the reference bit for bit on random operands
 // over every corner of §6 (exact and relaxed modes, 1 and 2 threads), the epilogue, bad input.
 // NVFP4_TEST_ALL_ISAS
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 
 #include <gtest/gtest.h>
 

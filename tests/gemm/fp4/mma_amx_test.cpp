@@ -1,10 +1,10 @@
-// Tests for nvfp4/gemm/simd/mma_amx.hpp: the AMX kernels equal the reference bit for bit (exact
+// Tests for nvfp4/gemm/fp4/simd/mma_amx.hpp: the AMX kernels equal the reference bit for bit (exact
 // and relaxed, NVFP4 and MXFP4, 1 and 2 threads) on random operands of every style they accept,
 // through the real tile unit where the machine has AMX (otherwise skipped, saying so) and through
 // a model of the tile unit everywhere (tests/gemm/emulated_tiles.hpp), which checks the kernels'
 // logic on any AVX-512 machine. Also: which operands the kernels accept, and the edges of the
 // exact kernels' fp32 sum, AMX and AVX-512 (a span of 3 binades stays in fp32, 4 goes to double).
-#include "nvfp4/gemm/simd/mma_amx.hpp"
+#include "nvfp4/gemm/fp4/simd/mma_amx.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "emulated_tiles.hpp"
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "random_operands.hpp"
 
 #if NVFP4_HAS_OPENMP

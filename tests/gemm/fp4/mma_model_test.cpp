@@ -1,7 +1,7 @@
-// Tests for nvfp4/gemm/mma_model.hpp: one directed test per rule of docs/numerics_spec.md §6, each with an
+// Tests for nvfp4/gemm/fp4/mma_model.hpp: one directed test per rule of docs/numerics_spec.md §6, each with an
 // expected value worked out by hand, run through the reference GEMM and the public (fast) one.
 // NVFP4_TEST_ALL_ISAS
-#include "nvfp4/gemm/mma_model.hpp"
+#include "nvfp4/gemm/fp4/mma_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 
 namespace nvfp4 {
@@ -46,16 +46,16 @@ float mma_one(const quantized_tensor<Format>& a, const quantized_tensor<Format>&
 std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
 
 TEST(MmaRule1, ScalesSplitIntoSignificandAndClampedExponent) {
-  EXPECT_EQ(mma::decompose(ue4m3::from_bits(0x38)).m_eighths, 8);   // 1.0 = 8/8 * 2^0
-  EXPECT_EQ(mma::decompose(ue4m3::from_bits(0x38)).exponent, 0);
-  EXPECT_EQ(mma::decompose(ue4m3::from_bits(0x7E)).m_eighths, 14);  // 448 = 14/8 * 2^8
-  EXPECT_EQ(mma::decompose(ue4m3::from_bits(0x7E)).exponent, 8);
-  EXPECT_EQ(mma::decompose(ue4m3::from_bits(0x01)).m_eighths, 1);   // 2^-9 = 1/8 * 2^-6 (m < 1)
-  EXPECT_EQ(mma::decompose(ue4m3::from_bits(0x01)).exponent, -6);
-  EXPECT_EQ(mma::decompose(ue4m3::from_bits(0xB8)).m_eighths, 8);   // sign bit ignored
-  EXPECT_TRUE(mma::decompose(ue4m3::from_bits(0xFF)).is_nan);
-  EXPECT_EQ(mma::decompose(e8m0::from_bits(0x80)).exponent, 1);
-  EXPECT_EQ(mma::decompose(e8m0::from_bits(0x80)).m_eighths, 8);
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x38)).m_eighths, 8);   // 1.0 = 8/8 * 2^0
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x38)).exponent, 0);
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x7E)).m_eighths, 14);  // 448 = 14/8 * 2^8
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x7E)).exponent, 8);
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x01)).m_eighths, 1);   // 2^-9 = 1/8 * 2^-6 (m < 1)
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x01)).exponent, -6);
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0xB8)).m_eighths, 8);   // sign bit ignored
+  EXPECT_TRUE(fp4::mma::decompose(ue4m3::from_bits(0xFF)).is_nan);
+  EXPECT_EQ(fp4::mma::decompose(e8m0::from_bits(0x80)).exponent, 1);
+  EXPECT_EQ(fp4::mma::decompose(e8m0::from_bits(0x80)).m_eighths, 8);
 }
 
 TEST(MmaRule2, GroupSumsAreExact) {
@@ -97,9 +97,9 @@ TEST(MmaRule3, EveryGroupTakesPartInTheAlignmentWhateverItsProducts) {
 
   // A zero UE4M3 scale (either sign bit) is m = 0, e = -126.
   for (std::uint8_t zero : {std::uint8_t{0x00}, std::uint8_t{0x80}}) {
-    EXPECT_EQ(mma::decompose(ue4m3::from_bits(zero)).m_eighths, 0);
-    EXPECT_EQ(mma::decompose(ue4m3::from_bits(zero)).exponent, -126);
-    EXPECT_FALSE(mma::decompose(ue4m3::from_bits(zero)).is_nan);
+    EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(zero)).m_eighths, 0);
+    EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(zero)).exponent, -126);
+    EXPECT_FALSE(fp4::mma::decompose(ue4m3::from_bits(zero)).is_nan);
   }
 }
 

@@ -1,9 +1,9 @@
-// Tests for nvfp4/gemm/packed_weight.hpp: products with a weight packed once equal the reference bit
+// Tests for nvfp4/gemm/fp4/packed_weight.hpp: products with a weight packed once equal the reference bit
 // for bit (exact and relaxed, NVFP4 and MXFP4, every operand style, 1 and 2 threads, several A
 // against one packed B), gemm()'s epilogue gives what it gives with the plain tensor, a packed
 // weight stays right when the kernel choice changes after packing, and bad shapes are refused.
 // NVFP4_TEST_ALL_ISAS
-#include "nvfp4/gemm/packed_weight.hpp"
+#include "nvfp4/gemm/fp4/packed_weight.hpp"
 
 #include <gtest/gtest.h>
 

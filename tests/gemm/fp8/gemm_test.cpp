@@ -1,4 +1,4 @@
-// Tests of nvfp4/gemm/fp8_gemm.hpp: the split accumulator against the plain chain on a hand-worked
+// Tests of nvfp4/gemm/fp8/gemm.hpp: the split accumulator against the plain chain on a hand-worked
 // case, the per-tensor and block-scaled epilogues (which scale is applied first), bias and bf16
 // output, the MXFP8 GEMM against its MMA, fast == reference on every ISA build for any thread
 // count (kernels, their edges, the epilogue with bias, bf16 and strided outputs), and bad input.
@@ -16,13 +16,13 @@
 #include <omp.h>
 #endif
 
-#include "nvfp4/gemm/fp8_gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "test_support.hpp"
 
 namespace nvfp4 {
 namespace {
 
-using mma8::tensor_core;
+using fp8::mma::tensor_core;
 
 fp8_tensor codes(index_t rows, index_t cols, fp8_format f, std::initializer_list<std::pair<index_t, std::uint8_t>> set) {
   fp8_tensor t(rows, cols, f);

@@ -1,4 +1,4 @@
-// Tests of nvfp4/gemm/fp8_mma_model.hpp against hand-worked steps of docs/numerics_spec.md §9: the element
+// Tests of nvfp4/gemm/fp8/mma_model.hpp against hand-worked steps of docs/numerics_spec.md §9: the element
 // decomposition, each tensor core's alignment (13 / 25 fractional bits) and result width (13 / 23
 // bits), truncation toward zero of each term, gradual underflow at the result's granularity,
 // overflow, NaN / Inf rules, E8M0 block scales, and the relaxed step.
@@ -9,19 +9,19 @@
 #include <limits>
 #include <vector>
 
-#include "nvfp4/gemm/fp8_mma_model.hpp"
+#include "nvfp4/gemm/fp8/mma_model.hpp"
 
 namespace nvfp4 {
 namespace {
 
-using mma8::tensor_core;
+using fp8::mma::tensor_core;
 constexpr auto e4 = fp8_format::e4m3;
 constexpr auto e5 = fp8_format::e5m2;
 
 /// A step whose first elements are the given codes (the rest zero).
 struct step_input {
-  std::uint8_t a[mma8::step_k] = {};
-  std::uint8_t b[mma8::step_k] = {};
+  std::uint8_t a[fp8::mma::step_k] = {};
+  std::uint8_t b[fp8::mma::step_k] = {};
 };
 step_input with(std::initializer_list<std::pair<std::uint8_t, std::uint8_t>> products) {
   step_input s;
@@ -34,7 +34,7 @@ step_input with(std::initializer_list<std::pair<std::uint8_t, std::uint8_t>> pro
   return s;
 }
 float run(const step_input& s, float c, tensor_core core, fp8_format fa = e4, fp8_format fb = e4) {
-  return mma8::step(s.a, fa, s.b, fb, c, core);
+  return fp8::mma::step(s.a, fa, s.b, fb, c, core);
 }
 std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
 
@@ -42,20 +42,20 @@ std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
 // 0x08 = 2^-6, 0xB8 = -1.0. E5M2: 0x3C = 1.0, 0x7B = 57344, 0x7C = +Inf, 0xFC = -Inf, 0x7E = NaN.
 
 TEST(Fp8MmaModel, Decomposition) {
-  const auto one = mma8::decompose(0x38, e4);
+  const auto one = fp8::mma::decompose(0x38, e4);
   EXPECT_EQ(one.m, 8);
   EXPECT_EQ(one.exponent, 0);
-  const auto sub = mma8::decompose(0x01, e4);  // 2^-9 = 1 * 2^(-6 - 3)
+  const auto sub = fp8::mma::decompose(0x01, e4);  // 2^-9 = 1 * 2^(-6 - 3)
   EXPECT_EQ(sub.m, 1);
   EXPECT_EQ(sub.exponent, -6);
-  const auto zero = mma8::decompose(0x80, e4);
+  const auto zero = fp8::mma::decompose(0x80, e4);
   EXPECT_EQ(zero.m, 0);
   EXPECT_EQ(zero.exponent, -126);
-  EXPECT_TRUE(mma8::decompose(0x7F, e4).is_nan);
-  EXPECT_TRUE(mma8::decompose(0xFC, e5).is_inf);
-  EXPECT_TRUE(mma8::decompose(0x7D, e5).is_nan);
-  EXPECT_EQ(mma8::value_of(0x7B, e5), 57344.0);
-  EXPECT_EQ(mma8::value_of(0x01, e5), std::ldexp(1.0, -16));
+  EXPECT_TRUE(fp8::mma::decompose(0x7F, e4).is_nan);
+  EXPECT_TRUE(fp8::mma::decompose(0xFC, e5).is_inf);
+  EXPECT_TRUE(fp8::mma::decompose(0x7D, e5).is_nan);
+  EXPECT_EQ(fp8::mma::value_of(0x7B, e5), 57344.0);
+  EXPECT_EQ(fp8::mma::value_of(0x01, e5), std::ldexp(1.0, -16));
 }
 
 TEST(Fp8MmaModel, ExactSums) {
@@ -135,7 +135,7 @@ TEST(Fp8MmaModel, SpecialValues) {
 TEST(Fp8MmaModel, BlockScalesAndOverflow) {
   const auto s = with({{0x38, 0x40}});  // 1 * 2 = 2
   const auto scaled = [&](std::uint8_t sa, std::uint8_t sb, float c = 0.0f) {
-    return mma8::step(s.a, e4, s.b, e4, c, tensor_core::blackwell, e8m0::from_bits(sa), e8m0::from_bits(sb));
+    return fp8::mma::step(s.a, e4, s.b, e4, c, tensor_core::blackwell, e8m0::from_bits(sa), e8m0::from_bits(sb));
   };
   EXPECT_EQ(scaled(127 + 3, 127 - 1), 8.0f);             // 2 * 2^3 * 2^-1
   EXPECT_EQ(scaled(0, 127), std::ldexp(1.0f, -126));      // 2 * 2^-127: the scale exponent counts
@@ -152,10 +152,10 @@ TEST(Fp8MmaModel, RelaxedStepSumsPairsInTheBf16DotOrder) {
   // + p0 = 2^24, + p3 = 2^24 + 2, + p2 = 2^24 + 3 -> 2^24 + 4 (tie to even). In plain K order the
   // 1 would be lost first and the sum would be 2^24 + 2.
   const auto s = with({{0x6C, 0x6C}, {0x00, 0x00}, {0x3C, 0x3C}, {0x40, 0x3C}});
-  EXPECT_EQ(mma8::relaxed_step(s.a, e5, s.b, e5, 0.0f), 16777220.0f);
+  EXPECT_EQ(fp8::mma::relaxed_step(s.a, e5, s.b, e5, 0.0f), 16777220.0f);
   // Then acc = fma(P, 2^(sa + sb), acc).
-  EXPECT_EQ(mma8::relaxed_step(s.a, e5, s.b, e5, -16777220.0f * 2, e8m0::from_bits(128), e8m0::from_bits(127)), 0.0f);
-  EXPECT_EQ(mma8::relaxed_step(s.a, e5, s.b, e5, 1.0f, e8m0::from_bits(126), e8m0::from_bits(126)), 4194306.0f);
+  EXPECT_EQ(fp8::mma::relaxed_step(s.a, e5, s.b, e5, -16777220.0f * 2, e8m0::from_bits(128), e8m0::from_bits(127)), 0.0f);
+  EXPECT_EQ(fp8::mma::relaxed_step(s.a, e5, s.b, e5, 1.0f, e8m0::from_bits(126), e8m0::from_bits(126)), 4194306.0f);
 }
 
 }  // namespace

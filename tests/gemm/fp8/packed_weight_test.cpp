@@ -1,11 +1,11 @@
-// Tests for nvfp4/gemm/fp8_packed_weight.hpp: products with an FP8 / MXFP8 weight packed once give
+// Tests for nvfp4/gemm/fp8/packed_weight.hpp: products with an FP8 / MXFP8 weight packed once give
 // the reference's bits (per-tensor and block-scaled FP8, MXFP8 of either element format; both
 // tensor cores, exact and relaxed, split accumulation on and off; several A against one packed
 // B; N not a multiple of 16; 1 and 2 threads), bias and bf16 outputs give the unpacked product's
 // bits, copies share the packed form, and an empty weight or a shape mismatch is refused before
 // anything is written.
 // NVFP4_TEST_ALL_ISAS
-#include "nvfp4/gemm/fp8_packed_weight.hpp"
+#include "nvfp4/gemm/fp8/packed_weight.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@
 namespace nvfp4 {
 namespace {
 
-using mma8::tensor_core;
+using fp8::mma::tensor_core;
 
 std::vector<float> random_matrix(index_t rows, index_t cols, float sigma, unsigned seed) {
   return test::random_values(rows * cols, seed, {.sigma = sigma, .log2_spread = 2.0, .zero_every = 11});

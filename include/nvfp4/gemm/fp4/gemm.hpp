@@ -1,4 +1,4 @@
-// nvfp4/gemm/gemm.hpp: the public block-scaled FP4 GEMM. block_scaled_mma is what the tensor core
+// nvfp4/gemm/fp4/gemm.hpp: the public block-scaled FP4 GEMM. block_scaled_mma is what the tensor core
 // computes (D = C + A·Bᵀ in the scaled domain); gemm adds TransformerEngine's epilogue (alpha from
 // the two tensor amaxes, optional beta·C, fp32 or bf16 output). Both run the fast path of this
 // build, bit-identical to nvfp4::reference::block_scaled_mma for any thread count.
@@ -6,15 +6,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/gemm/detail/fast_gemm.hpp"
+#include "nvfp4/gemm/fp4/detail/fast_gemm.hpp"
 #include "nvfp4/gemm/operands.hpp"
-#include "nvfp4/gemm/reference.hpp"
+#include "nvfp4/gemm/fp4/reference.hpp"
+#include "nvfp4/simd/fp32_rounding.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {
@@ -79,34 +81,67 @@ struct gemm_options {
 };
 
 namespace detail {
-/// gemm()'s work once the operands and outputs are checked (`packed`: B packed by detail::pack_b,
-/// or null). With alpha <= 1, |alpha·d| <= |d| cannot overflow, so each output goes through the
-/// epilogue as it is finished (no [M, N] intermediate); otherwise D is computed first, so that an
-/// overflow is reported before anything is written.
-template <class FormatA, class FormatB, class Out>
-void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const packed_b* packed,
-                  matrix_view<Out> out, const gemm_options& options, matrix_view<const float> c) {
-  const bool has_c = !c.empty() || c.data() != nullptr;
-  const float alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
-  detail::check_alpha(alpha, a, b);
-  if (a.rows() == 0 || b.rows() == 0) return;  // nothing to write; the other dimension may be huge
-  const auto epilogue = [&](index_t i, index_t j, float d) {
-    float value = alpha * d;
-    if (has_c) value = std::fma(options.beta, c(i, j), value);
-    if constexpr (std::is_same_v<Out, float>) {
-      out(i, j) = value;
-    } else {
-      out(i, j) = bf16::from_float(value);
+/// The FP4 GEMM's epilogue, one output at a time, as TransformerEngine computes it after the MMA:
+/// alpha * d rounded; with a row-scaled operand (TE's gemm.py) times r_i * c_j (one side row
+/// scaled, the product of the two factors rounded first) or times r_i then c_j (both); then
+/// fma(beta, C, ·) when a C is given, then + bias[j]. gemm() and nvfp4_gemm() both end this way;
+/// the caller rounds the result to its output type (store_epilogue_output).
+struct fp4_epilogue {
+  float alpha = 1.0f;
+  /// TE's row-scaled NVFP4: the factors of output row i (A's row amaxes, else a_factor) and column
+  /// j (B's row amaxes, else b_factor). Off: per-tensor operands.
+  bool row_scaled = false;
+  std::span<const float> a_rows, b_rows;
+  float a_factor = 1.0f, b_factor = 1.0f;
+  /// C, when given (data() not null), weighted by beta. May alias the output element for element.
+  matrix_view<const float> c;
+  float beta = 1.0f;
+  /// One value per output column, or empty.
+  std::span<const float> bias;
+
+  bool has_c() const { return !c.empty() || c.data() != nullptr; }
+  float operator()(index_t i, index_t j, float d) const {
+    float value = materialize(alpha * d);
+    if (row_scaled) {
+      const bool a_per_row = !a_rows.empty(), b_per_row = !b_rows.empty();
+      const float r = a_per_row ? a_rows[static_cast<std::size_t>(i)] : a_factor;
+      const float col = b_per_row ? b_rows[static_cast<std::size_t>(j)] : b_factor;
+      value = (a_per_row && b_per_row) ? materialize(materialize(value * r) * col) : materialize(value * materialize(r * col));
     }
-  };
-  if (alpha <= 1.0f) {
-    block_scaled_mma_fast(a, b, packed, matrix_view<const float>{}, epilogue, options.mode);
+    if (has_c()) value = std::fma(beta, c(i, j), value);
+    if (!bias.empty()) value = materialize(value + bias[static_cast<std::size_t>(j)]);
+    return value;
+  }
+};
+
+/// An epilogue's value into out(i, j): float as it is, bf16 rounded to nearest even.
+template <class Out>
+NVFP4_ALWAYS_INLINE void store_epilogue_output(matrix_view<Out> out, index_t i, index_t j, float value) {
+  if constexpr (std::is_same_v<Out, float>) {
+    out(i, j) = value;
+  } else {
+    out(i, j) = bf16::from_float(value);
+  }
+}
+
+/// The FP4 GEMM once its operands and outputs are checked: out = epilogue(A·Bᵀ) (`packed`: B
+/// packed by detail::pack_b, or null). Each output goes through the epilogue as it is finished
+/// (no [M, N] intermediate), except where `refuse_overflow` asks gemm()'s guarantee and alpha > 1
+/// (then |alpha·d| may overflow where |d| does not): D is computed first and the first alpha·d that
+/// overflows (row-major) is reported before anything is written.
+template <class FormatA, class FormatB, class Out>
+void fp4_gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const packed_b* packed,
+                      matrix_view<Out> out, const fp4_epilogue& epilogue, gemm_mode mode, bool refuse_overflow) {
+  if (a.rows() == 0 || b.rows() == 0) return;  // nothing to write; the other dimension may be huge
+  const float alpha = epilogue.alpha;
+  if (!refuse_overflow || alpha <= 1.0f) {
+    block_scaled_mma_fast(a, b, packed, matrix_view<const float>{},
+                          [&](index_t i, index_t j, float d) { store_epilogue_output(out, i, j, epilogue(i, j, d)); }, mode);
     return;
   }
   std::vector<float> d(static_cast<std::size_t>(a.rows() * b.rows()));
   const auto d_view = matrix_view<float>::row_major(d.data(), a.rows(), b.rows());
-  block_scaled_mma_fast(a, b, packed, matrix_view<const float>{}, store_to_matrix{d_view}, options.mode);
-  // alpha * d can overflow only when alpha > 1; the first such element (row-major) is named.
+  block_scaled_mma_fast(a, b, packed, matrix_view<const float>{}, store_to_matrix{d_view}, mode);
   const bool parallel = simd::worth_parallel(a.rows() * b.rows());
   const index_t first = simd::parallel_reduce(
       a.rows(), parallel, a.rows() * b.rows(),
@@ -123,8 +158,22 @@ void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<For
                                     ") overflows float: the product of A and B does not fit; scale A or B down");
   simd::parallel_ranges(a.rows(), parallel, [&](index_t begin, index_t end) {
     for (index_t i = begin; i < end; ++i)
-      for (index_t j = 0; j < b.rows(); ++j) epilogue(i, j, d_view(i, j));
+      for (index_t j = 0; j < b.rows(); ++j) store_epilogue_output(out, i, j, epilogue(i, j, d_view(i, j)));
   });
+}
+
+/// gemm()'s work once the operands and outputs are checked (`packed`: B packed by detail::pack_b,
+/// or null): TE's alpha from the amaxes, checked, then the shared epilogue with gemm()'s
+/// overflow guarantee.
+template <class FormatA, class FormatB, class Out>
+void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const packed_b* packed,
+                  matrix_view<Out> out, const gemm_options& options, matrix_view<const float> c) {
+  fp4_epilogue epilogue;
+  epilogue.alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
+  detail::check_alpha(epilogue.alpha, a, b);
+  epilogue.c = c;
+  epilogue.beta = options.beta;
+  fp4_gemm_checked(a, b, packed, out, epilogue, options.mode, true);
 }
 }  // namespace detail
 

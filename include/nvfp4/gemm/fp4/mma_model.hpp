@@ -1,4 +1,4 @@
-// nvfp4/gemm/mma_model.hpp: one K=64 step of the Blackwell block-scaled MMA (kind::mxf4nvf4, FP32
+// nvfp4/gemm/fp4/mma_model.hpp: one K=64 step of the Blackwell block-scaled MMA (kind::mxf4nvf4, FP32
 // accumulate), bit-accurate, as docs/numerics_spec.md §6 states it (the MMA-Sim model). Scalar and plain on
 // purpose: this is the reference every fast GEMM path is checked against.
 #pragma once
@@ -13,7 +13,7 @@
 #include "nvfp4/formats/e8m0.hpp"
 #include "nvfp4/formats/traits.hpp"
 
-namespace nvfp4::mma {
+namespace nvfp4::fp4::mma {
 
 /// Elements one MMA step consumes per output, and the group size of the exact partial sums.
 inline constexpr int step_k = 64;
@@ -162,4 +162,4 @@ float relaxed_step(const Value* a2, const Value* b2, const scale_parts* scale_a,
   return acc;
 }
 
-}  // namespace nvfp4::mma
+}  // namespace nvfp4::fp4::mma

@@ -1,4 +1,4 @@
-// nvfp4/gemm/packed_weight.hpp: a GEMM operand B (a weight, [N, K]) packed once into the layout of
+// nvfp4/gemm/fp4/packed_weight.hpp: a GEMM operand B (a weight, [N, K]) packed once into the layout of
 // the kernels this machine runs, then used by any number of products with different A: what an
 // inference engine does with a linear layer's weight at load time. block_scaled_mma and gemm
 // take it in place of B and give the same bits as with the quantized tensor itself.
@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "nvfp4/gemm/detail/fast_gemm.hpp"
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/detail/fast_gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 
 namespace nvfp4 {
 

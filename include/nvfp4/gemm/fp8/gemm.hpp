@@ -1,4 +1,4 @@
-// nvfp4/gemm/fp8_gemm.hpp: the FP8 and MXFP8 GEMMs of TransformerEngine's FP8 recipes, built on the
+// nvfp4/gemm/fp8/gemm.hpp: the FP8 and MXFP8 GEMMs of TransformerEngine's FP8 recipes, built on the
 // tensor-core step of fp8_mma_model.hpp (docs/numerics_spec.md §9): the raw MMA chain (D = C + A·Bᵀ over FP8
 // codes, what MMA-Sim computes), the split accumulator (the tensor core's partial sums promoted
 // into an fp32 accumulator every `promotion_interval` elements of K, TE's use_split_accumulator),
@@ -20,8 +20,8 @@
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/gemm/detail/fp8_fast_gemm.hpp"
-#include "nvfp4/gemm/fp8_mma_model.hpp"
+#include "nvfp4/gemm/fp8/detail/fast_gemm.hpp"
+#include "nvfp4/gemm/fp8/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/simd/fp32_rounding.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
@@ -48,7 +48,7 @@ struct fp8_gemm_options {
   /// Which tensor core's step (Hopper wgmma: 13 bits; Blackwell f8f6f4: 25 bits). Read by the
   /// FP8 GEMMs only: MXFP8 exists on Blackwell alone, so mxfp8_gemm / mxfp8_mma always run
   /// kind::mxf8f6f4's step and ignore it.
-  mma8::tensor_core core = mma8::tensor_core::hopper;
+  fp8::mma::tensor_core core = fp8::mma::tensor_core::hopper;
   /// exact: the tensor core's step, bit for bit; relaxed: fp32 FMA per element (not bit-exact).
   gemm_mode mode = gemm_mode::exact;
   /// Elements of K after which the tensor core's partial sum is added (one fp32 addition, round to
@@ -71,7 +71,7 @@ inline void check_fp8_gemm(index_t a_rows, index_t a_cols, index_t b_rows, index
   require(a_cols == b_cols, errc::shape_mismatch,
           std::string(what) + ": A is " + std::to_string(a_rows) + "x" + std::to_string(a_cols) + " and B is " +
               std::to_string(b_rows) + "x" + std::to_string(b_cols) + ": both must be [rows, K] with the same K (B is [N, K])");
-  require(options.promotion_interval >= 0 && options.promotion_interval % mma8::step_k == 0, errc::invalid_argument,
+  require(options.promotion_interval >= 0 && options.promotion_interval % fp8::mma::step_k == 0, errc::invalid_argument,
           std::string(what) + ": promotion_interval must be 0 or a positive multiple of 32, got " +
               std::to_string(options.promotion_interval));
   require(options.bias.empty() || static_cast<index_t>(options.bias.size()) == b_rows, errc::shape_mismatch,
@@ -89,9 +89,9 @@ void check_fp8_output(matrix_view<T> out, index_t rows, index_t cols, const char
 
 /// The 32 codes of row r, step s of a [rows, K] row-major code matrix, zero past K.
 inline const std::uint8_t* step_codes(const std::uint8_t* row, index_t k, index_t s, std::uint8_t* pad) {
-  const index_t k0 = s * mma8::step_k;
-  if (k0 + mma8::step_k <= k) return row + k0;
-  std::memset(pad, 0, mma8::step_k);
+  const index_t k0 = s * fp8::mma::step_k;
+  if (k0 + fp8::mma::step_k <= k) return row + k0;
+  std::memset(pad, 0, fp8::mma::step_k);
   if (k0 < k) std::memcpy(pad, row + k0, static_cast<std::size_t>(k - k0));
   return pad;
 }
@@ -193,15 +193,15 @@ NVFP4_ALWAYS_INLINE float apply_block(block_update update, float p, float sa, fl
 /// Output (i, j) of the raw chain over the codes of a and b (see reference::fp8_mma).
 inline float fp8_chain_output(const fp8_tensor& a, const fp8_tensor& b, index_t i, index_t j, float c,
                               const fp8_gemm_options& options) {
-  const index_t k = a.cols(), steps = (k + mma8::step_k - 1) / mma8::step_k;
-  std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
+  const index_t k = a.cols(), steps = (k + fp8::mma::step_k - 1) / fp8::mma::step_k;
+  std::uint8_t pad_a[fp8::mma::step_k], pad_b[fp8::mma::step_k];
   const std::uint8_t* a_row = a.codes().data() + i * k;
   const std::uint8_t* b_row = b.codes().data() + j * k;
-  return promoted_chain(0, steps, c, options.promotion_interval / mma8::step_k, [&](index_t s, float acc) {
+  return promoted_chain(0, steps, c, options.promotion_interval / fp8::mma::step_k, [&](index_t s, float acc) {
     const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
     const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
-    return options.mode == gemm_mode::exact ? mma8::step(as, a.format(), bs, b.format(), acc, options.core)
-                                            : mma8::relaxed_step(as, a.format(), bs, b.format(), acc);
+    return options.mode == gemm_mode::exact ? fp8::mma::step(as, a.format(), bs, b.format(), acc, options.core)
+                                            : fp8::mma::relaxed_step(as, a.format(), bs, b.format(), acc);
   });
 }
 
@@ -209,17 +209,17 @@ inline float fp8_chain_output(const fp8_tensor& a, const fp8_tensor& b, index_t 
 template <class FormatA, class FormatB>
 float mxfp8_chain_output(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, index_t i, index_t j, float c,
                          const fp8_gemm_options& options) {
-  const index_t k = a.cols(), steps = (k + mma8::step_k - 1) / mma8::step_k;
+  const index_t k = a.cols(), steps = (k + fp8::mma::step_k - 1) / fp8::mma::step_k;
   constexpr fp8_format fa = mx_element_format<FormatA>(), fb = mx_element_format<FormatB>();
-  std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
+  std::uint8_t pad_a[fp8::mma::step_k], pad_b[fp8::mma::step_k];
   const std::uint8_t* a_row = mx_codes(a, i);
   const std::uint8_t* b_row = mx_codes(b, j);
-  return promoted_chain(0, steps, c, options.promotion_interval / mma8::step_k, [&](index_t s, float acc) {
+  return promoted_chain(0, steps, c, options.promotion_interval / fp8::mma::step_k, [&](index_t s, float acc) {
     const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
     const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
     const e8m0 sa = step_scale(a, i, s), sb = step_scale(b, j, s);
-    return options.mode == gemm_mode::exact ? mma8::step(as, fa, bs, fb, acc, mma8::tensor_core::blackwell, sa, sb)
-                                            : mma8::relaxed_step(as, fa, bs, fb, acc, sa, sb);
+    return options.mode == gemm_mode::exact ? fp8::mma::step(as, fa, bs, fb, acc, fp8::mma::tensor_core::blackwell, sa, sb)
+                                            : fp8::mma::relaxed_step(as, fa, bs, fb, acc, sa, sb);
   });
 }
 
@@ -230,22 +230,22 @@ inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i
     return alpha * fp8_chain_output(a, b, i, j, 0.0f, options);
   }
   if (row_scaled(a) && row_scaled(b)) return row_epilogue(fp8_chain_output(a, b, i, j, 0.0f, options), a.scale_inv()[i], b.scale_inv()[j]);
-  const index_t k = a.cols(), steps = (k + mma8::step_k - 1) / mma8::step_k;
-  const index_t steps_per_block = fp8_block_size / mma8::step_k;
+  const index_t k = a.cols(), steps = (k + fp8::mma::step_k - 1) / fp8::mma::step_k;
+  const index_t steps_per_block = fp8_block_size / fp8::mma::step_k;
   const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue, a.scale_cols());
-  std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
+  std::uint8_t pad_a[fp8::mma::step_k], pad_b[fp8::mma::step_k];
   const std::uint8_t* a_row = a.codes().data() + i * k;
   const std::uint8_t* b_row = b.codes().data() + j * k;
   const auto step = [&](index_t s, float acc) {
     const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
     const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
-    return options.mode == gemm_mode::exact ? mma8::step(as, a.format(), bs, b.format(), acc, options.core)
-                                            : mma8::relaxed_step(as, a.format(), bs, b.format(), acc);
+    return options.mode == gemm_mode::exact ? fp8::mma::step(as, a.format(), bs, b.format(), acc, options.core)
+                                            : fp8::mma::relaxed_step(as, a.format(), bs, b.format(), acc);
   };
   float y = 0.0f;
   for (index_t s0 = 0; s0 < steps; s0 += steps_per_block) {
     const float partial = promoted_chain(s0, std::min(steps, s0 + steps_per_block), 0.0f,
-                                         options.promotion_interval / mma8::step_k, step);
+                                         options.promotion_interval / fp8::mma::step_k, step);
     const index_t kb = s0 / steps_per_block;
     y = apply_block(update, partial, a.block_scale_inv(i / a.block_rows(), kb), b.block_scale_inv(j / b.block_rows(), kb), y);
   }
@@ -340,9 +340,9 @@ fp8_gemm_detail::operand_rows unpack_operand(const quantized_tensor<Format>& q) 
 /// split-accumulated chain over all of K, then store(i, j0, acc, count) (row segments, as
 /// fp8_gemm_detail::for_each_chunk).
 template <class Init, class Store>
-void fp8_fast_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detail::operand_rows& b, mma8::tensor_core core,
+void fp8_fast_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detail::operand_rows& b, fp8::mma::tensor_core core,
                     gemm_mode mode, index_t promotion_interval, Init&& init, Store&& store) {
-  const index_t per_promotion = promotion_interval / mma8::step_k;
+  const index_t per_promotion = promotion_interval / fp8::mma::step_k;
   fp8_gemm_detail::for_each_chunk(
       a, b, core, mode, per_promotion, init,
       [&](const fp8_gemm_detail::step_block& blk, index_t s0, index_t s1, float* acc, index_t stride) {
@@ -352,7 +352,7 @@ void fp8_fast_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detai
 }
 
 /// The MMAs' fast path: D = C (or 0 without one) + the chain of A·Bᵀ on the `core`.
-inline void fp8_mma_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detail::operand_rows& b, mma8::tensor_core core,
+inline void fp8_mma_chain(const fp8_gemm_detail::operand_rows& a, const fp8_gemm_detail::operand_rows& b, fp8::mma::tensor_core core,
                           const fp8_gemm_options& options, bool has_c, matrix_view<const float> c, matrix_view<float> d) {
   fp8_fast_chain(
       a, b, core, options.mode, options.promotion_interval,
@@ -386,7 +386,7 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  detail::fp8_mma_chain(detail::unpack_operand(a), detail::unpack_operand(b), mma8::tensor_core::blackwell, options, has_c, c, d);
+  detail::fp8_mma_chain(detail::unpack_operand(a), detail::unpack_operand(b), fp8::mma::tensor_core::blackwell, options, has_c, c, d);
 }
 
 namespace detail {
@@ -418,8 +418,8 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
   }
   // Block scaling: each K block's partial enters y through options.block_epilogue's fma.
   using fp8_gemm_detail::lanes;
-  const index_t per_promotion = options.promotion_interval / mma8::step_k;
-  const index_t steps_per_block = fp8_block_size / mma8::step_k;
+  const index_t per_promotion = options.promotion_interval / fp8::mma::step_k;
+  const index_t steps_per_block = fp8_block_size / fp8::mma::step_k;
   const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue, a.scale_cols());
   fp8_gemm_detail::for_each_chunk(
       ua, ub, options.core, options.mode, steps_per_block, zero_row,
@@ -460,7 +460,7 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
 template <class Out>
 void mxfp8_gemm_checked(const fp8_gemm_detail::operand_rows& ua, const fp8_gemm_detail::operand_rows& ub, matrix_view<Out> out,
                         const fp8_gemm_options& options) {
-  fp8_fast_chain(ua, ub, mma8::tensor_core::blackwell, options.mode, options.promotion_interval, zero_row,
+  fp8_fast_chain(ua, ub, fp8::mma::tensor_core::blackwell, options.mode, options.promotion_interval, zero_row,
                  [&](index_t i, index_t j0, const float* acc, index_t count) {
                    store_output_row<false>(out, i, j0, acc, count, 1.0f, options.bias);
                  });

@@ -1,4 +1,4 @@
-// nvfp4/gemm/fp8_mma_model.hpp: one K=32 step of the FP8 tensor-core MMA with fp32 accumulation,
+// nvfp4/gemm/fp8/mma_model.hpp: one K=32 step of the FP8 tensor-core MMA with fp32 accumulation,
 // bit-accurate, as docs/numerics_spec.md §9 states it (the MMA-Sim model): Hopper `wgmma` (13 fractional
 // bits, results cut to 13 mantissa bits), Blackwell `kind::f8f6f4` (25 bits) and
 // `kind::mxf8f6f4` (25 bits, one E8M0 scale per 32). Scalar and plain on purpose: this is the
@@ -14,10 +14,10 @@
 #include "nvfp4/formats/e4m3.hpp"
 #include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/formats/e8m0.hpp"
-#include "nvfp4/gemm/mma_model.hpp"
+#include "nvfp4/gemm/fp4/mma_model.hpp"
 #include "nvfp4/scaling/fp8_tensor.hpp"
 
-namespace nvfp4::mma8 {
+namespace nvfp4::fp8::mma {
 
 /// Elements one MMA step consumes per output (K of wgmma / tcgen05.mma for 8-bit types).
 inline constexpr int step_k = 32;
@@ -86,7 +86,7 @@ constexpr double value_of(std::uint8_t code, fp8_format format) {
 inline constexpr std::uint32_t canonical_nan_bits = 0x7FFFFFFFu;
 
 /// v * 2^shift truncated toward zero (sign-magnitude); the FP4 model's (§6 step 5).
-using mma::shift_toward_zero;
+using fp4::mma::shift_toward_zero;
 
 /// One step, D = c + Σ_k a_k b_k (times 2^sa 2^sb for kind::mxf8f6f4), exactly as the tensor core
 /// computes it (§9 steps 3-6). a and b hold `step_k` FP8 codes of formats fa and fb; scale_a and
@@ -133,7 +133,7 @@ inline float step(const std::uint8_t* a, fp8_format fa, const std::uint8_t* b, f
   std::int64_t sum = shift_toward_zero(c_m, c_lsb - unit);
   for (int k = 0; k < step_k; ++k) sum += shift_toward_zero(term_m[k], term_lsb[k] - unit);
   // Step 6.
-  return mma::round_toward_zero(sum, unit, result_fraction_bits(core));
+  return fp4::mma::round_toward_zero(sum, unit, result_fraction_bits(core));
 }
 
 /// 2^(sa + sb) as a float (Inf / 0 beyond the float range, NaN for a NaN scale).
@@ -158,15 +158,15 @@ inline float relaxed_step(const std::uint8_t* a, fp8_format fa, const std::uint8
   return std::fma(partial, scale_product(scale_a, scale_b), acc);
 }
 
-}  // namespace nvfp4::mma8
+}  // namespace nvfp4::fp8::mma
 
 /// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
 namespace nvfp4::detail {
 template <>
-struct enum_table<mma8::tensor_core> {
-  static constexpr enum_entry<mma8::tensor_core> entries[] = {
-      {"hopper", mma8::tensor_core::hopper},
-      {"blackwell", mma8::tensor_core::blackwell}};
+struct enum_table<fp8::mma::tensor_core> {
+  static constexpr enum_entry<fp8::mma::tensor_core> entries[] = {
+      {"hopper", fp8::mma::tensor_core::hopper},
+      {"blackwell", fp8::mma::tensor_core::blackwell}};
 };
 }  // namespace nvfp4::detail
 

@@ -1,6 +1,6 @@
-// nvfp4/gemm/fp8_packed_weight.hpp: an FP8 or MXFP8 GEMM operand B (a weight, [N, K]) with its
+// nvfp4/gemm/fp8/packed_weight.hpp: an FP8 or MXFP8 GEMM operand B (a weight, [N, K]) with its
 // per-step statistics and its 16-column tiles made once, in the layout the FP8 kernels read
-// (gemm/detail/fp8_layout.hpp), then used by any number of products with different A: what the
+// (gemm/fp8/detail/layout.hpp), then used by any number of products with different A: what the
 // unpacked fp8_gemm / mxfp8_gemm redo on every call (for a decode-shaped product most of its
 // time). The products give the same bits as with the tensor itself.
 #pragma once
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "nvfp4/gemm/fp8_gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4 {

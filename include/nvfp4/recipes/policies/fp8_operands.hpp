@@ -3,8 +3,8 @@
 // B), X's columnwise copy (wgrad's B).
 #pragma once
 
-#include "nvfp4/gemm/fp8_gemm.hpp"
-#include "nvfp4/gemm/fp8_packed_weight.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
+#include "nvfp4/gemm/fp8/packed_weight.hpp"
 #include "nvfp4/recipes/policies/fprop_operand.hpp"
 #include "nvfp4/recipes/policies/policy.hpp"
 

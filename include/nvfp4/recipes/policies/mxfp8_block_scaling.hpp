@@ -4,8 +4,8 @@
 // recipe's backward format.
 #pragma once
 
-#include "nvfp4/gemm/fp8_gemm.hpp"
-#include "nvfp4/gemm/fp8_packed_weight.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
+#include "nvfp4/gemm/fp8/packed_weight.hpp"
 #include "nvfp4/recipes/mxfp8_block_scaling.hpp"
 #include "nvfp4/recipes/policies/fprop_operand.hpp"
 #include "nvfp4/recipes/policies/policy.hpp"
@@ -54,7 +54,7 @@ class mxfp8_block_scaling_policy : public policy_base {
 
  private:
   static fp8_gemm_options options(const linear_context& c, std::span<const float> bias = {}) {
-    return {.core = mma8::tensor_core::blackwell, .mode = c.mode, .promotion_interval = 0, .bias = bias};
+    return {.core = fp8::mma::tensor_core::blackwell, .mode = c.mode, .promotion_interval = 0, .bias = bias};
   }
   template <class Format>
   static void bprop_in(const linear_context& c, matrix_view<const float> dy, const weight_operands& w, const saved_input& saved,

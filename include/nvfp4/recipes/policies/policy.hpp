@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "nvfp4/gemm/fp8_gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "nvfp4/recipes/delayed_scaling.hpp"
 #include "nvfp4/recipes/nvfp4_amax_rule.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
@@ -33,7 +33,7 @@ namespace nvfp4 {
 struct linear_context {
   index_t in_features = 0, out_features = 0;  ///< K and N of Y [M, N] = X [M, K] · Wᵀ
   gemm_mode mode = gemm_mode::exact;
-  mma8::tensor_core fp8_tensor_core = mma8::tensor_core::hopper;
+  fp8::mma::tensor_core fp8_tensor_core = fp8::mma::tensor_core::hopper;
   index_t promotion_interval = 128;            ///< FP8 split accumulator, elements of K per promotion
   const nvfp4_amax_rule* amax_rule = nullptr;  ///< NVFP4's global-amax rule (null: TE's)
   std::span<const float> bias{};               ///< fprop's bias as the GEMM adds it (empty: none)

@@ -45,6 +45,9 @@ struct ops {
     const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(words, words));
   }
+  static NVFP4_ALWAYS_INLINE vi load_signed_bytes(const std::int8_t* p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
   static NVFP4_ALWAYS_INLINE vi load_nibbles(const std::uint8_t* packed, index_t first) {
     std::int32_t word;
     std::memcpy(&word, packed + first / 2, 4);
@@ -118,6 +121,12 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf as_float(vi v) { return _mm256_castsi256_ps(v); }
   static NVFP4_ALWAYS_INLINE vf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
   static NVFP4_ALWAYS_INLINE vi truncate(vf v) { return _mm256_cvttps_epi32(v); }
+  static NVFP4_ALWAYS_INLINE vf ldexp(vf x, vi e) {
+    // No vscalefps: exact in double (x times a normal power of two), then rounded once.
+    vd low, high, x_low = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), x_high = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    powers_of_two_double(e, low, high);
+    return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_mul_pd(x_high, high)), _mm256_cvtpd_ps(_mm256_mul_pd(x_low, low)));
+  }
 
   // ---- 32-bit integer lanes ----------------------------------------------------------------
   static NVFP4_ALWAYS_INLINE vi bit_and(vi a, vi b) { return _mm256_and_si256(a, b); }
@@ -224,6 +233,33 @@ struct ops {
     return _mm256_cvtps_pd(_mm_castsi128_ps(widened));
   }
   static NVFP4_ALWAYS_INLINE vd set_double(double v) { return _mm256_set1_pd(v); }
+  static NVFP4_ALWAYS_INLINE void widen_to_double(vi v, vd& low, vd& high) {
+    low = _mm256_cvtepi32_pd(_mm256_castsi256_si128(v));
+    high = _mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1));
+  }
+  static NVFP4_ALWAYS_INLINE void powers_of_two_double(vi e, vd& low, vd& high) {
+    const auto power = [](__m128i half) {
+      return _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(half), _mm256_set1_epi64x(1023)), 52));
+    };
+    low = power(_mm256_castsi256_si128(e));
+    high = power(_mm256_extracti128_si256(e, 1));
+  }
+  static NVFP4_ALWAYS_INLINE vf narrow_toward_zero(vd low, vd high) {
+    // No rounding-mode override: the nearest conversion (default MXCSR), stepped back one ulp
+    // where it went up in magnitude (adding the all-ones compare mask to the bits; Inf becomes
+    // the largest float), then Inf where |v| >= 2^128.
+    const auto narrow = [](vd v) {
+      const vd magnitude_bits = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFF));
+      const vd magnitude = _mm256_and_pd(v, magnitude_bits);
+      const __m128 nearest = _mm256_cvtpd_ps(v);
+      const vd went_up = _mm256_cmp_pd(_mm256_and_pd(_mm256_cvtps_pd(nearest), magnitude_bits), magnitude, _CMP_GT_OQ);
+      const __m128 toward_zero = _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(nearest), low_words(went_up)));
+      const __m128i overflow = low_words(_mm256_cmp_pd(magnitude, _mm256_set1_pd(0x1p128), _CMP_GE_OQ));
+      const __m128 infinity = _mm_or_ps(_mm_and_ps(toward_zero, _mm_set1_ps(-0.0f)), _mm_set1_ps(__builtin_inff()));
+      return _mm_blendv_ps(toward_zero, infinity, _mm_castsi128_ps(overflow));
+    };
+    return _mm256_set_m128(narrow(high), narrow(low));
+  }
   static NVFP4_ALWAYS_INLINE vd add(vd a, vd b) { return _mm256_add_pd(a, b); }
   static NVFP4_ALWAYS_INLINE vd sub(vd a, vd b) { return _mm256_sub_pd(a, b); }
   static NVFP4_ALWAYS_INLINE vd mul(vd a, vd b) { return _mm256_mul_pd(a, b); }
@@ -240,6 +276,12 @@ struct ops {
     // Exact to float (8 significant bits; 2^128 and beyond become Inf), whose top half is the code.
     const __m128i bits = _mm_srli_epi32(_mm_castps_si128(_mm256_cvtpd_ps(v)), 16);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi32(bits, bits));
+  }
+
+ private:
+  /// The low 32 bits of each 64-bit lane (a compare mask of doubles as four int32 masks).
+  static NVFP4_ALWAYS_INLINE __m128i low_words(vd mask) {
+    return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(mask), _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0)));
   }
 };
 

@@ -63,6 +63,9 @@ struct ops {
   static NVFP4_ALWAYS_INLINE void store_bytes(std::uint8_t* p, vi codes) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(codes));
   }
+  static NVFP4_ALWAYS_INLINE vi load_signed_bytes(const std::int8_t* p) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static NVFP4_ALWAYS_INLINE vi load_nibbles(const std::uint8_t* packed, index_t first) {
     const vi bytes = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + first / 2)));
     const vi low = _mm512_and_si512(bytes, _mm512_set1_epi64(0x0F));
@@ -158,6 +161,7 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf as_float(vi v) { return _mm512_castsi512_ps(v); }
   static NVFP4_ALWAYS_INLINE vf to_float(vi v) { return _mm512_cvtepi32_ps(v); }
   static NVFP4_ALWAYS_INLINE vi truncate(vf v) { return _mm512_cvttps_epi32(v); }
+  static NVFP4_ALWAYS_INLINE vf ldexp(vf x, vi e) { return _mm512_scalef_ps(x, _mm512_cvtepi32_ps(e)); }
 
   // ---- 32-bit integer lanes ----------------------------------------------------------------
   static NVFP4_ALWAYS_INLINE vi bit_and(vi a, vi b) { return _mm512_and_si512(a, b); }
@@ -261,6 +265,32 @@ struct ops {
     return _mm512_cvtps_pd(_mm256_castsi256_ps(widened));
   }
   static NVFP4_ALWAYS_INLINE vd set_double(double v) { return _mm512_set1_pd(v); }
+  static NVFP4_ALWAYS_INLINE void widen_to_double(vi v, vd& low, vd& high) {
+    low = _mm512_cvtepi32_pd(_mm512_castsi512_si256(v));
+    high = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1));
+  }
+  static NVFP4_ALWAYS_INLINE void powers_of_two_double(vi e, vd& low, vd& high) {
+    const auto power = [](__m256i half) {
+      return _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtepi32_epi64(half), _mm512_set1_epi64(1023)), 52));
+    };
+    low = power(_mm512_castsi512_si256(e));
+    high = power(_mm512_extracti64x4_epi64(e, 1));
+  }
+  static NVFP4_ALWAYS_INLINE vf narrow_toward_zero(vd low, vd high) {
+    const auto narrow = [](vd v) {
+      const __mmask8 overflow = _mm512_cmp_pd_mask(_mm512_abs_pd(v), _mm512_set1_pd(0x1p128), _CMP_GE_OQ);
+      const __m256 rounded = _mm512_cvt_roundpd_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m256 infinity = _mm256_or_ps(_mm256_and_ps(rounded, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(__builtin_inff()));
+      return _mm256_mask_blend_ps(overflow, rounded, infinity);
+    };
+    return _mm512_insertf32x8(_mm512_castps256_ps512(narrow(low)), narrow(high), 1);
+  }
+#if defined(__AVX512BF16__)
+  /// The optional primitive of simd/scalar/ops.hpp: VDPBF16PS itself.
+  static NVFP4_ALWAYS_INLINE vf dot_bf16_pairs(vf acc, vi a, vi b) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+#endif
   static NVFP4_ALWAYS_INLINE vd add(vd a, vd b) { return _mm512_add_pd(a, b); }
   static NVFP4_ALWAYS_INLINE vd sub(vd a, vd b) { return _mm512_sub_pd(a, b); }
   static NVFP4_ALWAYS_INLINE vd mul(vd a, vd b) { return _mm512_mul_pd(a, b); }

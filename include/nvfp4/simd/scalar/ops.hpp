@@ -42,6 +42,8 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vi load_bf16_bits(const bf16* p) { return static_cast<vi>(p->bits()) << 16; }
   /// `width` bytes, one per lane / the low byte of each lane to `width` bytes.
   static NVFP4_ALWAYS_INLINE vi load_bytes(const std::uint8_t* p) { return *p; }
+  /// `width` signed bytes, each sign-extended to its lane.
+  static NVFP4_ALWAYS_INLINE vi load_signed_bytes(const std::int8_t* p) { return static_cast<vi>(static_cast<std::int32_t>(*p)); }
   static NVFP4_ALWAYS_INLINE void store_bytes(std::uint8_t* p, vi codes) { *p = static_cast<std::uint8_t>(codes); }
   /// The 4-bit codes of elements [first, first + width) of a packed buffer (element 2i in the low
   /// nibble of byte i; `first` is a multiple of width), one per lane.
@@ -71,6 +73,9 @@ struct ops {
   static NVFP4_ALWAYS_INLINE void store_nibble_words_x4(std::uint8_t* packed, const vi (&words)[4]) {
     for (int p = 0; p < 4; ++p) packed[p] = static_cast<std::uint8_t>((words[p] & 0xFu) | (words[p] >> 16 & 0xFu) << 4);
   }
+  // (An ISA may also offer dot_bf16_pairs(vf acc, vi a, vi b): each lane's acc plus the products
+  // of the bf16 pairs in a and b's lanes (high element first), rounded as x86's VDPBF16PS does,
+  // which fp8::mma::relaxed_step models. The FP8 GEMM's relaxed kernels take it where present.)
   // (An ISA may also offer e2m1_codes_as_words(vf a, vf b): the E2M1 codes, round to nearest
   // even and saturating, of a and b as narrow_to_words would hold them. Where it is absent,
   // block_kernels encodes each vector and narrows.)
@@ -106,6 +111,9 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf to_float(vi v) { return static_cast<float>(static_cast<std::int32_t>(v)); }
   /// float -> int32 toward zero; |v| < 2^31.
   static NVFP4_ALWAYS_INLINE vi truncate(vf v) { return static_cast<vi>(static_cast<std::int32_t>(v)); }
+  /// x * 2^e (e signed, |e| <= 1022) rounded once to float, to nearest even: exact where the
+  /// result is a normal float, Inf beyond the range, a subnormal or 0 below it.
+  static NVFP4_ALWAYS_INLINE vf ldexp(vf x, vi e) { return std::ldexp(x, static_cast<int>(signed_of(e))); }
 
   // ---- 32-bit integer lanes ----------------------------------------------------------------
   static NVFP4_ALWAYS_INLINE vi bit_and(vi a, vi b) { return a & b; }
@@ -195,6 +203,24 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vd load_double(const float* p) { return *p; }
   static NVFP4_ALWAYS_INLINE vd load_double(const bf16* p) { return p->to_float(); }
   static NVFP4_ALWAYS_INLINE vd set_double(double v) { return v; }
+  /// The signed int32 lanes of v as doubles (exact): lanes [0, double_width) in `low`, the rest
+  /// (where width > double_width) in `high`; one lane wide, `high` is 0.
+  static NVFP4_ALWAYS_INLINE void widen_to_double(vi v, vd& low, vd& high) {
+    low = static_cast<double>(signed_of(v));
+    high = 0.0;
+  }
+  /// 2^e for each signed int32 lane e (|e| <= 1022), split as widen_to_double splits.
+  static NVFP4_ALWAYS_INLINE void powers_of_two_double(vi e, vd& low, vd& high) {
+    low = std::ldexp(1.0, static_cast<int>(signed_of(e)));
+    high = 0.0;
+  }
+  /// The inverse split: `width` doubles (low's lanes, then high's) to floats rounded toward zero,
+  /// magnitudes of 2^128 and above to Inf of their sign (a tensor core's fp32 conversion).
+  static NVFP4_ALWAYS_INLINE vf narrow_toward_zero(vd low, vd /*high*/) {
+    if (std::fabs(low) >= 0x1p128) return low > 0 ? INFINITY : -INFINITY;
+    const float nearest = static_cast<float>(low);
+    return std::fabs(static_cast<double>(nearest)) > std::fabs(low) ? std::nextafter(nearest, 0.0f) : nearest;
+  }
   static NVFP4_ALWAYS_INLINE vd add(vd a, vd b) { return a + b; }
   static NVFP4_ALWAYS_INLINE vd sub(vd a, vd b) { return a - b; }
   static NVFP4_ALWAYS_INLINE vd mul(vd a, vd b) { return a * b; }

@@ -1,4 +1,4 @@
-// Tests for nvfp4/gemm/detail/fast_gemm.hpp: the exact kernels add a step's terms without truncation only
+// Tests for nvfp4/gemm/fp4/detail/fast_gemm.hpp: the exact kernels add a step's terms without truncation only
 // where §6's truncation provably removes nothing, and hand the other lanes to the §6 step. Each
 // case below sits on one edge of that test (accumulator too small, accumulator too large, terms
 // too far apart, subnormal accumulator, overflow), one binade inside and one outside, with values
@@ -7,7 +7,7 @@
 // The AVX-512 kernel's vector form of the tests answers as the scalar rules on scale codes from
 // every edge.
 // NVFP4_TEST_ALL_ISAS
-#include "nvfp4/gemm/detail/fast_gemm.hpp"
+#include "nvfp4/gemm/fp4/detail/fast_gemm.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "nvfp4/gemm/gemm.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 
 namespace nvfp4 {
 namespace {

@@ -1,10 +1,10 @@
-// Tests of nvfp4/gemm/detail/fp8_layout.hpp: the decode tables' order (what make_operand's per-step
+// Tests of nvfp4/gemm/fp8/detail/layout.hpp: the decode tables' order (what make_operand's per-step
 // maxima rely on), make_operand's per-step maximum exponent, scale and NaN / Inf flag (from every
 // position of a step) and its finite and plain rows against their definition on codes with
 // specials and a ragged K, finite and plain tiles with their scales as floats, and stage_rows
 // against the tables.
 // NVFP4_TEST_ALL_ISAS
-#include "nvfp4/gemm/detail/fp8_layout.hpp"
+#include "nvfp4/gemm/fp8/detail/layout.hpp"
 
 #include <gtest/gtest.h>
 

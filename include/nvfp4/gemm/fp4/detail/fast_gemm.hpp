@@ -1,6 +1,6 @@
-// nvfp4/gemm/detail/fast_gemm.hpp: the fast block-scaled MMA: one driver over any kernel set
-// (gemm/detail/mma_kernels.hpp: AVX-512 VNNI, AVX2, portable), and the AMX kernels (own layouts and
-// driver, gemm/simd/mma_amx.hpp) where the dispatch point's run-time choice says so
+// nvfp4/gemm/fp4/detail/fast_gemm.hpp: the fast block-scaled MMA: one driver over any kernel set
+// (gemm/fp4/detail/mma_kernels.hpp: AVX-512 VNNI, AVX2, portable), and the AMX kernels (own layouts and
+// driver, gemm/fp4/simd/mma_amx.hpp) where the dispatch point's run-time choice says so
 // (simd/dispatch.hpp: gemm_isa, gemm_isa_for_call) and the operands suit them. The driver packs A
 // once, packs B per panel (or reads B packed beforehand, packed_b), and hands work items to the
 // threads (simd::parallel_dynamic); each output is computed start to end by one thread, so
@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "nvfp4/detail/scratch.hpp"
-#include "nvfp4/gemm/detail/mma_kernels.hpp"
-#include "nvfp4/gemm/detail/mma_layout.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_kernels.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
 #include "nvfp4/gemm/operands.hpp"
-#include "nvfp4/gemm/simd/mma_amx.hpp"
-#include "nvfp4/gemm/simd/mma_avx2.hpp"
-#include "nvfp4/gemm/simd/mma_avx512.hpp"
+#include "nvfp4/gemm/fp4/simd/mma_amx.hpp"
+#include "nvfp4/gemm/fp4/simd/mma_avx2.hpp"
+#include "nvfp4/gemm/fp4/simd/mma_avx512.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
@@ -136,7 +136,7 @@ void mma_driver(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
 /// The kernel set of this build's compile-time choice (simd::gemm_isa).
 using compiled_mma_kernels = mma_kernels<simd::gemm_isa>;
 
-/// B packed beforehand for the kernels this process runs (what gemm/packed_weight.hpp keeps): the
+/// B packed beforehand for the kernels this process runs (what gemm/fp4/packed_weight.hpp keeps): the
 /// AMX layout where the AMX kernels run and accept B, else the tiles of the compiled kernel set.
 /// Whole panels of tiles, [tile][step].
 struct packed_b {
@@ -169,7 +169,7 @@ template <fp4_gemm_format Format>
 packed_b pack_b(const quantized_tensor<Format>& b) {
   packed_b out;
   out.rows = b.rows();
-  out.steps = (b.cols() + mma::step_k - 1) / mma::step_k;
+  out.steps = (b.cols() + fp4::mma::step_k - 1) / fp4::mma::step_k;
   const index_t tiles = (b.rows() + tile_lanes - 1) / tile_lanes;
   const index_t padded_tiles = (tiles + panel_tiles - 1) / panel_tiles * panel_tiles;
   if constexpr (has_mma_kernels<isa::amx_bf16>) {

@@ -1,6 +1,6 @@
-// nvfp4/gemm/detail/mma_kernels.hpp: what a kernel set of the block-scaled MMA offers the driver
-// (gemm/detail/fast_gemm.hpp), and the portable set: every output lane through the reference's own §6
-// step. The vector sets specialize mma_kernels in gemm/simd/ (AVX-512 VNNI, AVX2); the dispatch
+// nvfp4/gemm/fp4/detail/mma_kernels.hpp: what a kernel set of the block-scaled MMA offers the driver
+// (gemm/fp4/detail/fast_gemm.hpp), and the portable set: every output lane through the reference's own §6
+// step. The vector sets specialize mma_kernels in gemm/fp4/simd/ (AVX-512 VNNI, AVX2); the dispatch
 // point (simd/dispatch.hpp) says which one a call runs.
 #pragma once
 
@@ -8,8 +8,8 @@
 #include <type_traits>
 
 #include "nvfp4/config.hpp"
-#include "nvfp4/gemm/detail/mma_layout.hpp"
-#include "nvfp4/gemm/detail/packing.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
+#include "nvfp4/gemm/fp4/detail/packing.hpp"
 #include "nvfp4/simd/scalar/ops.hpp"
 
 namespace nvfp4::detail {
@@ -19,7 +19,7 @@ namespace nvfp4::detail {
 /// - `packers`: operand_packers<Ops> of its ISA (make_broadcast_rows, pack_tile);
 /// - `exact_block<ScaleType, R, C>` and `relaxed_block<ScaleType, R, C, Prescaled>`: `steps` K
 ///   steps of an R x C block, rows[r][s] against tiles[c][s], accumulating into out (R rows of
-///   16 C floats, out_stride apart), bit-identical to mma::step / mma::relaxed_step per output.
+///   16 C floats, out_stride apart), bit-identical to fp4::mma::step / fp4::mma::relaxed_step per output.
 /// Only the sets a build can run are defined; `has_mma_kernels<isa>` says which.
 template <isa Isa>
 struct mma_kernels;

@@ -1,11 +1,11 @@
-// nvfp4/gemm/detail/mma_layout.hpp: the operand layouts of the GEMM kernel sets (gemm/detail/mma_kernels.hpp)
+// nvfp4/gemm/fp4/detail/mma_layout.hpp: the operand layouts of the GEMM kernel sets (gemm/fp4/detail/mma_kernels.hpp)
 // and the parts of the exact kernels that do not depend on the ISA.
 // The kernels multiply bytes as vpdpbusd and vpmaddubsw do: 4 unsigned bytes of one 32-bit lane by
 // 4 signed bytes of the other. One operand ("rows", A) is read as broadcast 4-byte words of
 // doubled E2M1 values; the other ("tiles", B) is rearranged so that lane l of each 64-byte row
 // holds 4 consecutive K elements of output column l. Every 64-element K step carries its group
 // scales in the forms the kernels read, and the exponent bounds of the exact kernels' test for
-// "truncation removes nothing". gemm/detail/packing.hpp builds the layouts, over an ISA's lane operations.
+// "truncation removes nothing". gemm/fp4/detail/packing.hpp builds the layouts, over an ISA's lane operations.
 #pragma once
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "nvfp4/detail/scratch.hpp"
-#include "nvfp4/gemm/mma_model.hpp"
+#include "nvfp4/gemm/fp4/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
@@ -30,9 +30,9 @@ inline constexpr int element_offset = 12;  // tile bytes hold b2 + 12 >= 0 (the 
 inline constexpr float no_scale_exponent = 0.0f;
 /// The largest exponent distance the exact fast path allows between two non-zero group terms (a
 /// term is a whole multiple of 2^(E_g - 8); the fused sum keeps multiples of 2^(E_max - 35)).
-inline constexpr float max_term_span = mma::fraction_bits - 8;
+inline constexpr float max_term_span = fp4::mma::fraction_bits - 8;
 /// How far the accumulator's exponent may sit below E_max (its lowest bit is 2^(E_c - 23)).
-inline constexpr float max_accumulator_drop = mma::fraction_bits - 23;
+inline constexpr float max_accumulator_drop = fp4::mma::fraction_bits - 23;
 
 /// What the kernels read of one scale code, looked up once per code.
 struct scale_forms {
@@ -47,10 +47,10 @@ template <class ScaleType>
 constexpr std::array<scale_forms, 256> make_scale_table() {
   std::array<scale_forms, 256> table{};
   for (int code = 0; code < 256; ++code) {
-    const mma::scale_parts parts = mma::decompose(ScaleType::from_bits(static_cast<std::uint8_t>(code)));
+    const fp4::mma::scale_parts parts = fp4::mma::decompose(ScaleType::from_bits(static_cast<std::uint8_t>(code)));
     scale_forms& f = table[static_cast<std::size_t>(code)];
     f.is_nan = parts.is_nan;
-    f.value = mma::scale_value(parts);
+    f.value = fp4::mma::scale_value(parts);
     f.quarter = parts.is_nan ? f.value : f.value * 0.25f;  // (NaN arithmetic is not a constant expression)
     f.exponent = static_cast<float>(parts.exponent);
     f.nonzero = !parts.is_nan && parts.m_eighths != 0;
@@ -63,12 +63,12 @@ inline constexpr std::array<scale_forms, 256> scale_table = make_scale_table<Sca
 /// Group g of step s uses scale block (s*64 + g*16) / block_cols, or none past the last block.
 template <class Format>
 index_t scale_block_of(index_t step, int group) {
-  return (step * mma::step_k + group * mma::group_k) / Format::block_cols;
+  return (step * fp4::mma::step_k + group * fp4::mma::group_k) / Format::block_cols;
 }
 
 /// One step (64 K elements) of one row of the broadcast operand.
 struct alignas(64) row_step {
-  std::int8_t values[mma::step_k];   ///< doubled E2M1 values, zero past K
+  std::int8_t values[fp4::mma::step_k];   ///< doubled E2M1 values, zero past K
   std::int32_t correction[4];        ///< -12 Σ a2 per group: undoes the tiles' +12 offset
   float quarter[4];                  ///< s_g / 4 (s_g itself: row_scale_value)
   float exponent_min, exponent_max;  ///< over groups with a non-zero scale (or the stand-in)
@@ -194,13 +194,13 @@ template <class Format, class FillValues>
 broadcast_rows build_broadcast_rows(const quantized_tensor<Format>& q, FillValues&& fill_values) {
   broadcast_rows out;
   out.rows = q.rows();
-  out.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
+  out.steps = (q.cols() + fp4::mma::step_k - 1) / fp4::mma::step_k;
   out.data = scratch<row_step>(static_cast<std::size_t>(out.rows * out.steps));
   struct exponent_range {
     float min, max;
   };
   const exponent_range range = simd::parallel_reduce(
-      out.rows, simd::worth_parallel(out.rows * out.steps * mma::step_k), exponent_range{out.exponent_min, out.exponent_max},
+      out.rows, simd::worth_parallel(out.rows * out.steps * fp4::mma::step_k), exponent_range{out.exponent_min, out.exponent_max},
       [&](index_t begin, index_t end) {
         exponent_range local{out.exponent_min, out.exponent_max};
         for (index_t r = begin; r < end; ++r)
@@ -267,26 +267,26 @@ bool terms_add_exactly_in_float(const Row& ra, const Tile& tb) {
 /// The scale parts of group g of a row step and of lane `lane` of a tile step (the padding scale
 /// past K), as the reference reads them.
 template <class ScaleType>
-void step_scale_parts(const row_step& ra, const tile_step& tb, int lane, mma::scale_parts (&scale_a)[4],
-                      mma::scale_parts (&scale_b)[4]) {
+void step_scale_parts(const row_step& ra, const tile_step& tb, int lane, fp4::mma::scale_parts (&scale_a)[4],
+                      fp4::mma::scale_parts (&scale_b)[4]) {
   for (int g = 0; g < 4; ++g) {
-    scale_a[g] = (ra.zero_scale_mask >> g) & 1 ? mma::padding_scale<ScaleType>() : mma::decompose(ScaleType::from_bits(ra.codes[g]));
-    scale_b[g] = (tb.zero_scale_lanes[g] >> lane) & 1 ? mma::padding_scale<ScaleType>()
-                                                       : mma::decompose(ScaleType::from_bits(tb.codes[g][lane]));
+    scale_a[g] = (ra.zero_scale_mask >> g) & 1 ? fp4::mma::padding_scale<ScaleType>() : fp4::mma::decompose(ScaleType::from_bits(ra.codes[g]));
+    scale_b[g] = (tb.zero_scale_lanes[g] >> lane) & 1 ? fp4::mma::padding_scale<ScaleType>()
+                                                       : fp4::mma::decompose(ScaleType::from_bits(tb.codes[g][lane]));
   }
 }
 
 /// The §6 step (exact) or the relaxed step of one output lane by the reference's own code
-/// (mma::step, mma::relaxed_step), so exact by definition: the exact kernels' fallback where their
+/// (fp4::mma::step, fp4::mma::relaxed_step), so exact by definition: the exact kernels' fallback where their
 /// fast test does not pass, and the portable kernel set.
 template <class ScaleType, gemm_mode Mode>
 float step_of_lane(const row_step& ra, const tile_step& tb, int lane, float c) {
-  mma::scale_parts scale_a[4], scale_b[4];
+  fp4::mma::scale_parts scale_a[4], scale_b[4];
   step_scale_parts<ScaleType>(ra, tb, lane, scale_a, scale_b);
-  std::int8_t b2[mma::step_k];
-  for (int k = 0; k < mma::step_k; ++k) b2[k] = static_cast<std::int8_t>(tb.bytes[k / 4][lane * 4 + k % 4] - element_offset);
-  if constexpr (Mode == gemm_mode::exact) return mma::step(ra.values, b2, scale_a, scale_b, c);
-  else return mma::relaxed_step(ra.values, b2, scale_a, scale_b, c);
+  std::int8_t b2[fp4::mma::step_k];
+  for (int k = 0; k < fp4::mma::step_k; ++k) b2[k] = static_cast<std::int8_t>(tb.bytes[k / 4][lane * 4 + k % 4] - element_offset);
+  if constexpr (Mode == gemm_mode::exact) return fp4::mma::step(ra.values, b2, scale_a, scale_b, c);
+  else return fp4::mma::relaxed_step(ra.values, b2, scale_a, scale_b, c);
 }
 
 }  // namespace nvfp4::detail

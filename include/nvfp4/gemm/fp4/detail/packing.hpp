@@ -1,15 +1,15 @@
-// nvfp4/gemm/detail/packing.hpp: the GEMM operand packers, written once over an ISA's lane operations
+// nvfp4/gemm/fp4/detail/packing.hpp: the GEMM operand packers, written once over an ISA's lane operations
 // (simd/<isa>/ops.hpp): packed E2M1 nibbles to doubled int8 values by a 16-byte table lookup, the
 // group sums of the broadcast operand, and a tile's lanes by the one in-register transpose. They
-// build the layouts of gemm/detail/mma_layout.hpp; every kernel set packs with its ISA's Ops.
+// build the layouts of gemm/fp4/detail/mma_layout.hpp; every kernel set packs with its ISA's Ops.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
-#include "nvfp4/gemm/detail/mma_layout.hpp"
-#include "nvfp4/gemm/mma_model.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
+#include "nvfp4/gemm/fp4/mma_model.hpp"
 
 namespace nvfp4::detail {
 
@@ -19,7 +19,7 @@ struct doubled_value_table {
   std::uint8_t values[16];
   constexpr doubled_value_table() : values{} {
     for (int code = 0; code < 16; ++code)
-      values[code] = static_cast<std::uint8_t>(mma::e2m1_doubled(static_cast<std::uint8_t>(code)) + Offset);
+      values[code] = static_cast<std::uint8_t>(fp4::mma::e2m1_doubled(static_cast<std::uint8_t>(code)) + Offset);
   }
 };
 template <int Offset>
@@ -30,14 +30,14 @@ struct operand_packers {
   using vi = typename Ops::vi;
   static constexpr int width = Ops::width;
   /// Vectors of 32-bit words per 64-element step of one row (4 elements per word).
-  static constexpr int step_vectors = mma::step_k / 4 / width;
-  static_assert(tile_lanes % width == 0 && step_vectors * width * 4 == mma::step_k);
+  static constexpr int step_vectors = fp4::mma::step_k / 4 / width;
+  static_assert(tile_lanes % width == 0 && step_vectors * width * 4 == fp4::mma::step_k);
 
   /// The doubled values (plus the table's offset) of step s of a row of `row_bytes` packed bytes,
   /// as `step_vectors` vectors of 4 values per lane; zero codes past the row's end.
   static NVFP4_ALWAYS_INLINE void decode_step(const std::uint8_t* row, index_t row_bytes, index_t s, const std::uint8_t* table,
                                               vi (&out)[step_vectors]) {
-    constexpr index_t step_bytes = mma::step_k / 2;
+    constexpr index_t step_bytes = fp4::mma::step_k / 2;
     const index_t available = row_bytes - s * step_bytes;
     if (available >= step_bytes) {
       for (int v = 0; v < step_vectors; ++v) out[v] = Ops::decode_nibbles(row + s * step_bytes + 2 * width * v, table);
@@ -55,7 +55,7 @@ struct operand_packers {
       const auto* data = reinterpret_cast<const std::uint8_t*>(source.data().data());
       vi values[step_vectors];
       decode_step(data + r * source.data_row_stride(), source.data_row_stride(), s, doubled_values<0>.values, values);
-      std::uint32_t lane_sums[mma::step_k / 4];
+      std::uint32_t lane_sums[fp4::mma::step_k / 4];
       for (int v = 0; v < step_vectors; ++v) {
         Ops::store_bits(reinterpret_cast<std::uint32_t*>(rs.values + 4 * width * v), values[v]);
         Ops::store_bits(lane_sums + width * v, Ops::sum_bytes(values[v]));
@@ -73,7 +73,7 @@ struct operand_packers {
   /// no scale) into out[steps], each step's quads moved to lanes by the in-register transpose.
   template <class Format>
   static void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_step* out) {
-    const index_t steps = (q.cols() + mma::step_k - 1) / mma::step_k;
+    const index_t steps = (q.cols() + fp4::mma::step_k - 1) / fp4::mma::step_k;
     const index_t stride = q.data_row_stride();
     const index_t valid = std::min<index_t>(tile_lanes, q.rows() - j0);
     const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());

@@ -1,4 +1,4 @@
-// nvfp4/gemm/simd/mma_amx.hpp: the AMX kernels of the block-scaled MMA (exact and relaxed), for
+// nvfp4/gemm/fp4/simd/mma_amx.hpp: the AMX kernels of the block-scaled MMA (exact and relaxed), for
 // CPUs with AMX-BF16 (simd/amx/tiles.hpp says when), with AVX-512 for the rest of the work.
 //
 // Why BF16 tiles and not INT8 ones: every 16-element group needs its own sum, so a tile multiply
@@ -8,14 +8,14 @@
 // exactly: each product is an integer multiple of s_b's last bit, and the 16 of a group add up to
 // less than 2^16 of them, so no order of the sum and no fp32 rounding can change it. What is left
 // for the vector units is one fma per group and output:
-//   relaxed: acc = fma(U_g, s_a/4, acc), which is mma::relaxed_step's fma(P_g, s_a·s_b, acc) as
+//   relaxed: acc = fma(U_g, s_a/4, acc), which is fp4::mma::relaxed_step's fma(P_g, s_a·s_b, acc) as
 //            long as s_a·s_b is exact in fp32 (always for UE4M3; checked for E8M0);
 //   exact:   T = Σ_g U_g·(s_a/4) in fp32, then D = RZ(c + T) with one add rounding toward zero,
 //            which is §6's fused sum whenever (1) truncation removes nothing (the per-lane test of
-//            the AVX-512 kernel, gemm/simd/mma_avx512.hpp) and (2) T is exact in fp32: each term is
+//            the AVX-512 kernel, gemm/fp4/simd/mma_avx512.hpp) and (2) T is exact in fp32: each term is
 //            a multiple of 2^(E_g - 8) below 2^(E_g + 11), so four of them need E_max - E_min + 21
 //            bits: at most 24 when the group exponents of the lane span at most 3 binades
-//            (terms_add_exactly_in_float, gemm/detail/mma_layout.hpp).
+//            (terms_add_exactly_in_float, gemm/fp4/detail/mma_layout.hpp).
 //            Rows whose spans are wider take the same sum in double (exact under (1) alone);
 //            lanes failing (1) take the scalar §6 step (the reference's own code).
 // Operands with NaN scales, E8M0 scales beyond what bf16 and the tile unit's flush-to-zero keep
@@ -35,14 +35,14 @@
 #include <utility>
 
 #include "nvfp4/detail/scratch.hpp"
-#include "nvfp4/gemm/detail/mma_kernels.hpp"
-#include "nvfp4/gemm/detail/mma_layout.hpp"
-#include "nvfp4/gemm/detail/packing.hpp"
-#include "nvfp4/gemm/reference.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_kernels.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
+#include "nvfp4/gemm/fp4/detail/packing.hpp"
+#include "nvfp4/gemm/fp4/reference.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
-// The AMX layouts are plain data, there in every build (gemm/detail/fast_gemm.hpp's packed_b holds them).
+// The AMX layouts are plain data, there in every build (gemm/fp4/detail/fast_gemm.hpp's packed_b holds them).
 namespace nvfp4::detail::amx {
 
 /// Rows of A in one tile, and the work item of the driver: 8 row blocks against 8 tiles of B.
@@ -60,7 +60,7 @@ struct row_bounds {
 /// 16 rows of A at one K step: the tile-unit operand (row i: the 64 values, 16 per group) and
 /// each row's scales.
 struct alignas(64) row_block_step {
-  std::uint16_t values[block_rows][mma::step_k];  ///< bf16 bits of a2; zero in rows past M and past K
+  std::uint16_t values[block_rows][fp4::mma::step_k];  ///< bf16 bits of a2; zero in rows past M and past K
   row_bounds rows[block_rows];
 };
 
@@ -86,8 +86,8 @@ struct alignas(64) tile_block_step {
 /// (8 pair rows of 16 columns: 64 bytes), 4-7 the products of the 2 x 2 block (16 x 16 fp32).
 constexpr simd::amx::tile_config tile_setup() {
   simd::amx::tile_config config;
-  for (int t = 0; t < 2; ++t) config.set(t, block_rows, mma::group_k * 2);
-  for (int t = 2; t < 4; ++t) config.set(t, mma::group_k / 2, tile_lanes * 4);
+  for (int t = 0; t < 2; ++t) config.set(t, block_rows, fp4::mma::group_k * 2);
+  for (int t = 2; t < 4; ++t) config.set(t, fp4::mma::group_k / 2, tile_lanes * 4);
   for (int t = 4; t < 8; ++t) config.set(t, block_rows, tile_lanes * 4);
   return config;
 }
@@ -161,11 +161,11 @@ row_blocks make_row_blocks(const quantized_tensor<Format>& q) {
   row_blocks out;
   out.rows = q.rows();
   out.blocks = (q.rows() + block_rows - 1) / block_rows;
-  out.steps = (q.cols() + mma::step_k - 1) / mma::step_k;
+  out.steps = (q.cols() + fp4::mma::step_k - 1) / fp4::mma::step_k;
   out.data = scratch<row_block_step>(static_cast<std::size_t>(out.blocks * out.steps));
   const index_t stride = q.data_row_stride();
   const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());
-  simd::parallel_ranges(out.blocks * out.steps, simd::worth_parallel(out.rows * out.steps * mma::step_k), [&](index_t begin, index_t end) {
+  simd::parallel_ranges(out.blocks * out.steps, simd::worth_parallel(out.rows * out.steps * fp4::mma::step_k), [&](index_t begin, index_t end) {
     const __m512i bf16_table = doubled_bf16_table();
     const __m512i offset = _mm512_set1_epi16(12);
     row_step scales;  // set_row_step_scales fills the scale part of a row_step
@@ -200,7 +200,7 @@ row_blocks make_row_blocks(const quantized_tensor<Format>& q) {
 /// Columns [j0, j0 + 16) of B (past N: zero, no scale) into out[steps].
 template <class Format>
 void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_block_step* out) {
-  const index_t steps = (q.cols() + mma::step_k - 1) / mma::step_k;
+  const index_t steps = (q.cols() + fp4::mma::step_k - 1) / fp4::mma::step_k;
   const index_t stride = q.data_row_stride();
   const index_t valid = std::min<index_t>(tile_lanes, q.rows() - j0);
   const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());
@@ -249,11 +249,11 @@ template <class FormatA, class FormatB>
 [[gnu::noinline]] float exact_step_of_element(const quantized_tensor<FormatA>& a, index_t i, const quantized_tensor<FormatB>& b,
                                               index_t j, index_t s, float c) {
   if (i >= a.rows() || j >= b.rows()) return c;
-  int a2[mma::step_k], b2[mma::step_k];
-  mma::scale_parts scale_a[mma::groups_per_step], scale_b[mma::groups_per_step];
+  int a2[fp4::mma::step_k], b2[fp4::mma::step_k];
+  fp4::mma::scale_parts scale_a[fp4::mma::groups_per_step], scale_b[fp4::mma::groups_per_step];
   load_mma_step(a, i, s, a2, scale_a);
   load_mma_step(b, j, s, b2, scale_b);
-  return mma::step(a2, b2, scale_a, scale_b, c);
+  return fp4::mma::step(a2, b2, scale_a, scale_b, c);
 }
 
 // ---- kernels ------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ struct alignas(64) step_products {
 template <class Tiles, int R, int C>
 NVFP4_ALWAYS_INLINE void multiply_group(const row_block_step* const (&a)[R], const tile_block_step* const (&b)[C], index_t s, int g,
                                         step_products& out) {
-  static_for<R>([&]<int r>() { Tiles::template load<r>(a[r][s].values[0] + g * mma::group_k, sizeof a[r][s].values[0]); });
+  static_for<R>([&]<int r>() { Tiles::template load<r>(a[r][s].values[0] + g * fp4::mma::group_k, sizeof a[r][s].values[0]); });
   static_for<C>([&]<int c>() { Tiles::template load<2 + c>(b[c][s].values[g], sizeof b[c][s].values[g][0]); });
   static_for<R>([&]<int r>() {
     static_for<C>([&]<int c>() {
@@ -454,7 +454,7 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
 namespace nvfp4::detail {
 
 /// The AMX kernel set, chosen at run time (simd::gemm_isa_for_call): its own layouts and driver,
-/// used by gemm/detail/fast_gemm.hpp where eligible() accepts the operands.
+/// used by gemm/fp4/detail/fast_gemm.hpp where eligible() accepts the operands.
 template <>
 struct mma_kernels<isa::amx_bf16> {
   static constexpr int block_rows = amx::block_rows, block_tiles = 2;

@@ -1,5 +1,5 @@
-// nvfp4/gemm/simd/mma_avx2.hpp: the AVX2 kernels of the block-scaled MMA, on the layouts of
-// gemm/detail/mma_layout.hpp (a 16-lane tile is two 8-lane halves). vpmaddubsw multiplies B's offset
+// nvfp4/gemm/fp4/simd/mma_avx2.hpp: the AVX2 kernels of the block-scaled MMA, on the layouts of
+// gemm/fp4/detail/mma_layout.hpp (a 16-lane tile is two 8-lane halves). vpmaddubsw multiplies B's offset
 // bytes with a broadcast word of A into 16-bit pair sums (at most 2·24·12 = 576, so the four quads
 // of a group add up in 16 bits without saturating), vpmaddwd folds them into the group's 32-bit
 // sums. The relaxed and exact steps are those of the AVX-512 kernels (see simd/mma_avx512.hpp);
@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "nvfp4/gemm/detail/mma_kernels.hpp"
-#include "nvfp4/gemm/detail/mma_layout.hpp"
-#include "nvfp4/gemm/detail/packing.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_kernels.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
+#include "nvfp4/gemm/fp4/detail/packing.hpp"
 #include "nvfp4/simd/avx2/ops.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 

@@ -1,4 +1,4 @@
-// nvfp4/gemm/simd/mma_avx512.hpp: the AVX-512 VNNI kernels of the block-scaled MMA, register
+// nvfp4/gemm/fp4/simd/mma_avx512.hpp: the AVX-512 VNNI kernels of the block-scaled MMA, register
 // blocked over R rows of A and C tiles of 16 columns of B. vpdpbusd gives each 16-element group's
 // exact sum for 16 outputs at once. The relaxed kernel fused-multiply-adds it into fp32; the exact
 // kernel adds the step's four group terms in fp32 where that is exact (else in double) and rounds
@@ -15,10 +15,10 @@
 #include <cstring>
 #include <limits>
 
-#include "nvfp4/gemm/mma_model.hpp"
-#include "nvfp4/gemm/detail/mma_kernels.hpp"
-#include "nvfp4/gemm/detail/mma_layout.hpp"
-#include "nvfp4/gemm/detail/packing.hpp"
+#include "nvfp4/gemm/fp4/mma_model.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_kernels.hpp"
+#include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
+#include "nvfp4/gemm/fp4/detail/packing.hpp"
 #include "nvfp4/simd/avx512/ops.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
@@ -64,7 +64,7 @@ struct mma_kernels<isa::avx512_vnni> {
       }
   }
 
-  /// Relaxed mode: acc = fma(P_g, s_a·s_b, acc) per group in order, as mma::relaxed_step. With
+  /// Relaxed mode: acc = fma(P_g, s_a·s_b, acc) per group in order, as fp4::mma::relaxed_step. With
   /// `Prescaled`, P_g·(s_a·s_b) is formed as 4P_g·(s_a/4·s_b): the same real product, and the same
   /// fp32 scale product scaled by 1/4, when every s_a·s_b lies in [2^-124, 2^128) (always for
   /// UE4M3; the driver checks E8M0's range).

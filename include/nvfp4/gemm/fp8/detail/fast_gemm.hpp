@@ -1,30 +1,31 @@
-// nvfp4/gemm/detail/fp8_fast_gemm.hpp: the fast FP8 / MXFP8 GEMM and its step kernel sets (which one
-// runs: simd/dispatch.hpp's fp8_gemm_isa). The driver splits the output into items (64 rows x a
-// panel of 32 tiles of 16 columns; A's rows are staged once per item, so a wide panel stages
+// nvfp4/gemm/fp8/detail/fast_gemm.hpp: the fast FP8 / MXFP8 GEMM and its step kernel sets (which
+// one runs: simd/dispatch.hpp's fp8_gemm_isa). The driver splits the output into items (64 rows x
+// a panel of 32 tiles of 16 columns; A's rows are staged once per item, so a wide panel stages
 // them less often; 32 tiles beat 16: docs/benchmarks.md, "Figures behind code choices"),
 // packs a panel's tiles once per thread (or reads B's tiles packed beforehand:
 // operand_rows::packed_tiles), and walks K in chunks of whole promotion granules so that a chunk
 // of the panel and of the item's staged rows stay in cache while every block of 8 rows x 4 tiles
 // goes over them; each output's accumulator lives in the item's buffer between chunks, so every
-// output still sees its K steps in order. The AVX-512 kernels (gemm/simd/fp8_mma_avx512.hpp) or
-// the AVX2 ones (gemm/simd/fp8_mma_avx2.hpp) run where the build has them; elsewhere each output
-// goes through the scalar step. One thread computes an output start to end
-// (simd::parallel_dynamic), so the result does not depend on the thread count.
+// output still sees its K steps in order. The vector kernels (gemm/fp8/detail/step_kernels.hpp,
+// written once over Ops) run on AVX-512 or AVX2 where the build has them (gemm/fp8/simd/ binds
+// each ISA); elsewhere each output goes through the scalar step. One thread computes an output
+// start to end (simd::parallel_dynamic), so the result does not depend on the thread count.
 #pragma once
 
 #include <algorithm>
 #include <vector>
 
-#include "nvfp4/gemm/detail/fp8_layout.hpp"
-#include "nvfp4/gemm/simd/fp8_mma_avx2.hpp"
-#include "nvfp4/gemm/simd/fp8_mma_avx512.hpp"
+#include "nvfp4/gemm/fp8/detail/layout.hpp"
+#include "nvfp4/gemm/fp8/simd/mma_avx2.hpp"
+#include "nvfp4/gemm/fp8/simd/mma_avx512.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::fp8_gemm_detail {
 
-/// The step kernels of one ISA: run_steps(blk, s0, s1, acc, stride). The AVX-512 and AVX2 sets
-/// are in gemm/simd/; simd/dispatch.hpp's fp8_gemm_isa says which set runs.
+/// The step kernels of one ISA: staging(mode) and run_steps(blk, s0, s1, acc, stride). The
+/// AVX-512 and AVX2 sets are lane_step_kernels over their Ops (gemm/fp8/detail/step_kernels.hpp,
+/// bound in gemm/fp8/simd/); simd/dispatch.hpp's fp8_gemm_isa says which set runs.
 template <isa Isa>
 struct fp8_step_kernels;
 
@@ -58,7 +59,7 @@ inline constexpr index_t panel_columns = tiles_per_panel * lanes;
 /// two), and store(i, j0, acc, count) receives the final accumulators of such a row segment.
 /// Row segments, not single outputs: the epilogue is then a loop over contiguous floats.
 template <class Init, class Run, class Store>
-void for_each_chunk(const operand_rows& a, const operand_rows& b, mma8::tensor_core core, gemm_mode mode, index_t granule,
+void for_each_chunk(const operand_rows& a, const operand_rows& b, fp8::mma::tensor_core core, gemm_mode mode, index_t granule,
                     Init&& init, Run&& run, Store&& store) {
   const index_t m = a.rows, n = b.rows, steps = a.steps;
   if (m == 0 || n == 0) return;

@@ -1,4 +1,4 @@
-// nvfp4/gemm/detail/fp8_layout.hpp: FP8 / MXFP8 GEMM operands as the fast kernels read them: the codes in
+// nvfp4/gemm/fp8/detail/layout.hpp: FP8 / MXFP8 GEMM operands as the fast kernels read them: the codes in
 // place with per-step maxima, scales and specials beside them; a few rows of A decoded into a
 // staging buffer (values, §9 exponents, bf16 pairs); tiles of 16 rows of B (output columns) laid
 // out K-major; and the scalar step every kernel falls back to. Large buffers are made once per
@@ -12,7 +12,7 @@
 
 #include "nvfp4/config.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/gemm/fp8_mma_model.hpp"
+#include "nvfp4/gemm/fp8/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
 
 namespace nvfp4::fp8_gemm_detail {
@@ -32,8 +32,8 @@ struct code_tables {
   explicit code_tables(fp8_format format) {
     for (int c = 0; c < 256; ++c) {
       const auto code = static_cast<std::uint8_t>(c);
-      const auto parts = mma8::decompose(code, format);
-      value[c] = static_cast<float>(mma8::value_of(code, format));
+      const auto parts = fp8::mma::decompose(code, format);
+      value[c] = static_cast<float>(fp8::mma::value_of(code, format));
       exponent[c] = static_cast<std::int8_t>(parts.exponent);
       bf16_bits[c] = bf16::from_float(value[c]).bits();
       special[c] = parts.is_nan || parts.is_inf;
@@ -69,10 +69,10 @@ struct operand_rows {
   std::size_t at(index_t r, index_t s) const { return static_cast<std::size_t>(r * steps + s); }
   /// The 32 codes of row r, step s, zero past K (`pad` holds them when the step is partial).
   const std::uint8_t* step_codes(index_t r, index_t s, std::uint8_t* pad) const {
-    const index_t k0 = s * mma8::step_k;
+    const index_t k0 = s * fp8::mma::step_k;
     const std::uint8_t* row = codes + r * stride;
-    if (k0 + mma8::step_k <= cols) return row + k0;
-    std::memset(pad, 0, mma8::step_k);
+    if (k0 + fp8::mma::step_k <= cols) return row + k0;
+    std::memset(pad, 0, fp8::mma::step_k);
     if (k0 < cols) std::memcpy(pad, row + k0, static_cast<std::size_t>(cols - k0));
     return pad;
   }
@@ -87,7 +87,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   o.stride = stride;
   o.rows = rows;
   o.cols = cols;
-  o.steps = (cols + mma8::step_k - 1) / mma8::step_k;
+  o.steps = (cols + fp8::mma::step_k - 1) / fp8::mma::step_k;
   o.format = format;
   o.tables = &tables;
   o.max_exponent.resize(static_cast<std::size_t>(rows * o.steps));
@@ -109,8 +109,8 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
       finite = std::max(finite, magnitude < first_special ? magnitude : std::uint8_t{0});
       any = std::max(any, magnitude);
     };
-    if (count == mma8::step_k) {
-      for (index_t k = 0; k < mma8::step_k; ++k) add(step[k]);
+    if (count == fp8::mma::step_k) {
+      for (index_t k = 0; k < fp8::mma::step_k; ++k) add(step[k]);
     } else {
       for (index_t k = 0; k < count; ++k) add(step[k]);
     }
@@ -119,7 +119,7 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   };
   for (index_t r = 0; r < rows; ++r)
     for (index_t s = 0; s < o.steps; ++s) {
-      const index_t k0 = s * mma8::step_k, k1 = std::min(cols, k0 + mma8::step_k);
+      const index_t k0 = s * fp8::mma::step_k, k1 = std::min(cols, k0 + fp8::mma::step_k);
       std::uint8_t top = 0, top_any = 0;
       step_maxima(codes + r * stride + k0, k1 - k0, top, top_any);
       const bool special = top_any >= first_special;
@@ -157,7 +157,7 @@ inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, 
   out.i0 = i0;
   out.s0 = s0;
   out.rows = rows;
-  out.padded_k = (s1 - s0) * mma8::step_k;
+  out.padded_k = (s1 - s0) * fp8::mma::step_k;
   const std::size_t size = static_cast<std::size_t>(rows * out.padded_k);
   if (out.value.size() < size) {
     out.value.resize(size);
@@ -165,7 +165,7 @@ inline void stage_rows(const operand_rows& a, index_t i0, int rows, index_t s0, 
     out.pair.resize(size / 2);
   }
   const code_tables& t = *a.tables;
-  const index_t k_begin = s0 * mma8::step_k;
+  const index_t k_begin = s0 * fp8::mma::step_k;
   for (int r = 0; r < rows; ++r) {
     const std::uint8_t* row = a.codes + (i0 + r) * a.stride;
     float* value = out.value.data() + r * out.padded_k;
@@ -213,7 +213,7 @@ struct column_tile {
 /// Packs the tile of B's rows j0 .. j0 + 15: the element parts that `parts` asks for (a kernel
 /// set's staging(mode); a tile packed for any kernel takes all three) and every statistic.
 inline void pack_tile(const operand_rows& b, index_t j0, column_tile& t, staged_parts parts = {true, true, true}) {
-  const index_t steps = b.steps, padded = steps * mma8::step_k;
+  const index_t steps = b.steps, padded = steps * fp8::mma::step_k;
   const std::size_t elements = static_cast<std::size_t>(padded * lanes);
   t.steps = steps;
   t.columns = static_cast<int>(std::min<index_t>(lanes, b.rows - j0));
@@ -262,7 +262,7 @@ struct step_block {
   const column_tile* tiles[4];
   index_t j0[4];
   int tile_count;
-  mma8::tensor_core core;
+  fp8::mma::tensor_core core;
   gemm_mode mode;
   index_t i0() const { return staged->i0 + row_offset; }
 };
@@ -297,7 +297,7 @@ struct staged_row_step {
 };
 NVFP4_ALWAYS_INLINE staged_row_step staged_row_at(const step_block& blk, int r, index_t s) {
   const row_staging& st = *blk.staged;
-  const index_t base = (blk.row_offset + r) * st.padded_k + (s - st.s0) * mma8::step_k;
+  const index_t base = (blk.row_offset + r) * st.padded_k + (s - st.s0) * fp8::mma::step_k;
   const std::size_t at = blk.a->at(blk.i0() + r, s);
   return {st.value.data() + base, st.exponent.data() + base, st.pair.data() + base / 2, blk.a->max_exponent[at],
           static_cast<int>(blk.a->scale[at]) - 127, blk.a->special[at] != 0};
@@ -309,11 +309,11 @@ inline float scalar_step(const step_block& blk, int r, int t, int lane, index_t 
   const index_t i = blk.i0() + r, j = blk.j0[t] + lane;
   const auto sa = e8m0::from_bits(blk.a->scale[blk.a->at(i, s)]);
   const auto sb = e8m0::from_bits(blk.b->scale[blk.b->at(j, s)]);
-  std::uint8_t pad_a[mma8::step_k], pad_b[mma8::step_k];
+  std::uint8_t pad_a[fp8::mma::step_k], pad_b[fp8::mma::step_k];
   const std::uint8_t* as = blk.a->step_codes(i, s, pad_a);
   const std::uint8_t* bs = blk.b->step_codes(j, s, pad_b);
-  return blk.mode == gemm_mode::exact ? mma8::step(as, blk.a->format, bs, blk.b->format, c, blk.core, sa, sb)
-                                      : mma8::relaxed_step(as, blk.a->format, bs, blk.b->format, c, sa, sb);
+  return blk.mode == gemm_mode::exact ? fp8::mma::step(as, blk.a->format, bs, blk.b->format, c, blk.core, sa, sb)
+                                      : fp8::mma::relaxed_step(as, blk.a->format, bs, blk.b->format, c, sa, sb);
 }
 
 }  // namespace nvfp4::fp8_gemm_detail
