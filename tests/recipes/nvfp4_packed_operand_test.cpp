@@ -80,7 +80,7 @@ TEST(Nvfp4PackedOperand, ProductEqualsTheReferenceMmaTimesAlpha) {
     const nvfp4_operand a = quantize_activation_rowwise(view(x, M, K));
     std::vector<float> d(M * N), want(M * N), got(M * N, poison);
     reference::block_scaled_mma(a.tensor, b.tensor(), {}, matrix_view<float>::row_major(d.data(), M, N), mode);
-    const float alpha = detail::materialize(a.tensor.amax() * b.tensor().amax()) * nvfp4_alpha_factor(448.0f, 448.0f);
+    const float alpha = simd::materialize(a.tensor.amax() * b.tensor().amax()) * nvfp4_alpha_factor(448.0f, 448.0f);
     for (std::size_t i = 0; i < d.size(); ++i) want[i] = alpha * d[i];
     nvfp4_gemm(a, b, matrix_view<float>::row_major(got.data(), M, N), mode);
     expect_same_bits(got, want, mode == gemm_mode::exact ? "exact" : "relaxed");

@@ -300,7 +300,7 @@ void nvfp4_gemm_parts(const nvfp4_operand& a, const nvfp4_tensor& b, float b_e4m
   const float factor = nvfp4_alpha_factor(a.e4m3_max, b_e4m3_max);
   fp4_epilogue epilogue;
   epilogue.row_scaled = a.row_scaled() || b_row_scaled;
-  epilogue.alpha = epilogue.row_scaled ? factor : materialize(a.tensor.amax() * b.amax()) * factor;
+  epilogue.alpha = epilogue.row_scaled ? factor : simd::materialize(a.tensor.amax() * b.amax()) * factor;
   if (epilogue.row_scaled) {
     epilogue.a_rows = a.row_amax;
     epilogue.b_rows = b_row_amax;

@@ -68,9 +68,9 @@ inline four_over_six_scales four_over_six_block_scales(float block_amax, tensor_
 /// fp32 rounding.
 inline float four_over_six_element_error(e2m1 q, ue4m3 scale, float global_amax, float denominator, float x,
                                          four_over_six_error mode) {
-  const float dequantized = materialize(materialize(q.to_float() * scale.to_float()) * global_amax) / denominator;
+  const float dequantized = simd::materialize(simd::materialize(q.to_float() * scale.to_float()) * global_amax) / denominator;
   const float diff = dequantized - x;
-  return mode == four_over_six_error::mse ? materialize(diff * diff) : std::fabs(diff);
+  return mode == four_over_six_error::mse ? simd::materialize(diff * diff) : std::fabs(diff);
 }
 
 /// Sums 16 row errors in the order of TE's warp reduction (shfl_down by 8, 4, 2, 1): a tree.

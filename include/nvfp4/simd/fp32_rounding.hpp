@@ -4,11 +4,12 @@
 
 #include "nvfp4/simd/scalar/ops.hpp"
 
-namespace nvfp4::detail {
+namespace nvfp4::simd {
 
 /// x, with the compiler made to round it to float here: a product passed through this is never
 /// fused into a following addition (GPU kernels round each operation, __fmul_rn / __fadd_rn;
-/// GCC's default -ffp-contract=fast would otherwise be free to fuse them into an FMA).
-inline float materialize(float x) { return simd::scalar::ops::materialize(x); }
+/// GCC's default -ffp-contract=fast would otherwise be free to fuse them into an FMA). The scalar
+/// lane operation's barrier (simd/scalar/ops.hpp), for code outside the kernels.
+inline float materialize(float x) { return scalar::ops::materialize(x); }
 
-}  // namespace nvfp4::detail
+}  // namespace nvfp4::simd

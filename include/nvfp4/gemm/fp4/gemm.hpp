@@ -101,15 +101,15 @@ struct fp4_epilogue {
 
   bool has_c() const { return !c.empty() || c.data() != nullptr; }
   float operator()(index_t i, index_t j, float d) const {
-    float value = materialize(alpha * d);
+    float value = simd::materialize(alpha * d);
     if (row_scaled) {
       const bool a_per_row = !a_rows.empty(), b_per_row = !b_rows.empty();
       const float r = a_per_row ? a_rows[static_cast<std::size_t>(i)] : a_factor;
       const float col = b_per_row ? b_rows[static_cast<std::size_t>(j)] : b_factor;
-      value = (a_per_row && b_per_row) ? materialize(materialize(value * r) * col) : materialize(value * materialize(r * col));
+      value = (a_per_row && b_per_row) ? simd::materialize(simd::materialize(value * r) * col) : simd::materialize(value * simd::materialize(r * col));
     }
     if (has_c()) value = std::fma(beta, c(i, j), value);
-    if (!bias.empty()) value = materialize(value + bias[static_cast<std::size_t>(j)]);
+    if (!bias.empty()) value = simd::materialize(value + bias[static_cast<std::size_t>(j)]);
     return value;
   }
 };

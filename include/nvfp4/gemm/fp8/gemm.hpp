@@ -119,7 +119,7 @@ float promoted_chain(index_t s0, index_t s1, float c, index_t steps_per_promotio
 template <class Out>
 void store_output(matrix_view<Out> out, index_t i, index_t j, float value, std::span<const float> bias) {
   // The epilogue's product (alpha * acc) is rounded before the bias is added, as cuBLAS's is.
-  if (!bias.empty()) value = materialize(value) + bias[static_cast<std::size_t>(j)];
+  if (!bias.empty()) value = simd::materialize(value) + bias[static_cast<std::size_t>(j)];
   if constexpr (std::is_same_v<Out, float>) {
     out(i, j) = value;
   } else {
@@ -162,7 +162,7 @@ inline bool row_scaled(const fp8_tensor& t) {
 /// The per-row epilogue as an H100 computes it (measured): the column's scale (B's row) first,
 /// then the row's, each product rounded: fl(fl(S * s_B[j]) * s_A[i]).
 inline float row_epilogue(float s, float scale_a, float scale_b) {
-  const float column_scaled = materialize(s * scale_b);
+  const float column_scaled = simd::materialize(s * scale_b);
   return column_scaled * scale_a;
 }
 
