@@ -342,6 +342,54 @@ TEST(Linear, ThreadCountDoesNotChangeResults) {
 #endif
 }
 
+/// A layer reuses its buffers and quantized copies from step to step (the last step's storage,
+/// written over): each step gives the bits of a fresh layer at that step count, whatever the last
+/// step held, for W changed between steps too (an optimizer's update), with 1 and 2 threads alike.
+TEST(Linear, RepeatedStepsGiveAFreshLayersBits) {
+  constexpr index_t m = 320, k = 256, n = 288;  // above the parallel threshold
+  const auto x1 = test::random_values(m * k, 15), w1 = test::random_values(n * k, 16, {.sigma = 0.1});
+  const auto dy1 = test::random_values(m * n, 17, {.sigma = 0.01});
+  const auto x2 = test::random_values(m * k, 25, {.sigma = 3.0}), w2 = test::random_values(n * k, 26, {.sigma = 0.02});
+  const auto dy2 = test::random_values(m * n, 27, {.sigma = 0.5});
+  const std::vector<std::pair<recipe, nn::linear_options>> cases = {
+      {no_quantization{}, {.bias = true}},
+      {no_quantization{}, {.bias = true, .dtype = high_precision::bf16}},
+      {nvfp4_block_scaling{}, {.bias = true, .dtype = high_precision::bf16, .seed = 5}},
+      {nvfp4_block_scaling{}, {.seed = 5}},
+      {nvfp4_block_scaling{.disable_rht = true, .disable_stochastic_rounding = true, .disable_2d_quantization = true},
+       {.dtype = high_precision::bf16, .seed = 5}},
+      {nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::weights}, {.dtype = high_precision::bf16, .seed = 5}},
+      {float8_current_scaling{}, {.bias = true, .dtype = high_precision::bf16}},
+      {float8_block_scaling{}, {.dtype = high_precision::bf16}},
+      {mxfp8_block_scaling{}, {.bias = true, .dtype = high_precision::bf16, .mode = gemm_mode::relaxed}}};
+  const auto step = [&](nn::linear& layer, const std::vector<float>& x, const std::vector<float>& dy) {
+    std::vector<float> out = layer.forward(cview(x, m, k));
+    const auto dx = layer.backward(cview(dy, m, n));
+    out.insert(out.end(), dx.begin(), dx.end());
+    out.insert(out.end(), layer.weight_grad().begin(), layer.weight_grad().end());
+    out.insert(out.end(), layer.bias_grad().begin(), layer.bias_grad().end());
+    return out;
+  };
+  std::vector<std::vector<float>> one_thread;
+  for (int threads : {1, 2}) {
+    test::set_threads(threads);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const auto& [r, options] = cases[i];
+      nn::linear layer(k, n, r, options), fresh(k, n, r, options);
+      std::copy(w1.begin(), w1.end(), layer.weight().begin());
+      (void)step(layer, x1, dy1);
+      std::copy(w2.begin(), w2.end(), layer.weight().begin());
+      std::copy(w2.begin(), w2.end(), fresh.weight().begin());
+      fresh.set_steps(1);
+      const std::vector<float> got = step(layer, x2, dy2);
+      EXPECT_EQ(first_difference(got, step(fresh, x2, dy2)), -1) << recipe_name(r) << ", " << threads << " threads";
+      if (threads == 1) one_thread.push_back(got);
+      else EXPECT_EQ(first_difference(got, one_thread[i]), -1) << recipe_name(r) << ": 2 threads against 1";
+    }
+  }
+  test::set_threads(2);
+}
+
 /// One of each recipe family and its variants, with the layer options they run under.
 std::vector<std::pair<recipe, nn::linear_options>> every_recipe() {
   return {{no_quantization{}, {.bias = true}},

@@ -76,6 +76,20 @@ void quantize_into(matrix_view<const T> x, quantized_tensor<Format>& out, const 
   detail::quantize_with_amax_fast<Format>(x, global_amax, options, out);
 }
 
+/// quantize_with_amax(x, global_amax, options) into `out`, a tensor the caller keeps: its storage
+/// is reused where it already has x's shape and options.axis (nothing allocated or zero-filled),
+/// else it is made anew. Throws as quantize_with_amax, before anything of out is written.
+template <block_scaled_format Format, quantizer_input T>
+void quantize_with_amax_into(matrix_view<const T> x, float global_amax, quantized_tensor<Format>& out, const quantize_options& options = {}) {
+  x.validate("quantize input");
+  detail::require(std::isfinite(global_amax) && global_amax >= 0.0f, errc::invalid_argument,
+                  "quantize_with_amax: amax " + detail::number_text(global_amax) + " is not a finite number >= 0");
+  detail::check_rounding<Format>(options);
+  (void)detail::checked_amax(x);  // throws non_finite_error naming the first NaN/Inf
+  if (out.rows() != x.rows() || out.cols() != x.cols() || out.axis() != options.axis) out = quantized_tensor<Format>(x.rows(), x.cols(), options.axis);
+  detail::quantize_with_amax_fast<Format>(x, global_amax, options, out);
+}
+
 /// Both copies TransformerEngine's quantizer produces: x blocked along rows, and xᵀ (the
 /// columnwise copy). They share the tensor amax, so the tensor scale is the same.
 template <block_scaled_format Format>

@@ -117,21 +117,27 @@ struct columnwise_rht {
 /// RHT(xᵀ): t applied along x's rows dimension M in blocks of n, for every column of x.
 /// Throws shape_mismatch unless M is a multiple of n; non_finite_error on NaN/Inf in x;
 /// errc::overflow, naming the block, when the transform of finite x overflows bf16.
+/// This form writes into `result`, reusing its storage (a caller's scratch kept from call to call).
 template <quantizer_input T>
-columnwise_rht rht_columnwise(matrix_view<const T> x, const hadamard_transform& t = hadamard_transform::te_default()) {
+void rht_columnwise(matrix_view<const T> x, const hadamard_transform& t, columnwise_rht& result) {
   const matrix_view<const T> source = x.transposed();
-  columnwise_rht result;
+  detail::check_rht_columnwise(x, t);
   result.rows = source.rows();
   result.cols = source.cols();
-  detail::check_rht_columnwise(x, t);
-  if (x.empty()) return result;  // amax 0; before any loop over the other dimension
-  result.values.resize(static_cast<std::size_t>(result.rows * result.cols));
+  result.amax = 0.0f;
+  if (x.empty()) return;  // amax 0; before any loop over the other dimension
+  result.values.resize(static_cast<std::size_t>(result.rows * result.cols));  // within its capacity: nothing allocated
   bool non_finite = false;
   const auto out = matrix_view<bf16>::row_major(result.values.data(), result.rows, result.cols);
   const std::uint16_t largest = detail::hadamard_rows_fast(source, t, hadamard_direction::forward, out, non_finite);
   if (non_finite) detail::throw_first_non_finite(x, "rht input");
   if (largest >= 0x7F80u) detail::throw_hadamard_overflow(source, matrix_view<const bf16>(out), t.size(), "rht input", true);
   result.amax = bf16::from_bits(largest).to_float();
+}
+template <quantizer_input T>
+columnwise_rht rht_columnwise(matrix_view<const T> x, const hadamard_transform& t = hadamard_transform::te_default()) {
+  columnwise_rht result;
+  rht_columnwise(x, t, result);
   return result;
 }
 
@@ -141,7 +147,8 @@ namespace detail {
 /// round to nearest even, t of size 16: no bf16 intermediate. Pass 1 transforms for the amax only; pass 2
 /// transforms again and quantizes each tile in registers (its lanes are the copy's blocks).
 /// Source columns past the last full vector go through the general transform and fast quantizer.
-inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, const hadamard_transform& t) {
+/// Writes into q, reusing its storage where it has the copy's shape.
+inline void quantize_columnwise_rht_fused(matrix_view<const bf16> x, const hadamard_transform& t, nvfp4_tensor& q) {
   using walks = fast_hadamard_walks;
   check_rht_columnwise(x, t);
   const matrix_view<const bf16> source = x.transposed();  // [N, M], blocks along M
@@ -161,7 +168,7 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
   detail::require(largest < 0x7F80u, errc::overflow, "rht input: the Hadamard transform overflows bf16");
   const float amax = bf16::from_bits(largest).to_float();
 
-  nvfp4_tensor q(rows, cols, quantized_axis::columnwise);
+  if (q.rows() != rows || q.cols() != cols || q.axis() != quantized_axis::columnwise) q = nvfp4_tensor(rows, cols, quantized_axis::columnwise);
   const tensor_scale scale = nvfp4_tensor_scale(amax);
   q.set_tensor_scale(amax, scale.encode, scale.decode);
   std::uint8_t* const data = bytes_of(q.data());
@@ -175,7 +182,6 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
     std::copy_n(tail_data, (rows - done) * data_stride, data + done * data_stride);
     std::copy_n(tail_scales, (rows - done) * scale_stride, scales + done * scale_stride);
   }
-  return q;
 }
 
 }  // namespace detail
@@ -184,18 +190,32 @@ inline nvfp4_tensor quantize_columnwise_rht_fused(matrix_view<const bf16> x, con
 /// GEMM: RHT(xᵀ) in bf16, quantized with blocks along M and the tensor scale from its own amax.
 /// Same result as rht_columnwise then quantize_with_amax (for NVFP4 1x16 from bf16 with round to
 /// nearest, computed without the bf16 intermediate).
+/// The into form writes the copy into `out` and the bf16 transform (where the fused path does not
+/// apply) into `scratch`, both kept by the caller and reused where they have the shapes already
+/// (nothing allocated or zero-filled then); same bits as quantize_columnwise_rht. Throws as it,
+/// before anything of out is written.
 template <block_scaled_format Format = nvfp4_1x16, quantizer_input T>
-quantized_tensor<Format> quantize_columnwise_rht(matrix_view<const T> x, const hadamard_transform& t = hadamard_transform::te_default(),
-                                                 quantize_options options = {}) {
+void quantize_columnwise_rht_into(matrix_view<const T> x, const hadamard_transform& t, quantize_options options, quantized_tensor<Format>& out,
+                                  columnwise_rht& scratch) {
   detail::check_rounding<Format>(options);
   if constexpr (std::is_same_v<Format, nvfp4_1x16> && std::is_same_v<T, bf16>) {
     if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= detail::fast_hadamard_walks::lanes &&
         !x.empty())
-      return detail::quantize_columnwise_rht_fused(x, t);
+      return detail::quantize_columnwise_rht_fused(x, t, out);
   }
-  const columnwise_rht transformed = rht_columnwise(x, t);
+  rht_columnwise(x, t, scratch);
   options.axis = quantized_axis::columnwise;
-  return detail::quantize_with_amax_fast<Format>(transformed.view(), transformed.amax, options);
+  if (out.rows() != scratch.rows || out.cols() != scratch.cols || out.axis() != options.axis)
+    out = quantized_tensor<Format>(scratch.rows, scratch.cols, options.axis);
+  detail::quantize_with_amax_fast<Format>(scratch.view(), scratch.amax, options, out);
+}
+template <block_scaled_format Format = nvfp4_1x16, quantizer_input T>
+quantized_tensor<Format> quantize_columnwise_rht(matrix_view<const T> x, const hadamard_transform& t = hadamard_transform::te_default(),
+                                                 quantize_options options = {}) {
+  quantized_tensor<Format> out;
+  columnwise_rht scratch;
+  quantize_columnwise_rht_into(x, t, options, out, scratch);
+  return out;
 }
 
 }  // namespace nvfp4

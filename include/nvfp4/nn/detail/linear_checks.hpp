@@ -1,11 +1,14 @@
 // nvfp4/nn/detail/linear_checks.hpp: what nn::linear does the same way for every recipe around
 // its policy: the argument checks made before anything changes, and the copies in the layer's
-// dtype (X, W, dY in; Y, dX out) with NaN / Inf refused as the quantizers refuse them.
+// dtype (X, W, dY in; Y, dX out; on the library's threads) with NaN / Inf refused as the
+// quantizers refuse them.
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,7 +17,9 @@
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/recipes/no_quantization.hpp"
+#include "nvfp4/scaling/detail/fast_quantize.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::nn::detail {
 
@@ -39,24 +44,123 @@ inline float in_dtype(float value, high_precision dtype) {
   return dtype == high_precision::bf16 ? bf16::from_float(value).to_float() : value;
 }
 
-/// A row-major copy of v in the dtype, in `buffer`; rejects NaN / Inf (non_finite_error) unless
-/// `allow_non_finite` (a recipe TE runs such tensors under: they are copied as they are).
+/// out[i] = in[i] in the dtype (bf16: bf16::from_float(v).to_float(), NaN kept quiet) for n
+/// contiguous values; returns the largest |value| bits seen (>= float_inf_bits: a NaN or Inf).
+/// Branch-free, so the compiler vectorizes it; in_dtype is its scalar reference.
+inline std::uint32_t row_in_dtype(const float* in, index_t n, float* out, high_precision dtype) {
+  std::uint32_t largest = 0;
+  if (dtype != high_precision::bf16) {
+    for (index_t i = 0; i < n; ++i) {
+      largest = std::max(largest, std::bit_cast<std::uint32_t>(in[i]) & 0x7FFFFFFFu);
+      out[i] = in[i];
+    }
+    return largest;
+  }
+  for (index_t i = 0; i < n; ++i) {
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(in[i]);
+    const std::uint32_t magnitude = b & 0x7FFFFFFFu;
+    const std::uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
+    const std::uint32_t quiet_nan = (b | 0x00400000u) & 0xFFFF0000u;
+    largest = std::max(largest, magnitude);
+    out[i] = std::bit_cast<float>(magnitude > 0x7F800000u ? quiet_nan : rounded);
+  }
+  return largest;
+}
+
+/// out = v in the dtype, row by row on the library's threads (simd::parallel_ranges: each row one
+/// writer); returns the largest |value| bits seen. v and out the same shape.
+inline std::uint32_t copy_in_dtype(matrix_view<const float> v, matrix_view<float> out, high_precision dtype) {
+  const index_t cols = v.cols();
+  return simd::parallel_max(v.rows(), simd::worth_parallel(v.size()), [&](index_t begin, index_t end) {
+    std::uint32_t largest = 0;
+    for (index_t r = begin; r < end; ++r) {
+      if (v.col_stride() == 1 && out.col_stride() == 1) {
+        largest = std::max(largest, row_in_dtype(v.row(r), cols, &out(r, 0), dtype));
+        continue;
+      }
+      for (index_t c = 0; c < cols; ++c) {
+        const float value = v(r, c);
+        largest = std::max(largest, std::bit_cast<std::uint32_t>(value) & 0x7FFFFFFFu);
+        out(r, c) = in_dtype(value, dtype);
+      }
+    }
+    return largest;
+  });
+}
+
+/// Throws non_finite_error for the first NaN / Inf of v in row-major order (v holds one).
+[[noreturn]] inline void throw_first_non_finite(matrix_view<const float> v, const char* what) {
+  for (index_t r = 0; r < v.rows(); ++r)
+    for (index_t c = 0; c < v.cols(); ++c)
+      if (!std::isfinite(v(r, c))) throw non_finite_error(what, r, c, v(r, c));
+  throw error(errc::non_finite_input, std::string(what) + " holds NaN or Inf");  // not reached
+}
+
+/// A row-major copy of v in the dtype, in `buffer`; rejects NaN / Inf (non_finite_error, the first
+/// in row-major order) unless `allow_non_finite` (a recipe TE runs such tensors under: they are
+/// copied as they are). The copy runs on the library's threads; on a refusal `buffer` holds
+/// scratch.
 inline matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer, high_precision dtype,
                                          bool allow_non_finite = false) {
   const matrix_view<float> out = scratch(v.rows(), v.cols(), buffer);
-  for (index_t r = 0; r < v.rows(); ++r)
-    for (index_t c = 0; c < v.cols(); ++c) {
-      const float value = v(r, c);
-      if (!allow_non_finite && !std::isfinite(value)) throw non_finite_error(what, r, c, value);
-      out(r, c) = in_dtype(value, dtype);
-    }
+  const std::uint32_t largest = copy_in_dtype(v, out, dtype);
+  if (!allow_non_finite && largest >= 0x7F800000u) throw_first_non_finite(v, what);
   return out;
 }
 
-/// to = from rounded to the dtype.
+/// v itself where the dtype is fp32 and nothing needs a copy that outlives the call (a quantized
+/// recipe quantizes it at once), checked for NaN / Inf as to_dtype checks it, without copying;
+/// otherwise to_dtype's copy.
+inline matrix_view<const float> in_place_or_copy(matrix_view<const float> v, const char* what, std::vector<float>& buffer,
+                                                 high_precision dtype, bool allow_non_finite, bool needs_copy) {
+  if (needs_copy || dtype != high_precision::fp32) return to_dtype(v, what, buffer, dtype, allow_non_finite);
+  if (!allow_non_finite && nvfp4::detail::amax_bits_fast(v) >= 0x7F800000u) throw_first_non_finite(v, what);
+  return v;
+}
+
+/// A row-major bf16 copy of v (bf16::from_float of each value: the values to_dtype gives for the
+/// bf16 dtype, in half the bytes), in `buffer`; NaN / Inf as to_dtype.
+inline matrix_view<const bf16> to_bf16(matrix_view<const float> v, const char* what, std::vector<bf16>& buffer, bool allow_non_finite) {
+  const auto size = output_size(v.rows(), v.cols());
+  if (buffer.size() < size) buffer.resize(size);
+  const auto out = matrix_view<bf16>::row_major(buffer.data(), v.rows(), v.cols());
+  const index_t cols = v.cols();
+  const std::uint32_t largest = simd::parallel_max(v.rows(), simd::worth_parallel(v.size()), [&](index_t begin, index_t end) {
+    std::uint32_t seen = 0;
+    for (index_t r = begin; r < end; ++r) {
+      bf16* const row = &out(r, 0);
+      for (index_t c = 0; c < cols; ++c) {  // branch-free: vectorized where v's columns are contiguous
+        const std::uint32_t b = std::bit_cast<std::uint32_t>(v(r, c));
+        const std::uint32_t magnitude = b & 0x7FFFFFFFu;
+        const std::uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+        const std::uint32_t quiet_nan = (b >> 16) | 0x40u;
+        seen = std::max(seen, magnitude);
+        row[c] = bf16::from_bits(static_cast<std::uint16_t>(magnitude > 0x7F800000u ? quiet_nan : rounded));
+      }
+    }
+    return seen;
+  });
+  if (!allow_non_finite && largest >= 0x7F800000u) throw_first_non_finite(v, what);
+  return out;
+}
+
+/// to = from rounded to the dtype (on the library's threads, as to_dtype).
 inline void write_in_dtype(matrix_view<const float> from, matrix_view<float> to, high_precision dtype) {
-  for (index_t r = 0; r < from.rows(); ++r)
-    for (index_t c = 0; c < from.cols(); ++c) to(r, c) = in_dtype(from(r, c), dtype);
+  (void)copy_in_dtype(from, to, dtype);
+}
+
+/// db[j] = the fp32 sum of dy's rows in row order (each column's chain as a serial loop adds it),
+/// columns split over the library's threads.
+template <class T>
+void sum_rows(matrix_view<const T> dy, std::span<float> db) {
+  const index_t chunk = 64;  // columns per work item: a cache line of each row per item
+  const index_t items = (dy.cols() + chunk - 1) / chunk;
+  simd::parallel_ranges(items, simd::worth_parallel(dy.size()), [&](index_t begin, index_t end) {
+    const index_t c0 = begin * chunk, c1 = std::min(dy.cols(), end * chunk);
+    for (index_t j = c0; j < c1; ++j) db[static_cast<std::size_t>(j)] = 0.0f;
+    for (index_t i = 0; i < dy.rows(); ++i)
+      for (index_t j = c0; j < c1; ++j) db[static_cast<std::size_t>(j)] += static_cast<float>(dy(i, j));
+  });
 }
 
 /// forward's and infer's checks of X [M, in], Y [M, out], W [out, in] and b [out] (or none).
