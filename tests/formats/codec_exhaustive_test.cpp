@@ -45,8 +45,9 @@ double oracle_value(const oracle_format& f, int code) {
 /// values, taking the nearest by exact comparison (doubles hold every float, code value and
 /// midpoint exactly); a tie goes to the even code. A value whose nearest is max_code + 1 overflows:
 /// satfinite gives ±max, propagate gives ±Inf (E5M2) or NaN (E4M3). ±Inf: ±max (satfinite) or the
-/// overflow code. NaN: the positive NaN code (satfinite, as the hardware's cvt), the signed one
-/// (propagate). E2M1 has no NaN: the library documents sign | max, checked here as that.
+/// overflow code. NaN: the positive all-ones code (satfinite: what an H100's cvt.rn.satfinite
+/// wrote, 0x7F for E4M3 and E5M2), the signed NaN code (propagate, ml_dtypes' cast). E2M1 has no
+/// NaN: the library documents sign | max, checked here as that.
 void oracle_encode(const oracle_format& f, bool saturate, std::uint32_t first_bits, std::size_t count,
                    std::uint8_t* out) {
   std::vector<double> values(static_cast<std::size_t>(f.max_code) + 2);
@@ -64,8 +65,10 @@ void oracle_encode(const oracle_format& f, bool saturate, std::uint32_t first_bi
     const std::uint32_t magnitude_bits_in = bits & 0x7FFFFFFFu;
     int code;
     if (magnitude_bits_in > 0x7F800000u) {
-      out[i] = static_cast<std::uint8_t>(f.nan_code >= 0 ? ((saturate ? 0u : sign) | static_cast<std::uint32_t>(f.nan_code))
-                                                          : (sign | static_cast<std::uint32_t>(f.max_code)));
+      const std::uint32_t satfinite_nan = (1u << magnitude_bits) - 1u;
+      out[i] = static_cast<std::uint8_t>(f.nan_code < 0 ? (sign | static_cast<std::uint32_t>(f.max_code))
+                                         : saturate ? satfinite_nan
+                                                    : (sign | static_cast<std::uint32_t>(f.nan_code)));
       continue;
     }
     if (magnitude_bits_in == 0x7F800000u) {
@@ -94,7 +97,8 @@ struct codec_case {
 };
 
 // docs/numerics_spec.md §1: E2M1 max 6 (code 7); E4M3 max 448 (0x7E), NaN 0x7F; E5M2 max 57344 (0x7B),
-// Inf 0x7C, NaN code 0x7E (the library's choice among E5M2's NaNs).
+// Inf 0x7C, NaN code 0x7E for a sign-keeping cast (ml_dtypes' choice among E5M2's NaNs; an H100's
+// satfinite cvt writes 0x7F).
 template <class Case>
 oracle_format oracle_for() {
   if constexpr (Case::traits.exponent_bits == 2) return {2, 1, 1, 0x7, false, -1};
@@ -199,6 +203,14 @@ TEST(CodecOracle, SpecExamples) {
   EXPECT_EQ(encode_one(e4m3_spec, -std::numeric_limits<float>::quiet_NaN(), true), 0x7F);
   EXPECT_EQ(encode_one(e4m3_spec, -std::numeric_limits<float>::quiet_NaN(), false), 0xFF);
   EXPECT_EQ(encode_one(e4m3_spec, 1.0f, true), 0x38);
+  // E5M2 NaN: 0x7F from the satfinite cvt (an H100: cvt.rn.satfinite.e5m2x2.f32 and torch's
+  // .to(float8_e5m2) both, tests/golden/producers/run_te_compiled_update.py), the signed 0x7E / 0xFE
+  // from a sign-keeping cast.
+  const oracle_format e5m2_spec{5, 2, 15, 0x7B, true, 0x7E};
+  EXPECT_EQ(encode_one(e5m2_spec, std::numeric_limits<float>::quiet_NaN(), true), 0x7F);
+  EXPECT_EQ(encode_one(e5m2_spec, -std::numeric_limits<float>::quiet_NaN(), true), 0x7F);
+  EXPECT_EQ(encode_one(e5m2_spec, -std::numeric_limits<float>::quiet_NaN(), false), 0xFE);
+  EXPECT_EQ(encode_one(e5m2_spec, std::numeric_limits<float>::infinity(), true), 0x7B);
 }
 
 }  // namespace

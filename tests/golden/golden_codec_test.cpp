@@ -21,6 +21,14 @@ bool known_e8m0_subnormal_quirk(float x, std::uint8_t ours, std::uint8_t theirs)
   return bits >= 0x00400000u && bits < 0x00600000u && ours == 0 && theirs == 1;
 }
 
+/// The shared codec kind's `e5m2_rn_satfinite` comes from ml_dtypes, which writes 0x7E for a NaN;
+/// the hardware's satfinite cvt writes 0x7F (an H100: cvt.rn.satfinite.e5m2x2.f32 and torch's
+/// .to(float8_e5m2), tests/golden/producers/run_te_compiled_update.py). The hardware is followed;
+/// only that pair is let through, every other E5M2 input must match.
+bool e5m2_nan_follows_the_hardware(float x, std::uint8_t ours, std::uint8_t theirs) {
+  return std::isnan(x) && ours == 0x7F && theirs == 0x7E;
+}
+
 /// Encodes every input with `encode` and compares with the expected codes; records one check.
 template <class Encode>
 void check_encoder(const nlohmann::json& test_case, const std::string& input_field, const std::string& expected_field,
@@ -32,7 +40,8 @@ void check_encoder(const nlohmann::json& test_case, const std::string& input_fie
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < input.size(); ++i) {
     const std::uint8_t got = encode(input[i]);
-    const bool tolerated = expected_field == "e8m0_mldtypes" && known_e8m0_subnormal_quirk(input[i], got, expected[i]);
+    const bool tolerated = (expected_field == "e8m0_mldtypes" && known_e8m0_subnormal_quirk(input[i], got, expected[i])) ||
+                           (expected_field == "e5m2_rn_satfinite" && e5m2_nan_follows_the_hardware(input[i], got, expected[i]));
     if (got != expected[i] && !tolerated && mismatches++ < 5) {
       ADD_FAILURE() << expected_field << ": input " << input[i] << " (0x" << std::hex << std::bit_cast<std::uint32_t>(input[i])
                     << ") -> 0x" << int(got) << ", expected 0x" << int(expected[i]) << std::dec;

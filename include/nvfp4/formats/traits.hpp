@@ -26,8 +26,15 @@ struct minifloat_traits {
   bool has_inf;           ///< IEEE Inf at exponent all-ones, mantissa zero (E5M2)
   bool has_nan;           ///< some code decodes to NaN
   std::uint8_t max_code;  ///< largest finite magnitude code
-  std::uint8_t nan_code;  ///< magnitude code produced for NaN inputs (when has_nan)
+  std::uint8_t nan_code;  ///< magnitude code a sign-keeping cast writes for NaN (when has_nan; ml_dtypes' choice)
 };
+
+/// The code the hardware's satfinite conversion (cvt.rn.satfinite) writes for any NaN input: the
+/// positive all-ones pattern, 0x7F for E4M3 and for E5M2 (an H100, every NaN pattern and sign;
+/// for E5M2 ml_dtypes writes 0x7E instead, the `nan_code`).
+constexpr std::uint8_t satfinite_nan_code(const minifloat_traits& t) {
+  return static_cast<std::uint8_t>((1u << (t.exponent_bits + t.mantissa_bits)) - 1u);
+}
 
 namespace detail {
 
@@ -78,10 +85,10 @@ constexpr std::uint8_t encode_minifloat(float x, overflow_policy policy) {
           ? T.max_code
           : (T.has_inf ? (((1u << T.exponent_bits) - 1) << T.mantissa_bits) : T.nan_code);
   if (abs_bits > 0x7F800000u) {
-    // NaN: the hardware's satfinite conversion writes the positive NaN code whatever the input's
-    // sign (checked on an H100 over every NaN pattern); ml_dtypes' cast keeps the sign.
+    // NaN: the hardware's satfinite conversion writes the positive all-ones code whatever the
+    // input's sign (checked on an H100 over every NaN pattern); ml_dtypes' cast keeps the sign.
     if (!T.has_nan) return static_cast<std::uint8_t>(sign | T.max_code);
-    return static_cast<std::uint8_t>((policy == overflow_policy::saturate ? 0u : sign) | T.nan_code);
+    return policy == overflow_policy::saturate ? satfinite_nan_code(T) : static_cast<std::uint8_t>(sign | T.nan_code);
   }
   if (abs_bits == 0x7F800000u) return static_cast<std::uint8_t>(sign | overflow_code);
 

@@ -66,8 +66,8 @@ struct minifloat_lanes {
                                : Ops::set_int(0);
     vi code = Ops::bit_or(sign, magnitude);
     if constexpr (T.has_nan) {
-      // The satfinite conversion writes the positive NaN code; the propagating one keeps the sign.
-      const vi nan = Policy == overflow_policy::saturate ? Ops::set_int(T.nan_code)
+      // The satfinite conversion writes the positive all-ones code; the propagating one keeps the sign.
+      const vi nan = Policy == overflow_policy::saturate ? Ops::set_int(satfinite_nan_code(T))
                                                          : Ops::bit_or(sign, Ops::set_int(T.nan_code));
       code = Ops::select(Ops::greater(magnitude_in, Ops::set_int(float_inf_bits)), nan, code);
     }
