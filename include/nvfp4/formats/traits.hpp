@@ -30,8 +30,8 @@ struct minifloat_traits {
 };
 
 /// The code the hardware's satfinite conversion (cvt.rn.satfinite) writes for any NaN input: the
-/// positive all-ones pattern, 0x7F for E4M3 and for E5M2 (an H100, every NaN pattern and sign;
-/// for E5M2 ml_dtypes writes 0x7E instead, the `nan_code`).
+/// positive all-ones pattern: 0x7F for E4M3 (an H100, every NaN pattern and sign) and for E5M2
+/// (an H100's cvt and torch's cast of a quiet NaN; ml_dtypes writes 0x7E, the `nan_code`).
 constexpr std::uint8_t satfinite_nan_code(const minifloat_traits& t) {
   return static_cast<std::uint8_t>((1u << (t.exponent_bits + t.mantissa_bits)) - 1u);
 }
