@@ -85,7 +85,7 @@ struct linear_options {
   bool bias = false;                                    ///< a bias b [out_features], fp32
   high_precision dtype = high_precision::fp32;          ///< X, W, dY rounded to it; Y, dX written in it
   gemm_mode mode = gemm_mode::exact;                    ///< quantized GEMMs: tensor-core exact, or relaxed
-  mma8::tensor_core fp8_tensor_core = mma8::tensor_core::hopper;  ///< per-tensor and block FP8 GEMMs
+  fp8::mma::tensor_core fp8_tensor_core = fp8::mma::tensor_core::hopper;  ///< per-tensor and block FP8 GEMMs
   index_t promotion_interval = 128;                     ///< FP8 split accumulator: elements of K per promotion
   std::uint64_t seed = 0;                               ///< the only source of randomness (NVFP4 SR)
   /// NVFP4 recipes: chooses each tensor's global amax in place of TE's maximum |value| (a research
@@ -117,6 +117,18 @@ enum class weight_cache {
             ///< amax is not recorded). Without one kept since the last set_recipe, W is quantized
             ///< and kept, as refresh does (TE's linear.py quantizes and caches on a miss).
 };
+}  // namespace nvfp4::nn
+
+/// Its names (the Python layer's weight_cache values; one table: nvfp4/detail/enum_names.hpp).
+namespace nvfp4::detail {
+template <>
+struct enum_table<nn::weight_cache> {
+  static constexpr enum_entry<nn::weight_cache> entries[] = {
+      {"off", nn::weight_cache::off}, {"refresh", nn::weight_cache::refresh}, {"reuse", nn::weight_cache::reuse}};
+};
+}  // namespace nvfp4::detail
+
+namespace nvfp4::nn {
 
 /// An emulated TE Linear layer: the driver over its recipe's policy (see the header comment).
 class linear {
@@ -129,7 +141,7 @@ class linear {
       : in_(in_features), out_(out_features), options_(options) {
     nvfp4::detail::require(in_features >= 0 && out_features >= 0, errc::invalid_argument, "linear: negative feature count");
     const index_t weight_count = nvfp4::detail::checked_element_count(out_features, in_features, errc::invalid_argument, "linear weight");
-    nvfp4::detail::require(options.promotion_interval >= 0 && options.promotion_interval % mma8::step_k == 0, errc::invalid_argument,
+    nvfp4::detail::require(options.promotion_interval >= 0 && options.promotion_interval % fp8::mma::step_k == 0, errc::invalid_argument,
                     "linear: promotion_interval must be 0 or a multiple of 32");
     const bool owned = options.parameters == parameter_storage::owned;
     if (owned) weight_.assign(static_cast<std::size_t>(weight_count), 0.0f);
@@ -212,14 +224,17 @@ class linear {
   void forward(const linear_parameters& p, matrix_view<const float> x, matrix_view<float> y, weight_cache cache = weight_cache::off) {
     check_call(p, x, y, "linear::forward");
     saved_valid_ = false;
-    const auto xv = to_dtype(x, "input", x_scratch_);  // X checked before W's amax is recorded
     std::visit([&](auto& s) {
-      auto w = weight_for(s, cache, /*for_training=*/true, /*record=*/true);
-      const auto yv = detail::scratch(x.rows(), out_, y_scratch_);
-      s.policy.fprop(context(), xv, *w, yv, &s.saved_x, /*record=*/true);
-      if (options_.delayed_update == scaling_update::per_call) s.policy.update_forward_roles();
-      write_output(yv, y);
-      s.saved_weight = std::move(w);
+      // X checked before W's amax is recorded; copied only where the policy keeps a view of it.
+      with_input(s, x, "input", x_scratch_, xb_scratch_, /*kept=*/!quantized(), [&](auto xv) {
+        s.saved_weight.reset();  // dead since saved_valid_ fell: its operands may be reused now
+        auto w = weight_for(s, cache, /*for_training=*/true, /*record=*/true);
+        const auto yv = detail::scratch(x.rows(), out_, y_scratch_);
+        s.policy.fprop(context(), xv, *w, yv, &s.saved_x, /*record=*/true);
+        if (options_.delayed_update == scaling_update::per_call) s.policy.update_forward_roles();
+        write_output(yv, y);
+        s.saved_weight = std::move(w);
+      });
     }, slots_);
     saved_rows_ = x.rows();
     saved_valid_ = true;
@@ -243,12 +258,13 @@ class linear {
              eval_amaxes amaxes = eval_amaxes::record_nothing) {
     check_call(p, x, y, "linear::infer");
     const bool record = amaxes == eval_amaxes::record_as_te;
-    const auto xv = to_dtype(x, "input", infer_x_scratch_);
     std::visit([&](auto& s) {
-      const auto w = weight_for(s, cache, /*for_training=*/false, record);
-      const auto yv = detail::scratch(x.rows(), out_, infer_y_scratch_);
-      s.policy.fprop(context(), xv, *w, yv, nullptr, record);
-      write_output(yv, y);
+      with_input(s, x, "input", infer_x_scratch_, infer_xb_scratch_, /*kept=*/false, [&](auto xv) {
+        const auto w = weight_for(s, cache, /*for_training=*/false, record);
+        const auto yv = detail::scratch(x.rows(), out_, infer_y_scratch_);
+        s.policy.fprop(context(), xv, *w, yv, nullptr, record);
+        write_output(yv, y);
+      });
     }, slots_);
   }
   std::vector<float> infer(matrix_view<const float> x, weight_cache cache = weight_cache::off) {
@@ -268,19 +284,17 @@ class linear {
   /// backward writing dW and db into the caller's buffers (shapes checked before anything is written).
   void backward(matrix_view<const float> dy, matrix_view<float> dx, const linear_gradients& g) {
     detail::check_backward_call(in_, out_, options_.bias, saved_valid_, saved_rows_, dy, dx, g.weight, g.bias);
-    const auto gv = to_dtype(dy, "output gradient", g_scratch_);
     const auto dxv = detail::scratch(dy.rows(), in_, dx_scratch_);
     linear_context c = context();
     c.gradient_seed = gradient_seed(steps_);
     std::visit([&](auto& s) {
-      s.policy.bprop(c, gv, *s.saved_weight, s.saved_x, dxv, g.weight);
-      if (options_.delayed_update == scaling_update::per_call) s.policy.update_backward_role();
+      // no_quantization's float_gemm reads dY beside dW: a copy, as for its X.
+      with_input(s, dy, "output gradient", g_scratch_, gb_scratch_, /*kept=*/!quantized(), [&](auto gv) {
+        s.policy.bprop(c, gv, *s.saved_weight, s.saved_x, dxv, g.weight);
+        if (options_.delayed_update == scaling_update::per_call) s.policy.update_backward_role();
+        if (!g.bias.empty()) detail::sum_rows(gv, g.bias);
+      });
     }, slots_);
-    if (!g.bias.empty()) {
-      std::fill(g.bias.begin(), g.bias.end(), 0.0f);
-      for (index_t i = 0; i < gv.rows(); ++i)
-        for (index_t j = 0; j < out_; ++j) g.bias[static_cast<std::size_t>(j)] += gv(i, j);
-    }
     write_output(dxv, dx);
     saved_valid_ = false;
     ++steps_;
@@ -315,6 +329,7 @@ class linear {
     explicit policy_slot(P p) : policy(std::move(p)) {}
     P policy;
     std::shared_ptr<const operands> kept_weight, saved_weight;
+    std::shared_ptr<operands> spare_weight;  // W's operands of calls that keep none, reused
     typename P::saved_input saved_x{};
   };
   template <class List>
@@ -341,16 +356,17 @@ class linear {
   /// bf16 layer's bias is a bf16 parameter. No quantization adds it as given.
   void check_call(const linear_parameters& p, matrix_view<const float> x, matrix_view<float> y, const char* who) {
     detail::check_forward_call(in_, out_, options_.bias, p.weight, p.bias, x, y, who);
-    const bool quantized = std::visit([](const auto& s) { return std::decay_t<decltype(s.policy)>::quantized; }, slots_);
     params_ = p;
-    if (p.bias.empty() || !quantized) return;
+    if (p.bias.empty() || !quantized()) return;
     bias_scratch_.resize(p.bias.size());
     for (std::size_t i = 0; i < p.bias.size(); ++i) bias_scratch_[i] = bf16::from_float(p.bias[i]).to_float();
     params_.bias = bias_scratch_;
   }
   /// The W a forward runs on: the kept one (reuse), or W quantized now (kept, and its fprop
   /// operand packed once, for refresh: the products give the same bits). A training forward
-  /// records W's delayed-scaling amax unless it reuses.
+  /// records W's delayed-scaling amax unless it reuses. Operands not kept are quantized into the
+  /// slot's spare set when nothing else holds it (the last step's, once backward is done), so a
+  /// policy that writes into them touches no fresh memory.
   template <class Slot>
   std::shared_ptr<const typename Slot::operands> weight_for(Slot& s, weight_cache cache, bool for_training, bool record) {
     using operands = typename Slot::operands;
@@ -359,9 +375,17 @@ class linear {
       cache = weight_cache::refresh;  // a miss: quantize and keep
     }
     const bool record_amax = for_training || record;
-    const auto wv = to_dtype(params_.weight, "weight", w_scratch_);
-    auto w = std::make_shared<operands>();
-    s.policy.quantize_weight(context(), wv, /*columnwise=*/for_training || cache == weight_cache::refresh, record_amax, *w);
+    std::shared_ptr<operands> w;
+    if (cache == weight_cache::refresh) {
+      w = std::make_shared<operands>();
+    } else {
+      if (!s.spare_weight || s.spare_weight.use_count() > 1) s.spare_weight = std::make_shared<operands>();
+      w = s.spare_weight;
+    }
+    // Every policy copies or quantizes W at once: an fp32 layer's W is read in place.
+    with_input(s, params_.weight, "weight", w_scratch_, wb_scratch_, /*kept=*/false, [&](auto wv) {
+      s.policy.quantize_weight(context(), wv, /*columnwise=*/for_training || cache == weight_cache::refresh, record_amax, *w);
+    });
     if (cache == weight_cache::refresh) {
       s.policy.pack_fprop_operand(context(), *w);
       s.kept_weight = w;
@@ -369,8 +393,30 @@ class linear {
     return w;
   }
 
-  matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer) const {
-    return detail::to_dtype(v, what, buffer, options_.dtype, runs_non_finite());
+  /// v in the layer's dtype, NaN / Inf refused unless the recipe runs them: a copy in `buffer`
+  /// where the dtype rounds or the policy keeps a view of it past the call (`kept`), else v itself.
+  matrix_view<const float> input_in_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer, bool kept) const {
+    return detail::in_place_or_copy(v, what, buffer, options_.dtype, runs_non_finite(), kept);
+  }
+  /// f(v in the layer's dtype): a bf16 copy for a bf16 layer whose policy reads bf16 tensors
+  /// (reads_bf16: the same values in half the bytes) without an amax rule (which sees fp32
+  /// values), else input_in_dtype's float view.
+  template <class Slot, class F>
+  void with_input(const Slot&, matrix_view<const float> v, const char* what, std::vector<float>& buffer, std::vector<bf16>& bf16_buffer,
+                  bool kept, F&& f) const {
+    using policy = decltype(Slot::policy);
+    if constexpr (requires { policy::reads_bf16; }) {
+      if (options_.dtype == high_precision::bf16 && !options_.nvfp4_amax) {
+        f(detail::to_bf16(v, what, bf16_buffer, runs_non_finite()));
+        return;
+      }
+    }
+    f(input_in_dtype(v, what, buffer, kept));
+  }
+  /// Whether the current recipe quantizes (its GEMMs then add the bias in bf16, and it keeps no
+  /// view of X).
+  bool quantized() const {
+    return std::visit([](const auto& s) { return std::decay_t<decltype(s.policy)>::quantized; }, slots_);
   }
   /// Whether the current recipe's policy takes NaN / Inf tensors as TE does (delayed scaling);
   /// every other recipe refuses them before anything is computed.
@@ -394,6 +440,7 @@ class linear {
   std::uint64_t steps_ = 0;
   std::vector<float> bias_scratch_;  // the bias in bf16 for a quantized recipe's GEMMs
   std::vector<float> x_scratch_, w_scratch_, y_scratch_, g_scratch_, dx_scratch_, infer_x_scratch_, infer_y_scratch_;
+  std::vector<bf16> xb_scratch_, wb_scratch_, gb_scratch_, infer_xb_scratch_;  // bf16 copies for policies that read them
 };
 
 }  // namespace nvfp4::nn
