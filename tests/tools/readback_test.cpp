@@ -157,6 +157,16 @@ TEST_F(Readback, EveryFormatPackAndConvertWriteIsReadBackWithTheSourceValues) {
   ASSERT_EQ(f8_info.status, 0) << f8_info.err;
   EXPECT_EQ(nlohmann::json::parse(f8_info.out)["quantized"][0]["format"], "fp8 e4m3 per-tensor");
   ASSERT_EQ(run("inspect " + q("f8")).status, 0);
+  // convert and diff hold NVFP4 / MXFP4 weights only: MXFP8 and FP8 checkpoints are refused as
+  // unsupported (exit 19), named for what they are, and nothing is written.
+  for (const char* source : {"mx8_dir", "f8"}) {
+    const auto converted = run(std::string("convert ") + q(source) + " " + q("converted") + " --to modelopt");
+    EXPECT_EQ(converted.status, 19) << converted.err;
+    EXPECT_NE(converted.err.find(std::string(source) == "f8" ? "is per-tensor FP8" : "is MXFP8"), std::string::npos) << converted.err;
+    EXPECT_FALSE(std::filesystem::exists(path("converted")));
+    const auto diffed = run(std::string("diff ") + q(source) + " " + q(source));
+    EXPECT_EQ(diffed.status, 19) << diffed.err;
+  }
   // `nvfp4 quantize` files of every format are read back too (16x16 tiles, MXFP8, RHT included).
   for (const std::string flags : {"", "--mode 2d", "--format mxfp8", "--rht --swizzle"}) {
     ASSERT_EQ(run("quantize " + q("a.npy") + " " + q("one.safetensors") + " --force --quiet " + flags).status, 0);

@@ -20,16 +20,6 @@
 
 namespace nvfp4::io {
 
-/// Whether W is a per-tensor FP8 weight in ModelOpt's FP8 layout (what `nvfp4 pack --format fp8`
-/// and ModelOpt's FP8 export write): W.weight F8_E4M3 or F8_E5M2 [N, K], W.weight_scale one F32
-/// (the decode scale, amax / 448 for E4M3), and none of our "nvfp4.W" metadata.
-inline bool is_fp8_weight(const safetensors_file& file, const std::string& name) {
-  const auto* w = file.find(name + ".weight");
-  const auto* s = file.find(name + ".weight_scale");
-  return w && s && !file.metadata.contains("nvfp4." + name) && (w->dtype == safetensors_dtype::f8_e4m3 || w->dtype == safetensors_dtype::f8_e5m2) &&
-         w->shape.size() == 2 && s->dtype == safetensors_dtype::f32 && s->bytes.size() == 4 && s->shape.size() <= 1;
-}
-
 /// The per-tensor FP8 weight W as an fp8_tensor (codes and its one decode scale, bit for bit).
 /// Throws invalid_argument when W is not one (is_fp8_weight).
 inline fp8_tensor load_fp8_weight(const safetensors_file& file, const std::string& name) {

@@ -113,6 +113,8 @@ inline checkpoint modelopt_from_safetensors(const safetensors_file& file, const 
   checkpoint c;
   std::set<std::string> consumed;
   for (const auto& name : quantized_tensor_names(file)) {
+    if (is_fp8_weight(file, name))
+      throw error(errc::unsupported, where + ": tensor '" + name + "' is per-tensor FP8; checkpoints convert NVFP4 and MXFP4 weights");
     stored_tensor_info info;
     try {
       info = describe_quantized_tensor(file, name);

@@ -197,6 +197,16 @@ inline std::vector<std::string> quantized_tensor_names(const safetensors_file& f
   return names;
 }
 
+/// Whether W is a per-tensor FP8 weight in ModelOpt's FP8 layout (what `nvfp4 pack --format fp8`
+/// and ModelOpt's FP8 export write): W.weight F8_E4M3 or F8_E5M2 [N, K], W.weight_scale one F32
+/// (the decode scale, amax / 448 for E4M3), and none of our "nvfp4.W" metadata.
+inline bool is_fp8_weight(const safetensors_file& file, const std::string& name) {
+  const auto* w = file.find(name + ".weight");
+  const auto* s = file.find(name + ".weight_scale");
+  return w && s && !file.metadata.contains("nvfp4." + name) && (w->dtype == safetensors_dtype::f8_e4m3 || w->dtype == safetensors_dtype::f8_e5m2) &&
+         w->shape.size() == 2 && s->dtype == safetensors_dtype::f32 && s->bytes.size() == 4 && s->shape.size() <= 1;
+}
+
 /// How a stored quantized tensor is read.
 struct load_options {
   /// Read block scales that are NaN or have their sign bit set (UE4M3 0x7F and 0x80..0xFF, E8M0
