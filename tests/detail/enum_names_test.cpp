@@ -12,7 +12,11 @@
 #include "nvfp4/gemm/fp8/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/io/checkpoint_formats.hpp"
+#include "nvfp4/recipes/delayed_scaling.hpp"
 #include "nvfp4/recipes/no_quantization.hpp"
+#include "nvfp4/recipes/nvfp4_recipe.hpp"
+#include "nvfp4/recipes/recipe_common.hpp"
+#include "nvfp4/scaling/four_over_six_rules.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/quantize_options.hpp"
 #include "nvfp4/scaling/quantizer_flavor.hpp"
@@ -50,6 +54,12 @@ TEST(EnumNames, EveryTableIsOneToOne) {
   expect_table_consistent<high_precision>(2);
   expect_table_consistent<io::checkpoint_format>(4);
   expect_table_consistent<quantizer_flavor>(5);
+  // The recipes' options as the Python recipes take them.
+  expect_table_consistent<recipe_format>(3);
+  expect_table_consistent<tensor_role>(3);
+  expect_table_consistent<four_over_six_scope>(4);
+  expect_table_consistent<four_over_six_error>(2);
+  expect_table_consistent<amax_compute_algorithm>(2);
 }
 
 // The spellings are fixed by files already written and by the Python API (docs/python.md,
@@ -79,6 +89,14 @@ TEST(EnumNames, SpellingsFilesAndUsersWrite) {
   EXPECT_EQ(parse_quantizer_flavor("compressed-tensors"), quantizer_flavor::compressed_tensors);
   EXPECT_EQ(parse_quantizer_flavor("ggml"), quantizer_flavor::ggml);
   EXPECT_FALSE(parse_quantizer_flavor("TE").has_value());
+  // TE's recipe option strings (recipe.py's fields, docs/python.md); recipe_format_name keeps
+  // TE's Format spelling for display.
+  EXPECT_EQ(detail::value_of<recipe_format>("hybrid"), recipe_format::hybrid);
+  EXPECT_STREQ(recipe_format_name(recipe_format::hybrid), "HYBRID");
+  EXPECT_STREQ(tensor_role_name(tensor_role::grad_output), "grad_output");
+  EXPECT_STREQ(detail::name_of(four_over_six_scope::activations), "activations");
+  EXPECT_STREQ(detail::name_of(four_over_six_error::mse), "mse");
+  EXPECT_STREQ(detail::name_of(amax_compute_algorithm::most_recent), "most_recent");
 }
 
 TEST(EnumNames, ParseNameRefusesAnUnknownNameListingTheAccepted) {

@@ -26,6 +26,14 @@ enum class amax_compute_algorithm {
   max,         ///< the largest amax in the window (NaN entries ignored, as fmaxf does)
   most_recent  ///< the amax of the step just finished
 };
+/// Its names (TE's amax_compute_algo values; one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<amax_compute_algorithm> {
+  static constexpr enum_entry<amax_compute_algorithm> entries[] = {{"max", amax_compute_algorithm::max},
+                                                                   {"most_recent", amax_compute_algorithm::most_recent}};
+};
+}  // namespace detail
 
 /// How TE's unfused (Python) update evaluates its scale, (fp8_max / amax) / 2^margin; each form is
 /// named for what it reproduces bit for bit.

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/recipes/nvfp4_amax_rule.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
@@ -25,6 +26,16 @@ namespace nvfp4 {
 /// Which tensors of a layer 4over6 applies to (TE's nvfp4_4over6 and nvfp4_4over6_e4m3_use_256
 /// values 'none', 'weights', 'activations', 'all'). Gradients never use it.
 enum class four_over_six_scope { none, weights, activations, all };
+/// Its names (TE's values; one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<four_over_six_scope> {
+  static constexpr enum_entry<four_over_six_scope> entries[] = {{"none", four_over_six_scope::none},
+                                                                {"weights", four_over_six_scope::weights},
+                                                                {"activations", four_over_six_scope::activations},
+                                                                {"all", four_over_six_scope::all}};
+};
+}  // namespace detail
 
 /// NVFP4BlockScaling with TE's field names and defaults, plus the seed of the gradients'
 /// stochastic rounding and the Hadamard transform (TE's fixed 16-point one by default).

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/scaling/fp8_tensor.hpp"
 
@@ -17,6 +18,16 @@ enum class recipe_format {
   e5m2,   ///< E5M2 everywhere: TE rejects it ("Pure E5M2 training is not supported")
   hybrid  ///< E4M3 forward, E5M2 backward
 };
+
+/// Its names as the Python recipes' fields take them (one table: nvfp4/detail/enum_names.hpp);
+/// recipe_format_name below is TE's spelling of the Format enum, which the fields print.
+namespace detail {
+template <>
+struct enum_table<recipe_format> {
+  static constexpr enum_entry<recipe_format> entries[] = {
+      {"e4m3", recipe_format::e4m3}, {"e5m2", recipe_format::e5m2}, {"hybrid", recipe_format::hybrid}};
+};
+}  // namespace detail
 
 constexpr const char* recipe_format_name(recipe_format f) {
   return f == recipe_format::e4m3 ? "E4M3" : (f == recipe_format::e5m2 ? "E5M2" : "HYBRID");
@@ -33,10 +44,16 @@ struct mm_params {
 /// The three tensors a Linear layer quantizes (TE's quantizer roles "input", "weight",
 /// "grad_output"): X [M, K], W [N, K] and dY [M, N] of Y = X Wᵀ.
 enum class tensor_role { input, weight, grad_output };
+/// Its names (TE's quantizer roles; one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<tensor_role> {
+  static constexpr enum_entry<tensor_role> entries[] = {
+      {"input", tensor_role::input}, {"weight", tensor_role::weight}, {"grad_output", tensor_role::grad_output}};
+};
+}  // namespace detail
 
-constexpr const char* tensor_role_name(tensor_role r) {
-  return r == tensor_role::input ? "input" : (r == tensor_role::weight ? "weight" : "grad_output");
-}
+constexpr const char* tensor_role_name(tensor_role r) { return detail::name_of(r); }
 /// Forward tensors use the recipe's forward format, grad_output the backward one.
 constexpr fp8_format role_format(recipe_format f, tensor_role r) {
   return r == tensor_role::grad_output ? backward_format(f) : forward_format(f);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/e2m1.hpp"
 #include "nvfp4/formats/e4m3.hpp"
@@ -22,6 +23,13 @@ enum class four_over_six_error {
   mae,  ///< sum of |x̂ - x|
   mse   ///< sum of (x̂ - x)^2
 };
+/// Its names (TE's nvfp4_4over6_err_mode values; one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<four_over_six_error> {
+  static constexpr enum_entry<four_over_six_error> entries[] = {{"mae", four_over_six_error::mae}, {"mse", four_over_six_error::mse}};
+};
+}  // namespace detail
 
 struct four_over_six_options {
   four_over_six_error error = four_over_six_error::mae;
