@@ -203,9 +203,8 @@ TEST(CodecOracle, SpecExamples) {
   EXPECT_EQ(encode_one(e4m3_spec, -std::numeric_limits<float>::quiet_NaN(), true), 0x7F);
   EXPECT_EQ(encode_one(e4m3_spec, -std::numeric_limits<float>::quiet_NaN(), false), 0xFF);
   EXPECT_EQ(encode_one(e4m3_spec, 1.0f, true), 0x38);
-  // E5M2 NaN: 0x7F from the satfinite cvt (an H100: cvt.rn.satfinite.e5m2x2.f32 and torch's
-  // .to(float8_e5m2) both, tests/golden/producers/run_te_compiled_update.py), the signed 0x7E / 0xFE
-  // from a sign-keeping cast.
+  // E5M2 NaN: 0x7F from the satfinite cvt (an H100's cvt.rn.satfinite.e5m2x2.f32, every NaN:
+  // tests/formats/data/h100_nan_codes.json), ml_dtypes' signed 0x7E / 0xFE from a sign-keeping cast.
   const oracle_format e5m2_spec{5, 2, 15, 0x7B, true, 0x7E};
   EXPECT_EQ(encode_one(e5m2_spec, std::numeric_limits<float>::quiet_NaN(), true), 0x7F);
   EXPECT_EQ(encode_one(e5m2_spec, -std::numeric_limits<float>::quiet_NaN(), true), 0x7F);

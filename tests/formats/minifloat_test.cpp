@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace nvfp4 {
@@ -126,6 +127,21 @@ TEST(E5m2, RangeFromTheSpec) {
   EXPECT_EQ(e5m2::from_float(1e9f, overflow_policy::propagate).bits(), 0x7C);
   EXPECT_TRUE(std::isinf(e5m2::from_bits(0x7C).to_float()));
   EXPECT_EQ(e5m2::from_float(0x1p-16f).bits(), 0x01);
+}
+
+// NaN under satfinite (overflow_policy::saturate): what an H100's cvt.rn.satfinite.e4m3x2.f32 /
+// e5m2x2.f32 wrote for quiet and signalling NaNs of both signs, 0x7F for every one of these inputs
+// in both formats (tests/formats/data/h100_nan_codes.json, from
+// tests/golden/producers/probe_fp8_nan_codes.py). torch's cast keeps the sign (0x7F / 0xFF) and
+// ml_dtypes writes 0x7E / 0xFE for E5M2: overflow_policy::propagate keeps ml_dtypes' codes.
+TEST(Fp8, SatfiniteNanCodesAreTheH100s) {
+  const std::uint32_t h100_inputs[] = {0x7fc00000, 0x7fc00001, 0x7fffffff, 0x7f800001, 0x7fa00000, 0x7fbfffff, 0x7fd55555, 0x7faaaaaa, 0xffc00000, 0xffc00001, 0xffffffff, 0xff800001, 0xffa00000, 0xffbfffff, 0xffd55555, 0xffaaaaaa};
+  for (const std::uint32_t bits : h100_inputs) {
+    const float nan = std::bit_cast<float>(bits);
+    EXPECT_EQ(e4m3::from_float(nan).bits(), 0x7F) << std::hex << bits;
+    EXPECT_EQ(e5m2::from_float(nan).bits(), 0x7F) << std::hex << bits;
+    EXPECT_EQ(e5m2::from_float(nan, overflow_policy::propagate).bits(), (bits >> 31) ? 0xFE : 0x7E) << std::hex << bits;
+  }
 }
 
 // Everything is constexpr: a codec can run at compile time.

@@ -22,8 +22,8 @@ bool known_e8m0_subnormal_quirk(float x, std::uint8_t ours, std::uint8_t theirs)
 }
 
 /// The shared codec kind's `e5m2_rn_satfinite` comes from ml_dtypes, which writes 0x7E for a NaN;
-/// the hardware's satfinite cvt writes 0x7F (an H100: cvt.rn.satfinite.e5m2x2.f32 and torch's
-/// .to(float8_e5m2), tests/golden/producers/run_te_compiled_update.py). The hardware is followed;
+/// the hardware's satfinite cvt writes 0x7F (an H100's cvt.rn.satfinite.e5m2x2.f32 for every NaN,
+/// tests/formats/data/h100_nan_codes.json). The hardware is followed;
 /// only that pair is let through, every other E5M2 input must match.
 bool e5m2_nan_follows_the_hardware(float x, std::uint8_t ours, std::uint8_t theirs) {
   return std::isnan(x) && ours == 0x7F && theirs == 0x7E;

@@ -30,8 +30,9 @@ struct minifloat_traits {
 };
 
 /// The code the hardware's satfinite conversion (cvt.rn.satfinite) writes for any NaN input: the
-/// positive all-ones pattern: 0x7F for E4M3 (an H100, every NaN pattern and sign) and for E5M2
-/// (an H100's cvt and torch's cast of a quiet NaN; ml_dtypes writes 0x7E, the `nan_code`).
+/// positive all-ones pattern, 0x7F for E4M3 and E5M2 (an H100, quiet and signalling NaNs of both
+/// signs: tests/formats/data/h100_nan_codes.json). Sign-keeping casts differ: torch writes 0x7F /
+/// 0xFF, ml_dtypes 0x7E / 0xFE for E5M2 (its `nan_code`, what overflow_policy::propagate writes).
 constexpr std::uint8_t satfinite_nan_code(const minifloat_traits& t) {
   return static_cast<std::uint8_t>((1u << (t.exponent_bits + t.mantissa_bits)) - 1u);
 }
