@@ -9,7 +9,6 @@
 
 #include <array>
 #include <cstdint>
-#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "nvfp4/detail/checked_size.hpp"
+#include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/nn/amax_percentile.hpp"
 #include "nvfp4/nn/linear.hpp"
 #include "nvfp4/nvfp4.hpp"
@@ -32,40 +32,12 @@ using namespace nvfp4;
 
 // ---- small parsers (strings for TE's enums) ---------------------------------------------------
 
-template <class Enum>
-Enum parse_enum(const std::string& text, std::initializer_list<std::pair<const char*, Enum>> values, const char* what) {
-  std::string names;
-  for (const auto& [name, value] : values) {
-    if (text == name) return value;
-    names += (names.empty() ? "" : ", ") + std::string(name);
-  }
-  throw error(errc::invalid_argument, std::string(what) + " must be one of " + names + ", not '" + text + "'");
-}
-nn::weight_cache parse_weight_cache(const std::string& v) {
-  return parse_enum<nn::weight_cache>(
-      v, {{"off", nn::weight_cache::off}, {"refresh", nn::weight_cache::refresh}, {"reuse", nn::weight_cache::reuse}}, "weight_cache");
-}
-recipe_format parse_recipe_format(const std::string& f) {
-  return parse_enum<recipe_format>(f, {{"e4m3", recipe_format::e4m3}, {"e5m2", recipe_format::e5m2}, {"hybrid", recipe_format::hybrid}},
-                                   "fp8_format");
-}
-four_over_six_scope parse_scope(const std::string& f) {
-  return parse_enum<four_over_six_scope>(f, {{"none", four_over_six_scope::none}, {"weights", four_over_six_scope::weights},
-                                             {"activations", four_over_six_scope::activations}, {"all", four_over_six_scope::all}},
-                                         "4over6 scope");
-}
-const char* scope_name(four_over_six_scope s) {
-  switch (s) {
-    case four_over_six_scope::weights: return "weights";
-    case four_over_six_scope::activations: return "activations";
-    case four_over_six_scope::all: return "all";
-    default: return "none";
-  }
-}
-tensor_role parse_role(const std::string& role) {
-  return parse_enum<tensor_role>(role, {{"input", tensor_role::input}, {"weight", tensor_role::weight}, {"grad_output", tensor_role::grad_output}},
-                                 "role");
-}
+// Enum fields and arguments are spelled by the enums' name tables (nvfp4/detail/enum_names.hpp).
+nn::weight_cache parse_weight_cache(const std::string& v) { return detail::parse_name<nn::weight_cache>(v, "weight_cache"); }
+recipe_format parse_recipe_format(const std::string& f) { return detail::parse_name<recipe_format>(f, "fp8_format"); }
+four_over_six_scope parse_scope(const std::string& f) { return detail::parse_name<four_over_six_scope>(f, "4over6 scope"); }
+const char* scope_name(four_over_six_scope s) { return detail::name_of(s); }
+tensor_role parse_role(const std::string& role) { return detail::parse_name<tensor_role>(role, "role"); }
 
 /// Binds an enum-valued field of a recipe struct as a string property.
 template <class Class, class Enum>
@@ -108,9 +80,9 @@ void bind_recipes(py::module_& m) {
       .def_readwrite("seed", &nvfp4_block_scaling::seed)
       .def_readwrite("rht", &nvfp4_block_scaling::rht)
       .def_property("nvfp4_4over6_err_mode",
-                    [](const nvfp4_block_scaling& r) { return std::string(r.nvfp4_4over6_err_mode == four_over_six_error::mae ? "mae" : "mse"); },
+                    [](const nvfp4_block_scaling& r) { return std::string(detail::name_of(r.nvfp4_4over6_err_mode)); },
                     [](nvfp4_block_scaling& r, const std::string& v) {
-                      r.nvfp4_4over6_err_mode = parse_enum<four_over_six_error>(v, {{"mae", four_over_six_error::mae}, {"mse", four_over_six_error::mse}}, "nvfp4_4over6_err_mode");
+                      r.nvfp4_4over6_err_mode = detail::parse_name<four_over_six_error>(v, "nvfp4_4over6_err_mode");
                     })
       .def("validate", &nvfp4_block_scaling::validate);
   string_field(nvfp4_recipe_class, "nvfp4_4over6", &nvfp4_block_scaling::nvfp4_4over6, &parse_scope, &scope_name);
@@ -127,10 +99,9 @@ void bind_recipes(py::module_& m) {
       .def_readwrite("margin", &delayed_scaling::margin)
       .def_readwrite("amax_history_len", &delayed_scaling::amax_history_len)
       .def_property("amax_compute_algo",
-                    [](const delayed_scaling& r) { return std::string(r.amax_compute_algo == amax_compute_algorithm::max ? "max" : "most_recent"); },
+                    [](const delayed_scaling& r) { return std::string(detail::name_of(r.amax_compute_algo)); },
                     [](delayed_scaling& r, const std::string& v) {
-                      r.amax_compute_algo = parse_enum<amax_compute_algorithm>(
-                          v, {{"max", amax_compute_algorithm::max}, {"most_recent", amax_compute_algorithm::most_recent}}, "amax_compute_algo");
+                      r.amax_compute_algo = detail::parse_name<amax_compute_algorithm>(v, "amax_compute_algo");
                     })
       .def_readwrite("unfused_update", &delayed_scaling::unfused_update)
       .def("validate", &delayed_scaling::validate);
@@ -213,10 +184,9 @@ nn::linear_options layer_options(bool bias, const std::string& dtype, const std:
                                  index_t promotion_interval, std::uint64_t seed, std::optional<double> amax_quantile) {
   nn::linear_options o;
   o.bias = bias;
-  o.dtype = parse_enum<high_precision>(dtype, {{"fp32", high_precision::fp32}, {"bf16", high_precision::bf16}}, "dtype");
-  o.mode = parse_enum<gemm_mode>(mode, {{"exact", gemm_mode::exact}, {"relaxed", gemm_mode::relaxed}}, "mode");
-  o.fp8_tensor_core = parse_enum<mma8::tensor_core>(
-      fp8_tensor_core, {{"hopper", mma8::tensor_core::hopper}, {"blackwell", mma8::tensor_core::blackwell}}, "fp8_tensor_core");
+  o.dtype = detail::parse_name<high_precision>(dtype, "dtype");
+  o.mode = detail::parse_name<gemm_mode>(mode, "mode");
+  o.fp8_tensor_core = detail::parse_name<fp8::mma::tensor_core>(fp8_tensor_core, "fp8_tensor_core");
   o.promotion_interval = promotion_interval;
   o.seed = seed;
   if (amax_quantile) o.nvfp4_amax = nn::percentile_amax_rule(*amax_quantile);
