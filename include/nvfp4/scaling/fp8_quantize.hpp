@@ -235,16 +235,27 @@ void quantize_fp8_rows(matrix_view<const T> x, fp8_tensor& q, float scale) {
   });
 }
 
+/// out as a per-tensor [rows, cols] tensor of this format and axis: kept where it is one already
+/// (its codes are then all written over), else made anew.
+inline void reuse_or_make(fp8_tensor& out, index_t rows, index_t cols, fp8_format format, quantized_axis axis) {
+  if (out.per_tensor() && out.rows() == rows && out.cols() == cols && out.format() == format && out.axis() == axis &&
+      out.codes().size() == static_cast<std::size_t>(rows * cols) && out.scale_inv().size() == 1)
+    return;
+  out = fp8_tensor(rows, cols, format, 0, 0, axis);
+}
+
 }  // namespace detail
 
 /// Per-tensor FP8 with a given encode scale (delayed scaling): same result as
 /// reference::quantize_fp8_with_scale. NaN / Inf in x: non_finite_error by default, TE's
 /// delayed-scaling cast with fp8_non_finite::te_satfinite (see there). invalid_argument for a
 /// scale that is not a positive finite number.
+/// The into form writes `out`, a tensor the caller keeps: its storage is reused where it is already
+/// a per-tensor copy of x's shape, format and axis (nothing allocated or zero-filled), else made
+/// anew; throws as the other form, before anything of out is written.
 template <quantizer_input T>
-fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
-                                   quantized_axis axis = quantized_axis::rowwise,
-                                   fp8_non_finite non_finite = fp8_non_finite::refuse) {
+void quantize_fp8_with_scale_into(matrix_view<const T> x, fp8_format format, float scale, fp8_tensor& out,
+                                  quantized_axis axis = quantized_axis::rowwise, fp8_non_finite non_finite = fp8_non_finite::refuse) {
   x.validate("quantize input");
   detail::require(std::isfinite(scale) && scale > 0.0f, errc::invalid_argument,
                   "quantize_fp8_with_scale: the scale must be positive and finite, got " + std::to_string(scale));
@@ -258,28 +269,42 @@ fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, fl
     has_nan = bits > detail::float_inf_bits;
     x_amax = has_nan ? detail::amax_ignoring_nan(x) : detail::bits_float(bits);
   }
-  fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
-  detail::quantize_fp8_rows(x, q, scale);  // Inf * scale saturates like any overflow
-  if (has_nan) detail::set_te_nan_codes(x, q.codes().data());
-  q.scale_inv()[0] = 1.0f / scale;
-  q.set_scale(scale);
-  q.set_amax(x_amax);
+  detail::reuse_or_make(out, x.rows(), x.cols(), format, axis);
+  detail::quantize_fp8_rows(x, out, scale);  // Inf * scale saturates like any overflow
+  if (has_nan) detail::set_te_nan_codes(x, out.codes().data());
+  out.scale_inv()[0] = 1.0f / scale;
+  out.set_scale(scale);
+  out.set_amax(x_amax);
+}
+template <quantizer_input T>
+fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
+                                   quantized_axis axis = quantized_axis::rowwise,
+                                   fp8_non_finite non_finite = fp8_non_finite::refuse) {
+  fp8_tensor q;
+  quantize_fp8_with_scale_into(x, format, scale, q, axis, non_finite);
   return q;
 }
 
 /// Per-tensor current scaling (Float8CurrentScaling): same result as
 /// reference::quantize_fp8_current. Throws non_finite_error on NaN/Inf.
+/// The into form writes `out`, reused as quantize_fp8_with_scale_into reuses it.
 template <quantizer_input T>
-fp8_tensor quantize_fp8_current(matrix_view<const T> x, fp8_format format, const fp8_scale_options& options = {},
-                                quantized_axis axis = quantized_axis::rowwise) {
+void quantize_fp8_current_into(matrix_view<const T> x, fp8_format format, const fp8_scale_options& options, fp8_tensor& out,
+                               quantized_axis axis = quantized_axis::rowwise) {
   x.validate("quantize input");
   const float x_amax = amax(x);
   const float scale = fp8_scale_from_amax(x_amax, fp8_max(format), options.power_2_scale, options.amax_epsilon, FLT_MAX);
-  fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
-  detail::quantize_fp8_rows(x, q, scale);
-  q.scale_inv()[0] = 1.0f / scale;
-  q.set_scale(scale);
-  q.set_amax(x_amax);
+  detail::reuse_or_make(out, x.rows(), x.cols(), format, axis);
+  detail::quantize_fp8_rows(x, out, scale);
+  out.scale_inv()[0] = 1.0f / scale;
+  out.set_scale(scale);
+  out.set_amax(x_amax);
+}
+template <quantizer_input T>
+fp8_tensor quantize_fp8_current(matrix_view<const T> x, fp8_format format, const fp8_scale_options& options = {},
+                                quantized_axis axis = quantized_axis::rowwise) {
+  fp8_tensor q;
+  quantize_fp8_current_into(x, format, options, q, axis);
   return q;
 }
 

@@ -2,7 +2,7 @@
 // quantize_fp8_with_scale with each role's delayed_scaling_state scale, the tensor's amax recorded
 // into the role's history; fp8_gemm with the recipe's split-accumulator flags. The layer decides
 // when the states update (update_forward_roles / update_backward_role: after each call, or once
-// per autocast region, nn/autocast.hpp).
+// per autocast region, nn/autocast.hpp). Every copy is written into storage kept from step to step.
 #pragma once
 
 #include <array>
@@ -50,27 +50,27 @@ class delayed_scaling_policy {
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool record, weight_operands& out) {
     delayed_scaling_state& s = state(tensor_role::weight);
-    out.row.plain = quantize_fp8_with_scale(w, s.format(), s.scale(), quantized_axis::rowwise, te_cast);
+    quantize_fp8_with_scale_into(w, s.format(), s.scale(), out.row.plain, quantized_axis::rowwise, te_cast);
     if (record) s.record(out.row.plain.amax());
-    if (columnwise) out.col = quantize_fp8_with_scale(w.transposed(), s.format(), s.scale(), quantized_axis::columnwise, te_cast);
+    if (columnwise) quantize_fp8_with_scale_into(w.transposed(), s.format(), s.scale(), out.col, quantized_axis::columnwise, te_cast);
   }
   void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   void fprop(const linear_context& c, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, saved_input* saved,
              bool record) {
     delayed_scaling_state& s = state(tensor_role::input);
-    const fp8_tensor x8 = quantize_fp8_with_scale(x, s.format(), s.scale(), quantized_axis::rowwise, te_cast);
-    detail::fp8_fprop(c, x8, w, y, recipe_.fp8_gemm_fprop);
-    if (record) s.record(x8.amax());
-    if (saved) saved->x_col = quantize_fp8_with_scale(x.transposed(), x8.format(), s.scale(), quantized_axis::columnwise, te_cast);
+    quantize_fp8_with_scale_into(x, s.format(), s.scale(), row_, quantized_axis::rowwise, te_cast);
+    detail::fp8_fprop(c, row_, w, y, recipe_.fp8_gemm_fprop);
+    if (record) s.record(row_.amax());
+    if (saved) quantize_fp8_with_scale_into(x.transposed(), row_.format(), s.scale(), saved->x_col, quantized_axis::columnwise, te_cast);
   }
   void bprop(const linear_context& c, matrix_view<const float> dy, const weight_operands& w, const saved_input& saved,
              matrix_view<float> dx, matrix_view<float> dw) {
     delayed_scaling_state& s = state(tensor_role::grad_output);
     const float g_scale = s.scale();
-    const fp8_tensor g8 = quantize_fp8_with_scale(dy, s.format(), g_scale, quantized_axis::rowwise, te_cast);
-    s.record(g8.amax());
-    const fp8_tensor g8t = quantize_fp8_with_scale(dy.transposed(), g8.format(), g_scale, quantized_axis::columnwise, te_cast);
-    detail::fp8_bprop(c, recipe_, g8, g8t, w, saved, dx, dw);
+    quantize_fp8_with_scale_into(dy, s.format(), g_scale, row_, quantized_axis::rowwise, te_cast);
+    s.record(row_.amax());
+    quantize_fp8_with_scale_into(dy.transposed(), row_.format(), g_scale, col_, quantized_axis::columnwise, te_cast);
+    detail::fp8_bprop(c, recipe_, row_, col_, w, saved, dx, dw);
   }
 
  private:
@@ -78,6 +78,7 @@ class delayed_scaling_policy {
   delayed_scaling_state& state(tensor_role role) { return states_[static_cast<std::size_t>(role)]; }
   delayed_scaling recipe_;
   std::array<delayed_scaling_state, 3> states_{};
+  fp8_tensor row_, col_;  // X's rowwise copy (fprop), dY's two (dgrad, wgrad): kept from step to step
 };
 
 }  // namespace nvfp4
