@@ -106,6 +106,9 @@ void bind_recipes(py::module_& m) {
       .def_readwrite("unfused_update", &delayed_scaling::unfused_update)
       .def("validate", &delayed_scaling::validate);
   string_field(delayed, "fp8_format", &delayed_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
+  delayed.def_property(
+      "unfused_form", [](const delayed_scaling& r) { return std::string(detail::name_of(r.unfused_form)); },
+      [](delayed_scaling& r, const std::string& v) { r.unfused_form = detail::parse_name<unfused_update_form>(v, "unfused_form"); });
 
   py::class_<float8_block_scaling> block(m, recipe_policy_t<float8_block_scaling>::name, "TE's Float8BlockScaling recipe");
   block.def(py::init<>())

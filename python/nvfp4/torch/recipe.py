@@ -10,7 +10,6 @@ at construction, where TE raises AssertionError.
 import dataclasses
 import enum
 import os
-import warnings
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 import nvfp4 as _lib
@@ -289,14 +288,10 @@ def to_library(recipe):
             out.reduce_amax = bool(recipe.reduce_amax)
         if _te_int_flag("NVTE_UNFUSED_FP8_UPDATE", 0):
             # TE's Python update (quantization.py reduce_and_update_fp8_tensors) instead of its fused
-            # kernel. The library computes its scale as eager torch does; TE compiles that function
-            # unless NVTE_TORCH_COMPILE=0, and the compiled reciprocal is not reproduced here.
+            # kernel; its scale function is compiled by torch.compile unless NVTE_TORCH_COMPILE=0
+            # (pytorch/jit.py jit_fuser). The compiled form is reproduced as an H100 computes it.
             out.unfused_update = True
-            if _te_int_flag("NVTE_TORCH_COMPILE", 1):
-                warnings.warn("NVTE_UNFUSED_FP8_UPDATE=1: TE would run its unfused delayed-scaling update compiled by "
-                              "torch.compile, whose GPU reciprocal this library does not reproduce; the scales follow "
-                              "eager torch (NVTE_TORCH_COMPILE=0), which differs by 1-2 ulp in about one update in eight "
-                              "(docs/recipes.md, 'Eager and compiled unfused updates')", stacklevel=2)
+            out.unfused_form = "torch_compile_h100" if _te_int_flag("NVTE_TORCH_COMPILE", 1) else "torch_eager"
     elif isinstance(recipe, Float8CurrentScaling):
         out = _lib.Float8CurrentScaling()
         out.fp8_format = _FORMAT_NAMES[recipe.fp8_format]
