@@ -121,11 +121,19 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf as_float(vi v) { return _mm256_castsi256_ps(v); }
   static NVFP4_ALWAYS_INLINE vf to_float(vi v) { return _mm256_cvtepi32_ps(v); }
   static NVFP4_ALWAYS_INLINE vi truncate(vf v) { return _mm256_cvttps_epi32(v); }
-  static NVFP4_ALWAYS_INLINE vf ldexp(vf x, vi e) {
-    // No vscalefps: exact in double (x times a normal power of two), then rounded once.
-    vd low, high, x_low = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), x_high = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+  // No vscalefps: both scale exactly in double (a normal power of two), then round once.
+  static NVFP4_ALWAYS_INLINE vf to_float_scaled(vi v, vi e) {
+    vd low, high;
     powers_of_two_double(e, low, high);
-    return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_mul_pd(x_high, high)), _mm256_cvtpd_ps(_mm256_mul_pd(x_low, low)));
+    return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(v, 1)), high)),
+                           _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(v)), low)));
+  }
+  static NVFP4_ALWAYS_INLINE vi truncate_scaled(vf x, vi e) {
+    vd low, high;
+    powers_of_two_double(e, low, high);
+    const __m128i x_low = _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), low));
+    const __m128i x_high = _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), high));
+    return _mm256_set_m128i(x_high, x_low);
   }
 
   // ---- 32-bit integer lanes ----------------------------------------------------------------

@@ -161,7 +161,12 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf as_float(vi v) { return _mm512_castsi512_ps(v); }
   static NVFP4_ALWAYS_INLINE vf to_float(vi v) { return _mm512_cvtepi32_ps(v); }
   static NVFP4_ALWAYS_INLINE vi truncate(vf v) { return _mm512_cvttps_epi32(v); }
-  static NVFP4_ALWAYS_INLINE vf ldexp(vf x, vi e) { return _mm512_scalef_ps(x, _mm512_cvtepi32_ps(e)); }
+  static NVFP4_ALWAYS_INLINE vf to_float_scaled(vi v, vi e) { return _mm512_scalef_ps(_mm512_cvtepi32_ps(v), _mm512_cvtepi32_ps(e)); }
+  static NVFP4_ALWAYS_INLINE vi truncate_scaled(vf x, vi e) {
+    // Rounded in float first: exact wherever x * 2^e is a normal float, and below that (a
+    // subnormal) it truncates to 0 either way.
+    return _mm512_cvttps_epi32(_mm512_scalef_ps(x, _mm512_cvtepi32_ps(e)));
+  }
 
   // ---- 32-bit integer lanes ----------------------------------------------------------------
   static NVFP4_ALWAYS_INLINE vi bit_and(vi a, vi b) { return _mm512_and_si512(a, b); }

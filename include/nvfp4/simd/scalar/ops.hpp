@@ -111,9 +111,18 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vf to_float(vi v) { return static_cast<float>(static_cast<std::int32_t>(v)); }
   /// float -> int32 toward zero; |v| < 2^31.
   static NVFP4_ALWAYS_INLINE vi truncate(vf v) { return static_cast<vi>(static_cast<std::int32_t>(v)); }
-  /// x * 2^e (e signed, |e| <= 1022) rounded once to float, to nearest even: exact where the
-  /// result is a normal float, Inf beyond the range, a subnormal or 0 below it.
-  static NVFP4_ALWAYS_INLINE vf ldexp(vf x, vi e) { return std::ldexp(x, static_cast<int>(signed_of(e))); }
+  /// Signed int32 v (|v| < 2^24) times 2^e (e signed, |e| <= 1022), rounded once to float, to
+  /// nearest even: exact where the result is a normal float, Inf beyond the range, a subnormal or 0
+  /// below it.
+  static NVFP4_ALWAYS_INLINE vf to_float_scaled(vi v, vi e) {
+    return static_cast<float>(std::ldexp(static_cast<double>(signed_of(v)), static_cast<int>(signed_of(e))));
+  }
+  /// x * 2^e (e signed, |e| <= 1022) truncated toward zero to int32, for |x * 2^e| < 2^31 (else
+  /// 0x80000000, as x86's conversion gives: kernels may compute lanes they later replace).
+  static NVFP4_ALWAYS_INLINE vi truncate_scaled(vf x, vi e) {
+    const double scaled = std::ldexp(static_cast<double>(x), static_cast<int>(signed_of(e)));
+    return std::fabs(scaled) < 0x1p31 ? static_cast<vi>(static_cast<std::int32_t>(scaled)) : 0x80000000u;
+  }
 
   // ---- 32-bit integer lanes ----------------------------------------------------------------
   static NVFP4_ALWAYS_INLINE vi bit_and(vi a, vi b) { return a & b; }

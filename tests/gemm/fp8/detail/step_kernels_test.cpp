@@ -1,6 +1,6 @@
 // Tests of nvfp4/gemm/fp8/detail/step_kernels.hpp: the step kernels written once over Ops,
 // instantiated with the scalar Ops (which no build dispatches to, so this is what checks the
-// scalar forms of the primitives the kernels take: ldexp, widen_to_double, powers_of_two_double,
+// scalar forms of the primitives the kernels take: to_float_scaled, truncate_scaled, widen_to_double, powers_of_two_double,
 // narrow_toward_zero, load_signed_bytes) and with the kernel set this build runs, each output of
 // a block against the chain of the model's own step (fp8::mma::step / relaxed_step through
 // scalar_step), on codes with NaN / Inf, all-zero steps, E8M0 scales over the whole range (NaN
@@ -23,7 +23,7 @@
 namespace nvfp4::fp8_gemm_detail {
 namespace {
 
-using scalar_kernels = lane_step_kernels<simd::scalar::ops, step_shapes{.exact_rows = 3, .relaxed_tiles = 4, .relaxed_rows_wide = 5, .relaxed_rows = 2}>;
+using scalar_kernels = lane_step_kernels<simd::scalar::ops, step_shapes{.exact_rows = 3, .exact_tiles_outer = true, .relaxed_tiles = 4, .relaxed_rows_wide = 5, .relaxed_rows = 2}>;
 using build_kernels = fp8_step_kernels<simd::fp8_gemm_isa>;
 
 struct block_case {

@@ -37,6 +37,8 @@ namespace nvfp4::fp8_gemm_detail {
 /// The register blocks of a kernel set (what its ISA's register file holds).
 struct step_shapes {
   int exact_rows;          ///< rows of one exact call (one tile a call)
+  bool exact_tiles_outer;  ///< exact calls tile by tile (each tile's K chunk reused by every row
+                           ///< group while in L1: a smaller L1 or more row groups), else row group by row group
   int relaxed_tiles;       ///< tiles of one relaxed call: 1, or all of the block's (up to 4)
   int relaxed_rows_wide;   ///< rows of a relaxed call of 1 or 2 tiles
   int relaxed_rows;        ///< rows of a relaxed call of 3 or 4 tiles
@@ -83,19 +85,23 @@ struct lane_step_kernels {
       return;
     }
     // The exact kernel keeps more per output than the relaxed one: one tile a call.
-    for (int r0 = 0; r0 < blk.rows; r0 += Shapes.exact_rows) {
-      const step_block part = some_rows(blk, r0, std::min(Shapes.exact_rows, blk.rows - r0));
-      for (int t = 0; t < blk.tile_count; ++t) {
-        const step_block one = one_tile(part, t);
-        float* const out = acc + r0 * stride + t * lanes;
-        with_rows<Shapes.exact_rows>(one.rows, [&]<int R>() {
-          if (blk.core == fp8::mma::tensor_core::hopper) {
-            exact_steps<R, true>(one, s0, s1, out, stride);
-          } else {
-            exact_steps<R, false>(one, s0, s1, out, stride);
-          }
-        });
-      }
+    const auto call = [&](int r0, int t) {
+      const step_block one = one_tile(some_rows(blk, r0, std::min(Shapes.exact_rows, blk.rows - r0)), t);
+      float* const out = acc + r0 * stride + t * lanes;
+      with_rows<Shapes.exact_rows>(one.rows, [&]<int R>() {
+        if (blk.core == fp8::mma::tensor_core::hopper) {
+          exact_steps<R, true>(one, s0, s1, out, stride);
+        } else {
+          exact_steps<R, false>(one, s0, s1, out, stride);
+        }
+      });
+    };
+    if constexpr (Shapes.exact_tiles_outer) {
+      for (int t = 0; t < blk.tile_count; ++t)
+        for (int r0 = 0; r0 < blk.rows; r0 += Shapes.exact_rows) call(r0, t);
+    } else {
+      for (int r0 = 0; r0 < blk.rows; r0 += Shapes.exact_rows)
+        for (int t = 0; t < blk.tile_count; ++t) call(r0, t);
     }
   }
 
@@ -168,8 +174,8 @@ struct lane_step_kernels {
   template <bool Hopper>
   static NVFP4_ALWAYS_INLINE vf finish(vi sum_low, vi sum_high, vi c_units, vi unit) {
     if constexpr (Hopper) {
-      const vi total = Ops::add(Ops::add(sum_low, sum_high), c_units);  // below 2^21: exact in fp32
-      const vf nearest = Ops::ldexp(Ops::to_float(total), unit);
+      const vi total = Ops::add(Ops::add(sum_low, sum_high), c_units);  // below 2^21
+      const vf nearest = Ops::to_float_scaled(total, unit);
       return Ops::as_float(Ops::bit_and(Ops::as_int(nearest), Ops::set_int(~0x3FFu)));
     } else {
       vd low[3], high[3], power_low, power_high;
@@ -257,9 +263,8 @@ struct lane_step_kernels {
         }
       for (int r = 0; r < R; ++r)
         for (int v = 0; v < vectors; ++v) {
-          // c in units of 2^(E_max - F), truncated: c * 2^(F - E_max) is below 2^26 and exact
-          // wherever it is a normal float (below that it truncates to 0 either way).
-          const vi c_units = Ops::truncate(Ops::ldexp(c_before[r][0][v], Ops::sub(splat(fraction), e_max[r][v])));
+          // c in units of 2^(E_max - F), truncated: c * 2^(F - E_max) is below 2^26.
+          const vi c_units = Ops::truncate_scaled(c_before[r][0][v], Ops::sub(splat(fraction), e_max[r][v]));
           const vi unit = Ops::sub(e_max[r][v], splat(fraction));
           Ops::store(acc + r * stride + v * width, finish<Hopper>(sum_low[r][v], sum_high[r][v], c_units, unit));
         }
