@@ -129,15 +129,17 @@ void quantize_mxfp8_te_columns(const column_band_walk<T>& walk, std::uint8_t* da
 /// through the vector block kernels; for a view with contiguous columns (the columnwise copy,
 /// x.transposed()) the blocks are quantized across lanes instead, the source read along its rows
 /// (detail::quantize_mxfp8_te_columns), and only what that leaves goes row by row. Throws
-/// non_finite_error on NaN/Inf.
+/// non_finite_error on NaN/Inf. The into form writes `q`, a tensor the caller keeps: its storage
+/// is reused where it already has x's shape and the axis (nothing allocated or zero-filled), else
+/// it is made anew; q is untouched on error.
 template <mxfp8_format Format, quantizer_input T>
-quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axis axis = quantized_axis::rowwise) {
+void quantize_mxfp8_te_into(matrix_view<const T> x, quantized_tensor<Format>& q, quantized_axis axis = quantized_axis::rowwise) {
   x.validate("quantize input");
   const float x_amax = amax(x);
   constexpr index_t block = Format::block_cols;
-  quantized_tensor<Format> q(x.rows(), x.cols(), axis);
+  if (q.rows() != x.rows() || q.cols() != x.cols() || q.axis() != axis) q = quantized_tensor<Format>(x.rows(), x.cols(), axis);
   q.set_tensor_scale(x_amax, 1.0f, 1.0f);
-  if (x.empty()) return q;
+  if (x.empty()) return;
   auto* const data = reinterpret_cast<std::uint8_t*>(q.data().data());
   auto* const scales = reinterpret_cast<std::uint8_t*>(q.scales().data());
   const index_t data_stride = q.data_row_stride(), scale_stride = q.scale_cols();
@@ -166,6 +168,11 @@ quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axi
                                             amax_bits, factors);
     }
   });
+}
+template <mxfp8_format Format, quantizer_input T>
+quantized_tensor<Format> quantize_mxfp8_te(matrix_view<const T> x, quantized_axis axis = quantized_axis::rowwise) {
+  quantized_tensor<Format> q;
+  quantize_mxfp8_te_into(x, q, axis);
   return q;
 }
 

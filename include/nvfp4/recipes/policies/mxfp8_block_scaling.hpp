@@ -1,8 +1,12 @@
 // nvfp4/recipes/policies/mxfp8_block_scaling.hpp: the policy of mxfp8_block_scaling (TE's
 // MXFP8BlockScaling): quantize_mxfp8_te of each tensor and of its transpose; mxfp8_gemm as
 // Blackwell runs it. X and W are E4M3 for both formats TE allows (E4M3, HYBRID); dY in the
-// recipe's backward format.
+// recipe's backward format. Every copy is written into storage kept from step to step (the
+// layer's W operands and saved X, this policy's X and dY copies).
 #pragma once
+
+#include <type_traits>
+#include <utility>
 
 #include "nvfp4/gemm/fp8/gemm.hpp"
 #include "nvfp4/gemm/fp8/packed_weight.hpp"
@@ -33,18 +37,18 @@ class mxfp8_block_scaling_policy : public policy_base {
   const mxfp8_block_scaling& recipe() const { return recipe_; }
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
-    out.row.plain = quantize_mxfp8_te<mxfp8>(w);
-    if (columnwise) out.col = quantize_mxfp8_te<mxfp8>(w.transposed(), quantized_axis::columnwise);
+    quantize_mxfp8_te_into(w, out.row.plain);
+    if (columnwise) quantize_mxfp8_te_into(w.transposed(), out.col, quantized_axis::columnwise);
   }
   void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   void fprop(const linear_context& c, matrix_view<const float> x, const weight_operands& w, matrix_view<float> y, saved_input* saved,
-             bool) const {
-    const auto x8 = quantize_mxfp8_te<mxfp8>(x);
-    w.row.run([&](const auto& b) { mxfp8_gemm(x8, b, y, options(c, c.bias)); });
-    if (saved) saved->x_col = quantize_mxfp8_te<mxfp8>(x.transposed(), quantized_axis::columnwise);
+             bool) {
+    quantize_mxfp8_te_into(x, x_row_);
+    w.row.run([&](const auto& b) { mxfp8_gemm(x_row_, b, y, options(c, c.bias)); });
+    if (saved) quantize_mxfp8_te_into(x.transposed(), saved->x_col, quantized_axis::columnwise);
   }
   void bprop(const linear_context& c, matrix_view<const float> dy, const weight_operands& w, const saved_input& saved,
-             matrix_view<float> dx, matrix_view<float> dw) const {
+             matrix_view<float> dx, matrix_view<float> dw) {
     if (backward_format(recipe_.fp8_format) == fp8_format::e4m3) {
       bprop_in<mxfp8>(c, dy, w, saved, dx, dw);
     } else {
@@ -57,14 +61,28 @@ class mxfp8_block_scaling_policy : public policy_base {
     return {.core = fp8::mma::tensor_core::blackwell, .mode = c.mode, .promotion_interval = 0, .bias = bias};
   }
   template <class Format>
-  static void bprop_in(const linear_context& c, matrix_view<const float> dy, const weight_operands& w, const saved_input& saved,
-                       matrix_view<float> dx, matrix_view<float> dw) {
-    const auto g8 = quantize_mxfp8_te<Format>(dy);
-    const auto g8t = quantize_mxfp8_te<Format>(dy.transposed(), quantized_axis::columnwise);
+  void bprop_in(const linear_context& c, matrix_view<const float> dy, const weight_operands& w, const saved_input& saved,
+                matrix_view<float> dx, matrix_view<float> dw) {
+    auto& [g8, g8t] = gradient_copies<Format>();
+    quantize_mxfp8_te_into(dy, g8);
+    quantize_mxfp8_te_into(dy.transposed(), g8t, quantized_axis::columnwise);
     mxfp8_gemm(g8, w.col, dx, options(c));
     mxfp8_gemm(g8t, saved.x_col, dw, options(c));
   }
+  template <class Format>
+  std::pair<quantized_tensor<Format>, quantized_tensor<Format>>& gradient_copies() {
+    if constexpr (std::is_same_v<Format, mxfp8>) {
+      return g_e4m3_;
+    } else {
+      return g_e5m2_;
+    }
+  }
   mxfp8_block_scaling recipe_;
+  // Kept from step to step: X's rowwise copy (fprop), dY's rowwise and columnwise copies in the
+  // backward format.
+  quantized_tensor<mxfp8> x_row_;
+  std::pair<quantized_tensor<mxfp8>, quantized_tensor<mxfp8>> g_e4m3_;
+  std::pair<quantized_tensor<mxfp8_e5m2>, quantized_tensor<mxfp8_e5m2>> g_e5m2_;
 };
 
 }  // namespace nvfp4
