@@ -234,6 +234,7 @@ void check_case(const std::vector<float>& values, shape s, layout l) {
     set_threads(threads);
     const float fast_amax = amax(x);
     EXPECT_EQ(std::bit_cast<std::uint32_t>(fast_amax), std::bit_cast<std::uint32_t>(ref_amax));
+    EXPECT_TRUE(all_finite(x));
     expect_identical(quantize<format>(x, options), ref);
     // quantize_into over a kept tensor full of other bytes writes every one of them.
     const std::vector<std::uint8_t> junk_data(ref.data().size(), 0xA7), junk_scales(ref.scales().size(), 0x5B);
@@ -340,6 +341,7 @@ TYPED_TEST(FastQuantizeBadInput, NonFiniteIsReportedWhereItIs) {
         for (int threads : {1, 2}) {
           set_threads(threads);
           expect_non_finite_at([&] { (void)amax(stored.view); }, row, col);
+          EXPECT_FALSE(all_finite(stored.view));
           expect_non_finite_at([&] { (void)quantize<nvfp4_1x16>(stored.view); }, row, col);
           expect_non_finite_at([&] { (void)quantize<nvfp4_16x16>(stored.view); }, row, col);
           expect_non_finite_at([&] { (void)quantize<mxfp4>(stored.view); }, row, col);

@@ -32,6 +32,14 @@ float amax(matrix_view<const T> x) {
   return detail::checked_amax(x);
 }
 
+/// Whether every element of x is finite (no NaN, no Inf): one pass of amax's fast kernel, for
+/// callers that check before they read in place. Throws invalid_argument for an invalid view.
+template <quantizer_input T>
+bool all_finite(matrix_view<const T> x) {
+  x.validate("all_finite input");
+  return x.empty() || detail::amax_bits_fast(x) < detail::float_inf_bits;
+}
+
 /// Quantizes x (blocks along its rows) with the tensor scale taken from `global_amax`, which the
 /// caller computed over the whole source (e.g. shared by the rowwise and columnwise copies).
 /// Throws invalid_argument when global_amax is NaN, Inf or negative, non_finite_error naming the

@@ -17,8 +17,8 @@
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/recipes/no_quantization.hpp"
-#include "nvfp4/scaling/detail/fast_quantize.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
+#include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::nn::detail {
@@ -114,7 +114,7 @@ inline matrix_view<const float> to_dtype(matrix_view<const float> v, const char*
 inline matrix_view<const float> in_place_or_copy(matrix_view<const float> v, const char* what, std::vector<float>& buffer,
                                                  high_precision dtype, bool allow_non_finite, bool needs_copy) {
   if (needs_copy || dtype != high_precision::fp32) return to_dtype(v, what, buffer, dtype, allow_non_finite);
-  if (!allow_non_finite && nvfp4::detail::amax_bits_fast(v) >= 0x7F800000u) throw_first_non_finite(v, what);
+  if (!allow_non_finite && !all_finite(v)) throw_first_non_finite(v, what);
   return v;
 }
 
