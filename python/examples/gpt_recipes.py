@@ -43,16 +43,17 @@ CATALOG = {
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, width, depth, heads, seq_len, *, positions="rotary", activation="relu2", tied=False):
+    def __init__(self, vocab, width, depth, heads, seq_len, *, positions="rotary", activation="relu2", tied=False, mode="exact"):
         super().__init__()
         self.embed = nn.Embedding(vocab, width)
         self.positions = nn.Embedding(seq_len, width) if positions == "learned" else None
         rotary = sc.Rotary(width // heads, seq_len) if positions == "rotary" else None
         self.blocks = nn.ModuleList(
-            sc.Block(width, heads, norm="rmsnorm", activation=activation, causal=True, rotary=rotary) for _ in range(depth))
+            sc.Block(width, heads, norm="rmsnorm", activation=activation, causal=True, rotary=rotary, mode=mode)
+            for _ in range(depth))
         self.norm = te.RMSNorm(width)
         self.tied = tied
-        self.head = None if tied else te.Linear(width, vocab, bias=False)
+        self.head = None if tied else te.Linear(width, vocab, bias=False, mode=mode)
         nn.init.normal_(self.embed.weight, std=0.5)
         for name, p in self.named_parameters():
             if p.dim() == 2 and "embed" not in name and "positions" not in name:
@@ -101,7 +102,7 @@ def evaluate(model, data, args, recipe):
 def train(run, args, train_data, val_data):
     torch.manual_seed(args.seed)
     model = GPT(256, args.width, args.depth, args.heads, args.seq, positions=args.positions,
-                activation=args.activation, tied=args.tied)
+                activation=args.activation, tied=args.tied, mode=args.gemm)
     optimizers = sc.make_optimizers(model, run, args.lr)
     watch = sc.AmaxWatch(model)
     recipe = sc.make_recipe(run.recipe)

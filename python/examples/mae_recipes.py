@@ -68,20 +68,20 @@ def unpatchify(patches):  # [B, 64, 48] -> [B, 3, 32, 32]
 
 
 class MAE(nn.Module):
-    def __init__(self, width, depth, decoder_width, decoder_depth, heads):
+    def __init__(self, width, depth, decoder_width, decoder_depth, heads, mode="exact"):
         super().__init__()
-        self.patch_embed = te.Linear(PATCH_DIM, width)
+        self.patch_embed = te.Linear(PATCH_DIM, width, mode=mode)
         self.pos = nn.Parameter(torch.randn(1, PATCHES, width) * 0.02)
-        self.encoder = nn.ModuleList(sc.Block(width, heads, norm="layernorm", activation="gelu", causal=False)
+        self.encoder = nn.ModuleList(sc.Block(width, heads, norm="layernorm", activation="gelu", causal=False, mode=mode)
                                      for _ in range(depth))
         self.encoder_norm = te.LayerNorm(width)
-        self.to_decoder = te.Linear(width, decoder_width)
+        self.to_decoder = te.Linear(width, decoder_width, mode=mode)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, decoder_width))
         self.decoder_pos = nn.Parameter(torch.randn(1, PATCHES, decoder_width) * 0.02)
-        self.decoder = nn.ModuleList(sc.Block(decoder_width, heads, norm="layernorm", activation="gelu", causal=False)
+        self.decoder = nn.ModuleList(sc.Block(decoder_width, heads, norm="layernorm", activation="gelu", causal=False, mode=mode)
                                      for _ in range(decoder_depth))
         self.decoder_norm = te.LayerNorm(decoder_width)
-        self.to_pixels = te.Linear(decoder_width, PATCH_DIM)
+        self.to_pixels = te.Linear(decoder_width, PATCH_DIM, mode=mode)
 
     def forward(self, patches, keep):
         """patches [B, 64, 48]; keep [B, V] indices of the visible patches. Returns the predicted
@@ -121,7 +121,7 @@ def evaluate(model, images, keep, recipe):
 
 def train(run, args, train_images, val_images, val_keep):
     torch.manual_seed(args.seed)
-    model = MAE(args.width, args.depth, args.decoder_width, args.decoder_depth, args.heads)
+    model = MAE(args.width, args.depth, args.decoder_width, args.decoder_depth, args.heads, mode=args.gemm)
     optimizers = sc.make_optimizers(model, run, args.lr)
     recipe = sc.make_recipe(run.recipe)
     generator = torch.Generator().manual_seed(args.seed)

@@ -86,6 +86,9 @@ def base_arguments(description, default_out="reports"):
     p.add_argument("--threads", type=int, default=1, help="threads per run (tiny models gain nothing from more)")
     p.add_argument("--jobs", type=int, default=2, help="runs trained at the same time, each in its own process")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    p.add_argument("--gemm", choices=("relaxed", "exact"), default="relaxed",
+                   help="te.Linear GEMM mode: relaxed (default; fp32 accumulation, fastest) or exact (the GPU "
+                        "tensor cores' accumulation bit for bit); quantization is exact either way")
     return p
 
 
@@ -219,16 +222,17 @@ class Block(nn.Module):
     """A pre-norm transformer block; its four matrices are te.Linear layers (the recipe's GEMMs),
     its norms TE's norms (high precision), attention and softmax in the activation dtype."""
 
-    def __init__(self, width, heads, *, norm="rmsnorm", activation="relu2", causal=True, rotary=None, params_dtype=torch.float32):
+    def __init__(self, width, heads, *, norm="rmsnorm", activation="relu2", causal=True, rotary=None, params_dtype=torch.float32,
+                 mode="exact"):
         super().__init__()
         norm_type = te.RMSNorm if norm == "rmsnorm" else te.LayerNorm
         self.heads, self.causal, self.rotary, self.activation = heads, causal, rotary, activation
         self.norm1 = norm_type(width, params_dtype=params_dtype)
-        self.qkv = te.Linear(width, 3 * width, bias=False, params_dtype=params_dtype)
-        self.proj = te.Linear(width, width, bias=False, params_dtype=params_dtype)
+        self.qkv = te.Linear(width, 3 * width, bias=False, params_dtype=params_dtype, mode=mode)
+        self.proj = te.Linear(width, width, bias=False, params_dtype=params_dtype, mode=mode)
         self.norm2 = norm_type(width, params_dtype=params_dtype)
-        self.fc = te.Linear(width, 4 * width, bias=False, params_dtype=params_dtype)
-        self.fc_out = te.Linear(4 * width, width, bias=False, params_dtype=params_dtype)
+        self.fc = te.Linear(width, 4 * width, bias=False, params_dtype=params_dtype, mode=mode)
+        self.fc_out = te.Linear(4 * width, width, bias=False, params_dtype=params_dtype, mode=mode)
 
     def attention(self, x):
         b, t, w = x.shape
