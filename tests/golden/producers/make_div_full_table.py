@@ -126,19 +126,19 @@ inline constexpr int block_bits = {BLOCK_BITS};
 inline constexpr int unit_bits = {UNIT_BITS};
 
 inline constexpr std::int32_t line_at_start[{a.size}] = {{
-{rows(a, lambda x: f"{x},", 12)}
+{rows(a, lambda x: f"{x},", 48)}
 }};
 inline constexpr std::int32_t line_slope[{b.size}] = {{
-{rows(b, lambda x: f"{x},", 12)}
+{rows(b, lambda x: f"{x},", 48)}
 }};
 inline constexpr std::int32_t band_half_width[{v.size}] = {{
-{rows(v, lambda x: f"{x},", 12)}
+{rows(v, lambda x: f"{x},", 48)}
 }};
 inline constexpr std::uint32_t first_bit[{offsets.size}] = {{
-{rows(offsets, lambda x: f"{x},", 12)}
+{rows(offsets, lambda x: f"{x},", 48)}
 }};
 inline constexpr std::uint64_t bits[{words.size}] = {{
-{rows(words, lambda x: f"0x{int(x):016x},", 6)}
+{rows(words, lambda x: f"0x{int(x):016x},", 24)}
 }};
 
 }}  // namespace nvfp4::detail::div_full_table
