@@ -1,7 +1,8 @@
 // Tests of nvfp4/gemm/fp8/gemm.hpp: the split accumulator against the plain chain on a hand-worked
 // case, the per-tensor and block-scaled epilogues (which scale is applied first), bias and bf16
 // output, the MXFP8 GEMM against its MMA, fast == reference on every ISA build for any thread
-// count (kernels, their edges, the epilogue with bias, bf16 and strided outputs), and bad input.
+// count (kernels, their edges, the epilogue with bias, bf16 and strided outputs), repeated calls
+// of changing shapes through the per-thread operand workspace, and bad input.
 // NVFP4_TEST_ALL_ISAS
 #include <gtest/gtest.h>
 
@@ -244,6 +245,49 @@ TEST(Fp8Gemm, FastEpilogueEqualsReference) {
     for (index_t j = 0; j < n; ++j)
       ASSERT_EQ(std::bit_cast<std::uint32_t>(got[std::size_t(j * m + i)]), std::bit_cast<std::uint32_t>(want[std::size_t(i * n + j)]))
           << "fp8_mma " << i << "," << j;
+}
+
+// The entry points keep their operands' statistics in the calling thread's workspace: calls of
+// changing shapes and kinds, one after another (large, small, large again; A and B of different
+// sizes, so the two parts of the workspace hold other operands' data from before), each equal to
+// the reference; the large operands' statistics are split over threads (1 and 2).
+TEST(Fp8Gemm, RepeatedCallsOfChangingShapesEqualReference) {
+  std::mt19937 gen(13);
+  std::normal_distribution<float> normal;
+  const auto data = [&](index_t rows, index_t cols, float scale) {
+    std::vector<float> v(static_cast<std::size_t>(rows * cols));
+    for (auto& x : v) x = normal(gen) * scale;
+    return v;
+  };
+  struct shape {
+    index_t m, n, k;
+  };
+  // 300 x 260 and 270 x 260: above the threads' threshold (65,536 codes); 9 x 33 x 40: a partial step.
+  const shape shapes[] = {{300, 40, 260}, {9, 33, 40}, {20, 270, 260}, {300, 40, 260}};
+  for (int threads : {1, 2}) {
+    test::set_threads(threads);
+    for (const shape& sh : shapes) {
+      const std::vector<float> xa = data(sh.m, sh.k, 1.0f), xb = data(sh.n, sh.k, 30.0f);
+      const auto va = matrix_view<const float>::row_major(xa.data(), sh.m, sh.k);
+      const auto vb = matrix_view<const float>::row_major(xb.data(), sh.n, sh.k);
+      std::vector<float> want(static_cast<std::size_t>(sh.m * sh.n)), got(want.size());
+      const auto out = [&](std::vector<float>& v) { return matrix_view<float>::row_major(v.data(), sh.m, sh.n); };
+      const auto a8 = quantize_fp8_current(va, fp8_format::e4m3), b8 = quantize_fp8_current(vb, fp8_format::e5m2);
+      reference::fp8_gemm(a8, b8, out(want));
+      fp8_gemm(a8, b8, out(got));
+      ASSERT_EQ(test::float_bits(got), test::float_bits(want)) << "per tensor " << sh.m << "x" << sh.n << "x" << sh.k << " " << threads;
+      const auto a1 = quantize_fp8_blockwise(va, fp8_format::e4m3, fp8_block_shape::block_1x128);
+      const auto b2 = quantize_fp8_blockwise(vb, fp8_format::e4m3, fp8_block_shape::block_128x128);
+      reference::fp8_gemm(a1, b2, out(want), {.mode = gemm_mode::relaxed});
+      fp8_gemm(a1, b2, out(got), {.mode = gemm_mode::relaxed});
+      ASSERT_EQ(test::float_bits(got), test::float_bits(want)) << "block " << sh.m << "x" << sh.n << "x" << sh.k << " " << threads;
+      const auto ma = quantize_mxfp8_te<mxfp8>(va);
+      const auto mb = quantize_mxfp8_te<mxfp8_e5m2>(vb);
+      reference::mxfp8_gemm(ma, mb, out(want));
+      mxfp8_gemm(ma, mb, out(got));
+      ASSERT_EQ(test::float_bits(got), test::float_bits(want)) << "mxfp8 " << sh.m << "x" << sh.n << "x" << sh.k << " " << threads;
+    }
+  }
 }
 
 // The vector kernels' edges against the reference MMA, bit for bit: NaN / Inf codes, accumulators

@@ -325,15 +325,39 @@ inline const fp8_gemm_detail::code_tables& tables_of(fp8_format format) {
   static const fp8_gemm_detail::code_tables e4m3(fp8_format::e4m3), e5m2(fp8_format::e5m2);
   return format == fp8_format::e4m3 ? e4m3 : e5m2;
 }
-inline fp8_gemm_detail::operand_rows unpack_operand(const fp8_tensor& t) {
-  return fp8_gemm_detail::make_operand(t.codes().data(), t.cols(), t.rows(), t.cols(), t.format(), tables_of(t.format()),
-                                       [](index_t, index_t) { return std::uint8_t{127}; });
+/// t's operand statistics written into `o` (its storage reused; see fp8_gemm_detail::fill_operand).
+inline const fp8_gemm_detail::operand_rows& unpack_operand_into(const fp8_tensor& t, fp8_gemm_detail::operand_rows& o) {
+  fp8_gemm_detail::fill_operand(o, t.codes().data(), t.cols(), t.rows(), t.cols(), t.format(), tables_of(t.format()),
+                                [](index_t, index_t) { return std::uint8_t{127}; });
+  return o;
 }
 template <class Format>
-fp8_gemm_detail::operand_rows unpack_operand(const quantized_tensor<Format>& q) {
+const fp8_gemm_detail::operand_rows& unpack_operand_into(const quantized_tensor<Format>& q, fp8_gemm_detail::operand_rows& o) {
   constexpr fp8_format format = mx_element_format<Format>();
-  return fp8_gemm_detail::make_operand(mx_codes(q, 0), q.data_row_stride(), q.rows(), q.cols(), format, tables_of(format),
-                                       [&](index_t r, index_t s) { return s < q.scale_cols() ? q.scale(r, s).bits() : std::uint8_t{127}; });
+  fp8_gemm_detail::fill_operand(o, mx_codes(q, 0), q.data_row_stride(), q.rows(), q.cols(), format, tables_of(format),
+                                [&](index_t r, index_t s) { return s < q.scale_cols() ? q.scale(r, s).bits() : std::uint8_t{127}; });
+  return o;
+}
+/// A fresh operand (for one kept on its own: fp8_packed_weight, the kernel benchmarks).
+template <class Tensor>
+fp8_gemm_detail::operand_rows unpack_operand(const Tensor& t) {
+  fp8_gemm_detail::operand_rows o;
+  unpack_operand_into(t, o);
+  return o;
+}
+
+/// The calling thread's operand storage for the GEMM entry points (A's and B's statistics, about
+/// 10 bytes per 32 elements of each), kept from call to call and only grown: a training loop's
+/// repeated GEMMs then allocate nothing and touch no fresh memory (at 4096^3 an FP8 step took
+/// thousands of page faults here, which serialize when many threads take them at once). One per
+/// thread, so concurrent calls from different threads do not share it; an entry point uses it
+/// only until it returns, and nothing it calls re-enters an entry point.
+struct fp8_operand_workspace {
+  fp8_gemm_detail::operand_rows a, b;
+};
+inline fp8_operand_workspace& operand_workspace() {
+  static thread_local fp8_operand_workspace workspace;
+  return workspace;
 }
 
 /// The fast path of the chained GEMMs: acc from init(i, j0, acc, count), then the
@@ -375,7 +399,8 @@ inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const 
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  detail::fp8_mma_chain(detail::unpack_operand(a), detail::unpack_operand(b), options.core, options, has_c, c, d);
+  detail::fp8_operand_workspace& ws = detail::operand_workspace();
+  detail::fp8_mma_chain(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), options.core, options, has_c, c, d);
 }
 
 /// D = C + A·Bᵀ for MXFP8 operands, bit-identical to reference::mxfp8_mma.
@@ -386,7 +411,9 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  detail::fp8_mma_chain(detail::unpack_operand(a), detail::unpack_operand(b), fp8::mma::tensor_core::blackwell, options, has_c, c, d);
+  detail::fp8_operand_workspace& ws = detail::operand_workspace();
+  detail::fp8_mma_chain(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), fp8::mma::tensor_core::blackwell,
+                        options, has_c, c, d);
 }
 
 namespace detail {
@@ -476,7 +503,8 @@ void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, co
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
   detail::check_fp8_scaling_pair(a, b);
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  detail::fp8_gemm_checked(a, detail::unpack_operand(a), b, detail::unpack_operand(b), out, options);
+  detail::fp8_operand_workspace& ws = detail::operand_workspace();
+  detail::fp8_gemm_checked(a, detail::unpack_operand_into(a, ws.a), b, detail::unpack_operand_into(b, ws.b), out, options);
 }
 
 /// The MXFP8 GEMM of TE's MXFP8BlockScaling recipe (see reference::mxfp8_gemm), bit-identical to
@@ -487,7 +515,8 @@ void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
                 const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  detail::mxfp8_gemm_checked(detail::unpack_operand(a), detail::unpack_operand(b), out, options);
+  detail::fp8_operand_workspace& ws = detail::operand_workspace();
+  detail::mxfp8_gemm_checked(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), out, options);
 }
 
 }  // namespace nvfp4

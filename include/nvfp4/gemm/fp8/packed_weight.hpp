@@ -77,7 +77,7 @@ void fp8_gemm(const fp8_tensor& a, const fp8_packed_weight<fp8_tensor>& b, matri
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
   detail::check_fp8_scaling_pair(a, b.tensor());
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  detail::fp8_gemm_checked(a, detail::unpack_operand(a), b.tensor(), b.operand(), out, options);
+  detail::fp8_gemm_checked(a, detail::unpack_operand_into(a, detail::operand_workspace().a), b.tensor(), b.operand(), out, options);
 }
 
 /// mxfp8_gemm with B packed beforehand; as mxfp8_gemm(a, b.tensor(), out, options).
@@ -88,7 +88,7 @@ void mxfp8_gemm(const quantized_tensor<FormatA>& a, const fp8_packed_weight<quan
   detail::check_packed_fp8_weight(static_cast<bool>(b), "mxfp8_gemm");
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  detail::mxfp8_gemm_checked(detail::unpack_operand(a), b.operand(), out, options);
+  detail::mxfp8_gemm_checked(detail::unpack_operand_into(a, detail::operand_workspace().a), b.operand(), out, options);
 }
 
 }  // namespace nvfp4

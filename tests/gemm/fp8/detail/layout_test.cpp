@@ -1,8 +1,8 @@
 // Tests of nvfp4/gemm/fp8/detail/layout.hpp: the decode tables' order (what make_operand's per-step
 // maxima rely on), make_operand's per-step maximum exponent, scale and NaN / Inf flag (from every
 // position of a step) and its finite and plain rows against their definition on codes with
-// specials and a ragged K, finite and plain tiles with their scales as floats, and stage_rows
-// against the tables.
+// specials and a ragged K, finite and plain tiles with their scales as floats, stage_rows
+// against the tables, and a kept operand refilled for other shapes on 1 and 2 threads.
 // NVFP4_TEST_ALL_ISAS
 #include "nvfp4/gemm/fp8/detail/layout.hpp"
 
@@ -13,6 +13,8 @@
 #include <cmath>
 #include <random>
 #include <vector>
+
+#include "test_support.hpp"
 
 namespace nvfp4::fp8_gemm_detail {
 namespace {
@@ -137,6 +139,55 @@ TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
         EXPECT_EQ(staged.exponent[at], t.exponent[c]) << r << "," << k;
         EXPECT_EQ(staged.pair[at / 2] >> (16 * (k % 2)) & 0xFFFF, t.bf16_bits[c]) << r << "," << k;
       }
+  }
+}
+
+// A kept operand_rows (the GEMMs' per-thread workspace) refilled for a smaller, then a larger
+// operand holds what the definition says, whatever it held before; the operand is large enough
+// that its rows are split over threads, and 1 and 2 threads agree with the definition.
+TEST(Fp8Layout, RefilledOperandFollowsItsDefinitionForAnyThreadCount) {
+  std::mt19937 gen(9);
+  const code_tables t(fp8_format::e4m3);
+  const index_t stride = 300;
+  std::vector<std::uint8_t> all_special(static_cast<std::size_t>(400 * stride), t.first_special);
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(400 * stride));
+  for (auto& c : codes) {
+    const unsigned draw = gen() % 128;
+    c = draw == 0 ? t.first_special : draw < 30 ? std::uint8_t{0} : static_cast<std::uint8_t>(gen() % t.first_special | (gen() & 0x80));
+  }
+  const auto scales = [](index_t r, index_t s) { return static_cast<std::uint8_t>(r % 7 == 0 ? 127 : 100 + (r + s) % 50); };
+  const auto check = [&](const operand_rows& o, index_t rows, index_t cols, const char* what) {
+    ASSERT_EQ(o.rows, rows);
+    ASSERT_EQ(o.steps, (cols + 31) / 32);
+    for (index_t r = 0; r < rows; ++r) {
+      bool finite = true, plain = true;
+      for (index_t s = 0; s < o.steps; ++s) {
+        int max_e = -126;
+        bool special = false;
+        for (index_t k = s * 32; k < std::min(cols, s * 32 + 32); ++k) {
+          const std::uint8_t c = codes[static_cast<std::size_t>(r * stride + k)];
+          if (!t.special[c]) max_e = std::max<int>(max_e, t.exponent[c]);
+          special = special || t.special[c];
+        }
+        ASSERT_EQ(o.max_exponent[o.at(r, s)], max_e) << what << " " << r << "," << s;
+        ASSERT_EQ(o.special[o.at(r, s)] != 0, special) << what << " " << r << "," << s;
+        ASSERT_EQ(o.scale[o.at(r, s)], scales(r, s)) << what;
+        ASSERT_EQ(o.scale_value[o.at(r, s)], std::ldexp(1.0f, scales(r, s) - 127)) << what;
+        finite = finite && !special;
+        plain = plain && !special && scales(r, s) == 127;
+      }
+      ASSERT_EQ(o.finite[static_cast<std::size_t>(r)] != 0, finite) << what << " " << r;
+      ASSERT_EQ(o.plain[static_cast<std::size_t>(r)] != 0, plain) << what << " " << r;
+    }
+  };
+  for (int threads : {1, 2}) {
+    test::set_threads(threads);
+    operand_rows o;
+    fill_operand(o, all_special.data(), stride, 400, 290, fp8_format::e4m3, t, [](index_t, index_t) { return std::uint8_t{0xFF}; });
+    fill_operand(o, codes.data(), stride, 50, 70, fp8_format::e4m3, t, scales);  // smaller: storage kept, not shrunk
+    check(o, 50, 70, "smaller");
+    fill_operand(o, codes.data(), stride, 380, 260, fp8_format::e4m3, t, scales);  // 98,800 codes: split over threads
+    check(o, 380, 260, "larger");
   }
 }
 

@@ -1,8 +1,9 @@
 // nvfp4/gemm/fp8/detail/layout.hpp: FP8 / MXFP8 GEMM operands as the fast kernels read them: the codes in
 // place with per-step maxima, scales and specials beside them; a few rows of A decoded into a
 // staging buffer (values, §9 exponents, bf16 pairs); tiles of 16 rows of B (output columns) laid
-// out K-major; and the scalar step every kernel falls back to. Large buffers are made once per
-// call or per thread and reused: fresh memory is expensive to touch.
+// out K-major; and the scalar step every kernel falls back to. Large buffers are kept per thread
+// and reused (they only grow): fresh memory is expensive to touch, most of all by many threads at
+// once, whose page faults serialize in the kernel.
 #pragma once
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/gemm/fp8/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
+#include "nvfp4/simd/parallel.hpp"
 
 namespace nvfp4::fp8_gemm_detail {
 
@@ -78,11 +80,15 @@ struct operand_rows {
   }
 };
 
-/// Builds an operand_rows; `scales(r, s)` gives the E8M0 byte of row r, step s.
+/// Fills `o` for an operand (see operand_rows); `scales(r, s)` gives the E8M0 byte of row r, step
+/// s and must be safe to call from several threads. o's vectors only grow (they may end up longer
+/// than rows * steps; readers index them through at()), so an operand_rows kept from call to call
+/// touches no fresh memory once it has seen the largest operand. Rows are split over the
+/// library's threads; each row's statistics depend on that row alone, so the result does not
+/// depend on the thread count.
 template <class Scales>
-operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t rows, index_t cols, fp8_format format,
-                          const code_tables& tables, Scales&& scales) {
-  operand_rows o;
+void fill_operand(operand_rows& o, const std::uint8_t* codes, index_t stride, index_t rows, index_t cols, fp8_format format,
+                  const code_tables& tables, Scales&& scales) {
   o.codes = codes;
   o.stride = stride;
   o.rows = rows;
@@ -90,12 +96,16 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
   o.steps = (cols + fp8::mma::step_k - 1) / fp8::mma::step_k;
   o.format = format;
   o.tables = &tables;
-  o.max_exponent.resize(static_cast<std::size_t>(rows * o.steps));
-  o.scale.resize(o.max_exponent.size());
-  o.scale_value.resize(o.max_exponent.size());
-  o.special.resize(o.max_exponent.size());
-  o.finite.assign(static_cast<std::size_t>(rows), 1);
-  o.plain.assign(static_cast<std::size_t>(rows), 1);
+  o.packed_tiles = nullptr;
+  const auto grow = [](auto& v, index_t size) {
+    if (v.size() < static_cast<std::size_t>(size)) v.resize(static_cast<std::size_t>(size));
+  };
+  grow(o.max_exponent, rows * o.steps);
+  grow(o.scale, rows * o.steps);
+  grow(o.scale_value, rows * o.steps);
+  grow(o.special, rows * o.steps);
+  grow(o.finite, rows);
+  grow(o.plain, rows);
   // Per step, the largest finite magnitude code and whether any code is NaN / Inf; the first's
   // exponent is the step's maximum (code_tables), -126 for zeros alone. Two byte maxima over the
   // step (the second: every magnitude, NaN / Inf ones included), in locals and a loop of fixed
@@ -117,20 +127,35 @@ operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t row
     top_finite = finite;
     top_any = any;
   };
-  for (index_t r = 0; r < rows; ++r)
-    for (index_t s = 0; s < o.steps; ++s) {
-      const index_t k0 = s * fp8::mma::step_k, k1 = std::min(cols, k0 + fp8::mma::step_k);
-      std::uint8_t top = 0, top_any = 0;
-      step_maxima(codes + r * stride + k0, k1 - k0, top, top_any);
-      const bool special = top_any >= first_special;
-      const std::uint8_t scale = scales(r, s);
-      o.max_exponent[o.at(r, s)] = tables.exponent[top];
-      o.scale[o.at(r, s)] = scale;
-      o.scale_value[o.at(r, s)] = e8m0::from_bits(scale).to_float();
-      o.special[o.at(r, s)] = special || scale == 0xFF;
-      if (o.special[o.at(r, s)]) o.finite[static_cast<std::size_t>(r)] = 0;
-      if (special || scale != 127) o.plain[static_cast<std::size_t>(r)] = 0;
+  simd::parallel_ranges(rows, simd::worth_parallel(rows * cols), [&](index_t begin, index_t end) {
+    for (index_t r = begin; r < end; ++r) {
+      bool row_finite = true, row_plain = true;
+      for (index_t s = 0; s < o.steps; ++s) {
+        const index_t k0 = s * fp8::mma::step_k, k1 = std::min(cols, k0 + fp8::mma::step_k);
+        std::uint8_t top = 0, top_any = 0;
+        step_maxima(codes + r * stride + k0, k1 - k0, top, top_any);
+        const bool special = top_any >= first_special;
+        const std::uint8_t scale = scales(r, s);
+        const std::size_t at = o.at(r, s);
+        o.max_exponent[at] = tables.exponent[top];
+        o.scale[at] = scale;
+        o.scale_value[at] = e8m0::from_bits(scale).to_float();
+        o.special[at] = special || scale == 0xFF;
+        if (o.special[at]) row_finite = false;
+        if (special || scale != 127) row_plain = false;
+      }
+      o.finite[static_cast<std::size_t>(r)] = row_finite;
+      o.plain[static_cast<std::size_t>(r)] = row_plain;
     }
+  });
+}
+
+/// A fresh operand_rows (see fill_operand), for an operand kept on its own (fp8_packed_weight).
+template <class Scales>
+operand_rows make_operand(const std::uint8_t* codes, index_t stride, index_t rows, index_t cols, fp8_format format,
+                          const code_tables& tables, Scales&& scales) {
+  operand_rows o;
+  fill_operand(o, codes, stride, rows, cols, format, tables, scales);
   return o;
 }
 
