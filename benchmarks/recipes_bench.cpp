@@ -2,14 +2,19 @@
 // everything the recipe quantizes, then fprop, dgrad and wgrad) per recipe, beside the same three
 // GEMMs in fp32 by Eigen and OpenBLAS in the same run; the decode-shaped inference forward on a
 // kept quantized weight per recipe beside fp32 Y = X Wᵀ; and the FP8 / MXFP8 GEMMs (exact and
-// relaxed), and their step kernels alone on L1-resident operands, beside SGEMM. Counters: FLOP/s
-// = 2·M·N·K per GEMM (x3 for a step) / time.
+// relaxed), the FP8 / MXFP8 steps' three GEMMs alone on operands quantized beforehand, and their
+// step kernels alone on L1-resident operands, beside SGEMM. Counters: FLOP/s = 2·M·N·K per GEMM
+// (x3 for a step) / time; faults = the process's minor page faults per timed step (getrusage).
 // Thread counts: NVFP4_BENCH_THREADS, through benchmarks/bench_threads.hpp (1 and 2 by default).
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "nvfp4/interop/eigen.hpp"
@@ -47,6 +52,16 @@ const problem& get_problem(index_t m, index_t n, index_t k) {
 }
 
 void set_threads(benchmark::State& state) { nvfp4_bench::use_threads(state, 3); }
+
+/// The process's minor page faults so far (fresh memory touched: what kept buffers avoid).
+long minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+void report_faults(benchmark::State& state, long faults_before) {
+  state.counters["faults"] = double(minor_faults() - faults_before) / double(std::max<benchmark::IterationCount>(1, state.iterations()));
+}
 
 void report(benchmark::State& state, const problem& p, double gemms) {
   state.counters["FLOP/s"] = benchmark::Counter(gemms * 2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()),
@@ -100,11 +115,13 @@ void BM_linear_step(benchmark::State& state) {
   // One untimed step first: a training loop's layer has its buffers from earlier steps.
   layer.forward(x, matrix_view<float>::row_major(y.data(), p.m, p.n));
   layer.backward(dy, matrix_view<float>::row_major(dx.data(), p.m, p.k));
+  const long faults = minor_faults();
   for (auto _ : state) {
     layer.forward(x, matrix_view<float>::row_major(y.data(), p.m, p.n));
     layer.backward(dy, matrix_view<float>::row_major(dx.data(), p.m, p.k));
     benchmark::DoNotOptimize(dx.data());
   }
+  report_faults(state, faults);
   report(state, p, 3.0);
 }
 
@@ -302,6 +319,58 @@ void BM_mxfp8_gemm(benchmark::State& state) {
   report(state, p, 1.0);
 }
 
+/// The three GEMMs of an FP8 step alone, on operands quantized once beforehand in the layouts the
+/// policies hand them (fprop X·Wᵀ, dgrad dY·(Wᵀ)ᵀ, wgrad dYᵀ·(Xᵀ)ᵀ: every operand row-major
+/// [rows, K]; E4M3 for X and W, E5M2 for dY, as the HYBRID default), with the policies' options:
+/// per-tensor current scaling on the Hopper step split every 128, or MXFP8 on Blackwell's without
+/// promotion. Against the step of the same recipe it separates the GEMMs from the quantizers and
+/// copies.
+template <bool Mx, gemm_mode Mode>
+void BM_fp8_gemm_step(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  const matrix wt = p.w.transpose(), dyt = p.dy.transpose(), xt = p.x.transpose();
+  const auto view = [](const matrix& m) { return matrix_view<const float>::row_major(m.data(), m.rows(), m.cols()); };
+  std::vector<float> y(static_cast<std::size_t>(p.m * p.n)), dx(static_cast<std::size_t>(p.m * p.k)),
+      dw(static_cast<std::size_t>(p.n * p.k));
+  const auto y_view = matrix_view<float>::row_major(y.data(), p.m, p.n), dx_view = matrix_view<float>::row_major(dx.data(), p.m, p.k),
+             dw_view = matrix_view<float>::row_major(dw.data(), p.n, p.k);
+  std::function<void()> step;
+  if constexpr (Mx) {
+    const fp8_gemm_options options{.core = fp8::mma::tensor_core::blackwell, .mode = Mode, .promotion_interval = 0};
+    auto ops = std::make_shared<std::tuple<quantized_tensor<mxfp8>, quantized_tensor<mxfp8>, quantized_tensor<mxfp8_e5m2>,
+                                           quantized_tensor<mxfp8>, quantized_tensor<mxfp8_e5m2>, quantized_tensor<mxfp8>>>(
+        quantize_mxfp8_te<mxfp8>(view(p.x)), quantize_mxfp8_te<mxfp8>(view(p.w)), quantize_mxfp8_te<mxfp8_e5m2>(view(p.dy)),
+        quantize_mxfp8_te<mxfp8>(view(wt)), quantize_mxfp8_te<mxfp8_e5m2>(view(dyt)), quantize_mxfp8_te<mxfp8>(view(xt)));
+    step = [=] {
+      const auto& [x8, w8, g8, wt8, gt8, xt8] = *ops;
+      mxfp8_gemm(x8, w8, y_view, options);
+      mxfp8_gemm(g8, wt8, dx_view, options);
+      mxfp8_gemm(gt8, xt8, dw_view, options);
+    };
+  } else {
+    const fp8_gemm_options options{.core = fp8::mma::tensor_core::hopper, .mode = Mode, .promotion_interval = 128};
+    auto ops = std::make_shared<std::vector<fp8_tensor>>();
+    for (auto [m, f] : {std::pair{&p.x, fp8_format::e4m3}, {&p.w, fp8_format::e4m3}, {&p.dy, fp8_format::e5m2}, {&wt, fp8_format::e4m3},
+                        {&dyt, fp8_format::e5m2}, {&xt, fp8_format::e4m3}})
+      ops->push_back(quantize_fp8_current(view(*m), f));
+    step = [=] {
+      const auto& o = *ops;
+      fp8_gemm(o[0], o[1], y_view, options);
+      fp8_gemm(o[2], o[3], dx_view, options);
+      fp8_gemm(o[4], o[5], dw_view, options);
+    };
+  }
+  step();  // untimed, as the layer's first step
+  const long faults = minor_faults();
+  for (auto _ : state) {
+    step();
+    benchmark::DoNotOptimize(dw.data());
+  }
+  report_faults(state, faults);
+  report(state, p, 3.0);
+}
+
 // Steps: {M, N, K, threads, recipe}: 4096 tokens x 4096 x 4096, and a decode-like 16 tokens.
 void step_shapes(benchmark::internal::Benchmark* b, bool per_recipe) {
   for (int threads : nvfp4_bench::thread_counts())
@@ -337,6 +406,9 @@ BENCHMARK(BM_eigen_step)->Name("eigen_step_fp32")->Apply([](auto* b) { step_shap
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_step)->Name("openblas_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
 #endif
+BENCHMARK(BM_fp8_gemm_step<false, gemm_mode::relaxed>)->Name("fp8_current_gemms_alone_relaxed")->Apply([](auto* b) { step_shapes(b, false); });
+BENCHMARK(BM_fp8_gemm_step<false, gemm_mode::exact>)->Name("fp8_current_gemms_alone_exact")->Apply([](auto* b) { step_shapes(b, false); });
+BENCHMARK(BM_fp8_gemm_step<true, gemm_mode::relaxed>)->Name("mxfp8_gemms_alone_relaxed")->Apply([](auto* b) { step_shapes(b, false); });
 BENCHMARK(BM_fp8_gemm<fp8::mma::tensor_core::hopper, gemm_mode::exact>)->Name("fp8_gemm_hopper_exact")->Apply(gemm_shapes);
 BENCHMARK(BM_fp8_gemm<fp8::mma::tensor_core::blackwell, gemm_mode::exact>)->Name("fp8_gemm_blackwell_exact")->Apply(gemm_shapes);
 BENCHMARK(BM_fp8_gemm<fp8::mma::tensor_core::hopper, gemm_mode::relaxed>)->Name("fp8_gemm_relaxed")->Apply(gemm_shapes);
