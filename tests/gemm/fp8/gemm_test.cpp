@@ -262,8 +262,9 @@ TEST(Fp8Gemm, RepeatedCallsOfChangingShapesEqualReference) {
   struct shape {
     index_t m, n, k;
   };
-  // 300 x 260 and 270 x 260: above the threads' threshold (65,536 codes); 9 x 33 x 40: a partial step.
-  const shape shapes[] = {{300, 40, 260}, {9, 33, 40}, {20, 270, 260}, {300, 40, 260}};
+  // 300 x 260 and 270 x 260: above the threads' threshold (65,536 codes); 9 x 33 x 40: a partial
+  // step; 70 x 530: two row groups by two panels of B (its tiles packed once for the team).
+  const shape shapes[] = {{300, 40, 260}, {9, 33, 40}, {20, 270, 260}, {70, 530, 64}, {300, 40, 260}};
   for (int threads : {1, 2}) {
     test::set_threads(threads);
     for (const shape& sh : shapes) {

@@ -2,8 +2,8 @@
 // one runs: simd/dispatch.hpp's fp8_gemm_isa). The driver splits the output into items (64 rows x
 // a panel of 32 tiles of 16 columns; A's rows are staged once per item, so a wide panel stages
 // them less often; 32 tiles beat 16: docs/benchmarks.md, "Figures behind code choices"),
-// packs a panel's tiles once per thread (or reads B's tiles packed beforehand:
-// operand_rows::packed_tiles), and walks K in chunks of whole promotion granules so that a chunk
+// packs a panel's tiles as it goes on one thread, all of B's tiles once up front on a team (or
+// reads B's tiles packed beforehand: operand_rows::packed_tiles), and walks K in chunks of whole promotion granules so that a chunk
 // of the panel and of the item's staged rows stay in cache while every block of 8 rows x 4 tiles
 // goes over them; each output's accumulator lives in the item's buffer between chunks, so every
 // output still sees its K steps in order. The vector kernels (gemm/fp8/detail/step_kernels.hpp,
@@ -53,6 +53,12 @@ inline constexpr int block_rows = 8, block_tiles = 4;
 inline constexpr index_t rows_per_item = 64, tiles_per_panel = 32, chunk_steps = 8;
 inline constexpr index_t panel_columns = tiles_per_panel * lanes;
 
+/// The calling thread's packed tiles of B for a team (see for_each_chunk), kept from call to call.
+inline std::vector<column_tile>& kept_tiles() {
+  static thread_local std::vector<column_tile> tiles;
+  return tiles;
+}
+
 /// Calls run(block, s0, s1, acc, stride) over every block and K chunk: init(i, j0, acc, count)
 /// sets the accumulators of outputs (i, j0 .. j0 + count - 1) (padding columns start at 0),
 /// chunks are whole multiples of `granule` steps (so a promotion or a scale block never straddles
@@ -67,15 +73,32 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, fp8::mma::tens
   const index_t row_groups = (m + rows_per_item - 1) / rows_per_item;
   const index_t items = panels * row_groups;
   const index_t chunk = granule <= 0 ? chunk_steps : granule * std::max<index_t>(1, chunk_steps / granule);
+  // Work in units of about a nanosecond: an FP8 step of one output is about 16.
+  const bool parallel = simd::worth_parallel(m * n * steps * 16);
+  // On a team, B's tiles are packed once, split over the threads, into the calling thread's kept
+  // storage, and every thread reads them there: packed per thread as it goes, each panel would
+  // be packed by every thread that takes one of its items (all of them, at 16 threads), work that
+  // does not shrink with the thread count. One thread packs panel by panel (no whole copy of B).
+  const column_tile* shared_tiles = b.packed_tiles;
+  if (!shared_tiles && simd::runs_on_a_team(parallel, items)) {
+    // A reference, captured by the lambda below: the workers must write the calling thread's
+    // storage (a thread_local named inside the lambda would be each worker's own).
+    std::vector<column_tile>& kept = kept_tiles();
+    if (kept.size() < static_cast<std::size_t>(tiles)) kept.resize(static_cast<std::size_t>(tiles));
+    const staged_parts parts = fp8_step_kernels<simd::fp8_gemm_isa>::staging(mode);
+    simd::parallel_ranges(tiles, true, [&](index_t begin, index_t end) {
+      for (index_t t = begin; t < end; ++t) pack_tile(b, t * lanes, kept[static_cast<std::size_t>(t)], parts);
+    });
+    shared_tiles = kept.data();
+  }
   struct thread_buffers {
     std::vector<column_tile>* panel;
     std::vector<float>* acc;
     row_staging* staged;
     index_t packed = -1;
   };
-  // Work in units of about a nanosecond: an FP8 step of one output is about 16.
   simd::parallel_dynamic(
-      items, simd::worth_parallel(m * n * steps * 16),
+      items, parallel,
       [] {
         // Per-thread buffers kept across calls: touching fresh memory costs more than the work here.
         static thread_local std::vector<column_tile> panel(static_cast<std::size_t>(tiles_per_panel));
@@ -90,8 +113,8 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, fp8::mma::tens
         const index_t p = item / row_groups, i_begin = (item % row_groups) * rows_per_item;
         const index_t t_begin = p * tiles_per_panel, t_count = std::min(tiles, t_begin + tiles_per_panel) - t_begin;
         const int item_rows = static_cast<int>(std::min(rows_per_item, m - i_begin));
-        const column_tile* const panel_tiles = b.packed_tiles ? b.packed_tiles + t_begin : panel.data();
-        if (!b.packed_tiles && buffers.packed != p) {
+        const column_tile* const panel_tiles = shared_tiles ? shared_tiles + t_begin : panel.data();
+        if (!shared_tiles && buffers.packed != p) {
           for (index_t t = 0; t < t_count; ++t)
             pack_tile(b, (t_begin + t) * lanes, panel[static_cast<std::size_t>(t)], fp8_step_kernels<simd::fp8_gemm_isa>::staging(mode));
           buffers.packed = p;
