@@ -271,8 +271,10 @@ void BM_fp8_gemm(benchmark::State& state) {
 /// The FP8 step kernels alone on operands that stay in L1: 4 steps (K = 128) of the driver's block
 /// (8 rows x 4 tiles, per-tensor E4M3, Hopper), 64 calls per iteration into one accumulator
 /// block. What the kernels' instruction stream sustains without the driver, the operand staging
-/// or the memory hierarchy: the FP8 GEMM's ceiling on this core (docs/benchmarks.md).
-template <gemm_mode Mode>
+/// or the memory hierarchy: the FP8 GEMM's ceiling on this core (docs/benchmarks.md). Carried:
+/// the accumulators are not reset between calls, as in a chain over all of K without promotion
+/// (fprop's default in the per-tensor recipes), whose c grows step after step.
+template <gemm_mode Mode, bool Carried = false>
 void BM_fp8_kernel_in_l1(benchmark::State& state) {
   namespace f8 = fp8_gemm_detail;
   constexpr int rows = f8::block_rows, tiles = f8::block_tiles;
@@ -300,7 +302,8 @@ void BM_fp8_kernel_in_l1(benchmark::State& state) {
     for (index_t call = 0; call < calls; ++call) {
       f8::run_steps(blk, 0, steps, acc, stride);
       benchmark::DoNotOptimize(acc);
-      for (float& v : acc) v = 0.0f;  // a fixed starting accumulator, so every call takes the same path
+      if (!Carried)
+        for (float& v : acc) v = 0.0f;  // a fixed starting accumulator, so every call takes the same path
     }
   }
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * stride * k * calls * double(state.iterations()), benchmark::Counter::kIsRate);
@@ -322,7 +325,8 @@ void BM_mxfp8_gemm(benchmark::State& state) {
 /// The three GEMMs of an FP8 step alone, on operands quantized once beforehand in the layouts the
 /// policies hand them (fprop X·Wᵀ, dgrad dY·(Wᵀ)ᵀ, wgrad dYᵀ·(Xᵀ)ᵀ: every operand row-major
 /// [rows, K]; E4M3 for X and W, E5M2 for dY, as the HYBRID default), with the policies' options:
-/// per-tensor current scaling on the Hopper step split every 128, or MXFP8 on Blackwell's without
+/// per-tensor current scaling on the Hopper step, split every 128 where the recipe's defaults
+/// split (dgrad, wgrad; fprop's chain runs over all of K), or MXFP8 on Blackwell's without
 /// promotion. Against the step of the same recipe it separates the GEMMs from the quantizers and
 /// copies.
 template <bool Mx, gemm_mode Mode>
@@ -349,16 +353,21 @@ void BM_fp8_gemm_step(benchmark::State& state) {
       mxfp8_gemm(gt8, xt8, dw_view, options);
     };
   } else {
-    const fp8_gemm_options options{.core = fp8::mma::tensor_core::hopper, .mode = Mode, .promotion_interval = 128};
+    const float8_current_scaling defaults{};
+    const auto options_for = [](const mm_params& params) {
+      return fp8_gemm_options{.core = fp8::mma::tensor_core::hopper, .mode = Mode, .promotion_interval = params.use_split_accumulator ? 128 : 0};
+    };
+    const fp8_gemm_options fprop = options_for(defaults.fp8_gemm_fprop), dgrad = options_for(defaults.fp8_gemm_dgrad),
+                           wgrad = options_for(defaults.fp8_gemm_wgrad);
     auto ops = std::make_shared<std::vector<fp8_tensor>>();
     for (auto [m, f] : {std::pair{&p.x, fp8_format::e4m3}, {&p.w, fp8_format::e4m3}, {&p.dy, fp8_format::e5m2}, {&wt, fp8_format::e4m3},
                         {&dyt, fp8_format::e5m2}, {&xt, fp8_format::e4m3}})
       ops->push_back(quantize_fp8_current(view(*m), f));
     step = [=] {
       const auto& o = *ops;
-      fp8_gemm(o[0], o[1], y_view, options);
-      fp8_gemm(o[2], o[3], dx_view, options);
-      fp8_gemm(o[4], o[5], dw_view, options);
+      fp8_gemm(o[0], o[1], y_view, fprop);
+      fp8_gemm(o[2], o[3], dx_view, dgrad);
+      fp8_gemm(o[4], o[5], dw_view, wgrad);
     };
   }
   step();  // untimed, as the layer's first step
@@ -415,6 +424,7 @@ BENCHMARK(BM_fp8_gemm<fp8::mma::tensor_core::hopper, gemm_mode::relaxed>)->Name(
 BENCHMARK(BM_mxfp8_gemm<gemm_mode::exact>)->Name("mxfp8_gemm_exact")->Apply(gemm_shapes);
 BENCHMARK(BM_mxfp8_gemm<gemm_mode::relaxed>)->Name("mxfp8_gemm_relaxed")->Apply(gemm_shapes);
 BENCHMARK(BM_fp8_kernel_in_l1<gemm_mode::exact>)->Name("fp8_hopper_exact_kernel_in_l1")->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_fp8_kernel_in_l1<gemm_mode::exact, true>)->Name("fp8_hopper_exact_kernel_in_l1_carried")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_fp8_kernel_in_l1<gemm_mode::relaxed>)->Name("fp8_relaxed_kernel_in_l1")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_float_gemm)->Name("float_gemm_fp32")->Apply(gemm_shapes);
 BENCHMARK(BM_float_tile_kernel_in_l1)->Name("float_tile_kernel_in_l1")->Unit(benchmark::kMicrosecond);
