@@ -80,12 +80,10 @@ enum class fp8_non_finite {
   /// converts with __NV_SATFINITE): the amax ignores NaN (fmaxf) and keeps Inf; Inf * scale
   /// saturates to +-fp8_max (E4M3 0x7E / 0xFE, E5M2 0x7B / 0xFB) as every overflow does; a NaN
   /// element gives code 0x7F, the NaN an H100's cvt.rn.satfinite wrote for a NaN in both formats
-  /// (tests/golden/producers/run_te_compiled_update.py).
+  /// (tests/formats/data/h100_nan_codes.json): the codec's own satfinite NaN
+  /// (satfinite_nan_code, formats/traits.hpp), so NaN needs no pass of its own.
   te_satfinite
 };
-
-/// The code TE's satfinite cast writes for a NaN element (both formats).
-inline constexpr std::uint8_t fp8_te_nan_code = 0x7F;
 
 namespace detail {
 
@@ -96,14 +94,6 @@ float amax_ignoring_nan(matrix_view<const T> x) {
   for (index_t r = 0; r < x.rows(); ++r)
     for (index_t c = 0; c < x.cols(); ++c) result = std::fmax(result, std::fabs(to_float32(x(r, c))));
   return result;
-}
-
-/// Writes fp8_te_nan_code where x holds a NaN (codes row-major like x).
-template <quantizer_input T>
-void set_te_nan_codes(matrix_view<const T> x, std::uint8_t* codes) {
-  for (index_t r = 0; r < x.rows(); ++r)
-    for (index_t c = 0; c < x.cols(); ++c)
-      if (std::isnan(to_float32(x(r, c)))) codes[r * x.cols() + c] = fp8_te_nan_code;
 }
 
 }  // namespace detail
@@ -121,10 +111,8 @@ fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, fl
   const float x_amax = non_finite == fp8_non_finite::refuse ? reference::amax(x) : detail::amax_ignoring_nan(x);
   fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
   for (index_t r = 0; r < x.rows(); ++r)
-    for (index_t c = 0; c < x.cols(); ++c) {
-      const float v = to_float32(x(r, c));
-      q.codes()[static_cast<std::size_t>(r * x.cols() + c)] = std::isnan(v) ? fp8_te_nan_code : fp8_encode(v * scale, format);
-    }
+    for (index_t c = 0; c < x.cols(); ++c)
+      q.codes()[static_cast<std::size_t>(r * x.cols() + c)] = fp8_encode(to_float32(x(r, c)) * scale, format);
   q.scale_inv()[0] = 1.0f / scale;
   q.set_scale(scale);
   q.set_amax(x_amax);
@@ -260,18 +248,15 @@ void quantize_fp8_with_scale_into(matrix_view<const T> x, fp8_format format, flo
   detail::require(std::isfinite(scale) && scale > 0.0f, errc::invalid_argument,
                   "quantize_fp8_with_scale: the scale must be positive and finite, got " + std::to_string(scale));
   float x_amax = 0.0f;
-  bool has_nan = false;
   if (non_finite == fp8_non_finite::refuse) {
     x_amax = amax(x);
   } else {
     // One fast pass: max |x| bits above Inf's mean a NaN, whose rare tensors take a scalar pass.
     const std::uint32_t bits = detail::amax_bits_fast(x);
-    has_nan = bits > detail::float_inf_bits;
-    x_amax = has_nan ? detail::amax_ignoring_nan(x) : detail::bits_float(bits);
+    x_amax = bits > detail::float_inf_bits ? detail::amax_ignoring_nan(x) : detail::bits_float(bits);
   }
   detail::reuse_or_make(out, x.rows(), x.cols(), format, axis);
-  detail::quantize_fp8_rows(x, out, scale);  // Inf * scale saturates like any overflow
-  if (has_nan) detail::set_te_nan_codes(x, out.codes().data());
+  detail::quantize_fp8_rows(x, out, scale);  // Inf * scale saturates like any overflow, NaN is 0x7F
   out.scale_inv()[0] = 1.0f / scale;
   out.set_scale(scale);
   out.set_amax(x_amax);
