@@ -57,6 +57,23 @@ TEST(Fp8Layout, EveryPositionOfAStepCountsForItsMaximumAndFlag) {
   }
 }
 
+/// What a step of an operand row is by definition: the largest exponent of its finite codes
+/// (-126 when none) and whether any code is NaN / Inf.
+struct step_expectation {
+  int max_exponent = -126;
+  bool special = false;
+};
+step_expectation expected_step(const std::vector<std::uint8_t>& codes, index_t stride, index_t r, index_t s, index_t cols,
+                               const code_tables& t) {
+  step_expectation e;
+  for (index_t k = s * 32; k < std::min(cols, s * 32 + 32); ++k) {
+    const std::uint8_t c = codes[static_cast<std::size_t>(r * stride + k)];
+    if (!t.special[c]) e.max_exponent = std::max<int>(e.max_exponent, t.exponent[c]);
+    e.special = e.special || t.special[c];
+  }
+  return e;
+}
+
 TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
   std::mt19937 gen(3);
   for (fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
@@ -76,15 +93,9 @@ TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
     ASSERT_EQ(o.steps, 5);
     for (index_t r = 0; r < rows; ++r)
       for (index_t s = 0; s < o.steps; ++s) {
-        int max_e = -126;
-        bool special = false;
-        for (index_t k = s * 32; k < std::min(cols, s * 32 + 32); ++k) {
-          const std::uint8_t c = codes[static_cast<std::size_t>(r * stride + k)];
-          if (!t.special[c]) max_e = std::max<int>(max_e, t.exponent[c]);
-          special = special || t.special[c];
-        }
-        EXPECT_EQ(o.max_exponent[o.at(r, s)], max_e) << r << "," << s;
-        EXPECT_EQ(o.special[o.at(r, s)] != 0, special || (r == 4 && s == 1)) << r << "," << s;
+        const step_expectation e = expected_step(codes, stride, r, s, cols, t);
+        EXPECT_EQ(o.max_exponent[o.at(r, s)], e.max_exponent) << r << "," << s;
+        EXPECT_EQ(o.special[o.at(r, s)] != 0, e.special || (r == 4 && s == 1)) << r << "," << s;
         EXPECT_EQ(o.scale[o.at(r, s)], r == 4 && s == 1 ? 0xFF : 120 + s);
       }
     EXPECT_EQ(o.max_exponent[o.at(2, 1)], -126);
@@ -162,19 +173,13 @@ TEST(Fp8Layout, RefilledOperandFollowsItsDefinitionForAnyThreadCount) {
     for (index_t r = 0; r < rows; ++r) {
       bool finite = true, plain = true;
       for (index_t s = 0; s < o.steps; ++s) {
-        int max_e = -126;
-        bool special = false;
-        for (index_t k = s * 32; k < std::min(cols, s * 32 + 32); ++k) {
-          const std::uint8_t c = codes[static_cast<std::size_t>(r * stride + k)];
-          if (!t.special[c]) max_e = std::max<int>(max_e, t.exponent[c]);
-          special = special || t.special[c];
-        }
-        ASSERT_EQ(o.max_exponent[o.at(r, s)], max_e) << what << " " << r << "," << s;
-        ASSERT_EQ(o.special[o.at(r, s)] != 0, special) << what << " " << r << "," << s;
+        const step_expectation e = expected_step(codes, stride, r, s, cols, t);
+        ASSERT_EQ(o.max_exponent[o.at(r, s)], e.max_exponent) << what << " " << r << "," << s;
+        ASSERT_EQ(o.special[o.at(r, s)] != 0, e.special) << what << " " << r << "," << s;
         ASSERT_EQ(o.scale[o.at(r, s)], scales(r, s)) << what;
         ASSERT_EQ(o.scale_value[o.at(r, s)], std::ldexp(1.0f, scales(r, s) - 127)) << what;
-        finite = finite && !special;
-        plain = plain && !special && scales(r, s) == 127;
+        finite = finite && !e.special;
+        plain = plain && !e.special && scales(r, s) == 127;
       }
       ASSERT_EQ(o.finite[static_cast<std::size_t>(r)] != 0, finite) << what << " " << r;
       ASSERT_EQ(o.plain[static_cast<std::size_t>(r)] != 0, plain) << what << " " << r;
