@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -66,7 +66,7 @@ setup(
     version=project_version(),
     options={"build": {"build_base": str(BUILD_BASE)}, "egg_info": {"egg_base": str(BUILD_BASE)}},
     package_dir={"": "python"},
-    packages=["nvfp4", "nvfp4.torch"],
+    packages=find_packages("python", include=["nvfp4", "nvfp4.*"]),
     package_data={"nvfp4": ["py.typed"]},
     ext_modules=[CMakeExtension("nvfp4._nvfp4")],
     cmdclass={"build_ext": CMakeBuild},

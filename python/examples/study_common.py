@@ -15,6 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import nvfp4.torch as te
+from nvfp4.common import recipe as te_recipe
+from nvfp4.torch import extras
 
 # One colour per recipe in every chart of every report (matplotlib's tab10 order); a run that
 # varies a recipe (cooldown, optimizer states) keeps its recipe's colour and gets its own dashes
@@ -36,15 +38,15 @@ def make_recipe(name):
     if name == "bf16":
         return None
     if name == "fp8_delayed":
-        return te.recipe.DelayedScaling()
+        return te_recipe.DelayedScaling()
     if name == "fp8_current":
-        return te.recipe.Float8CurrentScaling()
+        return te_recipe.Float8CurrentScaling()
     if name == "fp8_block":
-        return te.recipe.Float8BlockScaling()
+        return te_recipe.Float8BlockScaling()
     if name == "mxfp8":
-        return te.recipe.MXFP8BlockScaling()
+        return te_recipe.MXFP8BlockScaling()
     if name == "nvfp4":
-        return te.recipe.NVFP4BlockScaling()
+        return te_recipe.NVFP4BlockScaling()
     raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPE_COLOURS)}")
 
 
@@ -130,12 +132,12 @@ def make_optimizers(model, run, lr):
     """AdamW on every parameter, or Muon on the hidden matrices (2-D te.Linear weights) with AdamW for
     the rest, as nanochat splits them; moments stored in run.state_dtype."""
     if run.optimizer == "adamw":
-        return [te.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, state_dtype=run.state_dtype)]
+        return [extras.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, state_dtype=run.state_dtype)]
     hidden = [p for n, p in model.named_parameters() if p.dim() == 2 and "blocks" in n]
     ids = {id(p) for p in hidden}
     rest = [p for p in model.parameters() if id(p) not in ids]
-    return [te.optim.Muon(hidden, lr=lr * 10, momentum=0.95, state_dtype=run.state_dtype),
-            te.optim.AdamW(rest, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, state_dtype=run.state_dtype)]
+    return [extras.optim.Muon(hidden, lr=lr * 10, momentum=0.95, state_dtype=run.state_dtype),
+            extras.optim.AdamW(rest, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, state_dtype=run.state_dtype)]
 
 
 def state_bytes(optimizers):

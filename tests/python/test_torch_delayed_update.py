@@ -11,15 +11,16 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
 import nvfp4.torch as te  # noqa: E402
+from nvfp4.common import recipe as te_recipe  # noqa: E402
 
-Delayed = te.recipe.DelayedScaling
+Delayed = te_recipe.DelayedScaling
 
 
 def test_fused_update_by_default(monkeypatch):
     monkeypatch.delenv("NVTE_UNFUSED_FP8_UPDATE", raising=False)
-    assert te.recipe.to_library(Delayed()).unfused_update is False
+    assert te_recipe.to_library(Delayed()).unfused_update is False
     monkeypatch.setenv("NVTE_UNFUSED_FP8_UPDATE", "0")
-    assert te.recipe.to_library(Delayed()).unfused_update is False
+    assert te_recipe.to_library(Delayed()).unfused_update is False
 
 
 def test_unfused_update_is_compiled_unless_torch_compile_is_off(monkeypatch):
@@ -27,17 +28,17 @@ def test_unfused_update_is_compiled_unless_torch_compile_is_off(monkeypatch):
     monkeypatch.setenv("NVTE_TORCH_COMPILE", "0")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = te.recipe.to_library(Delayed())
+        r = te_recipe.to_library(Delayed())
     assert r.unfused_update is True and r.unfused_form == "torch_eager"
     monkeypatch.delenv("NVTE_TORCH_COMPILE")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = te.recipe.to_library(Delayed())
+        r = te_recipe.to_library(Delayed())
     assert r.unfused_update is True and r.unfused_form == "torch_compile_h100"
 
 
 def test_unfused_form_names_are_checked():
-    r = te.recipe.to_library(Delayed())
+    r = te_recipe.to_library(Delayed())
     with pytest.raises(ValueError, match="unfused_form must be one of torch_eager, torch_compile_h100"):
         r.unfused_form = "compiled"
 
@@ -45,7 +46,7 @@ def test_unfused_form_names_are_checked():
 def test_a_flag_that_is_no_integer_is_refused(monkeypatch):
     monkeypatch.setenv("NVTE_UNFUSED_FP8_UPDATE", "yes")
     with pytest.raises(ValueError, match="NVTE_UNFUSED_FP8_UPDATE='yes' must be an integer"):
-        te.recipe.to_library(Delayed())
+        te_recipe.to_library(Delayed())
 
 
 def test_unfused_scale_through_a_layer(monkeypatch):

@@ -5,8 +5,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
 import nvfp4.torch as te  # noqa: E402
+from nvfp4.torch import extras  # noqa: E402
 
-R = te.recipe
+from nvfp4.common import recipe as R  # noqa: E402
 
 
 def test_non_cpu_tensors_are_refused():
@@ -19,7 +20,7 @@ def test_non_cpu_tensors_are_refused():
         with pytest.raises(ValueError, match="CPU"):
             layer(torch.randn(4, 16, device="cuda"))
         with pytest.raises(ValueError, match="CPU"):
-            te.functional.quantize(torch.randn(4, 32, device="cuda"))
+            extras.functional.quantize(torch.randn(4, 32, device="cuda"))
     assert layer(torch.randn(4, 16)).shape == (4, 8)  # still usable
 
 
@@ -29,7 +30,7 @@ def test_unsupported_dtypes_are_refused(dtype):
     with pytest.raises(TypeError, match="float32|bfloat16"):
         layer(torch.ones(4, 16, dtype=dtype))
     with pytest.raises(TypeError, match="float32"):
-        te.functional.quantize(torch.ones(4, 32, dtype=dtype))
+        extras.functional.quantize(torch.ones(4, 32, dtype=dtype))
     with pytest.raises(TypeError, match="params_dtype"):
         te.Linear(16, 8, params_dtype=torch.float16)
 
@@ -39,7 +40,7 @@ def test_wrong_shapes_are_refused():
     with pytest.raises(ValueError, match="in_features"):
         layer(torch.randn(4, 15))
     with pytest.raises(ValueError, match="2-D"):
-        te.functional.quantize(torch.randn(2, 4, 32))
+        extras.functional.quantize(torch.randn(2, 4, 32))
     with pytest.raises(ValueError, match="positive"):
         te.Linear(0, 8)
 
@@ -97,8 +98,8 @@ def test_gpu_cluster_arguments_are_refused():
 def test_optimizer_arguments_are_checked():
     p = torch.nn.Parameter(torch.zeros(4, 4))
     with pytest.raises(ValueError, match="state_dtype"):
-        te.optim.AdamW([p], state_dtype="float16")
+        extras.optim.AdamW([p], state_dtype="float16")
     with pytest.raises(ValueError, match="betas"):
-        te.optim.AdamW([p], betas=(1.0, 0.9))
+        extras.optim.AdamW([p], betas=(1.0, 0.9))
     with pytest.raises(ValueError, match="state_dtype"):
-        te.optim.Muon([p], state_dtype="int8")
+        extras.optim.Muon([p], state_dtype="int8")

@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
 import nvfp4.torch as te  # noqa: E402
+from nvfp4.common import recipe as te_recipe  # noqa: E402
 
 
 def linear_cases():
@@ -38,7 +39,7 @@ def test_te_linear_reproduces_the_h100(index):
     with torch.no_grad():
         layer.weight.copy_(bf16_tensor(load("w_bf16")))
     x = bf16_tensor(load("x_bf16")).clone().requires_grad_()
-    with te.fp8_autocast(enabled=True, fp8_recipe=te.recipe.Float8CurrentScaling()):
+    with te.fp8_autocast(enabled=True, fp8_recipe=te_recipe.Float8CurrentScaling()):
         y = layer(x)
     y.backward(bf16_tensor(load("dy_bf16")))
     as_bits = lambda t: t.detach().contiguous().view(torch.int16).numpy().view(np.uint16)  # noqa: E731

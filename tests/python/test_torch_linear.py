@@ -8,14 +8,15 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
 import nvfp4  # noqa: E402
 import nvfp4.torch as te  # noqa: E402
+from nvfp4.common import recipe as te_recipe  # noqa: E402
 
 RECIPES = {
     "none": lambda: None,
-    "delayed": te.recipe.DelayedScaling,
-    "current": te.recipe.Float8CurrentScaling,
-    "block": te.recipe.Float8BlockScaling,
-    "mxfp8": te.recipe.MXFP8BlockScaling,
-    "nvfp4": te.recipe.NVFP4BlockScaling,
+    "delayed": te_recipe.DelayedScaling,
+    "current": te_recipe.Float8CurrentScaling,
+    "block": te_recipe.Float8BlockScaling,
+    "mxfp8": te_recipe.MXFP8BlockScaling,
+    "nvfp4": te_recipe.NVFP4BlockScaling,
 }
 
 
@@ -40,7 +41,7 @@ def test_nvfp4_linear_step_equals_the_cpp_program(reference_dir):
     with torch.no_grad():
         layer.weight.copy_(torch.from_numpy(arrays["b"]))
     x = torch.from_numpy(arrays["x"]).requires_grad_()
-    with te.autocast(recipe=te.recipe.NVFP4BlockScaling()):
+    with te.autocast(recipe=te_recipe.NVFP4BlockScaling()):
         y = layer(x)
     y.backward(torch.from_numpy(arrays["linear_dy"]))
     assert y.detach().numpy().tobytes() == arrays["linear_y"].tobytes()
@@ -71,7 +72,7 @@ def test_every_recipe_gives_the_bits_of_the_cpp_layer(name, dtype):
         y = layer(x)
     y.backward(dy)
 
-    cpp = nvfp4.Linear(k, n, te.recipe.to_library(recipe), bias=True, dtype=dtype, seed=11)
+    cpp = nvfp4.Linear(k, n, te_recipe.to_library(recipe), bias=True, dtype=dtype, seed=11)
     cpp.weight[:] = w
     cpp.bias[:] = b
     y_ref = cpp.forward(x.detach().float().numpy())
@@ -95,7 +96,7 @@ def test_current_scaling_step_is_the_public_quantizers_and_gemm():
     with torch.no_grad():
         layer.weight.copy_(torch.from_numpy(w))
     xt = torch.from_numpy(x).requires_grad_()
-    with te.fp8_autocast(fp8_recipe=te.recipe.Float8CurrentScaling()):
+    with te.fp8_autocast(fp8_recipe=te_recipe.Float8CurrentScaling()):
         y = layer(xt)
     y.backward(torch.from_numpy(dy))
     xq, wq = nvfp4.quantize_fp8_current(x), nvfp4.quantize_fp8_current(w)
@@ -122,7 +123,7 @@ def test_shapes_bias_and_return_bias():
 def test_is_first_microbatch_keeps_the_quantized_weight():
     layer = te.Linear(64, 32, bias=False)
     x = torch.randn(16, 64)
-    with torch.no_grad(), te.autocast(recipe=te.recipe.NVFP4BlockScaling()):
+    with torch.no_grad(), te.autocast(recipe=te_recipe.NVFP4BlockScaling()):
         first = layer(x, is_first_microbatch=True)
         layer.weight.mul_(2.0)  # the kept quantized W is used while is_first_microbatch=False
         reused = layer(x, is_first_microbatch=False)
@@ -143,7 +144,7 @@ def test_weights_are_read_in_place():
 def test_layernorm_linear_and_mlp_compose_norm_and_linear():
     torch.manual_seed(0)
     x = torch.randn(8, 64)
-    recipe = te.recipe.MXFP8BlockScaling()
+    recipe = te_recipe.MXFP8BlockScaling()
     for normalization in ("LayerNorm", "RMSNorm"):
         fused = te.LayerNormLinear(64, 32, normalization=normalization)
         norm = (te.LayerNorm if normalization == "LayerNorm" else te.RMSNorm)(64)
@@ -179,14 +180,14 @@ def test_two_calls_before_one_backward_give_each_calls_gradients():
     torch.manual_seed(6)
     layer = te.Linear(64, 32)
     x1, x2 = torch.randn(8, 64, requires_grad=True), torch.randn(8, 64, requires_grad=True)
-    with te.autocast(recipe=te.recipe.Float8CurrentScaling()):
+    with te.autocast(recipe=te_recipe.Float8CurrentScaling()):
         (layer(x1).sum() + 2 * layer(x2).sum()).backward()
     grads = (x1.grad.clone(), x2.grad.clone(), layer.weight.grad.clone())
     layer.weight.grad = None
     separate = []
     for x, factor in ((x1, 1), (x2, 2)):
         x.grad = None
-        with te.autocast(recipe=te.recipe.Float8CurrentScaling()):
+        with te.autocast(recipe=te_recipe.Float8CurrentScaling()):
             (factor * layer(x).sum()).backward()
         separate.append(x.grad.clone())
     assert torch.equal(grads[0], separate[0]) and torch.equal(grads[1], separate[1])
@@ -197,14 +198,14 @@ def test_module_to_bfloat16_keeps_the_state():
     torch.manual_seed(7)
     layer = te.Linear(64, 32)
     x = torch.randn(16, 64)
-    with te.autocast(recipe=te.recipe.DelayedScaling()):
+    with te.autocast(recipe=te_recipe.DelayedScaling()):
         layer(x).sum().backward()
     scale = layer._unit.core.scaling_state("weight")["scale"]
     layer.to(torch.bfloat16)
     twin = te.Linear(64, 32, params_dtype=torch.bfloat16)
     twin.load_state_dict(layer.state_dict())
     xb = x.to(torch.bfloat16)
-    with torch.no_grad(), te.autocast(recipe=te.recipe.DelayedScaling()):
+    with torch.no_grad(), te.autocast(recipe=te_recipe.DelayedScaling()):
         y = layer(xb)
         assert y.dtype == torch.bfloat16 and layer._unit.core.scaling_state("weight")["scale"] == scale
         assert torch.equal(y, twin(xb))
@@ -225,7 +226,7 @@ def test_activation_dtype_is_tes():
         bf16.weight.copy_(master.weight)
         bf16.bias.copy_(master.bias)
     x = torch.randn(16, 64)
-    for recipe in (None, te.recipe.Float8CurrentScaling(), te.recipe.NVFP4BlockScaling()):
+    for recipe in (None, te_recipe.Float8CurrentScaling(), te_recipe.NVFP4BlockScaling()):
         with torch.no_grad(), te.autocast(enabled=recipe is not None, recipe=recipe):
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 y_mixed = master(x)
@@ -250,14 +251,14 @@ def test_deepcopy_and_pickle_keep_the_layer():
     torch.manual_seed(8)
     model = torch.nn.Sequential(te.Linear(64, 32), te.LayerNormMLP(32, 64))
     x = torch.randn(16, 64)
-    with te.autocast(recipe=te.recipe.DelayedScaling()):
+    with te.autocast(recipe=te_recipe.DelayedScaling()):
         model(x).sum().backward()
     clone = copy.deepcopy(model)
     buffer = io.BytesIO()
     torch.save(model, buffer)
     buffer.seek(0)
     loaded = torch.load(buffer) if torch.__version__ < "2" else torch.load(buffer, weights_only=False)
-    with torch.no_grad(), te.autocast(recipe=te.recipe.DelayedScaling()):
+    with torch.no_grad(), te.autocast(recipe=te_recipe.DelayedScaling()):
         y = model(x)
         assert torch.equal(clone(x), y) and torch.equal(loaded(x), y)
     assert clone[0]._unit.core is not model[0]._unit.core

@@ -8,8 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
 import nvfp4.torch as te  # noqa: E402
+from nvfp4.common import recipe as te_recipe  # noqa: E402
 
-Delayed = te.recipe.DelayedScaling
+Delayed = te_recipe.DelayedScaling
 
 
 def state(layer, role):
@@ -119,7 +120,7 @@ def test_another_quantized_recipe_replaces_the_delayed_state():
     with te.autocast(recipe=Delayed()):
         layer(x).sum().backward()
     assert state(layer, "weight")["scale"] != 1.0
-    with te.autocast(recipe=te.recipe.Float8CurrentScaling()):
+    with te.autocast(recipe=te_recipe.Float8CurrentScaling()):
         layer(x)
     with torch.no_grad(), te.autocast(recipe=Delayed()):
         layer(x)
@@ -151,7 +152,7 @@ def test_disabled_inner_region_runs_in_high_precision():
     x = torch.randn(8, 64)
     with torch.no_grad():
         plain = layer(x)
-        with te.autocast(recipe=te.recipe.NVFP4BlockScaling()):
+        with te.autocast(recipe=te_recipe.NVFP4BlockScaling()):
             quantized = layer(x)
             with te.autocast(enabled=False):
                 inner = layer(x)

@@ -1,5 +1,5 @@
 # Training through nvfp4.torch: an MLP of te.Linear layers learns under te.autocast(recipe=
-# NVFP4BlockScaling()) with te.optim.AdamW(state_dtype="float8_e5m2"); the optimizers against
+# NVFP4BlockScaling()) with extras.optim.AdamW(state_dtype="float8_e5m2"); the optimizers against
 # torch.optim.AdamW (the peer) and against Muon's defining property; the FP8 state's storage.
 import math
 
@@ -8,6 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
 import nvfp4.torch as te  # noqa: E402
+from nvfp4.common import recipe as te_recipe  # noqa: E402
+from nvfp4.torch import extras  # noqa: E402
 
 
 def test_mlp_trains_under_nvfp4_with_fp8_adamw_state():
@@ -17,11 +19,11 @@ def test_mlp_trains_under_nvfp4_with_fp8_adamw_state():
     with torch.no_grad():
         target = teacher(x)
     model = torch.nn.Sequential(te.Linear(64, 128), torch.nn.GELU(), te.Linear(128, 32))
-    optimizer = te.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0, state_dtype="float8_e5m2")
+    optimizer = extras.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0, state_dtype="float8_e5m2")
     losses = []
     for _ in range(40):
         optimizer.zero_grad()
-        with te.autocast(recipe=te.recipe.NVFP4BlockScaling()):
+        with te.autocast(recipe=te_recipe.NVFP4BlockScaling()):
             loss = torch.nn.functional.mse_loss(model(x), target)
         loss.backward()
         optimizer.step()
@@ -38,7 +40,7 @@ def test_adamw_with_float32_state_is_torchs_adamw(dtype):
     torch.manual_seed(1)
     p_ours = torch.nn.Parameter(torch.randn(40, 30).to(dtype))
     p_ref = torch.nn.Parameter(p_ours.detach().float().clone())
-    ours = te.optim.AdamW([p_ours], lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    ours = extras.optim.AdamW([p_ours], lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     ref = torch.optim.AdamW([p_ref], lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     for _ in range(5):
         g = torch.randn(40, 30)
@@ -56,8 +58,8 @@ def test_low_precision_state_stays_close_to_float32(state_dtype, rel):
     torch.manual_seed(2)
     p32 = torch.nn.Parameter(torch.randn(64, 256))
     plow = torch.nn.Parameter(p32.detach().clone())
-    o32 = te.optim.AdamW([p32], lr=1e-3)
-    olow = te.optim.AdamW([plow], lr=1e-3, state_dtype=state_dtype)
+    o32 = extras.optim.AdamW([p32], lr=1e-3)
+    olow = extras.optim.AdamW([plow], lr=1e-3, state_dtype=state_dtype)
     g = torch.randn(64, 256)
     g[:, :128] *= 1e-3  # blocks of very different magnitudes
     p32.grad, plow.grad = g.clone(), g.clone()
@@ -68,7 +70,7 @@ def test_low_precision_state_stays_close_to_float32(state_dtype, rel):
     if state_dtype == "bfloat16":
         mlow = stored["exp_avg"].view(torch.bfloat16).float().reshape(64, 256)
     else:
-        from nvfp4.torch.optim import _load
+        from nvfp4.torch.extras.optim import _load
         mlow = _load(stored, "exp_avg", (64, 256), state_dtype)
     block_amax = m32.reshape(-1, 128).abs().amax(dim=1, keepdim=True).expand(-1, 128).reshape(64, 256)
     assert torch.all((mlow - m32).abs() <= rel * block_amax)
@@ -80,7 +82,7 @@ def test_low_precision_state_stays_close_to_float32(state_dtype, rel):
 def test_muon_orthogonalises_the_update():
     torch.manual_seed(3)
     p = torch.nn.Parameter(torch.zeros(32, 64))
-    muon = te.optim.Muon([p], lr=1.0, momentum=0.0, nesterov=False, state_dtype="float8_e4m3")
+    muon = extras.optim.Muon([p], lr=1.0, momentum=0.0, nesterov=False, state_dtype="float8_e4m3")
     p.grad = torch.randn(32, 64)
     muon.step()
     singular = torch.linalg.svdvals(-p.detach())
@@ -88,17 +90,17 @@ def test_muon_orthogonalises_the_update():
     with pytest.raises(ValueError, match="AdamW"):
         bias = torch.nn.Parameter(torch.zeros(8))
         bias.grad = torch.ones(8)
-        te.optim.Muon([bias]).step()
+        extras.optim.Muon([bias]).step()
 
 
 def test_optimizer_state_dict_round_trips():
     torch.manual_seed(4)
     model = te.Linear(32, 16, params_dtype=torch.bfloat16)
-    opt = te.optim.AdamW(model.parameters(), state_dtype="float8_e4m3")
+    opt = extras.optim.AdamW(model.parameters(), state_dtype="float8_e4m3")
     model(torch.randn(4, 32)).float().sum().backward()
     opt.step()
     saved = opt.state_dict()
-    other = te.optim.AdamW(model.parameters(), state_dtype="float8_e4m3")
+    other = extras.optim.AdamW(model.parameters(), state_dtype="float8_e4m3")
     other.load_state_dict(saved)
     for p in model.parameters():
         for key, value in opt.state[p].items():

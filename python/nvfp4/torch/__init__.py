@@ -1,29 +1,29 @@
 """nvfp4.torch: TransformerEngine's PyTorch API on any CPU. A script written for TE runs with
 
-    import nvfp4.torch as te          # instead of: import transformer_engine.pytorch as te
+    import nvfp4.torch as te              # instead of: import transformer_engine.pytorch as te
+    from nvfp4.common import recipe       # instead of: from transformer_engine.common import recipe
 
-``te.Linear``, ``te.LayerNormLinear``, ``te.LayerNormMLP``, ``te.LayerNorm``, ``te.RMSNorm``,
-``te.autocast`` / ``te.fp8_autocast`` and ``te.recipe`` follow TE's names, signatures and defaults;
-forward and backward of every Linear run the library's emulation of the GPU recipe (each quantizer
-and GEMM bit for bit as TE computes it on the GPU). ``te.optim`` has AdamW and Muon with
-low-precision state; ``te.functional`` the quantize / dequantize / GEMM calls on torch tensors. CPU tensors
-only. What exists and what does not: docs/python.md, "From PyTorch".
+The modules (``te.Linear``, ``te.LayerNormLinear``, ``te.LayerNormMLP``, ``te.LayerNorm``,
+``te.RMSNorm``) and the autocast API (``te.autocast`` / ``te.fp8_autocast``) follow TE's names,
+signatures, defaults and module paths (``nvfp4.torch.module.linear.Linear``, ...); forward and
+backward of every GEMM run the library's emulation of the GPU recipe (each quantizer and GEMM bit
+for bit as TE computes it on the GPU). CPU tensors only. What nvfp4 adds beyond TE lives in
+``nvfp4.torch.extras`` (optimizers with low-precision state, functional quantize / GEMM calls).
+What exists and what does not: docs/python.md, "From PyTorch".
 """
 try:
     import torch as _torch
 except ImportError as _e:  # pragma: no cover - depends on the machine
     raise ImportError("nvfp4.torch needs PyTorch (Debian / Ubuntu: apt install python3-torch; or pip install torch)") from _e
 
-from . import functional, optim, recipe
-from .layernorm import LayerNorm, RMSNorm
-from .layernorm_linear import LayerNormLinear
-from .layernorm_mlp import LayerNormMLP
-from .linear import Linear
+from .module import LayerNorm, LayerNormLinear, LayerNormMLP, Linear, RMSNorm
 from .quantization import autocast, fp8_autocast, get_default_fp8_recipe, get_fp8_recipe, is_fp8_enabled
 
-__all__ = ["Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm", "autocast", "fp8_autocast", "recipe",
-           "optim", "functional", "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe", "is_fp8_available",
+__all__ = ["Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm", "autocast", "fp8_autocast",
+           "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe", "get_default_recipe", "is_fp8_available",
            "is_mxfp8_available", "is_fp8_block_scaling_available", "is_nvfp4_available"]
+
+get_default_recipe = get_default_fp8_recipe  # TE 2.x's name
 
 
 def is_fp8_available(return_reason=False):

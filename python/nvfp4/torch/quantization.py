@@ -10,7 +10,7 @@ import contextlib
 
 import torch
 
-from .recipe import DelayedScaling, Recipe
+from ..common.recipe import DelayedScaling, Recipe
 
 __all__ = ["autocast", "fp8_autocast", "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe"]
 
@@ -77,7 +77,7 @@ def autocast(enabled=True, calibrating=False, recipe=None, amax_reduction_group=
     if _graph:
         raise ValueError("autocast(_graph=True) (CUDA graph capture) has no meaning on the CPU; leave it False")
     if recipe is not None and not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a recipe from nvfp4.torch.recipe (e.g. te.recipe.DelayedScaling()), got {type(recipe).__name__}")
+        raise TypeError(f"recipe must be a recipe from nvfp4.common.recipe (e.g. recipe.DelayedScaling()), got {type(recipe).__name__}")
     if enabled and recipe is None:
         recipe = get_default_fp8_recipe()
     saved = (_state.enabled, _state.recipe)

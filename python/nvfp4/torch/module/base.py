@@ -4,7 +4,7 @@ initialisation: weights normal(0, 0.023), biases zero), input checks, and the pe
 in state_dict under ``_extra_state`` as TE keeps its FP8 metadata there."""
 import torch
 
-from ._tensors import check_cpu, check_float
+from .._tensors import check_cpu, check_float
 
 # TE arguments for tensor / sequence parallelism, userbuffers and fused wgrad accumulation: one
 # process on the CPU has none of these, so only their defaults are accepted.

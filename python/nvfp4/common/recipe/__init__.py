@@ -265,7 +265,7 @@ def to_library(recipe):
         return _lib.NoQuantization()
     name = type(recipe).__name__
     if not isinstance(recipe, Recipe):
-        raise TypeError(f"expected a recipe from nvfp4.torch.recipe (DelayedScaling, Float8CurrentScaling, Float8BlockScaling, "
+        raise TypeError(f"expected a recipe from nvfp4.common.recipe (DelayedScaling, Float8CurrentScaling, Float8BlockScaling, "
                         f"MXFP8BlockScaling, NVFP4BlockScaling), got {type(recipe).__module__}.{name}")
     if recipe.backward_override is not None:
         raise ValueError(f"{name}.backward_override={recipe.backward_override!r} is not supported by this library (only None)")

@@ -20,7 +20,7 @@ import torch
 
 import nvfp4 as _lib
 
-from ._tensors import check_cpu
+from .._tensors import check_cpu
 
 __all__ = ["AdamW", "Muon", "STATE_DTYPES"]
 

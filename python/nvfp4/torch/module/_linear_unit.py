@@ -9,9 +9,9 @@ import torch
 
 import nvfp4 as _lib
 
-from . import quantization
-from ._tensors import check_float, float32_numpy, from_float32
-from .recipe import DelayedScaling, to_library
+from .. import quantization
+from .._tensors import check_float, float32_numpy, from_float32
+from ...common.recipe import DelayedScaling, to_library
 
 _WEIGHT_CACHE = {None: "off", True: "refresh", False: "reuse"}
 

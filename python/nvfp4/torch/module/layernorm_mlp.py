@@ -3,8 +3,8 @@ region's recipe, the norm and the activation in high precision (float32 math, pa
 
 import torch
 
-from . import _module
-from ._unit import LinearUnit
+from . import base as _module
+from ._linear_unit import LinearUnit
 from .layernorm import normalize
 
 __all__ = ["LayerNormMLP", "ACTIVATIONS"]

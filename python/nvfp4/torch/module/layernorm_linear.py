@@ -1,5 +1,5 @@
 """te.LayerNormLinear: a high-precision norm (LayerNorm or RMSNorm) followed by an emulated Linear."""
-from . import _module
+from . import base as _module
 from .layernorm import normalize
 from .linear import GemmModule
 

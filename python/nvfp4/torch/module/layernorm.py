@@ -1,11 +1,11 @@
-"""te.LayerNorm and te.RMSNorm: normalisation in high precision, as TE computes it (statistics and
+"""te.LayerNorm (and the normalisation te.RMSNorm and the fused modules share): normalisation in high precision, as TE computes it (statistics and
 the affine step in float32, the output in the input's dtype). Not quantized: TE's norms are not
 FP8 GEMMs. Ordinary torch operations, so autograd differentiates them."""
 import torch
 
-from . import _module
+from . import base as _module
 
-__all__ = ["LayerNorm", "RMSNorm", "normalize"]
+__all__ = ["LayerNorm", "normalize"]
 
 
 def normalize(x, kind, weight, bias, eps, zero_centered_gamma):
@@ -44,7 +44,3 @@ class LayerNorm(_Norm):
     """TE's LayerNorm: (x - mean) / sqrt(var + eps) * gamma + beta (gamma + 1 with zero_centered_gamma)."""
     kind = "LayerNorm"
 
-
-class RMSNorm(_Norm):
-    """TE's RMSNorm: x / sqrt(mean(x^2) + eps) * gamma (gamma + 1 with zero_centered_gamma)."""
-    kind = "RMSNorm"

@@ -1,8 +1,8 @@
 """te.Linear: y = x W^T + b with every GEMM and quantizer of the region's recipe emulated."""
 import torch
 
-from . import _module
-from ._unit import LinearUnit
+from . import base as _module
+from ._linear_unit import LinearUnit
 
 __all__ = ["Linear"]
 

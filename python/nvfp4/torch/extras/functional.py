@@ -1,4 +1,4 @@
-"""nvfp4.torch.functional: the extension's quantize / dequantize / GEMM calls with torch tensors in
+"""nvfp4.torch.extras.functional: the extension's quantize / dequantize / GEMM calls with torch tensors in
 and out (CPU tensors; float32 read in place, bfloat16 passed as its bits without a copy; results
 are float32 tensors over the returned arrays' memory, or bfloat16 where out_dtype="bfloat16").
 The quantized objects are the extension's own (nvfp4.QuantizedTensor, nvfp4.Fp8Tensor); reference:
@@ -8,7 +8,7 @@ import torch
 
 import nvfp4 as _lib
 
-from ._tensors import bf16_bits_numpy, check_float
+from .._tensors import bf16_bits_numpy, check_float
 
 __all__ = ["to_numpy", "quantize", "quantize_rowwise_and_columnwise", "quantize_fp8_current", "quantize_fp8_with_scale",
            "quantize_fp8_blockwise", "dequantize", "gemm", "fp8_gemm", "mxfp8_gemm"]
