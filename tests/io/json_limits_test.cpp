@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nvfp4/io/checkpoint.hpp"
@@ -131,6 +132,93 @@ TEST(JsonLimits, ManyTensorsAreReadAndWrittenInLinearTime) {
   } catch (const error& e) {
     EXPECT_LT(std::string(e.what()).size(), 600u);
   }
+}
+
+/// An ordered_json whose objects count how many entries their lookups scan: ordered_map finds a
+/// key by scanning its vector, so a parser that inserts each key through operator[] / emplace
+/// does n^2 / 2 scans for an object of n keys (issue 39: a shard index of 80,000 entries took
+/// 117 s). The count is the work itself, so the test needs no clock.
+std::size_t entries_scanned = 0;
+
+template <class Key, class T, class IgnoredLess = std::less<Key>, class Allocator = std::allocator<std::pair<const Key, T>>>
+struct scan_counting_map : nlohmann::ordered_map<Key, T, IgnoredLess, Allocator> {
+  using base = nlohmann::ordered_map<Key, T, IgnoredLess, Allocator>;
+  using base::base;
+  T& operator[](const Key& key) {
+    entries_scanned += this->size();
+    return base::operator[](key);
+  }
+  template <class... Args>
+  auto emplace(Args&&... args) {
+    entries_scanned += this->size();
+    return base::emplace(std::forward<Args>(args)...);
+  }
+  template <class K>
+  auto find(const K& key) {
+    entries_scanned += this->size();
+    return base::find(key);
+  }
+  template <class K>
+  auto find(const K& key) const {
+    entries_scanned += this->size();
+    return base::find(key);
+  }
+};
+using scan_counting_json = nlohmann::basic_json<scan_counting_map>;
+
+TEST(JsonLimits, ParsingAnOrderedObjectDoesNoScanPerKey) {
+  // 4,000 keys, one object nested in each: a scan per key would be 8 million entries.
+  constexpr std::size_t n = 4'000;
+  std::string text = "{";
+  for (std::size_t i = 0; i < n; ++i) text += (i ? "," : "") + std::string("\"k") + std::to_string(i) + "\":{\"a\":" + std::to_string(i) + ",\"b\":[1]}";
+  text += "}";
+  for (const auto duplicates : {duplicate_keys::refuse, duplicate_keys::keep_last}) {
+    entries_scanned = 0;
+    const auto parsed = parse_json_bounded<scan_counting_json>(text, "index", duplicates);
+    EXPECT_LE(entries_scanned, 4 * n);
+    ASSERT_EQ(parsed.size(), n);
+    // In the text's order, every value where it was.
+    std::size_t i = 0;
+    for (const auto& [key, value] : parsed.items()) {
+      ASSERT_EQ(key, "k" + std::to_string(i));
+      ASSERT_EQ(value.size(), 2u);
+      ASSERT_EQ(value.begin().key(), "a");
+      ASSERT_EQ(value.begin().value().template get<std::size_t>(), i);
+      ++i;
+    }
+  }
+}
+
+TEST(JsonLimits, KeepLastKeepsTheFirstPlaceAndTheLastValue) {
+  // As Python's json.loads: {"a": 1, "b": 2, "a": 3} is {"a": 3, "b": 2}, keys in that order.
+  const auto ordered = parse_json_bounded<nlohmann::ordered_json>(R"({"a": 1, "b": {"x": [1, {"y": null}]}, "a": 3})", "doc",
+                                                                  duplicate_keys::keep_last);
+  EXPECT_EQ(ordered.dump(), R"({"a":3,"b":{"x":[1,{"y":null}]}})");
+  const auto sorted = parse_json_bounded<nlohmann::json>(R"({"b": 1.5, "a": "s", "b": -2, "c": true})", "doc", duplicate_keys::keep_last);
+  EXPECT_EQ(sorted.dump(), R"({"a":"s","b":-2,"c":true})");
+  // A repeated empty key is a repeated key too.
+  EXPECT_THROW((void)parse_json_bounded(R"({"": 1, "": 2})", "doc"), error);
+  // Scalars and arrays at the root, and every number kind, as nlohmann parses them.
+  for (const std::string text : {"[1, -2, 3.5, 18446744073709551615, \"s\", false, null, {}]", "7", "\"x\"", "{}", "[]"})
+    EXPECT_EQ(parse_json_bounded(text, "doc"), nlohmann::json::parse(text)) << text;
+}
+
+TEST(JsonLimits, RootMembersCanBeHandedOverOneByOne) {
+  std::vector<std::pair<std::string, nlohmann::json>> members;
+  const auto rest = parse_json_bounded<nlohmann::json>(R"({"w": {"shape": [1, 2]}, "n": 3, "m": {}})", "doc", duplicate_keys::refuse,
+                                                       [&](std::string&& key, nlohmann::json&& value) { members.emplace_back(key, value); });
+  EXPECT_TRUE(rest.is_object() && rest.empty());
+  ASSERT_EQ(members.size(), 3u);
+  EXPECT_EQ(members[0].first, "w");
+  EXPECT_EQ(members[0].second, nlohmann::json::parse(R"({"shape": [1, 2]})"));
+  EXPECT_EQ(members[1].second, 3);
+  EXPECT_EQ(members[2].second, nlohmann::json::object());
+  // A repeated root key is still refused; a root that is not an object is returned whole.
+  EXPECT_THROW((void)parse_json_bounded<nlohmann::json>(R"({"n": 1, "n": 2})", "doc", duplicate_keys::refuse,
+                                                        [](std::string&&, nlohmann::json&&) {}),
+               error);
+  EXPECT_EQ(parse_json_bounded<nlohmann::json>("[1]", "doc", duplicate_keys::refuse, [](std::string&&, nlohmann::json&&) {}),
+            nlohmann::json::parse("[1]"));
 }
 
 TEST(JsonLimits, OtherJsonReadersAreBounded) {

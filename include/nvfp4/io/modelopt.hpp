@@ -146,9 +146,11 @@ inline checkpoint modelopt_from_safetensors(const safetensors_file& file, const 
   }
   for (const auto& t : file.tensors)
     if (!consumed.contains(t.name)) c.tensors.push_back(t);
+  std::unordered_set<std::string_view> weight_names;  // (find_weight scans: quadratic in the weights)
+  for (const auto& w : c.weights) weight_names.insert(w.name);
   for (const auto& [k, v] : file.metadata) {
     if (k == checkpoint_annotation_key) continue;
-    if (k.rfind("nvfp4.", 0) == 0 && c.find_weight(k.substr(6))) continue;  // our per-tensor notes: re-derived
+    if (k.rfind("nvfp4.", 0) == 0 && weight_names.contains(std::string_view(k).substr(6))) continue;  // our per-tensor notes: re-derived
     c.metadata[k] = v;
   }
   if (const auto it = file.metadata.find(checkpoint_annotation_key); it != file.metadata.end())

@@ -13,6 +13,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "nvfp4/detail/checked_size.hpp"
@@ -187,12 +188,12 @@ void add_quantized_tensor(safetensors_file& file, const std::string& name, const
 /// with a W.weight and a W.weight_scale of a recognisable layout (ModelOpt NVFP4, MX).
 inline std::vector<std::string> quantized_tensor_names(const safetensors_file& file) {
   std::vector<std::string> names;
+  std::unordered_set<std::string> listed;  // (a scan of names per tensor was quadratic in the weights)
   for (const auto& [key, value] : file.metadata)
-    if (key.rfind("nvfp4.", 0) == 0 && key.size() > 6) names.push_back(key.substr(6));
+    if (key.rfind("nvfp4.", 0) == 0 && key.size() > 6 && listed.insert(key.substr(6)).second) names.push_back(key.substr(6));
   for (const auto& t : file.tensors) {
     const auto prefix = name_before_suffix(t.name, ".weight_scale");
-    if (prefix && file.find(*prefix + ".weight") && std::find(names.begin(), names.end(), *prefix) == names.end())
-      names.push_back(*prefix);
+    if (prefix && file.find(*prefix + ".weight") && listed.insert(*prefix).second) names.push_back(*prefix);
   }
   return names;
 }

@@ -57,6 +57,7 @@ inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path&
   std::vector<std::string> shard_names;
   std::map<std::string, std::string> weight_map;
   if (fs::exists(index_path, ec)) {
+    std::set<std::string> listed;  // (a set: a scan of shard_names per entry was quadratic with one shard per tensor)
     const auto index = read_json_file(index_path);
     const auto it = index.find("weight_map");
     if (it == index.end() || !it->is_object())
@@ -67,14 +68,14 @@ inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path&
       if (s.empty() || s.size() > 255 || s.find('/') != std::string::npos || s.find('\\') != std::string::npos || s == "." || s == "..")
         throw error(errc::malformed_file, index_path.string() + ": shard name '" + clip_for_message(s) + "' is not a plain file name");
       weight_map[tensor] = s;
-      if (std::find(shard_names.begin(), shard_names.end(), s) == shard_names.end()) shard_names.push_back(s);
+      listed.insert(s);
     }
-    std::sort(shard_names.begin(), shard_names.end());
+    shard_names.assign(listed.begin(), listed.end());  // sorted
     // A shard file beside the index that it does not list holds tensors the index would drop.
     for (const auto& entry : fs::directory_iterator(path, ec)) {
       const std::string n = entry.path().filename().string();
       const bool shard_like = n.size() == 32 && n.rfind("model-", 0) == 0 && n.find("-of-") == 11 && n.ends_with(".safetensors");
-      if (shard_like && std::find(shard_names.begin(), shard_names.end(), n) == shard_names.end())
+      if (shard_like && !listed.contains(n))
         throw error(errc::malformed_file, index_path.string() + ": shard " + n + " is in the directory but the index lists none of its tensors");
     }
   } else if (fs::exists(path / "model.safetensors", ec)) {
