@@ -5,8 +5,14 @@ max of the region's amaxes, and only when grad is enabled; under ``torch.no_grad
 wait for the next update). The backward role's update happens at the end of the backward of the
 region's first quantized module (TE: ``reduce_and_update_bwd_fp8_tensors``), for every layer of
 the region. One process: there is no amax reduction across ranks (groups are accepted, unused).
+
+The region state is per thread, as torch.autocast's is: a region opened in one thread does not
+reach layers called from another, and each thread's outermost exit ends the forward region of the
+layers that thread called. TE keeps it process-wide (FP8GlobalStateManager's class attributes,
+transformer_engine/pytorch/quantization.py), which on a GPU is one training thread's state anyway.
 """
 import contextlib
+import threading
 
 import torch
 
@@ -35,11 +41,14 @@ class _Region:
         return first
 
 
-class _State:
-    enabled = False
-    recipe = None
-    depth = 0
-    region = None
+class _State(threading.local):
+    """The autocast state of the calling thread (each thread starts outside any region)."""
+
+    def __init__(self):
+        self.enabled = False
+        self.recipe = None
+        self.depth = 0
+        self.region = None
 
 
 _state = _State()
@@ -52,12 +61,12 @@ def get_default_fp8_recipe():
 
 
 def is_fp8_enabled():
-    """Whether the current code runs inside an enabled autocast region."""
+    """Whether the calling thread runs inside an enabled autocast region."""
     return _state.enabled
 
 
 def get_fp8_recipe():
-    """The recipe of the current region (the default recipe outside any)."""
+    """The recipe of the calling thread's current region (the default recipe outside any)."""
     return _state.recipe if _state.recipe is not None else get_default_fp8_recipe()
 
 

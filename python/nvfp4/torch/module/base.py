@@ -2,6 +2,8 @@
 (accepted at their defaults, refused otherwise with the reason), parameter creation (TE's
 initialisation: weights normal(0, 0.023), biases zero), input checks, and the per-layer state kept
 in state_dict under ``_extra_state`` as TE keeps its FP8 metadata there."""
+import operator
+
 import torch
 
 from .._tensors import check_cpu, check_float
@@ -28,6 +30,21 @@ def check_unsupported(module_name, kwargs):
         if not any(value is d or value == d for d in _GPU_ONLY_DEFAULTS[name]):
             raise ValueError(f"{module_name}({name}={value!r}) is not supported by nvfp4.torch (one process on the CPU: no "
                              f"tensor/sequence parallelism, userbuffers or fused wgrad accumulation); leave it at its default")
+
+
+def size_argument(module_name, name, value):
+    """A size argument (in_features, hidden_size, ...) as a positive int, checked before anything
+    is allocated. TE passes its sizes to torch.empty, which raises TypeError for a float or a str
+    (64.0 included); so does this. An int-like object (numpy integer, anything with __index__) is
+    taken as its int, as torch takes it. A bool is refused too, although torch.empty would read
+    True as 1: no one means a layer of width True. Zero and negative sizes raise ValueError (TE
+    would make an empty weight, or torch.empty's RuntimeError for a negative one)."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{module_name}(): {name} must be an int, got {type(value).__name__} {value!r}")
+    size = operator.index(value)
+    if size <= 0:
+        raise ValueError(f"{module_name}(): {name} must be positive, got {size}")
+    return size
 
 
 def resolve_dtype(params_dtype):

@@ -1,0 +1,104 @@
+# nvfp4.torch from several threads (issue 39 items 3 and 4): the autocast region state is per
+# thread, as torch.autocast's is (a region in one thread does not reach another thread's layers,
+# and exits in any order leave every thread outside any region); a layer shared by threads runs
+# each call whole, so every call's output and gradients are the single-thread ones.
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
+import nvfp4.torch as te  # noqa: E402
+from nvfp4.common import recipe as te_recipe  # noqa: E402
+
+
+def _run_threads(targets):
+    """Runs each callable in its own thread; re-raises the first exception."""
+    errors = []
+
+    def guarded(f):
+        try:
+            f()
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(f,)) for f in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive(), "a thread hung"
+    if errors:
+        raise errors[0]
+
+
+def test_a_region_does_not_reach_another_thread():
+    inside, checked = threading.Event(), threading.Event()
+    seen = {}
+
+    def in_region():
+        with te.autocast(recipe=te_recipe.MXFP8BlockScaling()):
+            inside.set()
+            checked.wait(timeout=30)
+
+    def outside():
+        inside.wait(timeout=30)
+        seen["enabled"], seen["recipe"] = te.is_fp8_enabled(), te.get_fp8_recipe()
+        checked.set()
+
+    _run_threads([in_region, outside])
+    assert seen["enabled"] is False
+    assert isinstance(seen["recipe"], te_recipe.DelayedScaling)  # the default outside any region
+
+
+def test_regions_exited_in_any_order_leave_every_thread_outside():
+    """A enters, B enters, A exits, B exits: with one process-wide state B's exit restored A's
+    'enabled' and is_fp8_enabled() stayed True for good."""
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def a():
+        with te.autocast(recipe=te_recipe.Float8CurrentScaling()):
+            a_in.set()
+            b_in.wait(timeout=30)
+        a_out.set()
+
+    def b():
+        a_in.wait(timeout=30)
+        with te.autocast(recipe=te_recipe.NVFP4BlockScaling()):
+            b_in.set()
+            a_out.wait(timeout=30)
+
+    _run_threads([a, b])
+    assert te.is_fp8_enabled() is False
+    seen = []
+    _run_threads([lambda: seen.append(te.is_fp8_enabled())])
+    assert seen == [False]
+
+
+def test_each_thread_computes_under_its_own_region_recipe():
+    """Two threads in regions of different recipes at the same time, each with its own layer:
+    each output is the one its own recipe gives in a single thread."""
+    torch.manual_seed(0)
+    recipes = {"current": te_recipe.Float8CurrentScaling(), "nvfp4": te_recipe.NVFP4BlockScaling()}
+    layers = {name: te.Linear(64, 32) for name in recipes}
+    x = torch.randn(16, 64)
+    expected = {}
+    for name, r in recipes.items():
+        probe = te.Linear(64, 32)
+        probe.load_state_dict(layers[name].state_dict())
+        with te.autocast(recipe=r), torch.no_grad():
+            expected[name] = probe(x)
+    both_in = threading.Barrier(2)
+    got = {}
+
+    def worker(name):
+        def run():
+            with te.autocast(recipe=recipes[name]):
+                both_in.wait(timeout=30)  # both regions are open now
+                with torch.no_grad():
+                    got[name] = layers[name](x)
+                both_in.wait(timeout=30)
+        return run
+
+    _run_threads([worker(name) for name in recipes])
+    for name in recipes:
+        assert torch.equal(got[name], expected[name]), name
