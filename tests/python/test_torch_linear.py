@@ -165,12 +165,13 @@ def test_layernorm_linear_and_mlp_compose_norm_and_linear():
         assert torch.equal(mlp(x), expected)
 
 
-def test_norms_compute_in_float32_and_return_the_input_dtype():
+def test_norms_compute_in_float32_and_return_their_dtype():
+    # TE's norms compute in their weight's dtype (torch autocast's when on): bf16 parameters here.
     x = torch.randn(4, 32).to(torch.bfloat16)
-    ln = te.LayerNorm(32, eps=1e-5)
+    ln = te.LayerNorm(32, eps=1e-5, params_dtype=torch.bfloat16)
     expected = torch.nn.functional.layer_norm(x.float(), (32,), eps=1e-5).to(torch.bfloat16)
     assert torch.equal(ln(x), expected)
-    rms = te.RMSNorm(32, zero_centered_gamma=True)
+    rms = te.RMSNorm(32, zero_centered_gamma=True, params_dtype=torch.bfloat16)
     x32 = x.float()
     assert torch.equal(rms(x), (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-5)).to(torch.bfloat16))
 

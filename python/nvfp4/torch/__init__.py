@@ -16,10 +16,12 @@ try:
 except ImportError as _e:  # pragma: no cover - depends on the machine
     raise ImportError("nvfp4.torch needs PyTorch (Debian / Ubuntu: apt install python3-torch; or pip install torch)") from _e
 
+from . import constants
+from .constants import DType
 from .module import LayerNorm, LayerNormLinear, LayerNormMLP, Linear, RMSNorm
 from .quantization import autocast, fp8_autocast, get_default_fp8_recipe, get_fp8_recipe, is_fp8_enabled
 
-__all__ = ["Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm", "autocast", "fp8_autocast",
+__all__ = ["DType", "constants", "Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm", "autocast", "fp8_autocast",
            "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe", "get_default_recipe", "is_fp8_available",
            "is_mxfp8_available", "is_fp8_block_scaling_available", "is_nvfp4_available"]
 

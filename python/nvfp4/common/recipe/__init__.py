@@ -6,6 +6,12 @@ amax reduction across processes) are accepted and have no effect here (docs/pyth
 
 What TE's ``__post_init__`` rejects (pure E5M2, 2-D x 2-D block GEMMs, ...) raises ValueError here
 at construction, where TE raises AssertionError.
+
+The per-role quantizer parameters are what TE's modules read, so they are what ``to_library`` reads:
+``fp8_quant_fwd_inp`` / ``fp8_quant_fwd_weight`` / ``fp8_quant_bwd_grad`` (Float8CurrentScaling,
+Float8BlockScaling) and ``fp4_quant_*`` (NVFP4BlockScaling) are instance attributes, not constructor
+arguments (TE: class attributes and ``__post_init__`` assignments), and assigning one after
+construction takes effect at the next use, or raises there when the library cannot honour it.
 """
 import dataclasses
 import enum
@@ -15,7 +21,7 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 import nvfp4 as _lib
 
 __all__ = ["Format", "MMParams", "QParams", "Recipe", "DelayedScaling", "Float8CurrentScaling",
-           "Float8BlockScaling", "MXFP8BlockScaling", "NVFP4BlockScaling", "to_library"]
+           "Float8BlockScaling", "MXFP8BlockScaling", "NVFP4BlockScaling", "CustomRecipe", "to_library", "recipe_key"]
 
 
 class _FormatHelper(NamedTuple):
@@ -69,6 +75,10 @@ def _check_backward_override(recipe):
             "backward_override (NVTE_BACKWARD_OVERRIDE) must be None, 'high_precision' or 'dequantized'")
 
 
+_FP8_ROLES = ("fp8_quant_fwd_inp", "fp8_quant_fwd_weight", "fp8_quant_bwd_grad")
+_FP4_ROLES = ("fp4_quant_fwd_inp", "fp4_quant_fwd_weight", "fp4_quant_bwd_grad")
+
+
 class Recipe:
     """Base class of the recipes (TE's ``Recipe``), with TE's classification helpers."""
 
@@ -98,7 +108,7 @@ class Recipe:
 
     @classmethod
     def custom(cls):
-        return False
+        return issubclass(cls, CustomRecipe)
 
 
 @dataclasses.dataclass
@@ -125,9 +135,6 @@ class Float8CurrentScaling(Recipe):
     """Per-tensor FP8 scales from each tensor's own amax: scale = fp8_max / amax."""
     use_power_2_scales: bool = dataclasses.field(default_factory=lambda: _env_flag("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES"))
     fp8_format: Format = Format.HYBRID
-    fp8_quant_fwd_inp: QParams = None
-    fp8_quant_fwd_weight: QParams = None
-    fp8_quant_bwd_grad: QParams = None
     fp8_gemm_fprop: MMParams = MMParams(use_split_accumulator=False)
     fp8_gemm_dgrad: MMParams = MMParams(use_split_accumulator=True)
     fp8_gemm_wgrad: MMParams = MMParams(use_split_accumulator=True)
@@ -136,9 +143,11 @@ class Float8CurrentScaling(Recipe):
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
     def __post_init__(self):
-        for name in ("fp8_quant_fwd_inp", "fp8_quant_fwd_weight", "fp8_quant_bwd_grad"):
-            if getattr(self, name) is None:
-                setattr(self, name, QParams(power_2_scale=self.use_power_2_scales, amax_epsilon=0.0))
+        # TE: class attributes built from the environment's default of use_power_2_scales, not from
+        # the constructor argument; TE's GEMM modules read these (not use_power_2_scales).
+        power_2 = _env_flag("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES")
+        for name in _FP8_ROLES:
+            setattr(self, name, QParams(power_2_scale=power_2, amax_epsilon=0.0))
         _check_format(self)
         _check_backward_override(self)
 
@@ -151,6 +160,7 @@ class MXFP8BlockScaling(Recipe):
     fp8_dpa: bool = False
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
+    enable_2d_quantization: bool = False  # weights in 32x32 blocks (TE: Linear / GroupedLinear weights only)
 
     def __post_init__(self):
         _check_format(self)
@@ -162,9 +172,6 @@ class Float8BlockScaling(Recipe):
     """FP8 with 1x128 (1-D) or 128x128 (2-D) blocks, each scaled by its own amax (DeepSeek-V3 style)."""
     use_f32_scales: bool = dataclasses.field(default_factory=lambda: _env_flag("NVTE_FP8_BLOCK_SCALING_FP32_SCALES"))
     fp8_format: Format = Format.E4M3
-    fp8_quant_fwd_inp: QParams = None
-    fp8_quant_fwd_weight: QParams = None
-    fp8_quant_bwd_grad: QParams = None
     x_block_scaling_dim: int = 1
     w_block_scaling_dim: int = 2
     grad_block_scaling_dim: int = 1
@@ -176,9 +183,11 @@ class Float8BlockScaling(Recipe):
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
     def __post_init__(self):
-        for name in ("fp8_quant_fwd_inp", "fp8_quant_fwd_weight", "fp8_quant_bwd_grad"):
-            if getattr(self, name) is None:
-                setattr(self, name, QParams(power_2_scale=not self.use_f32_scales, amax_epsilon=0.0))
+        # TE: class attributes built from the environment's default of use_f32_scales (not the
+        # constructor argument); TE's quantizers read these.
+        power_2 = not _env_flag("NVTE_FP8_BLOCK_SCALING_FP32_SCALES")
+        for name in _FP8_ROLES:
+            setattr(self, name, QParams(power_2_scale=power_2, amax_epsilon=0.0))
         for dim in ("x", "w", "grad"):
             _reject(getattr(self, f"{dim}_block_scaling_dim") not in (1, 2), f"Only 1D or 2D blocks supported for {dim}")
         dims = (self.x_block_scaling_dim, self.w_block_scaling_dim, self.grad_block_scaling_dim)
@@ -188,6 +197,24 @@ class Float8BlockScaling(Recipe):
         _reject(self.fp8_dpa or self.fp8_mha, "FP8 attention is not supported for Float8BlockScaling.")
         _check_format(self)
         _check_backward_override(self)
+
+
+@dataclasses.dataclass
+class CustomRecipe(Recipe):
+    """TE's recipe of user quantizer factories: ``qfactory(role)`` returns a quantizer (or a
+    ``DelayedScalingRequest``) for each tensor role. nvfp4.torch runs it when every role's quantizer
+    is of one built-in recipe's kind (nvfp4.torch.tensor.resolve_custom_recipe); a mix raises."""
+    qfactory: Callable[..., Any]
+    fp8_format: Format = Format.HYBRID
+    fp8_dpa: bool = False
+    fp8_mha: bool = False
+    backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
+    quantization_alignment: int = 128
+
+    def __post_init__(self):
+        _check_backward_override(self)
+        if self.quantization_alignment <= 0:
+            raise ValueError("CustomRecipe quantization_alignment must be positive.")
 
 
 _FOUR_OVER_SIX_SCOPES = ("none", "weights", "activations", "all")
@@ -295,9 +322,17 @@ def to_library(recipe):
     elif isinstance(recipe, Float8CurrentScaling):
         out = _lib.Float8CurrentScaling()
         out.fp8_format = _FORMAT_NAMES[recipe.fp8_format]
-        out.use_power_2_scales = bool(recipe.use_power_2_scales)
-        # TE builds the current-scaling quantizers from use_power_2_scales alone (amax_epsilon 0);
-        # the QParams fields are not read by TE's PyTorch modules, so they are not read here either.
+        # TE's GEMM modules set each quantizer's power-of-two rule and amax epsilon from the role's
+        # QParams (module/linear.py _customize_quantizers_float8_current_scaling), not from
+        # use_power_2_scales; the library has one rule for all roles and no epsilon.
+        roles = [_qparams(recipe, role) for role in _FP8_ROLES]
+        if len({q.power_2_scale for q in roles}) != 1:
+            raise ValueError(f"{name}: the roles' QParams.power_2_scale differ ({[q.power_2_scale for q in roles]} for "
+                             f"{list(_FP8_ROLES)}); this library applies one power-of-two rule to every role")
+        for role, q in zip(_FP8_ROLES, roles):
+            if q.amax_epsilon != 0.0:
+                raise ValueError(f"{name}.{role}.amax_epsilon={q.amax_epsilon!r} is not supported by this library (only 0.0)")
+        out.use_power_2_scales = bool(roles[0].power_2_scale)
         for gemm, default in (("fprop", False), ("dgrad", True), ("wgrad", True)):
             params = getattr(recipe, f"fp8_gemm_{gemm}")
             if hasattr(out, f"fp8_gemm_{gemm}"):
@@ -311,7 +346,7 @@ def to_library(recipe):
         out.w_block_scaling_dim = recipe.w_block_scaling_dim
         out.grad_block_scaling_dim = recipe.grad_block_scaling_dim
         for role in ("fwd_inp", "fwd_weight", "bwd_grad"):
-            q = getattr(recipe, f"fp8_quant_{role}")
+            q = _qparams(recipe, f"fp8_quant_{role}")
             if hasattr(out, f"fp8_quant_{role}"):
                 setattr(out, f"fp8_quant_{role}", (q.power_2_scale, q.amax_epsilon))
             elif (q.power_2_scale, q.amax_epsilon) != (True, 0.0):
@@ -321,19 +356,70 @@ def to_library(recipe):
         out = _lib.MXFP8BlockScaling()
         out.fp8_format = _FORMAT_NAMES[recipe.fp8_format]
         _assign(out, "margin", recipe.margin, name, 0)
+        _assign(out, "enable_2d_quantization", bool(getattr(recipe, "enable_2d_quantization", False)), name, False)
     elif isinstance(recipe, NVFP4BlockScaling):
         out = _lib.NVFP4BlockScaling()
-        out.disable_rht = bool(recipe.disable_rht)
-        out.disable_stochastic_rounding = bool(recipe.disable_stochastic_rounding)
-        out.disable_2d_quantization = bool(recipe.disable_2d_quantization)
+        switches = _nvfp4_switches(recipe, name)
+        out.disable_rht, out.disable_stochastic_rounding, out.disable_2d_quantization = switches
         out.row_scaled_activation = bool(recipe.row_scaled_activation)
         out.nvfp4_4over6 = recipe.nvfp4_4over6
         out.nvfp4_4over6_e4m3_use_256 = recipe.nvfp4_4over6_e4m3_use_256
         out.nvfp4_4over6_err_mode = recipe.nvfp4_4over6_err_mode.lower()
+    elif isinstance(recipe, CustomRecipe):
+        raise ValueError("CustomRecipe: its quantizers are chosen per module and role; nvfp4.torch resolves it "
+                         "(nvfp4.torch.tensor.resolve_custom_recipe) before the library runs it")
     else:
         raise TypeError(f"{name} is not a recipe this library emulates")
     out.validate()
     return out
+
+
+def _qparams(recipe, role):
+    q = getattr(recipe, role, None)
+    if not isinstance(q, QParams):
+        raise TypeError(f"{type(recipe).__name__}.{role} must be a recipe.QParams, got {type(q).__name__}")
+    return q
+
+
+def _nvfp4_switches(recipe, name):
+    """(disable_rht, disable_stochastic_rounding, disable_2d_quantization) from the per-role QParams
+    TE's NVFP4 quantizers are built from (pytorch/quantization.py NVFP4BlockScalingRecipeState): the
+    RHT on the wgrad GEMM's operands (X's and dY's columnwise copies, so both or neither),
+    stochastic rounding of the gradient, 16x16 tiles for the weight. Other combinations raise."""
+    inp, weight, grad = (_qparams(recipe, role) for role in _FP4_ROLES)
+    four_over_six = {"fp4_quant_fwd_inp": recipe.nvfp4_4over6 in ("all", "activations"),
+                     "fp4_quant_fwd_weight": recipe.nvfp4_4over6 in ("all", "weights")}
+    for role, q in (("fp4_quant_fwd_inp", inp), ("fp4_quant_fwd_weight", weight)):
+        if four_over_six[role] and q.random_hadamard_transform:
+            raise ValueError("NVFP4 4over6 quantization does not support RHT.")
+        if four_over_six[role] and q.stochastic_rounding:
+            raise ValueError("NVFP4 4over6 quantization does not support stochastic rounding.")
+
+    def refuse(what):
+        raise ValueError(f"{name}: {what} is not supported by this library (fp4_quant_fwd_inp={inp!r}, "
+                         f"fp4_quant_fwd_weight={weight!r}, fp4_quant_bwd_grad={grad!r})")
+
+    if inp.random_hadamard_transform != grad.random_hadamard_transform:
+        refuse("the RHT on only one of the wgrad GEMM's operands (fp4_quant_fwd_inp and fp4_quant_bwd_grad differ)")
+    if weight.random_hadamard_transform:
+        refuse("the RHT on the weight")
+    if inp.stochastic_rounding or weight.stochastic_rounding:
+        refuse("stochastic rounding of the input or the weight")
+    if inp.fp4_2d_quantization or grad.fp4_2d_quantization:
+        refuse("16x16 (2D) quantization of the input or the gradient")
+    return not grad.random_hadamard_transform, not grad.stochastic_rounding, not weight.fp4_2d_quantization
+
+
+def recipe_key(recipe):
+    """What the library runs for `recipe`, as a hashable value: two recipes with equal keys run the
+    same (class, fields, and the per-role QParams assigned after construction). A CustomRecipe is
+    keyed by identity (its factory may be stateful), as TE keeps a custom recipe's state."""
+    if recipe is None:
+        return None
+    if isinstance(recipe, CustomRecipe):
+        return ("CustomRecipe", id(recipe))
+    items = tuple(sorted((k, repr(v)) for k, v in vars(recipe).items()))
+    return (type(recipe).__name__, items)
 
 
 def _set_mm(out, gemm, params):

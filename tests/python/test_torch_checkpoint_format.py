@@ -1,0 +1,224 @@
+# A GEMM module's _extra_state in TransformerEngine's format, both ways. TE's side is built here
+# independently of nvfp4's writer: stand-ins of TE's recipe classes are registered as
+# transformer_engine.common.recipe, and the state is pickled as TE's module/base.py
+# get_extra_state does (a dict of the recipe, delayed scaling's scale / amax_history tensors with
+# GEMM g's input, weight, output in forward slots 3g..3g+2 and grad_output, grad_input in backward
+# slots 2g, 2g+1, and extra_fp8_variables, pickle.dumps'd into a uint8 tensor); TE's
+# set_extra_state is followed step by step to read what nvfp4 writes.
+import dataclasses
+import enum
+import io
+import pickle
+import sys
+import types
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: apt install python3-torch): nvfp4.torch untested")
+import nvfp4  # noqa: E402
+import nvfp4.torch as te  # noqa: E402
+from nvfp4.common import recipe as R  # noqa: E402
+from nvfp4.torch.module import _te_extra_state  # noqa: E402
+
+TE_MODULE = "transformer_engine.common.recipe"
+
+
+def te_recipe_module():
+    """Stand-ins of TE's recipe classes (TE's field names and defaults, common/recipe/__init__.py)."""
+    class _FormatHelper(NamedTuple):
+        max_fwd: float
+        max_bwd: float
+
+    class Format(enum.Enum):
+        E2M1 = _FormatHelper(max_fwd=6, max_bwd=6)
+        E4M3 = _FormatHelper(max_fwd=448, max_bwd=448)
+        E5M2 = _FormatHelper(max_fwd=57344, max_bwd=57344)
+        HYBRID = _FormatHelper(max_fwd=448, max_bwd=57344)
+
+    @dataclasses.dataclass(frozen=True)
+    class QParams:
+        power_2_scale: bool = False
+        amax_epsilon: float = 0.0
+        random_hadamard_transform: bool = False
+        stochastic_rounding: bool = False
+        fp4_2d_quantization: bool = False
+
+    @dataclasses.dataclass
+    class DelayedScaling:
+        margin: int = 0
+        fp8_format: Format = Format.HYBRID
+        amax_history_len: int = 1024
+        amax_compute_algo: str = "max"
+        scaling_factor_compute_algo: Optional[object] = None
+        reduce_amax: bool = True
+        fp8_dpa: bool = False
+        fp8_mha: bool = False
+        backward_override: Optional[str] = None
+
+    @dataclasses.dataclass
+    class Float8CurrentScaling:
+        use_power_2_scales: bool = False
+        fp8_format: Format = Format.HYBRID
+
+    @dataclasses.dataclass
+    class NVFP4BlockScaling:
+        disable_rht: bool = False
+        disable_stochastic_rounding: bool = False
+        disable_2d_quantization: bool = False
+        fp4_format: Format = Format.E2M1
+        fp8_format: Format = Format.E4M3
+
+    module = types.ModuleType(TE_MODULE)
+    for cls in (_FormatHelper, Format, QParams, DelayedScaling, Float8CurrentScaling, NVFP4BlockScaling):
+        cls.__module__, cls.__qualname__ = TE_MODULE, cls.__name__
+        setattr(module, cls.__name__, cls)
+    return module
+
+
+@pytest.fixture
+def te_recipe(monkeypatch):
+    """TE's recipe module importable as transformer_engine.common.recipe for this test only."""
+    module = te_recipe_module()
+    for name in ("transformer_engine", "transformer_engine.common"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, TE_MODULE, module)
+    return module
+
+
+def te_delayed_state(te_recipe, history, scale_fwd, history_fwd, scale_bwd, history_bwd, num_gemms=1):
+    """A module's _extra_state as TE writes it under delayed scaling (module/base.py get_extra_state)."""
+    state = {"recipe": te_recipe.DelayedScaling(margin=1, amax_history_len=history),
+             "scale_fwd": scale_fwd, "amax_history_fwd": history_fwd, "scale_bwd": scale_bwd, "amax_history_bwd": history_bwd,
+             "extra_fp8_variables": {"fp8_checkpoint": True, "num_gemms": num_gemms, "fp8_max_fwd": 448, "fp8_max_bwd": 57344}}
+    return torch.frombuffer(bytearray(pickle.dumps(state)), dtype=torch.uint8)
+
+
+def slots(history, gemms):
+    """Distinct values in every slot: scale_fwd [3N], history_fwd [L, 3N], scale_bwd [2N], history_bwd [L, 2N]."""
+    scale_fwd = torch.arange(1, 3 * gemms + 1, dtype=torch.float32) * 0.5
+    history_fwd = torch.arange(history * 3 * gemms, dtype=torch.float32).reshape(history, 3 * gemms) / 8
+    scale_bwd = torch.arange(1, 2 * gemms + 1, dtype=torch.float32) * 0.25 + 4
+    history_bwd = torch.arange(history * 2 * gemms, dtype=torch.float32).reshape(history, 2 * gemms) / 16 + 100
+    return scale_fwd, history_fwd, scale_bwd, history_bwd
+
+
+def test_te_delayed_state_reads_into_each_role(te_recipe):
+    scale_fwd, history_fwd, scale_bwd, history_bwd = slots(4, 2)
+    blob = te_delayed_state(te_recipe, 4, scale_fwd, history_fwd, scale_bwd, history_bwd, num_gemms=2)
+    loaded = _te_extra_state.read_state(blob, 2, "LayerNormMLP")
+    assert isinstance(loaded["recipe"], R.DelayedScaling)
+    assert (loaded["recipe"].margin, loaded["recipe"].amax_history_len, loaded["recipe"].fp8_format) == (1, 4, R.Format.HYBRID)
+    for g in range(2):
+        gemm = loaded["gemms"][g]
+        for role, scale, history, column in (("input", scale_fwd, history_fwd, 3 * g), ("weight", scale_fwd, history_fwd, 3 * g + 1),
+                                             ("grad_output", scale_bwd, history_bwd, 2 * g)):
+            assert gemm[f"{role}.scale"].tolist() == [scale[column].item()]
+            assert gemm[f"{role}.amax_history"].tolist() == history[:, column].tolist()
+
+
+def test_empty_and_stateless_te_states_hold_nothing(te_recipe):
+    assert _te_extra_state.read_state(torch.empty(0, dtype=torch.uint8), 1, "Linear") is None
+    assert _te_extra_state.read_state(None, 1, "Linear") is None
+    # TE 2.x before the stateless rule pickled {"recipe", "extra_fp8_variables"} for current scaling.
+    state = {"recipe": te_recipe.Float8CurrentScaling(), "extra_fp8_variables": {"fp8_checkpoint": True, "num_gemms": 1}}
+    loaded = _te_extra_state.read_state(torch.frombuffer(bytearray(pickle.dumps(state)), dtype=torch.uint8), 1, "Linear")
+    assert isinstance(loaded["recipe"], R.Float8CurrentScaling) and loaded["gemms"] == [None]
+
+
+def test_te_1x_states_without_a_recipe_and_as_bytesio():
+    scale_fwd, history_fwd, scale_bwd, history_bwd = slots(3, 1)
+    state = {"scale_fwd": scale_fwd, "scale_inv_fwd": 1 / scale_fwd, "amax_history_fwd": history_fwd,
+             "scale_bwd": scale_bwd, "scale_inv_bwd": 1 / scale_bwd, "amax_history_bwd": history_bwd,
+             "extra_fp8_variables": {"num_gemms": 1}}
+    blob = torch.frombuffer(bytearray(pickle.dumps(state)), dtype=torch.uint8)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    for form in (blob, buffer):
+        loaded = _te_extra_state.read_state(form, 1, "Linear")
+        assert isinstance(loaded["recipe"], R.DelayedScaling)  # TE 1.x had delayed scaling only
+        assert loaded["gemms"][0]["weight.amax_history"].tolist() == history_fwd[:, 1].tolist()
+        assert loaded["gemms"][0]["grad_output.scale"].tolist() == [scale_bwd[0].item()]
+
+
+class _Exploit:
+    def __reduce__(self):
+        return (print, ("this must not run",))
+
+
+def test_a_pickle_that_would_run_code_is_refused(capsys):
+    blob = torch.frombuffer(bytearray(pickle.dumps({"recipe": None, "x": _Exploit()})), dtype=torch.uint8)
+    with pytest.raises(pickle.UnpicklingError, match="builtins.print"):
+        _te_extra_state.read_state(blob, 1, "Linear")
+    assert "must not run" not in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="^Unsupported checkpoint format.$"):
+        _te_extra_state.read_state([1, 2], 1, "Linear")
+    with pytest.raises(ValueError, match="do not fit a module of 1 GEMM"):
+        scale_fwd, history_fwd, scale_bwd, history_bwd = slots(2, 2)
+        _te_extra_state.read_state(torch.frombuffer(bytearray(pickle.dumps(
+            {"scale_fwd": scale_fwd, "amax_history_fwd": history_fwd, "scale_bwd": scale_bwd, "amax_history_bwd": history_bwd})),
+            dtype=torch.uint8), 1, "Linear")
+
+
+def te_set_extra_state(blob, te_recipe):
+    """TE's set_extra_state, step by step, for delayed scaling: unpickle, take extra_fp8_variables,
+    allocate the recipe state from the recipe (scale [3N] / [2N] ones, history [L, 3N] / [L, 2N]
+    zeros) and copy_ the saved tensors into it."""
+    state = pickle.loads(blob.numpy().tobytes())
+    meta = dict(state["extra_fp8_variables"])
+    recipe = state["recipe"]
+    assert isinstance(recipe, te_recipe.DelayedScaling)
+    n = meta["num_gemms"]
+    out = {"scale_fwd": torch.ones(3 * n), "amax_history_fwd": torch.zeros(recipe.amax_history_len, 3 * n),
+           "scale_bwd": torch.ones(2 * n), "amax_history_bwd": torch.zeros(recipe.amax_history_len, 2 * n)}
+    for key, dst in out.items():
+        dst.copy_(state[key])
+    return recipe, meta, out
+
+
+def test_our_delayed_state_loads_as_te_reads_it(te_recipe):
+    rng = np.random.default_rng(1)
+    gemm = {}
+    for role in ("input", "weight", "grad_output"):
+        gemm[f"{role}.scale"] = np.array([rng.uniform(1, 100)], np.float32)
+        gemm[f"{role}.amax_history"] = rng.uniform(0, 3, 5).astype(np.float32)
+    blob = _te_extra_state.write_state(R.DelayedScaling(margin=2, amax_history_len=5, fp8_format=R.Format.E4M3), [gemm], 9, True)
+    assert blob.dtype == torch.uint8 and blob.dim() == 1
+    recipe, meta, tensors = te_set_extra_state(blob, te_recipe)
+    assert (recipe.margin, recipe.amax_history_len, recipe.fp8_format) == (2, 5, te_recipe.Format.E4M3)
+    assert meta == {"fp8_checkpoint": True, "num_gemms": 1, "fp8_max_fwd": 448, "fp8_max_bwd": 448}
+    assert tensors["scale_fwd"].tolist() == [gemm["input.scale"][0], gemm["weight.scale"][0], 1.0]
+    assert tensors["amax_history_fwd"][:, 0].tolist() == gemm["input.amax_history"].tolist()
+    assert tensors["amax_history_fwd"][:, 1].tolist() == gemm["weight.amax_history"].tolist()
+    assert tensors["amax_history_fwd"][:, 2].tolist() == [0.0] * 5  # the output slot, never quantized here
+    assert tensors["scale_bwd"].tolist() == [gemm["grad_output.scale"][0], 1.0]
+    assert tensors["amax_history_bwd"][:, 0].tolist() == gemm["grad_output.amax_history"].tolist()
+    assert pickle.loads(blob.numpy().tobytes())["nvfp4_torch"] == {"steps": 9}  # ours, a key TE does not read
+
+
+def test_we_write_empty_where_te_does(te_recipe):
+    assert _te_extra_state.write_state(None, [None], 3, False).numel() == 0
+    assert _te_extra_state.write_state(R.DelayedScaling(), [None], 3, False).numel() == 0  # last forward not quantized
+    for stateless in (R.Float8CurrentScaling(), R.Float8BlockScaling(), R.MXFP8BlockScaling()):
+        assert _te_extra_state.write_state(stateless, [None], 3, True).numel() == 0
+    # NVFP4 writes its recipe and the stochastic-rounding counter in TE's pickle form (TE 2.x writes
+    # empty; it loads this and ignores it, the recipe being stateless).
+    nv = R.NVFP4BlockScaling(disable_rht=True)
+    blob = _te_extra_state.write_state(nv, [None], 4, True)
+    state = pickle.loads(blob.numpy().tobytes())
+    assert isinstance(state["recipe"], te_recipe.NVFP4BlockScaling) and state["recipe"].disable_rht is True
+    assert isinstance(state["recipe"].fp4_quant_fwd_inp, te_recipe.QParams)
+    assert state["recipe"].fp4_quant_fwd_inp.random_hadamard_transform is False
+    assert state["extra_fp8_variables"]["num_gemms"] == 1 and "scale_fwd" not in state
+    back = _te_extra_state.read_state(blob, 1, "Linear")
+    assert back["steps"] == 4 and back["recipe"].fp4_quant_fwd_inp.random_hadamard_transform is False
+
+
+def test_the_recipe_we_write_has_the_history_length_of_the_tensors(te_recipe):
+    # TE allocates [recipe.amax_history_len, 3N] and copy_()s the saved history into it.
+    gemm = {f"{role}.{key}": np.ones(3 if key == "amax_history" else 1, np.float32)
+            for role in ("input", "weight", "grad_output") for key in ("scale", "amax_history")}
+    recipe, _, tensors = te_set_extra_state(_te_extra_state.write_state(R.DelayedScaling(amax_history_len=16), [gemm], 0, True),
+                                            te_recipe)
+    assert recipe.amax_history_len == 3 and tensors["amax_history_fwd"].shape == (3, 3)
