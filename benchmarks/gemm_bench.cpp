@@ -1,24 +1,33 @@
 // Benchmarks of the block-scaled FP4 GEMM: exact (Blackwell-bit-exact) and relaxed modes, with B
 // packed per call and (decode shape, M = 16) packed once beforehand, the vector kernels' register
 // block alone on L1-resident operands, the AMX kernels and isolated pieces of them on AMX
-// machines, the dequantize-then-Eigen path, and fp32 SGEMM by
-// Eigen and OpenBLAS on the same shape, in the same run. Thread counts: bench_threads.hpp.
-// Counters: FLOP/s = 2·M·N·K / time (effective, as for a dense GEMM).
+// machines, the dequantize-then-Eigen path, and fp32 SGEMM by Eigen and OpenBLAS on the same
+// shape, in the same run. The relaxed GEMMs of every family (NVFP4, MXFP4, FP8 per tensor, FP8
+// 1x128 x 128x128 blocks, MXFP8, bf16) on BF16 tiles where the machine runs them and with the
+// tile path turned off (`_vector`), their packing and their tile kernel alone (AMX machines).
+// Thread counts: bench_threads.hpp. Counters: FLOP/s = 2·M·N·K / time (effective, as for a dense
+// GEMM).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <span>
+#include <tuple>
 #include <vector>
 
 #if defined(__linux__)
 #include <sched.h>
 #endif
 
+#include "nvfp4/gemm/float_gemm.hpp"
 #include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/gemm/fp4/packed_weight.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "nvfp4/interop/eigen_gemm.hpp"
+#include "nvfp4/scaling/fp8_quantize.hpp"
+#include "nvfp4/scaling/mxfp8_quantize.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 
 #include "bench_threads.hpp"
@@ -337,6 +346,164 @@ void BM_nvfp4_gemm_amx_phased(benchmark::State& state) {
 #endif
     benchmark::RegisterBenchmark("nvfp4_gemm_exact_amx", BM_nvfp4_gemm_amx<gemm_mode::exact>)->Apply(shapes);
     benchmark::RegisterBenchmark("nvfp4_gemm_relaxed_amx", BM_nvfp4_gemm_amx<gemm_mode::relaxed>)->Apply(shapes);
+  }
+  return true;
+}();
+// ---- the relaxed GEMMs of every family, on BF16 tiles and on the vector kernels -------------------
+
+enum class family { nvfp4, mxfp4, fp8, fp8_block, mxfp8, bf16 };
+
+/// One problem's operands in every family (quantized from the same X and W), made once.
+struct family_operands {
+  quantized_tensor<mxfp4> mx4_a, mx4_b;
+  fp8_tensor fp8_a, fp8_b, block_a, block_b;
+  quantized_tensor<mxfp8> mx8_a, mx8_b;
+  std::vector<float> bf16_x, bf16_w;  // X and W rounded to bf16, held in floats
+};
+
+const family_operands& operands_of(const problem& p) {
+  static std::vector<std::pair<const problem*, std::unique_ptr<family_operands>>> cache;
+  for (const auto& [key, ops] : cache)
+    if (key == &p) return *ops;
+  auto ops = std::make_unique<family_operands>();
+  const auto x = matrix_view<const float>::row_major(p.x.data(), p.m, p.k), w = matrix_view<const float>::row_major(p.w.data(), p.n, p.k);
+  ops->mx4_a = quantize<mxfp4>(x);
+  ops->mx4_b = quantize<mxfp4>(w);
+  ops->fp8_a = quantize_fp8_current(x, fp8_format::e4m3);
+  ops->fp8_b = quantize_fp8_current(w, fp8_format::e4m3);
+  ops->block_a = quantize_fp8_blockwise(x, fp8_format::e4m3, fp8_block_shape::block_1x128);
+  ops->block_b = quantize_fp8_blockwise(w, fp8_format::e4m3, fp8_block_shape::block_128x128);
+  ops->mx8_a = quantize_mxfp8_te<mxfp8>(x);
+  ops->mx8_b = quantize_mxfp8_te<mxfp8>(w);
+  for (float v : std::span<const float>(p.x.data(), static_cast<std::size_t>(p.x.size()))) ops->bf16_x.push_back(bf16::from_float(v).to_float());
+  for (float v : std::span<const float>(p.w.data(), static_cast<std::size_t>(p.w.size()))) ops->bf16_w.push_back(bf16::from_float(v).to_float());
+  cache.emplace_back(&p, std::move(ops));
+  return *cache.back().second;
+}
+
+/// The relaxed GEMM of family F into a float [M, N], with the BF16 tile path allowed (Tiles: the
+/// default, which runs on the tiles where the machine has AMX) or turned off (the vector kernels).
+template <family F, bool Tiles>
+void BM_relaxed(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  const family_operands& ops = operands_of(p);
+  std::vector<float> d(static_cast<std::size_t>(p.m * p.n));
+  const auto out = matrix_view<float>::row_major(d.data(), p.m, p.n);
+  const bool previous = simd::amx::relaxed_allowed();
+  simd::amx::set_relaxed_allowed(Tiles);
+  const fp8_gemm_options relaxed8{.mode = gemm_mode::relaxed};
+  for (auto _ : state) {
+    if constexpr (F == family::nvfp4) block_scaled_mma(p.a, p.b, {}, out, gemm_mode::relaxed);
+    if constexpr (F == family::mxfp4) block_scaled_mma(ops.mx4_a, ops.mx4_b, {}, out, gemm_mode::relaxed);
+    if constexpr (F == family::fp8) fp8_gemm(ops.fp8_a, ops.fp8_b, out, relaxed8);
+    if constexpr (F == family::fp8_block) fp8_gemm(ops.block_a, ops.block_b, out, relaxed8);
+    if constexpr (F == family::mxfp8) mxfp8_gemm(ops.mx8_a, ops.mx8_b, out, relaxed8);
+    if constexpr (F == family::bf16)
+      float_gemm(matrix_view<const float>::row_major(ops.bf16_x.data(), p.m, p.k), matrix_view<const float>::row_major(ops.bf16_w.data(), p.n, p.k),
+                 {}, out, gemm_mode::relaxed);
+    benchmark::DoNotOptimize(d.data());
+  }
+  simd::amx::set_relaxed_allowed(previous);
+  report(state, p);
+}
+
+/// Folding and packing one operand for the tiles (A's layout), alone: NVFP4, FP8 and bf16 A.
+template <family F>
+void BM_tiles_pack(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  const family_operands& ops = operands_of(p);
+  for (auto _ : state) {
+    detail::tiles::packed_operand packed;
+    if constexpr (F == family::nvfp4) detail::tiles::pack(detail::tiles::fp4_source<nvfp4_1x16>{p.a}, p.m, p.k, false, packed);
+    if constexpr (F == family::fp8) detail::tiles::pack(detail::tiles::source_of(ops.fp8_a), p.m, p.k, false, packed);
+    if constexpr (F == family::bf16)
+      detail::tiles::pack(detail::tiles::float_source{matrix_view<const float>::row_major(ops.bf16_x.data(), p.m, p.k)}, p.m, p.k, false,
+                          packed);
+    benchmark::DoNotOptimize(packed.storage.data());
+  }
+  state.counters["bytes/s"] = benchmark::Counter(double(p.m) * double(p.k) * 2.0 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+/// The tile driver alone on NVFP4 operands packed beforehand (no packing, no epilogue beyond a
+/// row copy), with the work item shape of the arguments: rows of A per item (blocks of 16),
+/// columns of B (blocks of 16), K steps per chunk. Registered on AMX machines only.
+void BM_tiles_run(benchmark::State& state) {
+  nvfp4_bench::use_threads(state, 6);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  detail::tiles::packed_operand pa, pb;
+  detail::tiles::pack(detail::tiles::fp4_source<nvfp4_1x16>{p.a}, p.m, p.k, false, pa);
+  detail::tiles::pack(detail::tiles::fp4_source<nvfp4_1x16>{p.b}, p.n, p.k, true, pb);
+  const detail::tiles::blocking shape{state.range(3), state.range(4), state.range(5)};
+  float sink = 0;
+  for (auto _ : state)
+    detail::tiles::run<simd::amx::hardware_tiles>(pa, pb, 0, detail::tiles::no_block_merge{},
+                                                  [&](index_t, index_t, const float* v, index_t) { sink += v[0]; }, shape);
+  benchmark::DoNotOptimize(sink);
+  report(state, p);
+}
+
+/// The tile kernel alone on L1-resident operands: a 2 x 2 block of accumulator tiles over 8 K
+/// steps (A and B 16 KiB each), 256 calls per iteration, each from zeroed tiles and stored: what
+/// the tile unit sustains on this core, the relaxed GEMMs' ceiling. Registered on AMX machines.
+void BM_tiles_kernel_in_l1(benchmark::State& state) {
+  if (!copies_have_their_cores(state)) return;
+  using tiles = simd::amx::hardware_tiles;
+  constexpr index_t steps = 8, calls = 256;
+  std::vector<float> x(static_cast<std::size_t>(32 * steps * 32)), w(x.size());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (float& v : x) v = bf16::from_float(normal(rng)).to_float();
+  for (float& v : w) v = bf16::from_float(normal(rng)).to_float();
+  detail::tiles::packed_operand pa, pb;
+  detail::tiles::pack(detail::tiles::float_source{matrix_view<const float>::row_major(x.data(), 32, steps * 32)}, 32, steps * 32, false, pa);
+  detail::tiles::pack(detail::tiles::float_source{matrix_view<const float>::row_major(w.data(), 32, steps * 32)}, 32, steps * 32, true, pb);
+  const detail::tiles::tile* ta[2] = {pa.at(0, 0), pa.at(1, 0)};
+  const detail::tiles::tile* tb[2] = {pb.at(0, 0), pb.at(1, 0)};
+  alignas(64) float out[4][256];
+  {
+    const detail::tiles::tile_session<tiles> session;
+    for (auto _ : state)
+      for (index_t call = 0; call < calls; ++call) {
+        tiles::zero<0>(), tiles::zero<1>(), tiles::zero<2>(), tiles::zero<3>();
+        detail::tiles::accumulate<tiles, 2, 2>(ta, tb, steps);
+        tiles::store<0>(out[0], 64), tiles::store<1>(out[1], 64), tiles::store<2>(out[2], 64), tiles::store<3>(out[3], 64);
+      }
+  }
+  benchmark::DoNotOptimize(out);
+  report_per_copy(state, 2.0 * 32 * 32 * steps * 32 * calls);
+}
+
+void tiles_run_shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : nvfp4_bench::thread_counts())
+    for (auto [items, panel, chunk] : {std::tuple{8, 16, 16}, std::tuple{8, 16, 8}, std::tuple{8, 16, 32}, std::tuple{4, 32, 16},
+                                       std::tuple{16, 8, 16}, std::tuple{8, 32, 8}})
+      b->Args({4096, 4096, 4096, items, panel, chunk, threads});
+  b->ArgNames({"M", "N", "K", "item_blocks", "panel_blocks", "chunk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+}
+
+BENCHMARK(BM_relaxed<family::nvfp4, true>)->Name("relaxed_nvfp4")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::mxfp4, true>)->Name("relaxed_mxfp4")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::fp8, true>)->Name("relaxed_fp8_per_tensor")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::fp8_block, true>)->Name("relaxed_fp8_block_1x128_128x128")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::mxfp8, true>)->Name("relaxed_mxfp8")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::bf16, true>)->Name("relaxed_bf16")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::nvfp4, false>)->Name("relaxed_nvfp4_vector")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::fp8, false>)->Name("relaxed_fp8_per_tensor_vector")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::fp8_block, false>)->Name("relaxed_fp8_block_1x128_128x128_vector")->Apply(shapes);
+BENCHMARK(BM_relaxed<family::mxfp8, false>)->Name("relaxed_mxfp8_vector")->Apply(shapes);
+BENCHMARK(BM_tiles_pack<family::nvfp4>)->Name("tiles_pack_nvfp4")->Apply(shapes);
+BENCHMARK(BM_tiles_pack<family::fp8>)->Name("tiles_pack_fp8")->Apply(shapes);
+BENCHMARK(BM_tiles_pack<family::bf16>)->Name("tiles_pack_bf16")->Apply(shapes);
+
+[[maybe_unused]] const bool tile_kernels_registered = [] {
+  if (simd::amx::available()) {
+    benchmark::RegisterBenchmark("tiles_run", BM_tiles_run)->Apply(tiles_run_shapes);
+    benchmark::RegisterBenchmark("tiles_kernel_in_l1", BM_tiles_kernel_in_l1)->Apply([](auto* b) {
+      for (int threads : nvfp4_bench::thread_counts()) b->Threads(threads);
+      b->UseRealTime()->Unit(benchmark::kMicrosecond);
+    });
   }
   return true;
 }();

@@ -1,7 +1,8 @@
 // nvfp4/gemm/float_gemm.hpp: the library's plain fp32 GEMM, D = C + A·Bᵀ with every output one
 // fp32 fused-multiply-add chain in K order. It serves the high-precision paths (the FP32 / BF16
-// "no quantization" recipe, the relaxed FP8 modes): a defined order makes their results the same
-// on every build and thread count, unlike a BLAS, whose order is its own business.
+// "no quantization" recipe): a defined order makes their results the same on every build and
+// thread count, unlike a BLAS, whose order is its own business. Its relaxed form runs bf16
+// operands on BF16 tiles where the machine has them (the tile chain of gemm/tile_model.hpp).
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,10 @@
 #include "nvfp4/detail/scratch.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/gemm/detail/float_tile_kernel.hpp"
+#include "nvfp4/gemm/detail/tile_gemm.hpp"
+#include "nvfp4/gemm/detail/tile_sources.hpp"
+#include "nvfp4/gemm/operands.hpp"
+#include "nvfp4/gemm/tile_model.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/panels.hpp"
@@ -54,9 +59,45 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
     }
 }
 
+/// float_gemm with a mode: exact as above; relaxed, where this machine runs the relaxed GEMMs on
+/// BF16 tiles and every value of A and B is a bf16 that fits them (tiles::fits_tiles), D = C +
+/// the tile chain from +0 over all of K (tile_model::chain; + C in fp32 where C is given), else
+/// exact.
+inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d,
+                       gemm_mode mode) {
+  using namespace nvfp4::detail::tiles;
+  if (mode == gemm_mode::relaxed && relaxed_on_tiles() &&
+      fits_tiles(scalar_stats(float_source{a}, a.rows(), a.cols()), scalar_stats(float_source{b}, b.rows(), b.cols()), a.cols())) {
+    for (index_t i = 0; i < a.rows(); ++i)
+      for (index_t j = 0; j < b.rows(); ++j) {
+        const float chain = tile_model::chain(
+            a.cols(), 0.0f, [&](index_t k) { return a(i, k); }, [&](index_t k) { return b(j, k); });
+        d(i, j) = c.empty() ? chain : c(i, j) + chain;
+      }
+    return;
+  }
+  float_gemm(a, b, c, d);
+}
+
 }  // namespace reference
 
 namespace detail {
+
+/// float_gemm's relaxed product on tile unit Tiles (see reference::float_gemm with a mode); false,
+/// with nothing written, where A's or B's values do not fit the tiles.
+template <class Tiles>
+bool float_gemm_on_tiles(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d) {
+  tiles::packed_operand pa, pb;
+  tiles::pack(tiles::float_source{a}, a.rows(), a.cols(), false, pa);
+  if (!pa.stats.representable) return false;
+  tiles::pack(tiles::float_source{b}, b.rows(), b.cols(), true, pb);
+  if (!tiles::fits_tiles(pa.stats, pb.stats, a.cols())) return false;
+  const bool has_c = !c.empty();
+  tiles::run<Tiles>(pa, pb, 0, tiles::no_block_merge{}, [&](index_t i, index_t j0, const float* v, index_t count) {
+    for (index_t t = 0; t < count; ++t) d(i, j0 + t) = has_c ? c(i, j0 + t) + v[t] : v[t];
+  });
+  return true;
+}
 
 /// The fast fp32 GEMM's blocking around its tile kernel (gemm/detail/float_tile_kernel.hpp), the
 /// classic packed GEMM's: A and B are packed once per call (by the team), A into tiles of MR rows,
@@ -272,6 +313,18 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
 inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
                        matrix_view<float> d) {
   detail::check_float_gemm(a, b, c, d, "float_gemm");
+  detail::float_gemm_fast(a, b, c, d);
+}
+
+/// float_gemm with a mode (see reference::float_gemm with a mode): relaxed runs bf16 operands on
+/// BF16 tiles where the machine has them (the BF16 recipe's tensors: every value a bf16), else
+/// it is float_gemm. Bit-identical to the reference for any thread count.
+inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d,
+                       gemm_mode mode) {
+  detail::check_float_gemm(a, b, c, d, "float_gemm");
+  if (mode == gemm_mode::relaxed && detail::tiles::relaxed_on_tiles() && a.rows() > 0 && b.rows() > 0 &&
+      detail::float_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, c, d))
+    return;
   detail::float_gemm_fast(a, b, c, d);
 }
 

@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "emulated_tiles.hpp"
+#include "gemm/emulated_tiles.hpp"
 #include "nvfp4/gemm/fp4/gemm.hpp"
 #include "random_operands.hpp"
 
@@ -56,7 +56,12 @@ index_t check_problem(index_t m, index_t n, index_t k, style s, gemm_mode mode, 
   const auto c = random_accumulator(m * n, s, rng);
   const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
   std::vector<float> expected(c.size()), got(c.size());
-  reference::block_scaled_mma(a, b, c_view, matrix_view<float>::row_major(expected.data(), m, n), mode);
+  {
+    // These kernels' relaxed mode is the vector chain (fp4::mma::relaxed_step), also on machines
+    // whose relaxed GEMMs take the BF16 tile path (gemm/fp4/detail/tile_path.hpp).
+    const gemm_test_data::relaxed_tiles_scope vector_chain(false);
+    reference::block_scaled_mma(a, b, c_view, matrix_view<float>::row_major(expected.data(), m, n), mode);
+  }
   std::vector<detail::amx::tile_block_step> packed;
   if (prepack) {
     const index_t steps = (k + 63) / 64, tiles = (n + 15) / 16;

@@ -1,325 +1,40 @@
 // nvfp4/gemm/fp8/gemm.hpp: the FP8 and MXFP8 GEMMs of TransformerEngine's FP8 recipes, built on the
-// tensor-core step of fp8_mma_model.hpp (docs/numerics_spec.md §9): the raw MMA chain (D = C + A·Bᵀ over FP8
-// codes, what MMA-Sim computes), the split accumulator (the tensor core's partial sums promoted
-// into an fp32 accumulator every `promotion_interval` elements of K, TE's use_split_accumulator),
-// and the epilogues: per-tensor scales (alpha = scale_inv_A * scale_inv_B), per-row scales (one
-// per row of A and of B, torch's rowwise _scaled_mm), FP8 block scaling (each 128-element K
-// block's partial scaled and fused-multiply-added into fp32 as an H100's cuBLASLt does, or on
-// request as TE's Python reference does) and MXFP8 (the E8M0 scales inside the MMA). Each
-// epilogue's order of roundings was measured on an H100 (docs/numerics.md, "Verified against
-// hardware").
+// tensor-core step of gemm/fp8/mma_model.hpp (docs/numerics_spec.md §9): the raw MMA chain (D = C +
+// A·Bᵀ over FP8 codes, what MMA-Sim computes), the split accumulator (the tensor core's partial sums
+// promoted into an fp32 accumulator every `promotion_interval` elements of K, TE's
+// use_split_accumulator), and the epilogues: per-tensor scales (alpha = scale_inv_A * scale_inv_B),
+// per-row scales (torch's rowwise _scaled_mm), FP8 block scaling (each 128-element K block's
+// partial scaled and fused-multiply-added into fp32 as an H100's cuBLASLt does, or on request as
+// TE's Python reference does) and MXFP8 (the E8M0 scales inside the MMA). Each function is
+// bit-identical to its reference (gemm/fp8/reference.hpp) for any thread count; the options are in
+// gemm/fp8/options.hpp, one output's definition in gemm/fp8/detail/chain.hpp. Relaxed mode runs on
+// BF16 tiles where the machine has them (gemm/fp8/detail/tile_path.hpp).
 #pragma once
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <span>
-#include <string>
 #include <type_traits>
-#include <vector>
 
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
+#include "nvfp4/gemm/fp8/detail/chain.hpp"
 #include "nvfp4/gemm/fp8/detail/fast_gemm.hpp"
-#include "nvfp4/gemm/fp8/mma_model.hpp"
-#include "nvfp4/gemm/operands.hpp"
-#include "nvfp4/simd/fp32_rounding.hpp"
+#include "nvfp4/gemm/fp8/detail/tile_path.hpp"
+#include "nvfp4/gemm/fp8/options.hpp"
+#include "nvfp4/gemm/fp8/reference.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
 
 namespace nvfp4 {
 
-/// How a block-scaled FP8 GEMM adds each 128-element K block's partial P into the fp32 output y
-/// (docs/numerics.md, "FP8 block scaling: the GPU and TE's reference").
-enum class fp8_block_epilogue {
-  /// What an H100 computes (cuBLASLt's blockwise scaling, measured bit for bit): y = fma(P,
-  /// fl(s_A * s_B), y) when either operand has 128x128 blocks, y = fma(fl(P * s_A), s_B, y) when
-  /// both have 1x128 blocks, except for K = 128 (one block): fl(fl(P * s_B) * s_A). The default.
-  hardware,
-  /// TE's Python reference GEMM (the one TE's block-scaling tests compare against): y = fma(fl(P *
-  /// s_1D), s_other, y) with s_1D the scale of the 1x128 operand (A's when both are). Differs from
-  /// the GPU for 1x128 x 128x128 and 128x128 x 1x128 unless the scales are powers of two.
-  te_reference
-};
-
-/// How an FP8 GEMM accumulates (docs/numerics_spec.md §9 steps 7-8).
-struct fp8_gemm_options {
-  /// Which tensor core's step (Hopper wgmma: 13 bits; Blackwell f8f6f4: 25 bits). Read by the
-  /// FP8 GEMMs only: MXFP8 exists on Blackwell alone, so mxfp8_gemm / mxfp8_mma always run
-  /// kind::mxf8f6f4's step and ignore it.
-  fp8::mma::tensor_core core = fp8::mma::tensor_core::hopper;
-  /// exact: the tensor core's step, bit for bit; relaxed: fp32 FMA per element (not bit-exact).
-  gemm_mode mode = gemm_mode::exact;
-  /// Elements of K after which the tensor core's partial sum is added (one fp32 addition, round to
-  /// nearest) into an fp32 accumulator and restarted from zero: TE's split accumulator
-  /// (use_split_accumulator = True). 0 keeps the whole K chain inside the tensor core (fast
-  /// accumulation, use_split_accumulator = False). A multiple of 32. Which interval cuBLAS uses is
-  /// not public; 128 (four K=32 instructions) is DeepSeek-V3's and our default, a documented choice.
-  index_t promotion_interval = 128;
-  /// Added to every output row (per column, length N) before the output is rounded, as cuBLAS's
-  /// bias epilogue does; empty for none.
-  std::span<const float> bias = {};
-  /// Block-scaled operands only: the GPU's order of roundings or TE's reference's.
-  fp8_block_epilogue block_epilogue = fp8_block_epilogue::hardware;
-};
-
 namespace detail {
 
-inline void check_fp8_gemm(index_t a_rows, index_t a_cols, index_t b_rows, index_t b_cols, const fp8_gemm_options& options,
-                           const char* what) {
-  require(a_cols == b_cols, errc::shape_mismatch,
-          std::string(what) + ": A is " + std::to_string(a_rows) + "x" + std::to_string(a_cols) + " and B is " +
-              std::to_string(b_rows) + "x" + std::to_string(b_cols) + ": both must be [rows, K] with the same K (B is [N, K])");
-  require(options.promotion_interval >= 0 && options.promotion_interval % fp8::mma::step_k == 0, errc::invalid_argument,
-          std::string(what) + ": promotion_interval must be 0 or a positive multiple of 32, got " +
-              std::to_string(options.promotion_interval));
-  require(options.bias.empty() || static_cast<index_t>(options.bias.size()) == b_rows, errc::shape_mismatch,
-          std::string(what) + ": bias has " + std::to_string(options.bias.size()) + " values, expected N = " + std::to_string(b_rows));
+/// Whether a call tries the BF16 tile path first (gemm/fp8/detail/tile_path.hpp): relaxed mode on a
+/// machine that runs the relaxed GEMMs on tiles. The path itself still checks the operands.
+inline bool relaxed_tiles_first(const fp8_gemm_options& options) {
+  return options.mode == gemm_mode::relaxed && tiles::relaxed_on_tiles();
 }
-
-/// Throws unless `out` is a usable [rows, cols] view.
-template <class T>
-void check_fp8_output(matrix_view<T> out, index_t rows, index_t cols, const char* what) {
-  out.validate(what);
-  require(out.rows() == rows && out.cols() == cols, errc::shape_mismatch,
-          std::string("fp8 gemm: ") + what + " is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
-              ", expected " + std::to_string(rows) + "x" + std::to_string(cols));
-}
-
-/// The 32 codes of row r, step s of a [rows, K] row-major code matrix, zero past K.
-inline const std::uint8_t* step_codes(const std::uint8_t* row, index_t k, index_t s, std::uint8_t* pad) {
-  const index_t k0 = s * fp8::mma::step_k;
-  if (k0 + fp8::mma::step_k <= k) return row + k0;
-  std::memset(pad, 0, fp8::mma::step_k);
-  if (k0 < k) std::memcpy(pad, row + k0, static_cast<std::size_t>(k - k0));
-  return pad;
-}
-
-/// The tensor-core chain over steps [s0, s1) with split accumulation: acc = c; every
-/// `steps_per_promotion` steps (0: never) the chain restarts from 0 and its result is added to
-/// acc in fp32. `step(s, c)` computes one step.
-template <class Step>
-float promoted_chain(index_t s0, index_t s1, float c, index_t steps_per_promotion, Step&& step) {
-  if (steps_per_promotion == 0) {
-    float acc = c;
-    for (index_t s = s0; s < s1; ++s) acc = step(s, acc);
-    return acc;
-  }
-  float acc = c;
-  for (index_t p0 = s0; p0 < s1; p0 += steps_per_promotion) {
-    float partial = 0.0f;
-    for (index_t s = p0; s < std::min(s1, p0 + steps_per_promotion); ++s) partial = step(s, partial);
-    acc += partial;
-  }
-  return acc;
-}
-
-/// out(i, j) from the fp32 value: + bias, then rounded to Out.
-template <class Out>
-void store_output(matrix_view<Out> out, index_t i, index_t j, float value, std::span<const float> bias) {
-  // The epilogue's product (alpha * acc) is rounded before the bias is added, as cuBLAS's is.
-  if (!bias.empty()) value = simd::materialize(value) + bias[static_cast<std::size_t>(j)];
-  if constexpr (std::is_same_v<Out, float>) {
-    out(i, j) = value;
-  } else {
-    out(i, j) = bf16::from_float(value);
-  }
-}
-
-/// store_output for out(i, j0 + c), c < count, of values[c] (times alpha where Scaled, the
-/// product rounded on its own before the bias, as store_output does).
-template <bool Scaled, class Out>
-void store_output_row(matrix_view<Out> out, index_t i, index_t j0, const float* values, index_t count, float alpha,
-                      std::span<const float> bias) {
-  for (index_t c = 0; c < count; ++c) store_output(out, i, j0 + c, Scaled ? alpha * values[c] : values[c], bias);
-}
-/// The fast chain's init for no C: zeros.
-inline void zero_row(index_t, index_t, float* acc, index_t count) { std::fill(acc, acc + count, 0.0f); }
-
-/// The E8M0 scale of row r for step s (MX tensors have one per 32 = one per step).
-template <class Format>
-e8m0 step_scale(const quantized_tensor<Format>& q, index_t r, index_t s) {
-  return s < q.scale_cols() ? q.scale(r, s) : e8m0::from_bits(127);
-}
-
-template <class Format>
-const std::uint8_t* mx_codes(const quantized_tensor<Format>& q, index_t r) {
-  return reinterpret_cast<const std::uint8_t*>(q.data().data() + r * q.data_row_stride());
-}
-
-template <class Format>
-constexpr fp8_format mx_element_format() {
-  return std::is_same_v<typename Format::element_type, e4m3> ? fp8_format::e4m3 : fp8_format::e5m2;
-}
-
-/// Whether t has one decode scale per row (a block of 1 x K, K != 128: a 1 x 128 block is FP8
-/// block scaling's, whatever K is), as torch's rowwise _scaled_mm takes them ([M, 1] and [1, N]).
-inline bool row_scaled(const fp8_tensor& t) {
-  return !t.per_tensor() && t.block_rows() == 1 && t.block_cols() != fp8_block_size && t.block_cols() >= t.cols();
-}
-
-/// The per-row epilogue as an H100 computes it (measured): the column's scale (B's row) first,
-/// then the row's, each product rounded: fl(fl(S * s_B[j]) * s_A[i]).
-inline float row_epilogue(float s, float scale_a, float scale_b) {
-  const float column_scaled = simd::materialize(s * scale_b);
-  return column_scaled * scale_a;
-}
-
-/// How a K block's partial enters y (see fp8_block_epilogue): fma(P, fl(s_A * s_B), y), fma(fl(P
-/// * s_A), s_B, y) or fma(fl(P * s_B), s_A, y).
-enum class block_update { combined, a_first, b_first };
-
-/// `k_blocks`: how many K blocks of 128 the GEMM has. The H100 applies B's scale first in a
-/// 1x128 x 1x128 GEMM of a single K block (measured on 14 shapes: K = 128 always B's first, K >=
-/// 256 always A's).
-inline block_update block_update_for(bool a_1x128, bool b_1x128, fp8_block_epilogue epilogue, index_t k_blocks) {
-  if (epilogue == fp8_block_epilogue::hardware) {
-    if (!(a_1x128 && b_1x128)) return block_update::combined;
-    return k_blocks <= 1 ? block_update::b_first : block_update::a_first;
-  }
-  if (a_1x128) return block_update::a_first;  // TE's reference: the 1x128 operand's scale first
-  return b_1x128 ? block_update::b_first : block_update::combined;
-}
-
-NVFP4_ALWAYS_INLINE float apply_block(block_update update, float p, float sa, float sb, float y) {
-  switch (update) {
-    case block_update::a_first: return std::fma(p * sa, sb, y);
-    case block_update::b_first: return std::fma(p * sb, sa, y);
-    default: return std::fma(p, sa * sb, y);
-  }
-}
-
-/// Output (i, j) of the raw chain over the codes of a and b (see reference::fp8_mma).
-inline float fp8_chain_output(const fp8_tensor& a, const fp8_tensor& b, index_t i, index_t j, float c,
-                              const fp8_gemm_options& options) {
-  const index_t k = a.cols(), steps = (k + fp8::mma::step_k - 1) / fp8::mma::step_k;
-  std::uint8_t pad_a[fp8::mma::step_k], pad_b[fp8::mma::step_k];
-  const std::uint8_t* a_row = a.codes().data() + i * k;
-  const std::uint8_t* b_row = b.codes().data() + j * k;
-  return promoted_chain(0, steps, c, options.promotion_interval / fp8::mma::step_k, [&](index_t s, float acc) {
-    const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
-    const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
-    return options.mode == gemm_mode::exact ? fp8::mma::step(as, a.format(), bs, b.format(), acc, options.core)
-                                            : fp8::mma::relaxed_step(as, a.format(), bs, b.format(), acc);
-  });
-}
-
-/// Output (i, j) of the MXFP8 chain (see reference::mxfp8_mma).
-template <class FormatA, class FormatB>
-float mxfp8_chain_output(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, index_t i, index_t j, float c,
-                         const fp8_gemm_options& options) {
-  const index_t k = a.cols(), steps = (k + fp8::mma::step_k - 1) / fp8::mma::step_k;
-  constexpr fp8_format fa = mx_element_format<FormatA>(), fb = mx_element_format<FormatB>();
-  std::uint8_t pad_a[fp8::mma::step_k], pad_b[fp8::mma::step_k];
-  const std::uint8_t* a_row = mx_codes(a, i);
-  const std::uint8_t* b_row = mx_codes(b, j);
-  return promoted_chain(0, steps, c, options.promotion_interval / fp8::mma::step_k, [&](index_t s, float acc) {
-    const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
-    const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
-    const e8m0 sa = step_scale(a, i, s), sb = step_scale(b, j, s);
-    return options.mode == gemm_mode::exact ? fp8::mma::step(as, fa, bs, fb, acc, fp8::mma::tensor_core::blackwell, sa, sb)
-                                            : fp8::mma::relaxed_step(as, fa, bs, fb, acc, sa, sb);
-  });
-}
-
-/// Output (i, j) of fp8_gemm before bias and rounding (see reference::fp8_gemm).
-inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i, index_t j, const fp8_gemm_options& options) {
-  if (a.per_tensor() && b.per_tensor()) {
-    const float alpha = a.scale_inv()[0] * b.scale_inv()[0];
-    return alpha * fp8_chain_output(a, b, i, j, 0.0f, options);
-  }
-  if (row_scaled(a) && row_scaled(b)) return row_epilogue(fp8_chain_output(a, b, i, j, 0.0f, options), a.scale_inv()[i], b.scale_inv()[j]);
-  const index_t k = a.cols(), steps = (k + fp8::mma::step_k - 1) / fp8::mma::step_k;
-  const index_t steps_per_block = fp8_block_size / fp8::mma::step_k;
-  const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue, a.scale_cols());
-  std::uint8_t pad_a[fp8::mma::step_k], pad_b[fp8::mma::step_k];
-  const std::uint8_t* a_row = a.codes().data() + i * k;
-  const std::uint8_t* b_row = b.codes().data() + j * k;
-  const auto step = [&](index_t s, float acc) {
-    const std::uint8_t* as = step_codes(a_row, k, s, pad_a);
-    const std::uint8_t* bs = step_codes(b_row, k, s, pad_b);
-    return options.mode == gemm_mode::exact ? fp8::mma::step(as, a.format(), bs, b.format(), acc, options.core)
-                                            : fp8::mma::relaxed_step(as, a.format(), bs, b.format(), acc);
-  };
-  float y = 0.0f;
-  for (index_t s0 = 0; s0 < steps; s0 += steps_per_block) {
-    const float partial = promoted_chain(s0, std::min(steps, s0 + steps_per_block), 0.0f,
-                                         options.promotion_interval / fp8::mma::step_k, step);
-    const index_t kb = s0 / steps_per_block;
-    y = apply_block(update, partial, a.block_scale_inv(i / a.block_rows(), kb), b.block_scale_inv(j / b.block_rows(), kb), y);
-  }
-  return y;
-}
-
-/// Throws unless a and b are FP8 tensors whose scales the epilogue can apply: both per-tensor, or
-/// both block-scaled with 128 columns per block (K blocks aligned).
-inline void check_fp8_scaling_pair(const fp8_tensor& a, const fp8_tensor& b) {
-  const bool ok = (a.per_tensor() && b.per_tensor()) || (row_scaled(a) && row_scaled(b)) ||
-                  (!a.per_tensor() && !b.per_tensor() && a.block_cols() == fp8_block_size && b.block_cols() == fp8_block_size &&
-                   (a.block_rows() == 1 || a.block_rows() == fp8_block_size) &&
-                   (b.block_rows() == 1 || b.block_rows() == fp8_block_size));
-  require(ok, errc::invalid_argument,
-          "fp8_gemm: A and B must both be per-tensor scaled, both scaled per row (blocks of 1 x K, K != 128), or both "
-          "block-scaled with 1x128 / 128x128 blocks");
-}
-
-}  // namespace detail
-
-namespace reference {
-
-/// D = C + A·Bᵀ over the FP8 codes of a [M, K] and b [N, K] (their scales are not applied), K
-/// stepped by 32 in order and zero-padded, with the split accumulator of `options` (0: the plain
-/// chain MMA-Sim models, D fed back as the next step's c). `c` may be empty (zero) or [M, N].
-inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const float> c, matrix_view<float> d,
-                    const fp8_gemm_options& options = {}) {
-  for (index_t i = 0; i < a.rows(); ++i)
-    for (index_t j = 0; j < b.rows(); ++j) d(i, j) = nvfp4::detail::fp8_chain_output(a, b, i, j, c.empty() ? 0.0f : c(i, j), options);
-}
-
-/// D = C + A·Bᵀ for MXFP8 operands (kind::mxf8f6f4, one E8M0 scale per 32 inside each step, the
-/// Blackwell step whatever options.core says), K in steps of 32, with the split accumulator of
-/// `options` (0: MMA-Sim's plain chain).
-template <mxfp8_format FormatA, mxfp8_format FormatB>
-void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
-               matrix_view<float> d, const fp8_gemm_options& options = {}) {
-  for (index_t i = 0; i < a.rows(); ++i)
-    for (index_t j = 0; j < b.rows(); ++j) d(i, j) = nvfp4::detail::mxfp8_chain_output(a, b, i, j, c.empty() ? 0.0f : c(i, j), options);
-}
-
-/// out = epilogue(A·Bᵀ) for FP8 tensors of TE's FP8 recipes:
-/// - both per-tensor (current / delayed scaling): acc = the split-accumulated chain from zero, then
-///   out = (scale_inv_A * scale_inv_B) * acc (one fp32 product each: a documented choice, cuBLAS's
-///   epilogue order is not public);
-/// - per-row (one scale per row of A and of B, blocks of 1 x K with K != 128): out = fl(fl(acc *
-///   s_B[j]) * s_A[i]), as an H100's cuBLASLt computes torch's rowwise scaling;
-/// - block-scaled (Float8BlockScaling, blocks of 128 along K): for each K block, its partial P (the
-///   chain over its 128 elements, promoted as options say) enters an fp32 accumulator y from 0 by
-///   options.block_epilogue: on the GPU (default) y = fma(P, fl(s_A * s_B), y) when either
-///   operand has 128x128 blocks and y = fma(fl(P * s_A), s_B, y) for 1x128 x 1x128 (B's scale
-///   first when K is a single block); TE's reference
-///   puts the 1x128 operand's scale first in every pair.
-/// Then + bias, rounded to Out (float, or bf16 nearest-even).
-template <class Out>
-void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, const fp8_gemm_options& options = {}) {
-  for (index_t i = 0; i < a.rows(); ++i)
-    for (index_t j = 0; j < b.rows(); ++j)
-      nvfp4::detail::store_output(out, i, j, nvfp4::detail::fp8_gemm_output(a, b, i, j, options), options.bias);
-}
-
-/// out = A·Bᵀ for MXFP8 operands (the kind::mxf8f6f4 chain from zero, scales inside the MMA,
-/// split accumulation as options say), then + bias, rounded to Out.
-template <mxfp8_format FormatA, mxfp8_format FormatB, class Out>
-void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<Out> out,
-                const fp8_gemm_options& options = {}) {
-  for (index_t i = 0; i < a.rows(); ++i)
-    for (index_t j = 0; j < b.rows(); ++j)
-      nvfp4::detail::store_output(out, i, j, nvfp4::detail::mxfp8_chain_output(a, b, i, j, 0.0f, options), options.bias);
-}
-
-}  // namespace reference
-
-namespace detail {
 
 inline const fp8_gemm_detail::code_tables& tables_of(fp8_format format) {
   static const fp8_gemm_detail::code_tables e4m3(fp8_format::e4m3), e5m2(fp8_format::e5m2);
@@ -399,6 +114,7 @@ inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const 
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
+  if (detail::relaxed_tiles_first(options) && detail::mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, d)) return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::fp8_mma_chain(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), options.core, options, has_c, c, d);
 }
@@ -411,6 +127,7 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
+  if (detail::relaxed_tiles_first(options) && detail::mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, d)) return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::fp8_mma_chain(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), fp8::mma::tensor_core::blackwell,
                         options, has_c, c, d);
@@ -503,6 +220,7 @@ void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, co
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
   detail::check_fp8_scaling_pair(a, b);
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
+  if (detail::relaxed_tiles_first(options) && detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options)) return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::fp8_gemm_checked(a, detail::unpack_operand_into(a, ws.a), b, detail::unpack_operand_into(b, ws.b), out, options);
 }
@@ -515,6 +233,7 @@ void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
                 const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
+  if (detail::relaxed_tiles_first(options) && detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options)) return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::mxfp8_gemm_checked(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), out, options);
 }

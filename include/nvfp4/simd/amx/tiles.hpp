@@ -1,10 +1,11 @@
 // nvfp4/simd/amx/tiles.hpp: Intel AMX (tile registers and the BF16 tile multiply), chosen at run
-// time. `usable()` asks the CPU (CPUID: AMX-TILE and AMX-BF16), the OS (XCR0 enables the tile
+// time. `available()` asks the CPU (CPUID: AMX-TILE and AMX-BF16), the OS (XCR0 enables the tile
 // state) and Linux (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), without which the first
 // tile instruction faults) once per process. `hardware_tiles` issues the instructions as inline
 // assembly, so no compiler flag is needed: a build for any x86-64 CPU carries the AMX kernels and
-// runs them only where usable() says so. Other builds (non-x86, non-Linux) compile to usable() ==
-// false.
+// runs them only where available() says so. Other builds (non-x86, non-Linux) compile to
+// available() == false. Two switches (environment NVFP4_AMX, or the setters below): the relaxed
+// GEMMs on BF16 tiles are on by default, the FP4 GEMM's exact AMX kernels off.
 #pragma once
 
 #include <atomic>
@@ -70,11 +71,23 @@ inline bool detect() {
 #endif
 }
 
+/// NVFP4_AMX as read once: 1 / on (every AMX kernel), 0 / off (none), unset or anything else: the
+/// default (the relaxed GEMMs on tiles only).
+enum class amx_setting { all, none, relaxed_only };
+inline amx_setting environment_setting() {
+  const char* env = std::getenv("NVFP4_AMX");
+  if (env && (std::strcmp(env, "1") == 0 || std::strcmp(env, "on") == 0)) return amx_setting::all;
+  if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "off") == 0)) return amx_setting::none;
+  return amx_setting::relaxed_only;
+}
+
 inline std::atomic<bool>& allowed_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* env = std::getenv("NVFP4_AMX");
-    return env && (std::strcmp(env, "1") == 0 || std::strcmp(env, "on") == 0);
-  }()};
+  static std::atomic<bool> flag{environment_setting() == amx_setting::all};
+  return flag;
+}
+
+inline std::atomic<bool>& relaxed_allowed_flag() {
+  static std::atomic<bool> flag{environment_setting() != amx_setting::none};
   return flag;
 }
 
@@ -86,20 +99,32 @@ inline bool available() {
   return result;
 }
 
-/// True where AMX is available and turned on: environment NVFP4_AMX=1, or set_allowed(true). Off
-/// by default: on the one AMX machine measured (a 16-core Sapphire Rapids class Xeon, see
-/// docs/benchmarks.md) the block-scaled GEMM's AMX kernels ran no faster than the AVX-512 ones
-/// (every 16-element group needs its own tile product stored and read back, and that round trip
-/// bounds them), so the AVX-512 kernels are the better default there.
+/// True where AMX is available and the FP4 GEMM's exact AMX kernels (gemm/fp4/simd/mma_amx.hpp)
+/// are turned on: environment NVFP4_AMX=1, or set_allowed(true). Off by default: on the one AMX
+/// machine measured (a 16-core Sapphire Rapids class Xeon, see docs/benchmarks.md) those kernels
+/// ran no faster than the AVX-512 ones (every 16-element group needs its own tile product stored
+/// and read back, and that round trip bounds them), so the AVX-512 kernels are the better default.
 inline bool usable() {
   // The flag first: available() asks the OS for tile permission, which a process that never
   // turned AMX on should not do.
   return detail::allowed_flag().load(std::memory_order_relaxed) && available();
 }
 
-/// Lets the AMX kernels run where available, or not (the default). Results do not change: every
-/// kernel gives the reference's bits.
+/// Lets the exact AMX kernels run where available, or not (the default). Results do not change:
+/// every kernel gives the reference's bits.
 inline void set_allowed(bool allowed) { detail::allowed_flag().store(allowed, std::memory_order_relaxed); }
+
+/// True where AMX is available and the relaxed GEMMs may run on BF16 tiles (gemm/detail/
+/// tile_gemm.hpp): on by default; NVFP4_AMX=0 or set_relaxed_allowed(false) turns it off. The
+/// relaxed results then follow the vector kernels' definition instead (docs/gemm.md, "Relaxed
+/// mode"): the switch changes relaxed bits, never exact ones.
+inline bool relaxed_usable() { return detail::relaxed_allowed_flag().load(std::memory_order_relaxed) && available(); }
+
+/// Whether the relaxed GEMMs may run on BF16 tiles (the switch alone, whatever the machine has).
+inline bool relaxed_allowed() { return detail::relaxed_allowed_flag().load(std::memory_order_relaxed); }
+
+/// Lets the relaxed GEMMs run on BF16 tiles where available (the default), or not.
+inline void set_relaxed_allowed(bool allowed) { detail::relaxed_allowed_flag().store(allowed, std::memory_order_relaxed); }
 
 #if NVFP4_AMX_COMPILED
 /// The tile instructions themselves. Tile numbers are template arguments (they are part of the
@@ -126,6 +151,21 @@ struct hardware_tiles {
   static void dot_bf16() {
     __asm__ volatile("tdpbf16ps %%tmm%c2, %%tmm%c1, %%tmm%c0" ::"i"(C), "i"(A), "i"(B));
   }
+};
+#else
+/// Builds without the tile instructions: the same names, never reached (available() is false
+/// there, and every caller asks it first), so that code over hardware_tiles compiles everywhere.
+struct hardware_tiles {
+  static void configure(const tile_config&) { std::abort(); }
+  static void release() {}
+  template <int Tile>
+  static void load(const void*, index_t) { std::abort(); }
+  template <int Tile>
+  static void store(void*, index_t) { std::abort(); }
+  template <int Tile>
+  static void zero() { std::abort(); }
+  template <int C, int A, int B>
+  static void dot_bf16() { std::abort(); }
 };
 #endif
 

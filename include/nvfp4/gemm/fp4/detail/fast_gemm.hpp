@@ -1,7 +1,8 @@
 // nvfp4/gemm/fp4/detail/fast_gemm.hpp: the fast block-scaled MMA: one driver over any kernel set
-// (gemm/fp4/detail/mma_kernels.hpp: AVX-512 VNNI, AVX2, portable), and the AMX kernels (own layouts and
+// (gemm/fp4/detail/mma_kernels.hpp: AVX-512 VNNI, AVX2, portable), the AMX kernels (own layouts and
 // driver, gemm/fp4/simd/mma_amx.hpp) where the dispatch point's run-time choice says so
-// (simd/dispatch.hpp: gemm_isa, gemm_isa_for_call) and the operands suit them. The driver packs A
+// (simd/dispatch.hpp: gemm_isa, gemm_isa_for_call) and the operands suit them, and in relaxed
+// mode the BF16 tile path (gemm/fp4/detail/tile_path.hpp) where the machine runs it. The driver packs A
 // once, packs B per panel (or reads B packed beforehand, packed_b), and hands work items to the
 // threads (simd::parallel_dynamic); each output is computed start to end by one thread, so
 // results do not depend on the thread count. Each finished output goes to a `store(i, j, value)`
@@ -16,6 +17,7 @@
 #include "nvfp4/detail/scratch.hpp"
 #include "nvfp4/gemm/fp4/detail/mma_kernels.hpp"
 #include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
+#include "nvfp4/gemm/fp4/detail/tile_path.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/gemm/fp4/simd/mma_amx.hpp"
 #include "nvfp4/gemm/fp4/simd/mma_avx2.hpp"
@@ -189,6 +191,8 @@ void block_scaled_mma_fast(const quantized_tensor<FormatA>& a, const quantized_t
                            matrix_view<const float> c, const Store& store, gemm_mode mode) {
   if (a.rows() == 0 || b.rows() == 0) return;
   static_assert(has_mma_kernels<simd::gemm_isa>);
+  // Relaxed: on BF16 tiles where the machine runs them and the folded operands fit (tile_path.hpp).
+  if (mode == gemm_mode::relaxed && tiles::relaxed_on_tiles() && fp4_mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, store)) return;
   // The run-time choice: AMX where the CPU and the OS allow it and the operands suit it.
   if constexpr (has_mma_kernels<isa::amx_bf16>) {
     if (simd::gemm_isa_for_call() == isa::amx_bf16 && run_amx<mma_kernels<isa::amx_bf16>>(a, b, packed, c, store, mode)) return;
