@@ -139,3 +139,83 @@ def test_norms_on_the_meta_device_initialise_later():
     assert lazy(torch.ones(2, 16)).shape == (2, 16) and lazy.weight.device.type == "cpu"  # TE's op: first forward
     with pytest.raises(ValueError, match="device='cpu'"):
         te.LayerNorm(16, device="cuda")
+
+
+# ---- quantizers and quantized tensors (TE pytorch/quantized_tensor.py, tensor/*) -------------------
+
+def e4m3_value(code):
+    """An E4M3 code's value by the format's definition (bias 7, 3 mantissa bits, no infinities)."""
+    sign = -1.0 if code & 0x80 else 1.0
+    exponent, mantissa = (code >> 3) & 0xF, code & 0x7
+    if exponent == 0:
+        return sign * mantissa / 8 * 2.0 ** -6
+    return sign * (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+
+
+def test_float8_quantizer_uses_its_scale_and_max_merges_the_amax():
+    from nvfp4.torch.tensor import Float8Quantizer, Float8Tensor
+    scale, amax = torch.tensor([4.0]), torch.tensor([10.0])
+    x = torch.linspace(-3, 3, 64).reshape(4, 16)
+    q = Float8Quantizer(scale, amax, te.DType.kFloat8E4M3)(x)
+    assert isinstance(q, Float8Tensor) and q.dtype == torch.float32 and q.shape == (4, 16)
+    assert amax.item() == 10.0  # 3 < 10: the larger amax stays
+    Float8Quantizer(scale, amax, te.DType.kFloat8E4M3)(x * 5)
+    assert amax.item() == 15.0
+    assert q._scale_inv.item() == 0.25
+    decoded = torch.tensor([[e4m3_value(int(c)) for c in row] for row in q._data.tolist()]) * 0.25
+    assert torch.equal(q.dequantize(), decoded)
+    scaled = x * 4  # |x * 4| <= 12: every value within half an E4M3 step of its code
+    half_step = 2.0 ** (torch.floor(torch.log2(scaled.abs().clamp(min=2.0 ** -6))) - 4)
+    assert ((decoded * 4 - scaled).abs() <= half_step).all()
+
+
+def test_quantized_tensors_stand_for_their_values_in_torch():
+    from nvfp4.torch.tensor import Float8CurrentScalingQuantizer, MXFP8Quantizer, NVFP4Quantizer, QuantizedTensor
+    torch.manual_seed(0)
+    x = torch.randn(32, 64)
+    quantizer = Float8CurrentScalingQuantizer(te.DType.kFloat8E4M3, "cpu")
+    p = torch.nn.Parameter(quantizer(x))
+    assert isinstance(p, QuantizedTensor) and isinstance(p, torch.nn.Parameter) and p.requires_grad
+    values = p.dequantize()
+    assert (values - x).abs().max() <= x.abs().max() / 448 * 16  # half of E4M3's largest step (32 at 448)
+    assert type(p * 2) is torch.Tensor and torch.equal(p * 2, values * 2)
+    with torch.no_grad():
+        p.add_(1.0)  # an optimizer's update: computed on the values, quantized back in
+    assert isinstance(p, QuantizedTensor) and torch.equal(p.dequantize(), quantizer(values + 1.0).dequantize())
+    with torch.no_grad():
+        p.copy_(x)
+    assert torch.equal(p.dequantize(), values)
+    import io
+    buffer = io.BytesIO()
+    torch.save({"w": p}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)["w"]
+    assert type(loaded) is type(p) and torch.equal(loaded.dequantize(), p.dequantize())
+    xb = x.to(torch.bfloat16)
+    for q in (MXFP8Quantizer(te.DType.kFloat8E4M3)(xb), NVFP4Quantizer(with_2d_quantization=True)(xb)):
+        assert q.dtype == torch.bfloat16 and q.get_usages() == {"rowwise": True, "columnwise": True}
+    with pytest.raises(RuntimeError, match="^RHT is only supported for bfloat16 input, got dtype enum value 4$"):
+        NVFP4Quantizer(with_rht=True)(x)
+
+
+def test_custom_recipe_resolves_to_the_built_in_recipe_of_its_quantizers():
+    from nvfp4.torch._roles import QuantizerRole, linear_roles
+    from nvfp4.torch.tensor import Float8CurrentScalingQuantizer, MXFP8Quantizer, resolve_custom_recipe
+    seen = []
+
+    def factory(role):
+        seen.append(role)
+        fmt = te.DType.kFloat8E5M2 if role is not None and role.tensor_type == "grad_output" else te.DType.kFloat8E4M3
+        return Float8CurrentScalingQuantizer(fmt, "cpu", force_pow_2_scales=True)
+
+    resolved = resolve_custom_recipe(R.CustomRecipe(qfactory=factory), linear_roles("fc1"))
+    assert isinstance(resolved, R.Float8CurrentScaling) and resolved.fp8_format == R.Format.HYBRID
+    assert R.to_library(resolved).use_power_2_scales is True
+    assert seen == [QuantizerRole("linear", "input", "fc1"), QuantizerRole("linear", "weight", "fc1"), None,
+                    QuantizerRole("linear", "grad_output", "fc1"), None]  # TE's slots, None where TE passes None
+    mixed = R.CustomRecipe(qfactory=lambda role: MXFP8Quantizer(te.DType.kFloat8E4M3) if role and role.tensor_type == "weight"
+                           else Float8CurrentScalingQuantizer(te.DType.kFloat8E4M3, "cpu"))
+    with pytest.raises(ValueError, match="one built-in recipe's kind"):
+        resolve_custom_recipe(mixed, linear_roles())
+    with pytest.raises(ValueError, match="returned None for slot 2"):
+        resolve_custom_recipe(R.CustomRecipe(qfactory=lambda role: None if role is None else factory(role)), linear_roles())

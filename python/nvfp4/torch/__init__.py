@@ -20,10 +20,19 @@ from . import constants
 from .constants import DType
 from .module import LayerNorm, LayerNormLinear, LayerNormMLP, Linear, RMSNorm
 from .quantization import autocast, fp8_autocast, get_default_fp8_recipe, get_fp8_recipe, is_fp8_enabled
+from ._roles import DelayedScalingRequest, QuantizerRequest, QuantizerRole
+from .quantized_tensor import QuantizedTensor, QuantizedTensorStorage, Quantizer, prepare_for_saving, restore_from_saved
+from .tensor import (Float8BlockQuantizer, Float8BlockwiseQTensor, Float8BlockwiseQTensorStorage, Float8CurrentScalingQuantizer,
+                     Float8Quantizer, Float8Tensor, Float8TensorStorage, MXFP8Quantizer, MXFP8Tensor, MXFP8TensorStorage,
+                     NVFP4Quantizer, NVFP4Tensor, NVFP4TensorStorage)
 
 __all__ = ["DType", "constants", "Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm", "autocast", "fp8_autocast",
            "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe", "get_default_recipe", "is_fp8_available",
-           "is_mxfp8_available", "is_fp8_block_scaling_available", "is_nvfp4_available"]
+           "is_mxfp8_available", "is_fp8_block_scaling_available", "is_nvfp4_available", "QuantizerRole", "QuantizerRequest",
+           "DelayedScalingRequest", "QuantizedTensor", "QuantizedTensorStorage", "Quantizer", "prepare_for_saving",
+           "restore_from_saved", "Float8Quantizer", "Float8CurrentScalingQuantizer", "MXFP8Quantizer", "Float8BlockQuantizer",
+           "NVFP4Quantizer", "Float8Tensor", "MXFP8Tensor", "Float8BlockwiseQTensor", "NVFP4Tensor", "Float8TensorStorage",
+           "MXFP8TensorStorage", "Float8BlockwiseQTensorStorage", "NVFP4TensorStorage"]
 
 get_default_recipe = get_default_fp8_recipe  # TE 2.x's name
 
