@@ -90,7 +90,7 @@ template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float global_amax,
                                                    const four_over_six_options& options = {},
                                                    quantized_axis axis = quantized_axis::rowwise) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   detail::check_four_over_six(options);
   constexpr int block_rows = Format::block_rows;
   quantized_tensor<Format> q(x.rows(), x.cols(), axis);
@@ -131,7 +131,7 @@ template <block_scaled_format Format, quantizer_input T>
   requires(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16>)
 quantized_tensor<Format> quantize_4over6(matrix_view<const T> x, const four_over_six_options& options = {},
                                          quantized_axis axis = quantized_axis::rowwise) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   const float global_amax = amax(x);
   return quantize_4over6_with_amax<Format>(x, global_amax, options, axis);
 }

@@ -108,6 +108,7 @@ template <quantizer_input T>
 fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
                                    quantized_axis axis = quantized_axis::rowwise,
                                    fp8_non_finite non_finite = fp8_non_finite::refuse) {
+  detail::check_input_view(x, "quantize input");
   const float x_amax = non_finite == fp8_non_finite::refuse ? reference::amax(x) : detail::amax_ignoring_nan(x);
   fp8_tensor q(x.rows(), x.cols(), format, 0, 0, axis);
   for (index_t r = 0; r < x.rows(); ++r)
@@ -244,7 +245,7 @@ inline void reuse_or_make(fp8_tensor& out, index_t rows, index_t cols, fp8_forma
 template <quantizer_input T>
 void quantize_fp8_with_scale_into(matrix_view<const T> x, fp8_format format, float scale, fp8_tensor& out,
                                   quantized_axis axis = quantized_axis::rowwise, fp8_non_finite non_finite = fp8_non_finite::refuse) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   detail::require(std::isfinite(scale) && scale > 0.0f, errc::invalid_argument,
                   "quantize_fp8_with_scale: the scale must be positive and finite, got " + std::to_string(scale));
   float x_amax = 0.0f;
@@ -276,7 +277,7 @@ fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, fl
 template <quantizer_input T>
 void quantize_fp8_current_into(matrix_view<const T> x, fp8_format format, const fp8_scale_options& options, fp8_tensor& out,
                                quantized_axis axis = quantized_axis::rowwise) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   const float x_amax = amax(x);
   const float scale = fp8_scale_from_amax(x_amax, fp8_max(format), options.power_2_scale, options.amax_epsilon, FLT_MAX);
   detail::reuse_or_make(out, x.rows(), x.cols(), format, axis);
@@ -299,7 +300,7 @@ template <quantizer_input T>
 fp8_tensor quantize_fp8_blockwise(matrix_view<const T> x, fp8_format format, fp8_block_shape shape,
                                   const fp8_scale_options& options = {.power_2_scale = true},
                                   quantized_axis axis = quantized_axis::rowwise) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   const float x_amax = amax(x);
   const index_t block_rows = fp8_block_rows(shape);
   fp8_tensor q(x.rows(), x.cols(), format, block_rows, fp8_block_size, axis);

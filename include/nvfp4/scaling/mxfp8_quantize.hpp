@@ -134,7 +134,7 @@ void quantize_mxfp8_te_columns(const column_band_walk<T>& walk, std::uint8_t* da
 /// it is made anew; q is untouched on error.
 template <mxfp8_format Format, quantizer_input T>
 void quantize_mxfp8_te_into(matrix_view<const T> x, quantized_tensor<Format>& q, quantized_axis axis = quantized_axis::rowwise) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   const float x_amax = amax(x);
   constexpr index_t block = Format::block_cols;
   if (q.rows() != x.rows() || q.cols() != x.cols() || q.axis() != axis) q = quantized_tensor<Format>(x.rows(), x.cols(), axis);

@@ -28,7 +28,7 @@ float checked_amax(matrix_view<const T> x) {
 /// first NaN/Inf.
 template <quantizer_input T>
 float amax(matrix_view<const T> x) {
-  x.validate("amax input");
+  detail::check_input_view(x, "amax input");
   return detail::checked_amax(x);
 }
 
@@ -36,7 +36,7 @@ float amax(matrix_view<const T> x) {
 /// callers that check before they read in place. Throws invalid_argument for an invalid view.
 template <quantizer_input T>
 bool all_finite(matrix_view<const T> x) {
-  x.validate("all_finite input");
+  detail::check_input_view(x, "all_finite input");
   return x.empty() || detail::amax_bits_fast(x) < detail::float_inf_bits;
 }
 
@@ -49,7 +49,7 @@ bool all_finite(matrix_view<const T> x) {
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
                                             const quantize_options& options = {}) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   detail::require(std::isfinite(global_amax) && global_amax >= 0.0f, errc::invalid_argument,
                   "quantize_with_amax: amax " + detail::number_text(global_amax) + " is not a finite number >= 0");
   detail::check_rounding<Format>(options);
@@ -60,7 +60,7 @@ quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global
 /// Quantizes x to Format: NVFP4 (§2) or MX (§7). Pass x.transposed() for the columnwise copy.
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options& options = {}) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   detail::check_rounding<Format>(options);
   const float global_amax = detail::checked_amax(x);  // rejects NaN/Inf before anything is produced
   return detail::quantize_with_amax_fast<Format>(x, global_amax, options);
@@ -73,7 +73,7 @@ quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options
 /// shape or axis differ, and what quantize() throws, before anything of out is written.
 template <block_scaled_format Format, quantizer_input T>
 void quantize_into(matrix_view<const T> x, quantized_tensor<Format>& out, const quantize_options& options = {}) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   if (out.rows() != x.rows() || out.cols() != x.cols() || out.axis() != options.axis)  // (the message is built only then: a hot loop calls this)
     throw error(errc::shape_mismatch, "quantize_into: the output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
                                           (out.axis() == quantized_axis::rowwise ? " rowwise" : " columnwise") + ", the input " +
@@ -89,7 +89,7 @@ void quantize_into(matrix_view<const T> x, quantized_tensor<Format>& out, const 
 /// else it is made anew. Throws as quantize_with_amax, before anything of out is written.
 template <block_scaled_format Format, quantizer_input T>
 void quantize_with_amax_into(matrix_view<const T> x, float global_amax, quantized_tensor<Format>& out, const quantize_options& options = {}) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   detail::require(std::isfinite(global_amax) && global_amax >= 0.0f, errc::invalid_argument,
                   "quantize_with_amax: amax " + detail::number_text(global_amax) + " is not a finite number >= 0");
   detail::check_rounding<Format>(options);
@@ -108,7 +108,7 @@ struct quantized_pair {
 
 template <block_scaled_format Format, quantizer_input T>
 quantized_pair<Format> quantize_rowwise_and_columnwise(matrix_view<const T> x, quantize_options options = {}) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   detail::check_rounding<Format>(options);
   const float global_amax = detail::checked_amax(x);
   options.axis = quantized_axis::rowwise;

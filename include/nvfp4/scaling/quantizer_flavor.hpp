@@ -349,7 +349,7 @@ template <quantizer_input T>
 nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flavor, std::optional<float> shared_amax = std::nullopt) {
   namespace rules = flavor_rules;
   if (flavor == quantizer_flavor::te && !shared_amax) return quantize<nvfp4_1x16>(x);
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   const float own_amax = amax(x);  // rejects NaN/Inf first
   detail::require(!shared_amax || *shared_amax >= own_amax, errc::invalid_argument, "quantize_nvfp4_flavor: shared_amax below the tensor's amax");
   if (flavor == quantizer_flavor::te) return quantize_with_amax<nvfp4_1x16>(x, *shared_amax);
@@ -420,7 +420,7 @@ mxfp4_tensor quantize_mxfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
   detail::require(flavor == quantizer_flavor::ggml, errc::unsupported,
                   "quantize: no MXFP4 quantizer of flavor " + std::string(quantizer_flavor_name(flavor)) +
                       " (te and ggml have one)");
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   const float global_amax = amax(x);
   detail::require_block_multiple(x.cols(), 32, flavor);
   mxfp4_tensor q(x.rows(), x.cols());

@@ -23,7 +23,7 @@ namespace reference {
 /// max |x| over the tensor (§2 step 1), exact. Throws non_finite_error on NaN/Inf.
 template <quantizer_input T>
 float amax(matrix_view<const T> x) {
-  x.validate("amax input");
+  detail::check_input_view(x, "amax input");
   float result = 0.0f;
   for (index_t r = 0; r < x.rows(); ++r)
     for (index_t c = 0; c < x.cols(); ++c) {
@@ -39,6 +39,7 @@ float amax(matrix_view<const T> x) {
 template <block_scaled_format Format, quantizer_input T>
 quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
                                             const quantize_options& options = {}) {
+  detail::check_input_view(x, "quantize input");
   const bool stochastic = options.rounding == rounding_mode::stochastic;
   detail::check_rounding<Format>(options);
   quantized_tensor<Format> q(x.rows(), x.cols(), options.axis);

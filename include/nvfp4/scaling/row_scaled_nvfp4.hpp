@@ -58,7 +58,7 @@ row_scaled_nvfp4_tensor quantize_row_scaled(matrix_view<const T> x, quantized_ax
 /// thread count: each row goes through nvfp4::quantize_with_amax with its own amax.
 template <quantizer_input T>
 row_scaled_nvfp4_tensor quantize_row_scaled(matrix_view<const T> x, quantized_axis axis = quantized_axis::rowwise) {
-  x.validate("quantize input");
+  detail::check_input_view(x, "quantize input");
   amax(x);  // rejects NaN/Inf before anything is produced
   row_scaled_nvfp4_tensor out{nvfp4_tensor(x.rows(), x.cols(), axis), std::vector<float>(static_cast<std::size_t>(x.rows()))};
   const index_t data_stride = out.values.data_row_stride(), scale_stride = out.values.scale_cols();
