@@ -28,17 +28,31 @@ ACTIVATIONS = {
     "gelu": (_gelu_tanh, False), "relu": (torch.relu, False), "silu": (torch.nn.functional.silu, False),
     "qgelu": (_qgelu, False), "srelu": (_srelu, False),
     "geglu": (_gelu_tanh, True), "reglu": (torch.relu, True), "swiglu": (torch.nn.functional.silu, True),
-    "qgeglu": (_qgelu, True), "sreglu": (_srelu, True),
+    "qgeglu": (_qgelu, True), "sreglu": (_srelu, True), "glu": (torch.sigmoid, True),
+    "clamped_swiglu": (None, True),  # needs activation_params: _clamped_swiglu
 }
+
+# TE's clamped_swiglu defaults (tex.clamped_swiglu: limit 7, alpha 1.702, glu_linear_offset 1).
+_CLAMPED_SWIGLU_DEFAULTS = {"limit": 7.0, "alpha": 1.702, "glu_linear_offset": 1.0}
+
+
+def _clamped_swiglu(a, b, params):
+    """GPT-OSS's SwiGLU (TE common/util/math.h clamped_silu, activation/swiglu.cu): the gate
+    clamped from above at limit, a * sigmoid(alpha * a); the linear half clamped to [-limit, limit]
+    plus glu_linear_offset."""
+    limit, alpha, offset = params["limit"], params["alpha"], params["glu_linear_offset"]
+    a = a.clamp(max=limit)
+    return a * torch.sigmoid(alpha * a) * (b.clamp(min=-limit, max=limit) + offset)
 
 
 class LayerNormMLP(torch.nn.Module):
     """TE's LayerNormMLP: parameters ``layer_norm_weight``, ``layer_norm_bias``, ``fc1_weight``,
     ``fc1_bias``, ``fc2_weight``, ``fc2_bias``; ``activation`` one of ACTIVATIONS (TE's "gelu" is
-    the tanh approximation)."""
+    the tanh approximation, "glu" is sigmoid(a) * b); ``activation_params`` only for
+    "clamped_swiglu" (``limit``, ``alpha``, ``glu_linear_offset``, TE's defaults 7, 1.702, 1)."""
 
     def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, *, bias=True, normalization="LayerNorm", activation="gelu",
-                 init_method=None, output_layer_init_method=None, return_bias=False, params_dtype=None,
+                 activation_params=None, init_method=None, output_layer_init_method=None, return_bias=False, params_dtype=None,
                  return_layernorm_output=False, zero_centered_gamma=False, device="cpu", seed=0, mode="exact",
                  fp8_tensor_core="hopper", promotion_interval=128, **te_only):
         super().__init__()
@@ -48,6 +62,11 @@ class LayerNormMLP(torch.nn.Module):
             raise ValueError(f"LayerNormMLP: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
         if activation not in ACTIVATIONS:
             raise ValueError(f"LayerNormMLP: activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        if activation_params and (not isinstance(activation_params, dict) or activation != "clamped_swiglu"
+                                  or set(activation_params) - set(_CLAMPED_SWIGLU_DEFAULTS)):
+            raise ValueError("LayerNormMLP: activation_params is only used by activation='clamped_swiglu' "
+                             f"(keys {sorted(_CLAMPED_SWIGLU_DEFAULTS)}), got {activation_params!r} for {activation!r}")
+        self.activation_params = activation_params
         self.hidden_size, self.ffn_hidden_size, self.eps = int(hidden_size), int(ffn_hidden_size), float(eps)
         self.normalization, self.activation, self.zero_centered_gamma = normalization, activation, bool(zero_centered_gamma)
         dtype = _module.resolve_dtype(params_dtype)
@@ -75,14 +94,18 @@ class LayerNormMLP(torch.nn.Module):
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
         h = self._fc1.run(ln_out.reshape(-1, self.hidden_size), self.fc1_weight, self.fc1_bias, is_first_microbatch)
         act, gated = ACTIVATIONS[self.activation]
-        if gated:
+        if self.activation == "clamped_swiglu":
+            a, b = h.float().chunk(2, dim=-1)
+            h = _clamped_swiglu(a, b, {**_CLAMPED_SWIGLU_DEFAULTS, **(self.activation_params or {})}).to(x.dtype)
+        elif gated:
             a, b = h.float().chunk(2, dim=-1)
             h = (act(a) * b).to(x.dtype)
         else:
             h = act(h.float()).to(x.dtype)
         y = self._fc2.run(h, self.fc2_weight, None if self.return_bias else self.fc2_bias, is_first_microbatch)
         y = y.reshape(*x.shape[:-1], self.hidden_size)
-        out = (y, self.fc2_bias) if self.return_bias else (y,)
+        # TE returns fc2's bias in the activation dtype (cast_if_needed)
+        out = (y, None if self.fc2_bias is None else self.fc2_bias.to(y.dtype)) if self.return_bias else (y,)
         if self.return_layernorm_output:
             out = out + (ln_out,)
         return out if len(out) > 1 else out[0]
