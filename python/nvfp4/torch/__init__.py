@@ -19,6 +19,9 @@ except ImportError as _e:  # pragma: no cover - depends on the machine
 from . import constants
 from .constants import DType
 from .module import LayerNorm, LayerNormLinear, LayerNormMLP, Linear, RMSNorm
+from .module import GroupedLinear
+from .attention import DotProductAttention, MultiheadAttention, RotaryPositionEmbedding
+from .transformer import TransformerLayer
 from .quantization import autocast, fp8_autocast, get_default_fp8_recipe, get_fp8_recipe, is_fp8_enabled
 from ._roles import DelayedScalingRequest, QuantizerRequest, QuantizerRole
 from .quantized_tensor import QuantizedTensor, QuantizedTensorStorage, Quantizer, prepare_for_saving, restore_from_saved
@@ -26,7 +29,8 @@ from .tensor import (Float8BlockQuantizer, Float8BlockwiseQTensor, Float8Blockwi
                      Float8Quantizer, Float8Tensor, Float8TensorStorage, MXFP8Quantizer, MXFP8Tensor, MXFP8TensorStorage,
                      NVFP4Quantizer, NVFP4Tensor, NVFP4TensorStorage)
 
-__all__ = ["DType", "constants", "Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm", "autocast", "fp8_autocast",
+__all__ = ["DType", "constants", "Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm", "GroupedLinear", "DotProductAttention",
+           "MultiheadAttention", "RotaryPositionEmbedding", "TransformerLayer", "autocast", "fp8_autocast",
            "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe", "get_default_recipe", "is_fp8_available",
            "is_mxfp8_available", "is_fp8_block_scaling_available", "is_nvfp4_available", "QuantizerRole", "QuantizerRequest",
            "DelayedScalingRequest", "QuantizedTensor", "QuantizedTensorStorage", "Quantizer", "prepare_for_saving",
