@@ -533,3 +533,16 @@ def test_fp8_dpa_under_other_recipes_is_refused_before_anything_runs(recipe):
             te.DotProductAttention(2, 8, qkv_format="bshd")(q, k, v)
     with pytest.raises(ValueError, match="FP8 attention is not supported for Float8BlockScaling"):
         te_recipe.Float8BlockScaling(fp8_dpa=True)
+
+
+def test_qk_layer_scaling_is_tes_fp16_only_trick(monkeypatch):
+    # NVTE_APPLY_QK_LAYER_SCALING=1 scales the scores by 1 / layer_number and the softmax input back
+    # by layer_number, for fp16 inputs only (TE's UnfusedDotProductAttention): float32 is untouched.
+    from nvfp4.torch.attention.dot_product_attention import backends
+    q, k, v = qkv(1, 6, 6, 2, 2, 8)
+    plain = te.DotProductAttention(2, 8, qkv_format="bshd", layer_number=3)(q, k, v)
+    monkeypatch.setenv("NVTE_APPLY_QK_LAYER_SCALING", "1")
+    assert torch.equal(te.DotProductAttention(2, 8, qkv_format="bshd", layer_number=3)(q, k, v), plain)
+    scaled = backends.attention(q, k, v, scale=1 / math.sqrt(8), mask=causal(6, 6), zero_masked_probs=False, dropout=0.0,
+                                training=False, layer_number=3, apply_qk_layer_scaling=True)
+    assert torch.allclose(scaled.reshape(plain.shape), plain, atol=1e-6)

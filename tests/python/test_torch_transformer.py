@@ -308,3 +308,27 @@ def test_constructor_refuses_what_one_cpu_process_cannot_do():
     layer = te.TransformerLayer(32, 64, 2)
     with pytest.raises(TypeError, match="non-bool dtypes"):
         layer(torch.randn(4, 1, 32), attention_mask=torch.zeros(1, 1, 1, 4), self_attn_mask_type="padding")
+
+
+def test_state_dict_and_deepcopy_keep_every_projections_delayed_scaling_state():
+    import copy
+    import io
+    torch.manual_seed(0)
+    layer = te.TransformerLayer(64, 128, 4, hidden_dropout=0.0, attention_dropout=0.0, layer_type="decoder")
+    x = torch.randn(16, 2, 64)
+    for _ in range(2):
+        with te.autocast(recipe=te_recipe.DelayedScaling()):
+            layer(x, encoder_output=x * 2).sum().backward()
+    buffer = io.BytesIO()
+    torch.save(layer.state_dict(), buffer)
+    buffer.seek(0)
+    loaded = te.TransformerLayer(64, 128, 4, hidden_dropout=0.0, attention_dropout=0.0, layer_type="decoder")
+    loaded.load_state_dict(torch.load(buffer))
+    with torch.no_grad(), te.autocast(recipe=te_recipe.DelayedScaling()):
+        want = layer(x, encoder_output=x * 2)
+        assert torch.equal(loaded(x, encoder_output=x * 2), want)
+        assert torch.equal(copy.deepcopy(layer)(x, encoder_output=x * 2), want)
+    fresh = te.TransformerLayer(64, 128, 4, hidden_dropout=0.0, attention_dropout=0.0, layer_type="decoder")
+    fresh.load_state_dict({k: v for k, v in layer.state_dict().items() if not k.endswith("_extra_state")}, strict=False)
+    with torch.no_grad(), te.autocast(recipe=te_recipe.DelayedScaling()):
+        assert not torch.equal(fresh(x, encoder_output=x * 2), want)  # the scales matter: the state is what carried them
