@@ -9,6 +9,21 @@ python="$2"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$python" -m venv --system-site-packages "$work/env"
+# --system-site-packages shows the new environment the BASE interpreter's packages only. When
+# "$python" is itself a virtual environment (numpy and torch installed in it, or seen from its own
+# parent), a .pth file hands the new one the same search path, as a user's nested venv would need.
+"$python" - "$work/env" <<'PY'
+import pathlib, site, sys
+if sys.prefix != sys.base_prefix:
+    env = pathlib.Path(sys.argv[1])
+    inner = next(env.glob("lib/python*/site-packages"))
+    paths = [p for p in sys.path if p.endswith("-packages") and pathlib.Path(p).is_dir()]
+    (inner / "parent_environment.pth").write_text("\n".join(paths) + "\n")
+PY
+"$work/env/bin/python" -c "import numpy" 2>/dev/null || {
+  echo "pip_install_test: numpy is not importable in a virtual environment made from $python; install python3-numpy (Debian) or numpy into that interpreter" >&2
+  exit 1
+}
 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$work/env/bin/pip" install --no-build-isolation --no-index --quiet "$root"
 cd "$work"
