@@ -222,3 +222,73 @@ def test_the_recipe_we_write_has_the_history_length_of_the_tensors(te_recipe):
     recipe, _, tensors = te_set_extra_state(_te_extra_state.write_state(R.DelayedScaling(amax_history_len=16), [gemm], 0, True),
                                             te_recipe)
     assert recipe.amax_history_len == 3 and tensors["amax_history_fwd"].shape == (3, 3)
+
+
+# ---- through the modules' state_dict ------------------------------------------------------------
+
+def delayed_step(layer, x, recipe):
+    with te.autocast(recipe=recipe):
+        y = layer(x)
+    y.float().sum().backward()
+    return y
+
+
+def test_a_te_state_dict_loads_and_its_scales_are_used(te_recipe):
+    torch.manual_seed(0)
+    layer = te.Linear(64, 32)
+    with torch.no_grad():
+        layer.bias.normal_()
+    x = torch.randn(16, 64)
+    scale_fwd = torch.tensor([8.0, 16.0, 1.0])
+    history_fwd = torch.zeros(4, 3)
+    history_fwd[1:, 0], history_fwd[1:, 1] = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.5, 0.25, 0.125])
+    scale_bwd, history_bwd = torch.tensor([2.0, 1.0]), torch.zeros(4, 2)
+    state = {k: v for k, v in layer.state_dict().items() if k != "_extra_state"}
+    state["_extra_state"] = te_delayed_state(te_recipe, 4, scale_fwd, history_fwd, scale_bwd, history_bwd)
+    layer.load_state_dict(state)
+    recipe = R.DelayedScaling(amax_history_len=4)
+    with te.autocast(recipe=recipe):
+        y = layer(x)
+    # The forward GEMM composed from the library's public calls with the loaded scales: X and W
+    # quantized with scales 8 and 16, fprop with fast accumulation, TE's bf16 bias of an FP8 GEMM
+    # with fp32 activations (docs/recipes.md).
+    xq = nvfp4.quantize_fp8_with_scale(x.numpy(), "e4m3", scale=8.0)
+    wq = nvfp4.quantize_fp8_with_scale(layer.weight.detach().numpy(), "e4m3", scale=16.0)
+    b = layer.bias.detach().to(torch.bfloat16).float().numpy()
+    expected = nvfp4.fp8_gemm(xq, wq, promotion_interval=0, bias=b)
+    assert y.detach().numpy().tobytes() == expected.tobytes()
+
+
+def test_our_state_dict_round_trips_and_resumes_bit_for_bit():
+    torch.manual_seed(1)
+    recipe = R.DelayedScaling(amax_history_len=8)
+    xs = [torch.randn(16, 64) for _ in range(4)]
+    uninterrupted = te.LayerNormLinear(64, 32)
+    resumed = te.LayerNormLinear(64, 32)
+    resumed.load_state_dict(uninterrupted.state_dict())
+    for x in xs[:2]:
+        delayed_step(uninterrupted, x, recipe)
+        delayed_step(resumed, x, recipe)
+    saved = resumed.state_dict()
+    assert saved["_extra_state"].dtype == torch.uint8 and saved["_extra_state"].numel() > 0
+    fresh = te.LayerNormLinear(64, 32)
+    fresh.load_state_dict(saved)
+    for x in xs[2:]:
+        a, b = delayed_step(uninterrupted, x, recipe), delayed_step(fresh, x, recipe)
+        assert a.detach().numpy().tobytes() == b.detach().numpy().tobytes()
+
+
+def test_the_extra_state_is_empty_where_te_writes_it_empty():
+    torch.manual_seed(2)
+    layer = te.Linear(64, 32)
+    assert layer.state_dict()["_extra_state"].numel() == 0  # no quantized forward yet
+    x = torch.randn(16, 64)
+    delayed_step(layer, x, R.DelayedScaling())
+    assert layer.state_dict()["_extra_state"].numel() > 0
+    layer(x)  # TE's fp8_checkpoint is the last forward's: a forward without quantization empties it
+    assert layer.state_dict()["_extra_state"].numel() == 0
+    delayed_step(layer, x, R.Float8CurrentScaling())
+    assert layer.state_dict()["_extra_state"].numel() == 0  # stateless recipe (TE 2.x)
+    fresh = te.Linear(64, 32)
+    fresh.load_state_dict(layer.state_dict())  # an empty state loads and leaves the layer as it was
+    assert fresh.state_dict()["_extra_state"].numel() == 0

@@ -116,7 +116,8 @@ def test_shapes_bias_and_return_bias():
         plain.weight.copy_(layer.weight)
     assert torch.equal(plain(x), y)  # the returned bias is not added
     assert dict(te.Linear(4, 8).named_parameters()).keys() == {"weight", "bias"}
-    assert te.Linear(4, 8, bias=False).bias is None
+    no_bias = te.Linear(4, 8, bias=False).bias  # TE: an empty tensor, not a parameter
+    assert torch.is_tensor(no_bias) and no_bias.numel() == 0 and "bias" not in dict(te.Linear(4, 8, bias=False).state_dict())
     assert te.Linear(4, 8, params_dtype=torch.bfloat16).weight.dtype == torch.bfloat16
 
 

@@ -11,7 +11,8 @@ import copy
 import numpy as np
 import torch
 
-__all__ = ["QuantizedTensorStorage", "QuantizedTensor", "Quantizer", "prepare_for_saving", "restore_from_saved"]
+__all__ = ["QuantizedTensorStorage", "QuantizedTensor", "Quantizer", "prepare_for_saving", "restore_from_saved",
+           "high_precision_values"]
 
 
 class QuantizedTensorStorage:
@@ -19,10 +20,21 @@ class QuantizedTensorStorage:
 
 
 class _Bytes:
-    """The quantized copies, shared by a tensor and its detached views (TE shares the buffers)."""
+    """The quantized copies, shared by a tensor and its detached views (TE shares the buffers), and
+    the high-precision values they were quantized from (`source`; see high_precision_values)."""
 
-    def __init__(self, rowwise, columnwise, quantizer):
-        self.rowwise, self.columnwise, self.quantizer = rowwise, columnwise, quantizer
+    def __init__(self, rowwise, columnwise, quantizer, source=None):
+        self.rowwise, self.columnwise, self.quantizer, self.source = rowwise, columnwise, quantizer, source
+
+
+def high_precision_values(tensor):
+    """What a GEMM module quantizes for a weight: a QuantizedTensor's source values (quantizing
+    them again with the same recipe gives exactly its bytes, which TE's GEMM reads directly), or its
+    dequantized values when it has none; any other tensor as it is."""
+    if isinstance(tensor, QuantizedTensor):
+        source = tensor._bytes.source
+        return source if source is not None else tensor.dequantize()
+    return tensor
 
 
 def _as_2d(tensor):
@@ -86,8 +98,8 @@ class Quantizer(abc.ABC):
         if not (self.rowwise_usage or self.columnwise_usage):
             raise ValueError(f"{type(self).__name__}: neither rowwise nor columnwise usage is set")
         rowwise, columnwise = self._quantize_2d(_as_2d(tensor))
-        return self._tensor_class()(tuple(tensor.shape), dtype or tensor.dtype, _Bytes(rowwise, columnwise, self),
-                                    requires_grad=False)
+        return self._tensor_class()(tuple(tensor.shape), dtype or tensor.dtype,
+                                    _Bytes(rowwise, columnwise, self, tensor.detach().clone()), requires_grad=False)
 
     def __call__(self, tensor):
         return self.quantize(tensor)
@@ -99,7 +111,7 @@ class Quantizer(abc.ABC):
         if tuple(src.shape) != tuple(dst.shape):
             raise ValueError(f"update_quantized: source shape {tuple(src.shape)} != destination shape {tuple(dst.shape)}")
         dst._bytes.rowwise, dst._bytes.columnwise = self._quantize_2d(_as_2d(src))
-        dst._bytes.quantizer = self
+        dst._bytes.quantizer, dst._bytes.source = self, src.detach().clone()
         return dst
 
     def make_empty(self, shape, *, dtype=torch.float32, device=None, requires_grad=False, pin_memory=False):
@@ -171,7 +183,7 @@ class QuantizedTensor(torch.Tensor):
 
     def __reduce_ex__(self, protocol):
         return _rebuild, (type(self), tuple(self.shape), self.dtype, self._bytes.rowwise, self._bytes.columnwise,
-                          self._bytes.quantizer, self.requires_grad)
+                          self._bytes.quantizer, self.requires_grad, self._bytes.source)
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -184,7 +196,7 @@ class QuantizedTensor(torch.Tensor):
             if isinstance(dst, QuantizedTensor):
                 if isinstance(src, QuantizedTensor) and type(src._bytes.quantizer) is type(dst._bytes.quantizer):
                     dst._bytes.rowwise, dst._bytes.columnwise = src._bytes.rowwise, src._bytes.columnwise  # the bytes, as TE copies them
-                    dst._bytes.quantizer = src._bytes.quantizer
+                    dst._bytes.quantizer, dst._bytes.source = src._bytes.quantizer, src._bytes.source
                 else:
                     dst.quantize_(src)
                 return dst
@@ -203,8 +215,8 @@ class QuantizedTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
 
-def _rebuild(cls, shape, dtype, rowwise, columnwise, quantizer, requires_grad):
-    out = cls(shape, dtype, _Bytes(rowwise, columnwise, quantizer), requires_grad=False)
+def _rebuild(cls, shape, dtype, rowwise, columnwise, quantizer, requires_grad, source=None):
+    out = cls(shape, dtype, _Bytes(rowwise, columnwise, quantizer, source), requires_grad=False)
     out.requires_grad_(requires_grad)
     return out
 

@@ -1,5 +1,6 @@
 """te.LayerNormLinear: a high-precision norm (LayerNorm or RMSNorm) followed by an emulated Linear."""
 from . import base as _module
+from ._te_module import init_constant
 from .layernorm import normalize
 from .linear import GemmModule
 
@@ -8,23 +9,28 @@ __all__ = ["LayerNormLinear"]
 
 class LayerNormLinear(GemmModule):
     """TE's LayerNormLinear: parameters ``layer_norm_weight``, ``layer_norm_bias`` (LayerNorm only),
-    ``weight``, ``bias``; the norm in float32 (output in params_dtype), then the Linear under the
-    region's recipe. Extra keywords as te.Linear's (seed, mode, fp8_tensor_core, promotion_interval)."""
+    ``weight``, ``bias``; the norm in float32 (output in the activation dtype), then the Linear
+    under the region's recipe. Initialisation, devices and extra keywords as te.Linear's."""
 
     def __init__(self, in_features, out_features, eps=1e-5, *, bias=True, normalization="LayerNorm", init_method=None,
                  return_bias=False, params_dtype=None, return_layernorm_output=False, zero_centered_gamma=False,
-                 device="cpu", seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
+                 device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
         super().__init__()
         _module.check_unsupported("LayerNormLinear", te_only)
-        _module.resolve_device(device)
         if normalization not in ("LayerNorm", "RMSNorm"):
             raise ValueError(f"LayerNormLinear: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
+        self.name = name
         self.eps, self.normalization, self.zero_centered_gamma = float(eps), normalization, bool(zero_centered_gamma)
         self.return_layernorm_output = bool(return_layernorm_output)
+        self._te_setup(device)
+        width = _module.size_argument("LayerNormLinear", "in_features", in_features)
         dtype = _module.resolve_dtype(params_dtype)
         # The norm's parameters first, as TE registers them (state_dict and parameter order).
-        self.layer_norm_weight = _module.new_vector(int(in_features), dtype, 0.0 if zero_centered_gamma else 1.0)
-        self.layer_norm_bias = _module.new_vector(int(in_features), dtype, 0.0) if normalization == "LayerNorm" else None
+        self._te_parameter("layer_norm_weight", (width,), dtype, init_constant(0.0 if zero_centered_gamma else 1.0))
+        if normalization == "LayerNorm":
+            self._te_parameter("layer_norm_bias", (width,), dtype, init_constant(0.0))
+        else:
+            self.layer_norm_bias = None
         self._init_gemm("LayerNormLinear", in_features, out_features, bias=bias, return_bias=return_bias,
                         params_dtype=params_dtype, init_method=init_method, seed=seed, mode=mode,
                         fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval)
@@ -32,11 +38,9 @@ class LayerNormLinear(GemmModule):
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
             raise ValueError("LayerNormLinear: fp8_output / fp8_grad are not supported by nvfp4.torch")
-        _module.check_parameters(self, "LayerNormLinear")
-        x = _module.activation(inp, self.in_features, "LayerNormLinear")
+        x, _ = self._gemm_input(inp, "LayerNormLinear")
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
-        y = self._unit.run(ln_out.reshape(-1, self.in_features), self.weight, None if self.return_bias else self.bias,
-                           is_first_microbatch).reshape(*x.shape[:-1], self.out_features)
+        y = self._gemm(ln_out, is_first_microbatch)
         out = (y, self.bias) if self.return_bias else (y,)
         if self.return_layernorm_output:
             out = out + (ln_out,)

@@ -1,56 +1,90 @@
 """te.Linear: y = x W^T + b with every GEMM and quantizer of the region's recipe emulated."""
 import torch
 
+from .. import quantization
+from . import _te_checks
 from . import base as _module
 from ._linear_unit import LinearUnit
+from ._te_module import TEModuleMixin, init_constant, init_normal
 
 __all__ = ["Linear"]
 
 
-class GemmModule(torch.nn.Module):
-    """What TE's GEMM modules share: ``weight`` [out_features, in_features] and ``bias``
-    Parameters that the emulated core (a LinearUnit) reads in place, and the core's state kept in
-    state_dict under ``_extra_state``."""
+class GemmModule(TEModuleMixin, torch.nn.Module):
+    """What TE's GEMM modules share: ``weight`` [out_features, in_features] and ``bias`` Parameters
+    that the emulated core (a LinearUnit) reads, TE's deferred / quantized initialisation and
+    ``_extra_state`` (TEModuleMixin), and TE's checks before a forward."""
 
     def _init_gemm(self, name, in_features, out_features, *, bias, return_bias, params_dtype, init_method, seed, mode,
                    fp8_tensor_core, promotion_interval):
-        """Makes the parameters and the core."""
-        self.in_features, self.out_features = int(in_features), int(out_features)
-        if self.in_features <= 0 or self.out_features <= 0:
-            raise ValueError(f"{name}: in_features and out_features must be positive, got {in_features}, {out_features}")
+        """Makes the parameters (after any the subclass registered first) and the core."""
+        self.in_features = _module.size_argument(name, "in_features", in_features)
+        self.out_features = _module.size_argument(name, "out_features", out_features)
         dtype = _module.resolve_dtype(params_dtype)
         self.use_bias, self.return_bias = bool(bias), bool(return_bias)
-        self.weight = _module.new_weight((self.out_features, self.in_features), dtype, init_method)
-        self.bias = _module.new_vector(self.out_features, dtype, 0.0) if self.use_bias else None
+        self._te_parameter("weight", (self.out_features, self.in_features), dtype, init_method or init_normal(), is_weight=True)
+        if self.use_bias:
+            self._te_parameter("bias", (self.out_features,), dtype, init_constant(0.0))
+        else:
+            self.bias = torch.Tensor().to(dtype=dtype)  # TE: an empty tensor, not a parameter
         # With return_bias the bias is returned, not added (TE: for a fused bias-add downstream).
         self._unit = LinearUnit(self.in_features, self.out_features, bias=self.use_bias and not self.return_bias,
                                 params_dtype=dtype, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
                                 promotion_interval=promotion_interval)
+        if self._te_device.type != "meta":
+            self.reset_parameters()
+
+    def _te_units(self):
+        return [self._unit]
 
     @property
     def params_dtype(self):
-        """The parameters' dtype (it follows module.to(dtype); float32 or bfloat16)."""
+        """The parameters' dtype (it follows module.to(dtype))."""
         return self.weight.dtype
 
-    def get_extra_state(self):
-        return self._unit.extra_state()
+    def _gemm_input(self, inp, module_name):
+        """TE's checks before the GEMM, in TE's order (the parameters' dtype against the input's
+        outside torch autocast, the FP8 shape rule, the quantizers' own) and the input in the
+        activation dtype. Returns (x, recipe)."""
+        self._te_materialize()
+        if not torch.is_tensor(inp):
+            raise TypeError(f"{module_name}: the input must be a torch.Tensor, got {type(inp).__name__}")
+        autocast_dtype = _module._cpu_autocast_dtype()
+        _module.check_parameters(self, module_name)
+        if inp.device.type != "cpu":
+            raise ValueError(f"{module_name}'s input is on device '{inp.device}': nvfp4.torch emulates the GPU numerics on "
+                             "the CPU, so tensors must be CPU tensors (move it with .cpu())")
+        if inp.dtype not in (torch.float32, torch.bfloat16):
+            raise TypeError(f"{module_name}'s input must be float32 or bfloat16, got {str(inp.dtype).replace('torch.', '')}")
+        dtype = self._te_activation_dtype(inp, autocast_dtype)
+        if inp.dim() < 1 or inp.shape[-1] != self.in_features:
+            raise ValueError(f"{module_name}: GEMM not possible: the input's last dimension must be {self.in_features} "
+                             f"(in_features), got shape {tuple(inp.shape)}")
+        recipe = quantization._current()[0]
+        _te_checks.check_quantized_gemm(recipe, inp, (self.out_features, self.in_features), dtype)
+        self._te_note_forward(recipe)
+        return (inp if inp.dtype == dtype else inp.to(dtype)), recipe
 
-    def set_extra_state(self, state):
-        self._unit.load_extra_state(state)
+    def _gemm(self, x, is_first_microbatch):
+        bias = None if (self.return_bias or not self.use_bias) else self.bias
+        y = self._unit.run(x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch)
+        return y.reshape(*x.shape[:-1], self.out_features)
 
 
 class Linear(GemmModule):
-    """TE's Linear. ``weight`` [out_features, in_features] and ``bias`` [out_features] are ordinary
-    Parameters of ``params_dtype`` (float32 or bfloat16) that the layer reads in place. Extra
+    """TE's Linear. ``weight`` [out_features, in_features] and ``bias`` [out_features] are Parameters of
+    ``params_dtype`` (float32, float16 or bfloat16); ``device="meta"`` defers their values to
+    ``reset_parameters()``; inside ``quantized_model_init`` the weight is a QuantizedTensor. Extra
     keywords beyond TE's: ``seed`` (NVFP4 stochastic rounding streams), ``mode`` ("exact" tensor
     core, or "relaxed" fp32 chains), ``fp8_tensor_core`` ("hopper" | "blackwell"),
     ``promotion_interval`` (FP8 split accumulator, elements of K per promotion)."""
 
     def __init__(self, in_features, out_features, *, bias=True, init_method=None, return_bias=False, params_dtype=None,
-                 device="cpu", seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
+                 device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
         super().__init__()
         _module.check_unsupported("Linear", te_only)
-        _module.resolve_device(device)
+        self.name = name
+        self._te_setup(device)
         self._init_gemm("Linear", in_features, out_features, bias=bias, return_bias=return_bias, params_dtype=params_dtype,
                         init_method=init_method, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
                         promotion_interval=promotion_interval)
@@ -58,11 +92,8 @@ class Linear(GemmModule):
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
             raise ValueError("Linear: fp8_output / fp8_grad (FP8 tensors between modules) are not supported by nvfp4.torch")
-        _module.check_parameters(self, "Linear")
-        x = _module.activation(inp, self.in_features, "Linear")
-        y = self._unit.run(x.reshape(-1, self.in_features), self.weight, None if self.return_bias else self.bias,
-                           is_first_microbatch)
-        y = y.reshape(*x.shape[:-1], self.out_features)
+        x, _ = self._gemm_input(inp, "Linear")
+        y = self._gemm(x, is_first_microbatch)
         return (y, self.bias) if self.return_bias else y
 
     def extra_repr(self):
