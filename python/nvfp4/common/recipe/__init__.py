@@ -79,6 +79,19 @@ _FP8_ROLES = ("fp8_quant_fwd_inp", "fp8_quant_fwd_weight", "fp8_quant_bwd_grad")
 _FP4_ROLES = ("fp4_quant_fwd_inp", "fp4_quant_fwd_weight", "fp4_quant_bwd_grad")
 
 
+# The library's delayed_scaling::max_amax_history_len (recipes/delayed_scaling.hpp): TE has no bound
+# and allocates [len, n] float32 on the GPU when a region first uses the recipe (10**9: 12 GB per layer).
+_MAX_AMAX_HISTORY_LEN = 1 << 20
+
+
+def _check_amax_history_len(length):
+    """Refused at construction, before any layer allocates a history (issue 39 item 9)."""
+    if isinstance(length, bool) or not hasattr(type(length), "__index__"):
+        raise TypeError(f"DelayedScaling.amax_history_len must be an int, got {type(length).__name__} {length!r}")
+    _reject(not 1 <= length.__index__() <= _MAX_AMAX_HISTORY_LEN,
+            f"DelayedScaling.amax_history_len must be in [1, {_MAX_AMAX_HISTORY_LEN}] (the window each scale update scans), got {length}")
+
+
 class Recipe:
     """Base class of the recipes (TE's ``Recipe``), with TE's classification helpers."""
 
@@ -128,6 +141,7 @@ class DelayedScaling(Recipe):
         _check_format(self)
         _check_backward_override(self)
         _reject(self.backward_override is not None, "Delayed scaling only supports backward_override=None.")
+        _check_amax_history_len(self.amax_history_len)
 
 
 @dataclasses.dataclass
