@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -426,6 +427,90 @@ void BM_tiles_pack(benchmark::State& state) {
   state.counters["bytes/s"] = benchmark::Counter(double(p.m) * double(p.k) * 2.0 * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+/// Where a relaxed GEMM's time goes: folding and packing A, packing B (as the tiles read it),
+/// then the tile driver with a plain fp32 store as the epilogue; counters in ms per call.
+template <family F>
+void BM_relaxed_phases(benchmark::State& state) {
+  set_threads(state);
+  const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
+  const family_operands& ops = operands_of(p);
+  std::vector<float> d(static_cast<std::size_t>(p.m * p.n));
+  using clock = std::chrono::steady_clock;
+  double pack_a = 0, pack_b = 0, run = 0;
+  const auto source = [&](bool b_side) {
+    if constexpr (F == family::nvfp4) return detail::tiles::fp4_source<nvfp4_1x16>{b_side ? p.b : p.a};
+    else if constexpr (F == family::fp8) return detail::tiles::source_of(b_side ? ops.fp8_b : ops.fp8_a);
+    else if constexpr (F == family::mxfp8) return detail::tiles::source_of(b_side ? ops.mx8_b : ops.mx8_a);
+    else
+      return detail::tiles::float_source{
+          matrix_view<const float>::row_major(b_side ? ops.bf16_w.data() : ops.bf16_x.data(), b_side ? p.n : p.m, p.k)};
+  };
+  for (auto _ : state) {
+    detail::tiles::packed_operand pa, pb;
+    const auto t0 = clock::now();
+    detail::tiles::pack(source(false), p.m, p.k, false, pa);
+    const auto t1 = clock::now();
+    detail::tiles::pack(source(true), p.n, p.k, true, pb);
+    const auto t2 = clock::now();
+    detail::tiles::run<simd::amx::hardware_tiles>(pa, pb, 0, detail::tiles::no_block_merge{},
+                                                  [&](index_t i, index_t j0, const float* v, index_t count) {
+                                                    std::copy_n(v, count, d.data() + i * p.n + j0);
+                                                  });
+    const auto t3 = clock::now();
+    pack_a += std::chrono::duration<double, std::milli>(t1 - t0).count();
+    pack_b += std::chrono::duration<double, std::milli>(t2 - t1).count();
+    run += std::chrono::duration<double, std::milli>(t3 - t2).count();
+  }
+  const double n = double(state.iterations());
+  state.counters["pack_a_ms"] = pack_a / n;
+  state.counters["pack_b_ms"] = pack_b / n;
+  state.counters["run_ms"] = run / n;
+  report(state, p);
+}
+
+/// The packer's pieces on one operand, per element: the family's fill (decode, scale, fp32 bits
+/// of 16 rows x 32 K), the bf16 narrowing with the fold statistics, and B's pair transpose.
+template <family F>
+void BM_tiles_pack_pieces(benchmark::State& state) {
+  const auto& p = get_problem(4096, 4096, 4096);
+  const family_operands& ops = operands_of(p);
+  alignas(64) std::uint32_t bits[16][32];
+  alignas(64) std::uint16_t words[512];
+  detail::tiles::tile out;
+  using clock = std::chrono::steady_clock;
+  double fill = 0, narrow = 0, transpose = 0, elements = 0;
+  const index_t blocks = 64, steps = p.k / 32;
+  for (auto _ : state) {
+    for (index_t b = 0; b < blocks; ++b) {
+      const auto t0 = clock::now();
+      for (index_t s = 0; s < steps; ++s) {
+        if constexpr (F == family::nvfp4) detail::tiles::fp4_source<nvfp4_1x16>{p.a}.fill(b * 16, s, bits);
+        else if constexpr (F == family::fp8) detail::tiles::source_of(ops.fp8_a).fill(b * 16, s, bits);
+        else detail::tiles::float_source{matrix_view<const float>::row_major(ops.bf16_x.data(), p.m, p.k)}.fill(b * 16, s, bits);
+        benchmark::DoNotOptimize(bits);
+      }
+      const auto t1 = clock::now();
+      for (index_t s = 0; s < steps; ++s) {
+        benchmark::DoNotOptimize(detail::tiles::narrow_to_bf16(bits, words));
+        benchmark::ClobberMemory();
+      }
+      const auto t2 = clock::now();
+      for (index_t s = 0; s < steps; ++s) {
+        detail::tiles::transpose_pairs(words, out.words);
+        benchmark::DoNotOptimize(out);
+      }
+      const auto t3 = clock::now();
+      fill += std::chrono::duration<double, std::nano>(t1 - t0).count();
+      narrow += std::chrono::duration<double, std::nano>(t2 - t1).count();
+      transpose += std::chrono::duration<double, std::nano>(t3 - t2).count();
+      elements += double(steps) * 512;
+    }
+  }
+  state.counters["fill_ns_per_element"] = fill / elements;
+  state.counters["narrow_ns_per_element"] = narrow / elements;
+  state.counters["transpose_ns_per_element"] = transpose / elements;
+}
+
 /// The tile driver alone on NVFP4 operands packed beforehand (no packing, no epilogue beyond a
 /// row copy), with the work item shape of the arguments: rows of A per item (blocks of 16),
 /// columns of B (blocks of 16), K steps per chunk. Registered on AMX machines only.
@@ -496,10 +581,18 @@ BENCHMARK(BM_relaxed<family::mxfp8, false>)->Name("relaxed_mxfp8_vector")->Apply
 BENCHMARK(BM_tiles_pack<family::nvfp4>)->Name("tiles_pack_nvfp4")->Apply(shapes);
 BENCHMARK(BM_tiles_pack<family::fp8>)->Name("tiles_pack_fp8")->Apply(shapes);
 BENCHMARK(BM_tiles_pack<family::bf16>)->Name("tiles_pack_bf16")->Apply(shapes);
+BENCHMARK(BM_tiles_pack_pieces<family::nvfp4>)->Name("tiles_pack_pieces_nvfp4")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_tiles_pack_pieces<family::fp8>)->Name("tiles_pack_pieces_fp8")->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_tiles_pack_pieces<family::bf16>)->Name("tiles_pack_pieces_bf16")->Unit(benchmark::kMillisecond);
 
 [[maybe_unused]] const bool tile_kernels_registered = [] {
   if (simd::amx::available()) {
     benchmark::RegisterBenchmark("tiles_run", BM_tiles_run)->Apply(tiles_run_shapes);
+    for (auto [name, f] : {std::pair{"relaxed_phases_nvfp4", &BM_relaxed_phases<family::nvfp4>},
+                           std::pair{"relaxed_phases_fp8", &BM_relaxed_phases<family::fp8>},
+                           std::pair{"relaxed_phases_mxfp8", &BM_relaxed_phases<family::mxfp8>},
+                           std::pair{"relaxed_phases_bf16", &BM_relaxed_phases<family::bf16>}})
+      benchmark::RegisterBenchmark(name, f)->Apply(shapes);
     benchmark::RegisterBenchmark("tiles_kernel_in_l1", BM_tiles_kernel_in_l1)->Apply([](auto* b) {
       for (int threads : nvfp4_bench::thread_counts()) b->Threads(threads);
       b->UseRealTime()->Unit(benchmark::kMicrosecond);

@@ -60,13 +60,14 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
 }
 
 /// float_gemm with a mode: exact as above; relaxed, where this machine runs the relaxed GEMMs on
-/// BF16 tiles and every value of A and B is a bf16 that fits them (tiles::fits_tiles), D = C +
+/// BF16 tiles for this shape (tiles::relaxed_on_tiles) and every value of A and B is a bf16 that
+/// fits them (tiles::fits_tiles), D = C +
 /// the tile chain from +0 over all of K (tile_model::chain; + C in fp32 where C is given), else
 /// exact.
 inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d,
                        gemm_mode mode) {
   using namespace nvfp4::detail::tiles;
-  if (mode == gemm_mode::relaxed && relaxed_on_tiles() &&
+  if (mode == gemm_mode::relaxed && relaxed_on_tiles(a.rows(), b.rows()) &&
       fits_tiles(scalar_stats(float_source{a}, a.rows(), a.cols()), scalar_stats(float_source{b}, b.rows(), b.cols()), a.cols())) {
     for (index_t i = 0; i < a.rows(); ++i)
       for (index_t j = 0; j < b.rows(); ++j) {
@@ -322,7 +323,7 @@ inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, m
 inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d,
                        gemm_mode mode) {
   detail::check_float_gemm(a, b, c, d, "float_gemm");
-  if (mode == gemm_mode::relaxed && detail::tiles::relaxed_on_tiles() && a.rows() > 0 && b.rows() > 0 &&
+  if (mode == gemm_mode::relaxed && detail::tiles::relaxed_on_tiles(a.rows(), b.rows()) &&
       detail::float_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, c, d))
     return;
   detail::float_gemm_fast(a, b, c, d);

@@ -390,9 +390,12 @@ TEST(TileUnit, HardwareInstructionFollowsTheSdmsOrder) {
 
 TEST(TileUnit, PublicRelaxedGemmsFollowTheTilesOnAmxAndTheVectorChainWhenTurnedOff) {
   if (!simd::amx::available()) GTEST_SKIP() << no_amx_reason;
-  const auto [a, b] = fp4_pair<nvfp4_1x16>(70, 90, 300, style::normal, 21);
-  std::vector<float> on_tiles(70 * 90), vector_chain(on_tiles.size()), got(on_tiles.size());
-  const auto out = [](std::vector<float>& v) { return matrix_view<float>::row_major(v.data(), 70, 90); };
+  // Wide scale spreads, so that fp32 sums round and the two orders differ somewhere (on narrow
+  // NVFP4 data every partial sum is exact in fp32, and both orders give the same bits).
+  const index_t m = 140, n = 150, k = 300;  // both sides >= tiles::min_tile_product_side
+  const auto [a, b] = fp4_pair<nvfp4_1x16>(m, n, k, style::wide_scales, 21);
+  std::vector<float> on_tiles(static_cast<std::size_t>(m * n)), vector_chain(on_tiles.size()), got(on_tiles.size());
+  const auto out = [&](std::vector<float>& v) { return matrix_view<float>::row_major(v.data(), m, n); };
   reference::block_scaled_mma_on_tiles(a, b, {}, out(on_tiles));
   {
     const relaxed_tiles_scope off(false);
@@ -404,17 +407,43 @@ TEST(TileUnit, PublicRelaxedGemmsFollowTheTilesOnAmxAndTheVectorChainWhenTurnedO
   block_scaled_mma(a, b, {}, out(got), gemm_mode::relaxed);
   EXPECT_EQ(test::float_bits(got), test::float_bits(on_tiles));
   EXPECT_NE(test::float_bits(on_tiles), test::float_bits(vector_chain));  // the two orders differ somewhere here
-  // FP8, MXFP8 and the float GEMM take their tile paths through the public functions too.
+  // A product with a side below min_tile_product_side (a decode shape) stays on the vector chain.
+  {
+    const auto [a16, b16] = fp4_pair<nvfp4_1x16>(16, n, k, style::wide_scales, 22);
+    std::vector<float> want(static_cast<std::size_t>(16 * n)), got16(want.size()), tiles16(want.size());
+    {
+      const relaxed_tiles_scope off(false);
+      reference::block_scaled_mma(a16, b16, {}, matrix_view<float>::row_major(want.data(), 16, n), gemm_mode::relaxed);
+    }
+    block_scaled_mma(a16, b16, {}, matrix_view<float>::row_major(got16.data(), 16, n), gemm_mode::relaxed);
+    reference::block_scaled_mma_on_tiles(a16, b16, {}, matrix_view<float>::row_major(tiles16.data(), 16, n));
+    EXPECT_EQ(test::float_bits(got16), test::float_bits(want));
+    EXPECT_NE(test::float_bits(got16), test::float_bits(tiles16));
+  }
+  // FP8, FP8 blocks, MXFP8 and the float GEMM take their tile paths through the public functions.
   std::mt19937 rng(22);
-  const fp8_tensor a8 = random_fp8(70, 300, fp8_format::e4m3, 0, 0, rng), b8 = random_fp8(90, 300, fp8_format::e4m3, 0, 0, rng);
+  const fp8_tensor a8 = random_fp8(m, k, fp8_format::e4m3, 0, 0, rng), b8 = random_fp8(n, k, fp8_format::e4m3, 0, 0, rng);
   std::vector<float> want(on_tiles.size());
   reference::fp8_gemm(a8, b8, out(want), {.mode = gemm_mode::relaxed});
   fp8_gemm(a8, b8, out(got), {.mode = gemm_mode::relaxed});
   EXPECT_EQ(test::float_bits(got), test::float_bits(want));
-  for (index_t i = 0; i < 70; ++i)
-    for (index_t j = 0; j < 90; ++j)
-      ASSERT_EQ(std::bit_cast<std::uint32_t>(want[static_cast<std::size_t>(i * 90 + j)]),
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(want[static_cast<std::size_t>(i * n + j)]),
                 std::bit_cast<std::uint32_t>(detail::fp8_gemm_tile_output(a8, b8, i, j, {.mode = gemm_mode::relaxed})));
+  const fp8_tensor ab = random_fp8(m, k, fp8_format::e4m3, 1, 128, rng), bb = random_fp8(n, k, fp8_format::e4m3, 128, 128, rng);
+  reference::fp8_gemm(ab, bb, out(want), {.mode = gemm_mode::relaxed});
+  fp8_gemm(ab, bb, out(got), {.mode = gemm_mode::relaxed});
+  EXPECT_EQ(test::float_bits(got), test::float_bits(want));
+  EXPECT_EQ(want[5], detail::fp8_gemm_tile_output(ab, bb, 0, 5, {.mode = gemm_mode::relaxed}));
+  std::vector<float> x(static_cast<std::size_t>(m * k)), w(static_cast<std::size_t>(n * k));
+  for (auto& v : x) v = bf16::from_float(std::normal_distribution<float>(0, 1)(rng)).to_float();
+  for (auto& v : w) v = bf16::from_float(std::normal_distribution<float>(0, 1)(rng)).to_float();
+  const auto xv = matrix_view<const float>::row_major(x.data(), m, k), wv = matrix_view<const float>::row_major(w.data(), n, k);
+  reference::float_gemm(xv, wv, {}, out(want), gemm_mode::relaxed);
+  float_gemm(xv, wv, {}, out(got), gemm_mode::relaxed);
+  EXPECT_EQ(test::float_bits(got), test::float_bits(want));
+  EXPECT_EQ(want[7], tile_model::chain(k, 0.0f, [&](index_t kk) { return xv(0, kk); }, [&](index_t kk) { return wv(7, kk); }));
 }
 
 // ---- how far relaxed is from exact (docs/gemm.md, "Relaxed mode") ----------------------------

@@ -40,6 +40,15 @@ struct alignas(64) tile {
 /// allowed by the OS, not turned off).
 inline bool relaxed_on_tiles() { return simd::amx::relaxed_usable(); }
 
+/// The least M and N of a product the relaxed GEMMs run on tiles: folding and packing both
+/// operands costs about as much as the vector kernels' whole product below it (a decode-shaped
+/// product, M = 16, ran 5x slower on the tiles: docs/benchmarks.md).
+inline constexpr index_t min_tile_product_side = 128;
+
+/// Whether a relaxed product of M x N outputs runs on tiles here (the operands' values decide
+/// the rest: fits_tiles).
+inline bool relaxed_on_tiles(index_t m, index_t n) { return std::min(m, n) >= min_tile_product_side && relaxed_on_tiles(); }
+
 // ---- which operands the tiles compute exactly as the model ------------------------------------
 
 /// What fits_tiles() needs to know of an operand's folded values.
@@ -96,10 +105,11 @@ struct packed_operand {
 };
 
 /// The bf16 halves of 16 x 32 fp32 bit patterns into `words` (row r: its 32 values in K order,
-/// i.e. 16 dwords each a pair), and their fold_stats: whether any value has low bits (not a bf16),
-/// a zero exponent field with a non-zero significand (denormal) or the field 255 (Inf, NaN); the
-/// fields' range over the non-zero values. Plain loops over 16-bit lanes, which the compiler
-/// vectorizes.
+/// i.e. 16 pairs), and their fold_stats: whether any value has low bits (not a bf16), is a
+/// denormal or is Inf / NaN, and the exponent range of the non-zero values. Branch-free loops over
+/// 32- and 16-bit lanes, which the compiler vectorizes: the least non-zero magnitude comes from the
+/// minimum of (magnitude - 1) in 16-bit arithmetic (a zero wraps to 0xFFFF), the largest from the
+/// maximum; a bf16 magnitude's exponent field is its bits 7..14, monotonic in the magnitude.
 inline fold_stats narrow_to_bf16(const std::uint32_t (&bits)[lanes][step_k], std::uint16_t* NVFP4_RESTRICT words) {
   const std::uint32_t* flat = &bits[0][0];
   std::uint32_t low = 0;
@@ -107,21 +117,21 @@ inline fold_stats narrow_to_bf16(const std::uint32_t (&bits)[lanes][step_k], std
     low |= flat[i] & 0xFFFFu;
     words[i] = static_cast<std::uint16_t>(flat[i] >> 16);
   }
-  std::uint16_t field_min = 255, field_max = 0, bad = 0;
+  std::uint16_t least_minus_one = 0xFFFF, largest = 0;
   for (int i = 0; i < lanes * step_k; ++i) {
-    const std::uint16_t w = words[i];
-    const std::uint16_t field = static_cast<std::uint16_t>((w >> 7) & 0xFF);
-    const bool nonzero = (w & 0x7FFF) != 0;
-    bad |= static_cast<std::uint16_t>(nonzero && (field == 0 || field == 255));
-    field_min = std::min<std::uint16_t>(field_min, nonzero ? field : std::uint16_t{255});
-    field_max = std::max<std::uint16_t>(field_max, nonzero ? field : std::uint16_t{0});
+    const std::uint16_t magnitude = static_cast<std::uint16_t>(words[i] & 0x7FFF);
+    least_minus_one = std::min(least_minus_one, static_cast<std::uint16_t>(magnitude - 1));
+    largest = std::max(largest, magnitude);
   }
   fold_stats s;
-  s.representable = low == 0 && bad == 0;
-  if (field_min <= field_max) {
-    s.exponent_min = static_cast<int>(field_min) - 127;
-    s.exponent_max = static_cast<int>(field_max) - 127;
+  if (least_minus_one == 0xFFFF) {  // all zeros
+    s.representable = low == 0;
+    return s;
   }
+  const int field_min = (least_minus_one + 1) >> 7, field_max = largest >> 7;
+  s.representable = low == 0 && field_min != 0 && field_max != 255;
+  s.exponent_min = field_min - 127;
+  s.exponent_max = field_max - 127;
   return s;
 }
 
@@ -159,7 +169,10 @@ void pack(const Source& source, index_t rows, index_t k, bool as_b, packed_opera
   out.blocks = (rows + lanes - 1) / lanes;
   out.steps = (k + step_k - 1) / step_k;
   const index_t count = out.blocks * out.steps;
-  out.storage = scratch<tile>(static_cast<std::size_t>(count));
+  if (out.storage.size() != static_cast<std::size_t>(count)) {
+    out.storage = scratch<tile>();  // back to the pool first, so that the next borrow can take it
+    out.storage = scratch<tile>(static_cast<std::size_t>(count));
+  }
   tile* const tiles = out.storage.data();
   out.stats = simd::parallel_reduce(
       count, simd::worth_parallel(rows * k), fold_stats{},
@@ -210,7 +223,7 @@ struct tile_session {
 /// L2 while every 2 x 2 block of the item goes over it; the accumulators go to the item's staged
 /// fp32 tiles between chunks, which changes no bit).
 struct blocking {
-  index_t item_blocks = 8, panel_blocks = 16, chunk_steps = 16;
+  index_t item_blocks = 8, panel_blocks = 16, chunk_steps = 32;
 };
 
 template <int N, class F>

@@ -59,7 +59,8 @@ bool fp4_fits_tiles(const quantized_tensor<FormatA>& a, const quantized_tensor<F
 
 /// D = C + A·Bᵀ in the scaled domain (no tensor scales, no epilogue). Exact: K stepped by 64 in
 /// order and zero-padded to a multiple of 64 (§6 step 8). Relaxed: block_scaled_mma_on_tiles where
-/// this machine runs the relaxed GEMMs on BF16 tiles and the operands fit them, else every group
+/// this machine runs the relaxed GEMMs on BF16 tiles for this shape (tiles::relaxed_on_tiles) and
+/// the operands fit them, else every group
 /// term fused-multiply-added into an fp32 accumulator from C in K order (fp4::mma::relaxed_step).
 /// `c` may be empty (zero accumulator) or [M, N].
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
@@ -67,7 +68,7 @@ template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
 void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
                       matrix_view<const float> c, matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
   nvfp4::detail::check_gemm_operands(a, b);
-  if (mode == gemm_mode::relaxed && nvfp4::detail::tiles::relaxed_on_tiles() && fp4_fits_tiles(a, b)) {
+  if (mode == gemm_mode::relaxed && nvfp4::detail::tiles::relaxed_on_tiles(a.rows(), b.rows()) && fp4_fits_tiles(a, b)) {
     block_scaled_mma_on_tiles(a, b, c, d);
     return;
   }

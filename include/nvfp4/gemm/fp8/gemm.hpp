@@ -31,9 +31,10 @@ namespace nvfp4 {
 namespace detail {
 
 /// Whether a call tries the BF16 tile path first (gemm/fp8/detail/tile_path.hpp): relaxed mode on a
-/// machine that runs the relaxed GEMMs on tiles. The path itself still checks the operands.
-inline bool relaxed_tiles_first(const fp8_gemm_options& options) {
-  return options.mode == gemm_mode::relaxed && tiles::relaxed_on_tiles();
+/// machine that runs the relaxed GEMMs on tiles for this shape. The path itself still checks the
+/// operands' values.
+inline bool relaxed_tiles_first(const fp8_gemm_options& options, index_t m, index_t n) {
+  return options.mode == gemm_mode::relaxed && tiles::relaxed_on_tiles(m, n);
 }
 
 inline const fp8_gemm_detail::code_tables& tables_of(fp8_format format) {
@@ -114,7 +115,7 @@ inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const 
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  if (detail::relaxed_tiles_first(options) && detail::mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, d)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, d)) return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::fp8_mma_chain(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), options.core, options, has_c, c, d);
 }
@@ -127,7 +128,7 @@ void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<Format
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
   if (has_c) detail::check_fp8_output(c, a.rows(), b.rows(), "C");
-  if (detail::relaxed_tiles_first(options) && detail::mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, d)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, d)) return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::fp8_mma_chain(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), fp8::mma::tensor_core::blackwell,
                         options, has_c, c, d);
@@ -220,7 +221,7 @@ void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, co
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
   detail::check_fp8_scaling_pair(a, b);
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  if (detail::relaxed_tiles_first(options) && detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options)) return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::fp8_gemm_checked(a, detail::unpack_operand_into(a, ws.a), b, detail::unpack_operand_into(b, ws.b), out, options);
 }
@@ -233,7 +234,7 @@ void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
                 const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  if (detail::relaxed_tiles_first(options) && detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options)) return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::mxfp8_gemm_checked(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), out, options);
 }

@@ -78,7 +78,7 @@ void fp8_gemm(const fp8_tensor& a, const fp8_packed_weight<fp8_tensor>& b, matri
   detail::check_fp8_scaling_pair(a, b.tensor());
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
   // Relaxed on BF16 tiles: B folded from its tensor (the packed tiles are the vector kernels').
-  if (detail::relaxed_tiles_first(options) && detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b.tensor(), out, options)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b.tensor(), out, options)) return;
   detail::fp8_gemm_checked(a, detail::unpack_operand_into(a, detail::operand_workspace().a), b.tensor(), b.operand(), out, options);
 }
 
@@ -90,7 +90,7 @@ void mxfp8_gemm(const quantized_tensor<FormatA>& a, const fp8_packed_weight<quan
   detail::check_packed_fp8_weight(static_cast<bool>(b), "mxfp8_gemm");
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  if (detail::relaxed_tiles_first(options) && detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b.tensor(), out, options)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b.tensor(), out, options)) return;
   detail::mxfp8_gemm_checked(detail::unpack_operand_into(a, detail::operand_workspace().a), b.operand(), out, options);
 }
 

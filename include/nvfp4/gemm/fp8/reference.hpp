@@ -46,7 +46,7 @@ bool fp8_fits_tiles(const TensorA& a, const TensorB& b) {
 /// Whether a relaxed FP8 product runs on BF16 tiles on this machine.
 template <class TensorA, class TensorB>
 bool fp8_relaxed_on_tiles(const TensorA& a, const TensorB& b, const fp8_gemm_options& options) {
-  return options.mode == gemm_mode::relaxed && tiles::relaxed_on_tiles() && fp8_fits_tiles(a, b);
+  return options.mode == gemm_mode::relaxed && tiles::relaxed_on_tiles(a.rows(), b.rows()) && fp8_fits_tiles(a, b);
 }
 
 }  // namespace nvfp4::detail

@@ -192,7 +192,7 @@ void block_scaled_mma_fast(const quantized_tensor<FormatA>& a, const quantized_t
   if (a.rows() == 0 || b.rows() == 0) return;
   static_assert(has_mma_kernels<simd::gemm_isa>);
   // Relaxed: on BF16 tiles where the machine runs them and the folded operands fit (tile_path.hpp).
-  if (mode == gemm_mode::relaxed && tiles::relaxed_on_tiles() && fp4_mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, store)) return;
+  if (mode == gemm_mode::relaxed && tiles::relaxed_on_tiles(a.rows(), b.rows()) && fp4_mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, store)) return;
   // The run-time choice: AMX where the CPU and the OS allow it and the operands suit it.
   if constexpr (has_mma_kernels<isa::amx_bf16>) {
     if (simd::gemm_isa_for_call() == isa::amx_bf16 && run_amx<mma_kernels<isa::amx_bf16>>(a, b, packed, c, store, mode)) return;

@@ -7,6 +7,7 @@
 // through tile_model.
 #pragma once
 
+#include "nvfp4/detail/scratch.hpp"
 #include "nvfp4/gemm/detail/tile_gemm.hpp"
 #include "nvfp4/gemm/detail/tile_sources.hpp"
 #include "nvfp4/gemm/fp8/detail/chain.hpp"
@@ -46,27 +47,31 @@ bool fp8_gemm_on_tiles(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out
     return true;
   }
   // Block scaling: one tile chain per K block of 128 (4 tile steps), its partial scaled into y.
+  // Each K block's decode scales of every row of A and of B, looked up once per call ([k block]
+  // [row], 1 past the rows: those outputs are padding, never stored), so that the merge is plain
+  // 16-lane loops.
   const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue, a.scale_cols());
-  const index_t m = a.rows(), n = b.rows();
+  constexpr int lanes = tiles::lanes;
+  const index_t k_blocks = a.scale_cols(), m_padded = pa.blocks * lanes, n_padded = pb.blocks * lanes;
+  scratch<float> scale_a(static_cast<std::size_t>(k_blocks * m_padded)), scale_b(static_cast<std::size_t>(k_blocks * n_padded));
+  for (index_t kb = 0; kb < k_blocks; ++kb) {
+    for (index_t i = 0; i < m_padded; ++i) scale_a[static_cast<std::size_t>(kb * m_padded + i)] = i < a.rows() ? a.block_scale_inv(i / a.block_rows(), kb) : 1.0f;
+    for (index_t j = 0; j < n_padded; ++j) scale_b[static_cast<std::size_t>(kb * n_padded + j)] = j < b.rows() ? b.block_scale_inv(j / b.block_rows(), kb) : 1.0f;
+  }
   const auto merge = [&](index_t rb, index_t cb, index_t kb, const float* partial, float* y) {
-    constexpr int lanes = tiles::lanes;
-    float sb[lanes];
-    for (int c = 0; c < lanes; ++c) {
-      const index_t j = cb * lanes + c;
-      sb[c] = j < n ? b.block_scale_inv(j / b.block_rows(), kb) : 1.0f;  // padding columns are never stored
-    }
+    const float* const sa = scale_a.data() + kb * m_padded + rb * lanes;
+    const float* const sb = scale_b.data() + kb * n_padded + cb * lanes;
     for (int r = 0; r < lanes; ++r) {
-      const index_t i = rb * lanes + r;
-      const float sa = i < m ? a.block_scale_inv(i / a.block_rows(), kb) : 1.0f;
       const float* p = partial + r * lanes;
       float* o = y + r * lanes;
+      const float s = sa[r];
       // One loop per order, so that each is a plain 16-lane loop the compiler vectorizes.
       if (update == block_update::a_first) {
-        for (int c = 0; c < lanes; ++c) o[c] = std::fma(p[c] * sa, sb[c], o[c]);
+        for (int c = 0; c < lanes; ++c) o[c] = std::fma(p[c] * s, sb[c], o[c]);
       } else if (update == block_update::b_first) {
-        for (int c = 0; c < lanes; ++c) o[c] = std::fma(p[c] * sb[c], sa, o[c]);
+        for (int c = 0; c < lanes; ++c) o[c] = std::fma(p[c] * sb[c], s, o[c]);
       } else {
-        for (int c = 0; c < lanes; ++c) o[c] = std::fma(p[c], sa * sb[c], o[c]);
+        for (int c = 0; c < lanes; ++c) o[c] = std::fma(p[c], s * sb[c], o[c]);
       }
     }
   };
