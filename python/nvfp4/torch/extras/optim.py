@@ -265,7 +265,7 @@ class AdamW(_LowPrecisionStateOptimizer):
             with torch.enable_grad():
                 loss = closure()
         plan = _with_grads(self.param_groups, "AdamW", self._check_group)
-        updates = [(p, *self._planned(p, settings, self.state[p])) for _, settings, params in plan for p in params]
+        updates = [(p, *self._planned(p, settings, self.state.get(p, {}))) for _, settings, params in plan for p in params]
         self._commit(updates)
         return loss
 
@@ -344,7 +344,7 @@ class Muon(_LowPrecisionStateOptimizer):
             for p in params:
                 if p.dim() < 2:
                     raise ValueError(f"Muon updates matrices only; a parameter of shape {tuple(p.shape)} belongs in AdamW")
-        updates = [(p, *self._planned(p, settings, self.state[p]))
+        updates = [(p, *self._planned(p, settings, self.state.get(p, {})))
                    for _, settings, params in plan for p in params if p.numel() > 0]
         self._commit(updates)
         return loss
