@@ -367,3 +367,14 @@ def test_wide_state_follows_torch_adamw_on_extreme_gradients(state_dtype, bad):
     ref.step()
     assert torch.equal(torch.isfinite(p), torch.isfinite(ref_p))
     torch.testing.assert_close(p.detach(), ref_p.detach(), rtol=1e-6, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("kind", sorted(_MAKERS))
+def test_a_refused_first_step_leaves_no_state_behind(kind):
+    params = [torch.nn.Parameter(torch.randn(16, 32)), torch.nn.Parameter(torch.randn(16, 32))]
+    opt = _MAKERS[kind](params, "float8_e4m3")
+    params[0].grad = torch.randn(16, 32)
+    params[1].grad = torch.full((16, 32), float("nan"))
+    with pytest.raises(ValueError, match="not finite"):
+        opt.step()
+    assert len(opt.state) == 0  # was: empty entries for the parameters planned before the refusal
