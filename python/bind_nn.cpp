@@ -1,8 +1,11 @@
 // python/bind_nn.cpp: the recipes (TE's recipe classes) and the emulated Linear layer of the Python
 // module: LinearCore, one layer's numerics over parameters the caller owns (what nvfp4.torch's
-// Linear drives), and Linear, a LinearCore that owns numpy parameters. Both serialize concurrent
+// Linear drives), and Linear, a LinearCore that owns numpy parameters; SavedForward, what one
+// LinearCore.forward leaves for its backward (nn::saved_forward). Both layers serialize concurrent
 // calls with a per-layer mutex (taken with the GIL released), so threads get the single-thread
-// bits. Reference: docs/python.md; the C++ layer: include/nvfp4/nn/linear.hpp.
+// bits. A bf16 LinearCore also takes bf16 tensors as their bits (uint16 arrays) and returns Y and
+// dX as bits for them: no fp32 copy on either side. Reference: docs/python.md; the C++ layer:
+// include/nvfp4/nn/linear.hpp.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -146,38 +149,72 @@ void require_float32(const py::array& a, py::ssize_t ndim, const char* what, con
     throw py::value_error(std::string(what) + " must be " + expected + "; got shape " + shape_text(a));
 }
 
-/// A float32 2-D array as a row-major view of its own memory when C-contiguous, else of a C-order
-/// copy kept in `keep` (inputs that are only read).
-matrix_view<const float> input_matrix(const py::array& a, py::array_t<float, py::array::c_style>& keep, const char* what,
-                                      const char* expected) {
-  require_float32(a, 2, what, expected);
-  keep = py::array_t<float, py::array::c_style>::ensure(a);
-  return matrix_view<const float>::row_major(keep.data(), keep.shape(0), keep.shape(1));
+/// Whether `a` holds bf16 bits (uint16), which only a bf16 core takes (TypeError for an fp32 core).
+bool is_bf16_bits(const py::array& a, bool bf16_core, const char* what) {
+  if (!a.dtype().is(py::dtype::of<std::uint16_t>())) return false;
+  if (!bf16_core)
+    throw py::type_error(std::string(what) + " is uint16 (bf16 bits), which only a core of dtype 'bf16' takes; this core is fp32 "
+                         "(pass float32, or make the core with dtype='bf16')");
+  return true;
 }
 
-/// The caller's parameter array, read in place: float32, C-contiguous, of exactly `shape` (never
-/// copied, so a framework's parameter is what the layer reads).
-const float* parameter_data(const py::array& a, std::vector<py::ssize_t> shape, const char* what) {
-  require_float32(a, static_cast<py::ssize_t>(shape.size()), what, shape.size() == 2 ? "a 2-D array [out_features, in_features]" : "a 1-D array [out_features]");
+/// A 2-D float32 array, or bf16 bits (uint16) for a bf16 core, as a row-major view of its own
+/// memory when C-contiguous, else of a C-order copy kept in `keep` (inputs that are only read).
+nn::input_matrix read_matrix(const py::array& a, py::array& keep, bool bf16_core, const char* what, const char* expected) {
+  if (is_bf16_bits(a, bf16_core, what)) {
+    if (a.ndim() != 2) throw py::value_error(std::string(what) + " must be " + expected + "; got shape " + shape_text(a));
+    const auto bits = py::array_t<std::uint16_t, py::array::c_style>::ensure(a);
+    keep = bits;
+    return matrix_view<const bf16>::row_major(static_cast<const bf16*>(keep.data()), keep.shape(0), keep.shape(1));
+  }
+  require_float32(a, 2, what, expected);
+  const auto values = py::array_t<float, py::array::c_style>::ensure(a);
+  keep = values;
+  return matrix_view<const float>::row_major(values.data(), values.shape(0), values.shape(1));
+}
+
+/// The caller's parameter array, read in place: float32 (or, for a bf16 core, bf16 bits as uint16),
+/// C-contiguous, of exactly `shape` (never copied, so a framework's parameter is what the layer reads).
+const void* parameter_data(const py::array& a, std::vector<py::ssize_t> shape, const char* what, bool bf16_core = false) {
+  const char* expected = shape.size() == 2 ? "a 2-D array [out_features, in_features]" : "a 1-D array [out_features]";
+  if (is_bf16_bits(a, bf16_core, what)) {
+    if (a.ndim() != static_cast<py::ssize_t>(shape.size()))
+      throw py::value_error(std::string(what) + " must be " + expected + "; got shape " + shape_text(a));
+  } else {
+    require_float32(a, static_cast<py::ssize_t>(shape.size()), what, expected);
+  }
   for (std::size_t i = 0; i < shape.size(); ++i)
     if (a.shape(static_cast<py::ssize_t>(i)) != shape[i])
       throw error(errc::shape_mismatch, std::string(what) + " has shape " + shape_text(a) + ", expected [" + std::to_string(shape[0]) +
                                             (shape.size() == 2 ? ", " + std::to_string(shape[1]) : std::string()) + "]");
   if (!(a.flags() & py::array::c_style))
     throw py::value_error(std::string(what) + " must be C-contiguous (it is read in place; pass numpy.ascontiguousarray(...))");
-  return static_cast<const float*>(a.data());
+  return a.data();
 }
-/// A writable parameter-shaped output (dW, db).
+/// A writable parameter-shaped float32 output (dW, db).
 float* gradient_data(py::array& a, std::vector<py::ssize_t> shape, const char* what) {
-  const float* data = parameter_data(a, std::move(shape), what);
+  const void* data = parameter_data(a, std::move(shape), what);
   if (!a.writeable()) throw py::value_error(std::string(what) + " must be writable");
-  return const_cast<float*>(data);
+  return static_cast<float*>(const_cast<void*>(data));
 }
 
-/// A new float32 [rows, cols] array, its size checked before allocating.
-py::array_t<float> new_matrix(index_t rows, index_t cols, const char* what) {
+/// A new [rows, cols] array of float32, or of bf16 bits (uint16) where the input came as bf16 bits,
+/// its size checked before allocating; `view` is where the layer writes it.
+py::array new_matrix(index_t rows, index_t cols, bool bf16_bits, nn::output_matrix& view, const char* what) {
   detail::checked_element_count(rows, cols, errc::invalid_argument, what);
-  return py::array_t<float>({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)});
+  const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)};
+  if (bf16_bits) {
+    py::array_t<std::uint16_t> out(shape);
+    view = matrix_view<bf16>::row_major(static_cast<bf16*>(static_cast<void*>(out.mutable_data())), rows, cols);
+    return out;
+  }
+  py::array_t<float> out(shape);
+  view = matrix_view<float>::row_major(out.mutable_data(), rows, cols);
+  return out;
+}
+bool holds_bf16(const nn::input_matrix& m) { return std::holds_alternative<matrix_view<const bf16>>(m); }
+index_t rows_of(const nn::input_matrix& m) {
+  return std::visit([](auto v) { return v.rows(); }, m);
 }
 
 // ---- LinearCore: one layer over the caller's parameters ---------------------------------------------
@@ -218,38 +255,33 @@ class linear_core {
     return f(layer_);
   }
 
-  py::array_t<float> forward(const py::array& x, const py::array& weight, const std::optional<py::array>& bias, const std::string& weight_cache,
-                             bool training) {
-    const nn::weight_cache cache = parse_weight_cache(weight_cache);
-    py::array_t<float, py::array::c_style> x_keep;
-    const auto xv = input_matrix(x, x_keep, "x", "a 2-D array [tokens, in_features]");
-    const nn::linear_parameters p = parameters(weight, bias);
-    auto y = new_matrix(xv.rows(), out_features(), "Linear output");
-    const auto yv = matrix_view<float>::row_major(y.mutable_data(), xv.rows(), out_features());
-    locked([&](nn::linear& l) {
-      if (training)
-        l.forward(p, xv, yv, cache);
-      else
-        l.infer(p, xv, yv, cache, eval_);
+  /// The training forward: Y and what its backward needs (TE's forward with grad enabled).
+  std::pair<py::array, nn::saved_forward> forward(const py::array& x, const py::array& weight, const std::optional<py::array>& bias,
+                                                  const std::string& weight_cache) {
+    nn::saved_forward saved;
+    auto y = call_forward(x, weight, bias, weight_cache, [&](nn::linear& l, const nn::linear_parameters& p, auto xv, auto yv, nn::weight_cache c) {
+      saved = l.forward(p, xv, yv, c);
     });
-    return y;
+    return {std::move(y), std::move(saved)};
   }
-
-  py::array_t<float> backward(const py::array& dy, const py::array& weight, py::array weight_grad, std::optional<py::array> bias_grad) {
-    py::array_t<float, py::array::c_style> dy_keep;
-    const auto dyv = input_matrix(dy, dy_keep, "dy", "a 2-D array [tokens, out_features]");
-    parameter_data(weight, {out_features(), in_features()}, "weight");  // checked; backward runs on the forward's W
-    nn::linear_gradients g;
-    g.weight = matrix_view<float>::row_major(gradient_data(weight_grad, {out_features(), in_features()}, "weight_grad"), out_features(),
-                                             in_features());
-    if (has_bias() && !bias_grad)
-      throw py::value_error("bias_grad is required: the layer has a bias (pass a float32 array [out_features])");
-    if (!has_bias() && bias_grad) throw py::value_error("bias_grad given, but the layer has no bias (pass None)");
-    if (bias_grad) g.bias = std::span<float>(gradient_data(*bias_grad, {out_features()}, "bias_grad"), static_cast<std::size_t>(out_features()));
-    auto dx = new_matrix(dyv.rows(), in_features(), "Linear input gradient");
-    const auto dxv = matrix_view<float>::row_major(dx.mutable_data(), dyv.rows(), in_features());
-    locked([&](nn::linear& l) { l.backward(dyv, dxv, g); });
-    return dx;
+  /// The forward of evaluation (TE's forward under torch.no_grad()): the same Y, nothing saved.
+  py::array infer(const py::array& x, const py::array& weight, const std::optional<py::array>& bias, const std::string& weight_cache,
+                  nn::eval_amaxes amaxes) {
+    return call_forward(x, weight, bias, weight_cache, [&](nn::linear& l, const nn::linear_parameters& p, auto xv, auto yv, nn::weight_cache c) {
+      l.infer(p, xv, yv, c, amaxes);
+    });
+  }
+  /// dX of the forward `saved`, dW and db into the caller's arrays.
+  py::array backward(const nn::saved_forward& saved, const py::array& dy, py::array weight_grad, std::optional<py::array> bias_grad) {
+    return call_backward(dy, weight_grad, bias_grad, [&](nn::linear& l, auto dyv, auto dxv, const nn::linear_gradients& g) {
+      l.backward(saved, dyv, dxv, g);
+    });
+  }
+  /// dX of the layer's last training forward (the owning Linear's backward(dy)).
+  py::array backward_last(const py::array& dy, py::array weight_grad, std::optional<py::array> bias_grad) {
+    return call_backward(dy, weight_grad, bias_grad, [&](nn::linear& l, auto dyv, auto dxv, const nn::linear_gradients& g) {
+      l.backward(dyv, dxv, g);
+    });
   }
 
   /// The delayed-scaling state as {"<role>.scale": float32 [1], "<role>.amax_history": float32 [L]}
@@ -314,16 +346,52 @@ class linear_core {
     });
   }
 
-  nn::eval_amaxes eval_ = nn::eval_amaxes::record_as_te;
-
  private:
+  bool bf16_core() const { return layer_.options().dtype == high_precision::bf16; }  // fixed at construction: no lock
+  template <class Run>
+  py::array call_forward(const py::array& x, const py::array& weight, const std::optional<py::array>& bias, const std::string& weight_cache,
+                         Run&& run) {
+    const nn::weight_cache cache = parse_weight_cache(weight_cache);
+    py::array x_keep;
+    const nn::input_matrix xv = read_matrix(x, x_keep, bf16_core(), "x", "a 2-D array [tokens, in_features]");
+    const nn::linear_parameters p = parameters(weight, bias);
+    nn::output_matrix yv;
+    py::array y = new_matrix(rows_of(xv), out_features(), holds_bf16(xv), yv, "Linear output");
+    locked([&](nn::linear& l) { run(l, p, xv, yv, cache); });
+    return y;
+  }
+  template <class Run>
+  py::array call_backward(const py::array& dy, py::array& weight_grad, std::optional<py::array>& bias_grad, Run&& run) {
+    py::array dy_keep;
+    const nn::input_matrix dyv = read_matrix(dy, dy_keep, bf16_core(), "dy", "a 2-D array [tokens, out_features]");
+    nn::linear_gradients g;
+    g.weight = matrix_view<float>::row_major(gradient_data(weight_grad, {out_features(), in_features()}, "weight_grad"), out_features(),
+                                             in_features());
+    if (has_bias() && !bias_grad)
+      throw py::value_error("bias_grad is required: the layer has a bias (pass a float32 array [out_features])");
+    if (!has_bias() && bias_grad) throw py::value_error("bias_grad given, but the layer has no bias (pass None)");
+    if (bias_grad) g.bias = std::span<float>(gradient_data(*bias_grad, {out_features()}, "bias_grad"), static_cast<std::size_t>(out_features()));
+    nn::output_matrix dxv;
+    py::array dx = new_matrix(rows_of(dyv), in_features(), holds_bf16(dyv), dxv, "Linear input gradient");
+    locked([&](nn::linear& l) { run(l, dyv, dxv, g); });
+    return dx;
+  }
   nn::linear_parameters parameters(const py::array& weight, const std::optional<py::array>& bias) {
     nn::linear_parameters p;
-    p.weight = matrix_view<const float>::row_major(parameter_data(weight, {out_features(), in_features()}, "weight"), out_features(),
-                                                   in_features());
+    const void* w = parameter_data(weight, {out_features(), in_features()}, "weight", bf16_core());
+    if (weight.dtype().is(py::dtype::of<std::uint16_t>()))
+      p.weight = matrix_view<const bf16>::row_major(static_cast<const bf16*>(w), out_features(), in_features());
+    else
+      p.weight = matrix_view<const float>::row_major(static_cast<const float*>(w), out_features(), in_features());
     if (has_bias() && !bias) throw py::value_error("bias is required: the layer has a bias (pass a float32 array [out_features])");
     if (!has_bias() && bias) throw py::value_error("bias given, but the layer was made with bias=False (pass None)");
-    if (bias) p.bias = std::span<const float>(parameter_data(*bias, {out_features()}, "bias"), static_cast<std::size_t>(out_features()));
+    if (!bias) return p;
+    const void* b = parameter_data(*bias, {out_features()}, "bias", bf16_core());
+    const auto n = static_cast<std::size_t>(out_features());
+    if (bias->dtype().is(py::dtype::of<std::uint16_t>()))
+      p.bias = std::span<const bf16>(static_cast<const bf16*>(b), n);
+    else
+      p.bias = std::span<const float>(static_cast<const float*>(b), n);
     return p;
   }
 
@@ -343,7 +411,6 @@ class owning_linear : public linear_core {
     weight_grad = zeros(matrix, "float32");
     bias = zeros(py::make_tuple(options.bias ? out_features : 0), "float32");
     bias_grad = zeros(py::make_tuple(options.bias ? out_features : 0), "float32");
-    eval_ = nn::eval_amaxes::record_nothing;
   }
   std::optional<py::array> bias_arg() const { return has_bias() ? std::optional<py::array>(bias) : std::nullopt; }
   std::optional<py::array> bias_grad_arg() const { return has_bias() ? std::optional<py::array>(bias_grad) : std::nullopt; }
@@ -382,6 +449,21 @@ void bind_common(py::class_<Class>& c) {
 void bind_nn(py::module_& m) {
   bind_recipes(m);
 
+  py::class_<nn::saved_forward>(m, "SavedForward",
+                                "What one LinearCore.forward call leaves for its backward (TE's ctx.save_for_backward): the "
+                                "recipe that ran it, W's and X's copies as that call quantized them. Made by forward only; "
+                                "may be kept, passed to another thread and dropped freely; backward(saved, ...) may run more "
+                                "than once.")
+      .def_property_readonly("rows", &nn::saved_forward::rows, "M, the rows of the forward's X (and of dY, dX)")
+      .def_property_readonly("dtype", [](const nn::saved_forward& s) { return std::string(high_precision_name(s.dtype())); },
+                             "the core's dtype when the forward ran: 'fp32' or 'bf16'")
+      .def_property_readonly("recipe", [](const nn::saved_forward& s) { return from_recipe(s.recipe()); },
+                             "the recipe the forward ran under (a copy; NoQuantization() for none)")
+      .def("__repr__", [](const nn::saved_forward& s) {
+        return "SavedForward(rows=" + std::to_string(s.rows()) + ", dtype='" + high_precision_name(s.dtype()) + "', recipe=" +
+               recipe_name(s.recipe()) + ")";
+      });
+
   py::class_<linear_core> core(m, "LinearCore",
                                "One emulated TransformerEngine Linear layer, Y = X W^T (+ b), over parameters the caller owns (read "
                                "in place, never copied). Delayed scaling follows TE's regions: amaxes are recorded by every call, "
@@ -398,19 +480,36 @@ void bind_nn(py::module_& m) {
            py::arg("dtype") = "fp32", py::arg("mode") = "exact", py::arg("fp8_tensor_core") = "hopper", py::arg("promotion_interval") = 128,
            py::arg("seed") = 0, py::arg("amax_quantile") = py::none())
       .def("forward", &linear_core::forward, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::kw_only(),
-           py::arg("weight_cache") = "off", py::arg("training") = true,
-           "Y [M, out_features] float32 for X float32 [M, in_features]; weight float32 [out_features, in_features] and bias float32 "
-           "[out_features] (or None) are read in place. training=True keeps what backward needs; training=False is TE's forward "
-           "under torch.no_grad() (same Y, nothing kept, delayed-scaling amaxes recorded as TE records them). weight_cache: 'off', "
-           "'refresh', 'reuse' (TE's is_first_microbatch None / True / False).")
-      .def("backward", &linear_core::backward, py::arg("dy"), py::arg("weight"), py::arg("weight_grad"), py::arg("bias_grad") = py::none(),
-           "dX [M, in_features] for dY [M, out_features] of the last training forward; writes dW into weight_grad (float32 "
-           "[out_features, in_features], C-contiguous) and db into bias_grad (float32 [out_features]), overwriting them.")
+           py::arg("weight_cache") = "off",
+           "The training forward (TE's forward with grad enabled): returns (Y, saved), Y [M, out_features] for X [M, in_features], "
+           "and `saved`, a SavedForward holding what this call's backward needs (its recipe, W's and X's quantized copies). "
+           "weight [out_features, in_features] and bias [out_features] (or None) are read in place during the call, never kept "
+           "(C-contiguous). Each of x, weight, bias is float32, or, for a core of dtype 'bf16', bf16 bits as uint16 "
+           "(tensor.view(torch.int16).numpy().view(numpy.uint16)), read as they are; Y is uint16 bf16 bits when x is, else "
+           "float32. Delayed scaling: the amaxes are recorded. weight_cache: 'off', 'refresh', 'reuse' (TE's "
+           "is_first_microbatch None / True / False).")
+      .def("infer",
+           [](linear_core& l, const py::array& x, const py::array& weight, const std::optional<py::array>& bias, const std::string& weight_cache,
+              bool record_amaxes) {
+             return l.infer(x, weight, bias, weight_cache, record_amaxes ? nn::eval_amaxes::record_as_te : nn::eval_amaxes::record_nothing);
+           },
+           py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::kw_only(), py::arg("weight_cache") = "off",
+           py::arg("record_amaxes") = true,
+           "TE's forward under torch.no_grad(): the training forward's Y (arrays as forward takes them), nothing saved; "
+           "record_amaxes=True records delayed scaling's amaxes as TE's quantizers do there (they merge into the next update), "
+           "False records nothing.")
+      .def("backward", &linear_core::backward, py::arg("saved"), py::arg("dy"), py::arg("weight_grad"), py::arg("bias_grad") = py::none(),
+           "dX [M, in_features] for dY [M, out_features] of the forward that returned `saved` (under the recipe it ran, "
+           "whatever the core's is now; any order of forwards and backwards, and more than once on one saved forward); "
+           "dy float32 or (bf16 core) uint16 bf16 bits, dX in the same kind. Writes dW into weight_grad (float32 "
+           "[out_features, in_features], C-contiguous) and db into bias_grad (float32 [out_features]), overwriting them. A second backward on one saved forward gives the first's bits except where "
+           "the recipe's state moved on: NVFP4's gradient seed (the core's backward count) and, after end_backward_region, "
+           "delayed scaling's grad_output scale.")
       .def("set_recipe", [](linear_core& l, const py::object& r) {
              const recipe next = to_recipe(r);
              l.locked([&](nn::linear& n) { n.set_recipe(next); });
            },
-           py::arg("recipe"), "switches the recipe (checked first; a forward kept for backward is dropped)")
+           py::arg("recipe"), "switches the recipe (checked first; a saved forward keeps the recipe it ran under)")
       .def_property("recipe", [](linear_core& l) { return from_recipe(l.locked([](nn::linear& n) { return n.current_recipe(); })); },
                     [](linear_core& l, const py::object& r) {
                       const recipe next = to_recipe(r);
@@ -455,22 +554,22 @@ void bind_nn(py::module_& m) {
                     "the recipe (a copy); assigning one switches it (e.g. a BF16 cooldown)")
       .def("forward",
            [](owning_linear& l, const py::array& x, const std::string& weight_cache) {
-             return l.forward(x, l.weight, l.bias_arg(), weight_cache, /*training=*/true);
+             return std::move(l.forward(x, l.weight, l.bias_arg(), weight_cache).first);
            },
            py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
            "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs. weight_cache: 'off', 'refresh' (keep the "
            "quantized W), 'reuse' (run on the kept W): TE's is_first_microbatch None / True / False")
       .def("infer",
            [](owning_linear& l, const py::array& x, const std::string& weight_cache) {
-             return l.forward(x, l.weight, l.bias_arg(), weight_cache, /*training=*/false);
+             return l.infer(x, l.weight, l.bias_arg(), weight_cache, nn::eval_amaxes::record_nothing);
            },
            py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
            "the forward's Y without saving for backward or touching delayed-scaling state (evaluation, inference)")
       .def("backward",
            [](owning_linear& l, const py::array& dy) {
              std::optional<py::array> bias_grad = l.bias_grad_arg();
-             return l.backward(dy, l.weight, l.weight_grad, bias_grad);
+             return l.backward_last(dy, l.weight_grad, bias_grad);
            },
-           py::arg("dy"), "dX for dY [M, out_features]; dW and db into weight_grad / bias_grad");
+           py::arg("dy"), "dX for dY [M, out_features] of the last forward; dW and db into weight_grad / bias_grad");
   bind_common(linear);
 }

@@ -1,6 +1,6 @@
 // Tests of nvfp4/nn/linear.hpp: for every recipe, forward and backward rebuilt bit for bit from
 // the public quantizers and GEMMs the header documents; the layer's dtype (bf16 inputs and
-// outputs), the bias and its gradient against a hand sum, delayed scaling stepping its states,
+// outputs, bf16 tensors given and written as stored), the bias and its gradient against a hand sum, delayed scaling stepping its states,
 // seeds, 1 vs 2 threads, recipe switching, bad input; the inference forward and the kept weight
 // (TE's is_first_microbatch) against the training forward; an NVFP4 amax rule composed the same way.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "nn/linear_test_support.hpp"
 #include "nvfp4/nn/linear.hpp"
 #include "test_support.hpp"
 
@@ -21,29 +22,10 @@
 namespace nvfp4 {
 namespace {
 
-constexpr index_t M = 48, K = 160, N = 64;
-
-matrix_view<const float> cview(const std::vector<float>& v, index_t rows, index_t cols) {
-  return matrix_view<const float>::row_major(v.data(), rows, cols);
-}
-matrix_view<float> mview(std::vector<float>& v, index_t rows, index_t cols) { return matrix_view<float>::row_major(v.data(), rows, cols); }
-
-/// Index of the first element whose bits differ, or -1 (a size mismatch reports 0).
-long first_difference(std::span<const float> a, std::span<const float> b) {
-  if (a.size() != b.size()) return 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) return static_cast<long>(i);
-  return -1;
-}
+using test::cview, test::mview, test::first_difference, test::inputs, test::every_recipe, test::make_layer, test::M, test::K, test::N;
 
 struct layer_run {
   std::vector<float> y, dx, dw, db;
-};
-
-/// Inputs shared by the tests: X [M, K], W [N, K], b [N], dY [M, N].
-struct inputs {
-  std::vector<float> x = test::random_values(M * K, 1), w = test::random_values(N * K, 2, {.sigma = 0.1});
-  std::vector<float> b = test::random_values(N, 3), dy = test::random_values(M * N, 4, {.sigma = 0.01});
 };
 
 layer_run run_layer(const recipe& r, const nn::linear_options& options, const inputs& in) {
@@ -390,26 +372,6 @@ TEST(Linear, RepeatedStepsGiveAFreshLayersBits) {
   test::set_threads(2);
 }
 
-/// One of each recipe family and its variants, with the layer options they run under.
-std::vector<std::pair<recipe, nn::linear_options>> every_recipe() {
-  return {{no_quantization{}, {.bias = true}},
-          {no_quantization{}, {.bias = true, .dtype = high_precision::bf16}},
-          {nvfp4_block_scaling{}, {.bias = true, .dtype = high_precision::bf16, .seed = 5}},
-          {nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true}, {.seed = 5}},
-          {nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::weights}, {.seed = 5}},
-          {float8_current_scaling{}, {.bias = true}},
-          {delayed_scaling{.amax_history_len = 4}, {}},
-          {float8_block_scaling{}, {}},
-          {mxfp8_block_scaling{}, {.bias = true, .mode = gemm_mode::relaxed}}};
-}
-
-nn::linear make_layer(const recipe& r, const nn::linear_options& options, const inputs& in) {
-  nn::linear layer(K, N, r, options);
-  std::copy(in.w.begin(), in.w.end(), layer.weight().begin());
-  if (options.bias) std::copy(in.b.begin(), in.b.end(), layer.bias().begin());
-  return layer;
-}
-
 std::vector<float> history_of(const nn::linear& layer, tensor_role role) {
   const auto h = layer.scaling_state(role)->amax_history();
   return {h.begin(), h.end()};
@@ -731,6 +693,59 @@ TEST(Linear, BadInput) {
   EXPECT_NO_THROW(layer.backward(cview(dy, M, N), mview(dx, M, K)));
   EXPECT_EQ(test::error_code_of([] { nn::linear(-1, 4); }), errc::invalid_argument);
   EXPECT_EQ(test::error_code_of([] { nn::linear(4, 4, no_quantization{}, {.promotion_interval = 48}); }), errc::invalid_argument);
+}
+
+/// bf16 values of `v` as bf16 (bf16::from_float of each).
+std::vector<bf16> bf16_values(const std::vector<float>& v) {
+  std::vector<bf16> out;
+  for (float x : v) out.push_back(bf16::from_float(x));
+  return out;
+}
+
+// X, W, b, dY given as bf16 values, Y and dX written as bf16: the bits of the fp32 calls on the same
+// values (which a bf16 layer rounds to bf16, and whose Y, dX it rounds to bf16), for every recipe,
+// row-major or strided, without the layer copying a bf16 tensor where its policy reads bf16.
+TEST(LinearBf16, TensorsAsStoredGiveTheFloatCallsBits) {
+  const inputs in;
+  for (const auto& [r, given] : every_recipe()) {
+    SCOPED_TRACE(recipe_name(r));
+    nn::linear_options options = given;
+    options.dtype = high_precision::bf16;
+    options.bias = true;
+    const auto x = to_bf16(in.x), w = to_bf16(in.w), b = to_bf16(in.b), dy = to_bf16(in.dy);
+    const layer_run want = run_layer(r, options, {.x = x, .w = w, .b = b, .dy = dy});
+    const nn::linear_options external{.bias = true, .dtype = high_precision::bf16, .mode = options.mode, .seed = options.seed,
+                                      .parameters = nn::parameter_storage::external};
+    const auto xb = bf16_values(x), wb = bf16_values(w), bb = bf16_values(b), dyb = bf16_values(dy);
+    // X strided: every other element of a wider buffer.
+    std::vector<bf16> x_wide(static_cast<std::size_t>(M * K * 2));
+    for (std::size_t i = 0; i < xb.size(); ++i) x_wide[2 * i] = xb[i];
+    for (const bool strided : {false, true}) {
+      nn::linear layer(K, N, r, external);  // fresh: delayed scaling's per-call update moves the scales
+      const auto xv = strided ? matrix_view<const bf16>(x_wide.data(), M, K, 2 * K, 2) : matrix_view<const bf16>::row_major(xb.data(), M, K);
+      const nn::linear_parameters p{.weight = matrix_view<const bf16>::row_major(wb.data(), N, K), .bias = std::span<const bf16>(bb)};
+      std::vector<bf16> y(M * N), dx(M * K);
+      std::vector<float> dw(N * K), db(N);
+      const nn::saved_forward s = layer.forward(p, xv, matrix_view<bf16>::row_major(y.data(), M, N));
+      layer.backward(s, matrix_view<const bf16>::row_major(dyb.data(), M, N), matrix_view<bf16>::row_major(dx.data(), M, K),
+                     {mview(dw, N, K), db});
+      std::vector<float> yf, dxf;
+      for (bf16 v : y) yf.push_back(v.to_float());
+      for (bf16 v : dx) dxf.push_back(v.to_float());
+      expect_same({yf, dxf, dw, db}, want, strided ? "bf16, strided X" : "bf16");
+      EXPECT_EQ(first_difference(db, want.db), -1);
+    }
+    if (std::holds_alternative<delayed_scaling>(r)) continue;  // runs NaN as TE does
+    // A bf16 NaN is refused as an fp32 one is, before Y is written.
+    auto nan_x = xb;
+    nan_x[7] = bf16::from_bits(0x7FC0);
+    nn::linear layer(K, N, r, external);
+    std::vector<bf16> y(M * N, bf16::from_bits(0x3F80));
+    const nn::linear_parameters p{.weight = matrix_view<const bf16>::row_major(wb.data(), N, K), .bias = std::span<const bf16>(bb)};
+    EXPECT_EQ(test::error_code_of([&] { layer.forward(p, matrix_view<const bf16>::row_major(nan_x.data(), M, K), matrix_view<bf16>::row_major(y.data(), M, N)); }),
+              errc::non_finite_input);
+    for (bf16 v : y) ASSERT_EQ(v.bits(), 0x3F80);
+  }
 }
 
 }  // namespace

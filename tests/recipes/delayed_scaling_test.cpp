@@ -40,6 +40,28 @@ TEST(DelayedScaling, DefaultsAreTes) {
   EXPECT_EQ(s.amax_history().size(), 1024u);
 }
 
+// issue 39 item 9: a history length is bounded (delayed_scaling::max_amax_history_len) and refused
+// with a clear error before anything allocates (10^9 entries were 12 GB of states).
+TEST(DelayedScaling, HistoryLengthIsBoundedBeforeAllocating) {
+  const int bound = delayed_scaling::max_amax_history_len;
+  EXPECT_EQ(bound, 1 << 20);
+  for (const int len : {0, -1, bound + 1, 1000000000}) {
+    const delayed_scaling r{.amax_history_len = len};
+    EXPECT_EQ(test::error_code_of([&] { r.validate(); }), errc::invalid_argument) << len;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state(r, fp8_format::e4m3); }), errc::invalid_argument) << len;
+    delayed_scaling_state kept({.amax_history_len = 2}, fp8_format::e4m3);
+    EXPECT_EQ(test::error_code_of([&] { kept.switch_to(r); }), errc::invalid_argument) << len;
+    EXPECT_EQ(kept.amax_history().size(), 2u);  // unchanged
+  }
+  try {
+    delayed_scaling{.amax_history_len = 1000000000}.validate();
+  } catch (const error& e) {
+    EXPECT_NE(std::string(e.what()).find("at most 1048576"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(delayed_scaling{.amax_history_len = bound}.validate());
+  EXPECT_EQ(delayed_scaling_state({.amax_history_len = bound}, fp8_format::e4m3).amax_history().size(), static_cast<std::size_t>(bound));
+}
+
 TEST(DelayedScaling, HistoryRollsAndMaxTakesTheWindow) {
   delayed_scaling_state s({.amax_history_len = 3}, fp8_format::e4m3);
   // Step amaxes 2, 8, 4, 1, 1: the window holds the last three, the scale is 448 / max of it.

@@ -108,7 +108,7 @@ TEST(RecipePolicy, CurrentScalingComposesThePublicQuantizers) {
 }
 
 // Delayed scaling: quantization with the state's scale, the amax recorded only when asked; the
-// update hooks step the roles they name; switch_to keeps the states.
+// update hooks step the roles they name; switched_to keeps the states.
 TEST(RecipePolicy, DelayedScalingStateHooks) {
   const shapes s;
   const auto x = random_values(s.m * s.k, 7, {.sigma = 3.0}), w = random_values(s.n * s.k, 8);
@@ -129,10 +129,15 @@ TEST(RecipePolicy, DelayedScalingStateHooks) {
   const float input_scale = policy.scaling_state(tensor_role::input)->scale();
   EXPECT_NE(input_scale, 1.0f);
   EXPECT_NE(policy.scaling_state(tensor_role::weight)->scale(), 1.0f);
-  policy.switch_to(delayed_scaling{.amax_history_len = 2});
-  EXPECT_EQ(policy.scaling_state(tensor_role::input)->scale(), input_scale);
-  EXPECT_EQ(policy.scaling_state(tensor_role::input)->amax_history().size(), 2u);
-  EXPECT_EQ(policy.recipe().amax_history_len, 2);
+  delayed_scaling_policy next = policy.switched_to(delayed_scaling{.amax_history_len = 2, .fp8_gemm_dgrad = {.use_split_accumulator = false}});
+  EXPECT_EQ(next.scaling_state(tensor_role::input)->scale(), input_scale);
+  EXPECT_EQ(next.scaling_state(tensor_role::input)->amax_history().size(), 2u);
+  EXPECT_EQ(next.recipe().amax_history_len, 2);
+  // The states are shared, the recipes are each policy's own (a forward saved under the first
+  // runs its backward's GEMMs with the first's flags, on the live states).
+  EXPECT_EQ(policy.scaling_state(tensor_role::input), next.scaling_state(tensor_role::input));
+  EXPECT_EQ(policy.recipe().amax_history_len, 4);
+  EXPECT_TRUE(policy.recipe().fp8_gemm_dgrad.use_split_accumulator);
 
   // Stateless policies have no state to give.
   const float8_block_scaling_policy block{float8_block_scaling{}};

@@ -79,12 +79,22 @@ struct delayed_scaling {
   mm_params fp8_gemm_dgrad{.use_split_accumulator = true};
   mm_params fp8_gemm_wgrad{.use_split_accumulator = true};
 
-  /// TE's checks (no pure E5M2) and ours: a history of at least one entry, a finite margin whose
-  /// 2^-margin is a normal float.
+  /// The longest amax history accepted: 2^20 entries. TE keeps the history on the GPU as [len, n]
+  /// float32 (n quantizers, 3 per Linear: 12 MiB per layer at this length, 12 GiB at 10^9) and every
+  /// update scans the whole window, so a window longer than a training run's steps (10^6 is a
+  /// long run) only costs memory and update time; checked before anything allocates.
+  static constexpr int max_amax_history_len = 1 << 20;
+
+  /// TE's checks (no pure E5M2) and ours: a history of 1 to max_amax_history_len entries, a finite
+  /// margin whose 2^-margin is a normal float.
   void validate() const {
     detail::reject_pure_e5m2(fp8_format, "delayed_scaling");
     detail::require(amax_history_len >= 1, errc::invalid_argument,
                     "delayed_scaling: amax_history_len must be at least 1, got " + std::to_string(amax_history_len));
+    detail::require(amax_history_len <= max_amax_history_len, errc::invalid_argument,
+                    "delayed_scaling: amax_history_len must be at most " + std::to_string(max_amax_history_len) +
+                        " (the window each update scans; TE keeps it on the GPU as [len, n] float32), got " +
+                        std::to_string(amax_history_len));
     detail::require(std::isfinite(margin) && margin >= -127.0f && margin <= 126.0f, errc::invalid_argument,
                     "delayed_scaling: margin must be in [-127, 126] (2^-margin a normal float), got " + std::to_string(margin));
   }
@@ -126,9 +136,10 @@ class delayed_scaling_state {
   /// its first `length` entries (history[:length]) or zero-padded at the end; the format, margin
   /// and amax algorithm stay those the state was made with. The update path (`unfused_update`,
   /// `unfused_form`) follows the new recipe (TE chooses it at each update, not per state). Throws
-  /// invalid_argument for an amax_history_len < 1.
+  /// invalid_argument for an amax_history_len out of [1, delayed_scaling::max_amax_history_len].
   void switch_to(const delayed_scaling& recipe) {
-    detail::require(recipe.amax_history_len >= 1, errc::invalid_argument, "delayed_scaling_state: amax_history_len must be at least 1");
+    detail::require(recipe.amax_history_len >= 1 && recipe.amax_history_len <= delayed_scaling::max_amax_history_len, errc::invalid_argument,
+                    "delayed_scaling_state: amax_history_len must be in [1, " + std::to_string(delayed_scaling::max_amax_history_len) + "]");
     history_.resize(static_cast<std::size_t>(recipe.amax_history_len), 0.0f);
     unfused_ = recipe.unfused_update;
     unfused_form_ = recipe.unfused_form;

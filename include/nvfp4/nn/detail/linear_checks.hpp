@@ -1,7 +1,7 @@
 // nvfp4/nn/detail/linear_checks.hpp: what nn::linear does the same way for every recipe around
 // its policy: the argument checks made before anything changes, and the copies in the layer's
-// dtype (X, W, dY in; Y, dX out; on the library's threads) with NaN / Inf refused as the
-// quantizers refuse them.
+// dtype (X, W, dY in, fp32 or bf16; Y, dX out, fp32 or bf16; on the library's threads) with NaN /
+// Inf refused as the quantizers refuse them.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "nvfp4/detail/checked_size.hpp"
@@ -67,6 +69,24 @@ inline std::uint32_t row_in_dtype(const float* in, index_t n, float* out, high_p
   return largest;
 }
 
+/// |v| as fp32 bits (>= float_inf_bits: a NaN or Inf).
+inline std::uint32_t magnitude_bits(float v) { return std::bit_cast<std::uint32_t>(v) & 0x7FFFFFFFu; }
+inline std::uint32_t magnitude_bits(bf16 v) { return (static_cast<std::uint32_t>(v.bits()) << 16) & 0x7FFFFFFFu; }
+
+/// out = v widened to fp32 (exact: a bf16 value is in both dtypes), row by row on the library's
+/// threads; returns the largest |value| bits seen.
+inline std::uint32_t copy_in_dtype(matrix_view<const bf16> v, matrix_view<float> out, high_precision) {
+  return simd::parallel_max(v.rows(), simd::worth_parallel(v.size()), [&](index_t begin, index_t end) {
+    std::uint32_t largest = 0;
+    for (index_t r = begin; r < end; ++r)
+      for (index_t c = 0; c < v.cols(); ++c) {
+        largest = std::max(largest, magnitude_bits(v(r, c)));
+        out(r, c) = v(r, c).to_float();
+      }
+    return largest;
+  });
+}
+
 /// out = v in the dtype, row by row on the library's threads (simd::parallel_ranges: each row one
 /// writer); returns the largest |value| bits seen. v and out the same shape.
 inline std::uint32_t copy_in_dtype(matrix_view<const float> v, matrix_view<float> out, high_precision dtype) {
@@ -89,10 +109,11 @@ inline std::uint32_t copy_in_dtype(matrix_view<const float> v, matrix_view<float
 }
 
 /// Throws non_finite_error for the first NaN / Inf of v in row-major order (v holds one).
-[[noreturn]] inline void throw_first_non_finite(matrix_view<const float> v, const char* what) {
+template <class T>
+[[noreturn]] void throw_first_non_finite(matrix_view<const T> v, const char* what) {
   for (index_t r = 0; r < v.rows(); ++r)
     for (index_t c = 0; c < v.cols(); ++c)
-      if (!std::isfinite(v(r, c))) throw non_finite_error(what, r, c, v(r, c));
+      if (const float value = static_cast<float>(v(r, c)); !std::isfinite(value)) throw non_finite_error(what, r, c, value);
   throw error(errc::non_finite_input, std::string(what) + " holds NaN or Inf");  // not reached
 }
 
@@ -100,8 +121,9 @@ inline std::uint32_t copy_in_dtype(matrix_view<const float> v, matrix_view<float
 /// in row-major order) unless `allow_non_finite` (a recipe TE runs such tensors under: they are
 /// copied as they are). The copy runs on the library's threads; on a refusal `buffer` holds
 /// scratch.
-inline matrix_view<const float> to_dtype(matrix_view<const float> v, const char* what, std::vector<float>& buffer, high_precision dtype,
-                                         bool allow_non_finite = false) {
+template <class T>
+matrix_view<const float> to_dtype(matrix_view<const T> v, const char* what, std::vector<float>& buffer, high_precision dtype,
+                                  bool allow_non_finite = false) {
   const matrix_view<float> out = scratch(v.rows(), v.cols(), buffer);
   const std::uint32_t largest = copy_in_dtype(v, out, dtype);
   if (!allow_non_finite && largest >= 0x7F800000u) throw_first_non_finite(v, what);
@@ -110,12 +132,17 @@ inline matrix_view<const float> to_dtype(matrix_view<const float> v, const char*
 
 /// v itself where the dtype is fp32 and nothing needs a copy that outlives the call (a quantized
 /// recipe quantizes it at once), checked for NaN / Inf as to_dtype checks it, without copying;
-/// otherwise to_dtype's copy.
-inline matrix_view<const float> in_place_or_copy(matrix_view<const float> v, const char* what, std::vector<float>& buffer,
-                                                 high_precision dtype, bool allow_non_finite, bool needs_copy) {
-  if (needs_copy || dtype != high_precision::fp32) return to_dtype(v, what, buffer, dtype, allow_non_finite);
-  if (!allow_non_finite && !all_finite(v)) throw_first_non_finite(v, what);
-  return v;
+/// otherwise to_dtype's copy (always for bf16 values: widened).
+template <class T>
+matrix_view<const float> in_place_or_copy(matrix_view<const T> v, const char* what, std::vector<float>& buffer, high_precision dtype,
+                                          bool allow_non_finite, bool needs_copy) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!needs_copy && dtype == high_precision::fp32) {
+      if (!allow_non_finite && !all_finite(v)) throw_first_non_finite(v, what);
+      return v;
+    }
+  }
+  return to_dtype(v, what, buffer, dtype, allow_non_finite);
 }
 
 /// A row-major bf16 copy of v (bf16::from_float of each value: the values to_dtype gives for the
@@ -144,9 +171,56 @@ inline matrix_view<const bf16> to_bf16(matrix_view<const float> v, const char* w
   return out;
 }
 
+/// bf16 values as a row-major view: v itself when it is one, else a copy in `buffer`; NaN / Inf as
+/// to_dtype (the bf16 tensors a bf16 layer's NVFP4 quantizers read as they are).
+inline matrix_view<const bf16> as_bf16(matrix_view<const bf16> v, const char* what, std::vector<bf16>& buffer, bool allow_non_finite) {
+  const bool row_major = v.col_stride() == 1 && (v.rows() <= 1 || v.row_stride() == v.cols());
+  matrix_view<const bf16> out = v;
+  if (!row_major) {
+    const auto size = output_size(v.rows(), v.cols());
+    if (buffer.size() < size) buffer.resize(size);
+    const auto copy = matrix_view<bf16>::row_major(buffer.data(), v.rows(), v.cols());
+    for (index_t r = 0; r < v.rows(); ++r)
+      for (index_t c = 0; c < v.cols(); ++c) copy(r, c) = v(r, c);
+    out = matrix_view<const bf16>::row_major(buffer.data(), v.rows(), v.cols());
+  }
+  if (allow_non_finite) return out;
+  const std::uint32_t largest = simd::parallel_max(out.rows(), simd::worth_parallel(out.size()), [&](index_t begin, index_t end) {
+    std::uint32_t seen = 0;
+    for (index_t r = begin; r < end; ++r)
+      for (index_t c = 0; c < out.cols(); ++c) seen = std::max(seen, magnitude_bits(out(r, c)));
+    return seen;
+  });
+  if (largest >= 0x7F800000u) throw_first_non_finite(out, what);
+  return out;
+}
+
 /// to = from rounded to the dtype (on the library's threads, as to_dtype).
 inline void write_in_dtype(matrix_view<const float> from, matrix_view<float> to, high_precision dtype) {
   (void)copy_in_dtype(from, to, dtype);
+}
+/// to = from rounded once to bf16 (bf16::from_float), on the library's threads.
+inline void write_in_dtype(matrix_view<const float> from, matrix_view<bf16> to, high_precision) {
+  simd::parallel_ranges(from.rows(), simd::worth_parallel(from.size()), [&](index_t begin, index_t end) {
+    for (index_t r = begin; r < end; ++r)
+      for (index_t c = 0; c < from.cols(); ++c) to(r, c) = bf16::from_float(from(r, c));
+  });
+}
+
+/// A matrix's rows and columns, after validating its view (null_pointer for a null one).
+struct extent {
+  index_t rows = 0, cols = 0;
+};
+template <class... Views>
+extent validated(const std::variant<Views...>& v, const char* what) {
+  return std::visit([&](const auto& m) {
+    m.validate(what);
+    return extent{m.rows(), m.cols()};
+  }, v);
+}
+inline extent validated(matrix_view<float> m, const char* what) {
+  m.validate(what);
+  return {m.rows(), m.cols()};
 }
 
 /// db[j] = the fp32 sum of dy's rows in row order (each column's chain as a serial loop adds it),
@@ -164,37 +238,31 @@ void sum_rows(matrix_view<const T> dy, std::span<float> db) {
 }
 
 /// forward's and infer's checks of X [M, in], Y [M, out], W [out, in] and b [out] (or none).
-inline void check_forward_call(index_t in, index_t out, bool has_bias, matrix_view<const float> weight, std::span<const float> bias,
-                               matrix_view<const float> x, matrix_view<float> y, const char* who) {
-  x.validate("linear input");
-  y.validate("linear output");
-  require(x.cols() == in, errc::shape_mismatch,
-          std::string(who) + ": X has " + std::to_string(x.cols()) + " columns, the layer " + std::to_string(in) + " inputs");
-  require(y.rows() == x.rows() && y.cols() == out, errc::shape_mismatch,
-          std::string(who) + ": Y is " + shape(y.rows(), y.cols()) + ", expected " + shape(x.rows(), out));
-  weight.validate("linear weight");
-  require(weight.rows() == out && weight.cols() == in, errc::shape_mismatch,
-          std::string(who) + ": W is " + shape(weight.rows(), weight.cols()) + ", expected " + shape(out, in));
+inline void check_forward_call(index_t in, index_t out, bool has_bias, extent weight, std::size_t bias_size, bool bias_null, extent x,
+                               extent y, const char* who) {
+  require(x.cols == in, errc::shape_mismatch,
+          std::string(who) + ": X has " + std::to_string(x.cols) + " columns, the layer " + std::to_string(in) + " inputs");
+  require(y.rows == x.rows && y.cols == out, errc::shape_mismatch,
+          std::string(who) + ": Y is " + shape(y.rows, y.cols) + ", expected " + shape(x.rows, out));
+  require(weight.rows == out && weight.cols == in, errc::shape_mismatch,
+          std::string(who) + ": W is " + shape(weight.rows, weight.cols) + ", expected " + shape(out, in));
   const std::size_t expected = has_bias ? static_cast<std::size_t>(out) : 0;
-  require(bias.size() == expected, errc::shape_mismatch,
-          std::string(who) + ": b has " + std::to_string(bias.size()) + " values, expected " + std::to_string(expected) +
+  require(bias_size == expected, errc::shape_mismatch,
+          std::string(who) + ": b has " + std::to_string(bias_size) + " values, expected " + std::to_string(expected) +
               (has_bias ? "" : " (the layer has no bias)"));
-  require(bias.empty() || bias.data() != nullptr, errc::null_pointer, std::string(who) + ": b is a null pointer");
+  require(bias_size == 0 || !bias_null, errc::null_pointer, std::string(who) + ": b is a null pointer");
 }
 
 /// backward's checks: a forward of `rows` rows saved; dY [rows, out], dX [rows, in], dW [out, in], db.
-inline void check_backward_call(index_t in, index_t out, bool has_bias, bool saved, index_t rows, matrix_view<const float> dy,
-                                matrix_view<float> dx, matrix_view<float> dw, std::span<float> db) {
-  dy.validate("linear output gradient");
-  dx.validate("linear input gradient");
+inline void check_backward_call(index_t in, index_t out, bool has_bias, bool saved, index_t rows, extent dy, extent dx, extent dw,
+                                std::span<float> db) {
   require(saved, errc::invalid_argument, "linear::backward: no forward to differentiate (call forward first)");
-  require(dy.rows() == rows && dy.cols() == out, errc::shape_mismatch,
-          "linear::backward: dY is " + shape(dy.rows(), dy.cols()) + ", expected " + shape(rows, out));
-  require(dx.rows() == rows && dx.cols() == in, errc::shape_mismatch,
-          "linear::backward: dX is " + shape(dx.rows(), dx.cols()) + ", expected " + shape(rows, in));
-  dw.validate("linear weight gradient");
-  require(dw.rows() == out && dw.cols() == in, errc::shape_mismatch,
-          "linear::backward: dW is " + shape(dw.rows(), dw.cols()) + ", expected " + shape(out, in));
+  require(dy.rows == rows && dy.cols == out, errc::shape_mismatch,
+          "linear::backward: dY is " + shape(dy.rows, dy.cols) + ", expected " + shape(rows, out));
+  require(dx.rows == rows && dx.cols == in, errc::shape_mismatch,
+          "linear::backward: dX is " + shape(dx.rows, dx.cols) + ", expected " + shape(rows, in));
+  require(dw.rows == out && dw.cols == in, errc::shape_mismatch,
+          "linear::backward: dW is " + shape(dw.rows, dw.cols) + ", expected " + shape(out, in));
   require(db.size() == (has_bias ? static_cast<std::size_t>(out) : 0), errc::shape_mismatch,
           "linear::backward: db has " + std::to_string(db.size()) + " values, expected " + std::to_string(has_bias ? out : 0));
 }

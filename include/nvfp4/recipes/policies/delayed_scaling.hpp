@@ -3,10 +3,14 @@
 // into the role's history; fp8_gemm with the recipe's split-accumulator flags. The layer decides
 // when the states update (update_forward_roles / update_backward_role: after each call, or once
 // per autocast region, nn/autocast.hpp). Every copy is written into storage kept from step to step.
+// The three states are shared by the policies of one chain of DelayedScaling recipes (switched_to):
+// a forward saved under an earlier recipe of the chain records into, and reads, the live states.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <memory>
+#include <utility>
 
 #include "nvfp4/recipes/delayed_scaling.hpp"
 #include "nvfp4/recipes/policies/fp8_operands.hpp"
@@ -28,20 +32,23 @@ class delayed_scaling_policy {
   using saved_input = fp8_saved_input;
 
   /// Fresh states, as TE starts them: scale 1, zero history.
-  explicit delayed_scaling_policy(const delayed_scaling& r) : recipe_(r) {
+  explicit delayed_scaling_policy(const delayed_scaling& r) : recipe_(r), states_(std::make_shared<role_states>()) {
     for (const tensor_role role : {tensor_role::input, tensor_role::weight, tensor_role::grad_output})
       state(role) = delayed_scaling_state(r, role_format(r.fp8_format, role));
   }
-  /// DelayedScaling -> DelayedScaling, as TE keeps the states (module/base.py set_meta_tensor):
-  /// scales and histories stay, cut or zero-padded to the new length (delayed_scaling_state::switch_to).
-  void switch_to(const delayed_scaling& r) {
-    for (delayed_scaling_state& s : states_) s.switch_to(r);
-    recipe_ = r;
+  /// DelayedScaling -> DelayedScaling, as TE keeps the states (module/base.py set_meta_tensor): a
+  /// policy of `r` over this policy's states, whose scales and histories stay, cut or zero-padded
+  /// to the new length (delayed_scaling_state::switch_to). This policy keeps its own recipe (the
+  /// GEMM flags of a backward of a forward it ran) and shares the states with the new one.
+  delayed_scaling_policy switched_to(const delayed_scaling& r) const {
+    r.validate();
+    for (delayed_scaling_state& s : *states_) s.switch_to(r);
+    return delayed_scaling_policy(r, states_);
   }
   const delayed_scaling& recipe() const { return recipe_; }
 
   delayed_scaling_state* scaling_state(tensor_role role) { return &state(role); }
-  const delayed_scaling_state* scaling_state(tensor_role role) const { return &states_[static_cast<std::size_t>(role)]; }
+  const delayed_scaling_state* scaling_state(tensor_role role) const { return &(*states_)[static_cast<std::size_t>(role)]; }
   void update_forward_roles() {
     state(tensor_role::input).update();
     state(tensor_role::weight).update();  // after a reuse nothing was recorded: TE's kernel then leaves it as it was
@@ -74,10 +81,12 @@ class delayed_scaling_policy {
   }
 
  private:
+  using role_states = std::array<delayed_scaling_state, 3>;
+  delayed_scaling_policy(const delayed_scaling& r, std::shared_ptr<role_states> states) : recipe_(r), states_(std::move(states)) {}
   static constexpr fp8_non_finite te_cast = fp8_non_finite::te_satfinite;
-  delayed_scaling_state& state(tensor_role role) { return states_[static_cast<std::size_t>(role)]; }
+  delayed_scaling_state& state(tensor_role role) { return (*states_)[static_cast<std::size_t>(role)]; }
   delayed_scaling recipe_;
-  std::array<delayed_scaling_state, 3> states_{};
+  std::shared_ptr<role_states> states_;  // input, weight, grad_output; shared along a switched_to chain
   fp8_tensor row_, col_;  // X's rowwise copy (fprop), dY's two (dgrad, wgrad): kept from step to step
 };
 
