@@ -1,6 +1,6 @@
 // Golden test, kind `gemm_block_scaled`: D = C + A·Bᵀ against MMA-Sim, the bit-accurate Blackwell
-// tensor-core model, float bits compared (NaN bits included), for NVFP4 and MXFP4, through the
-// reference and through the fast path.
+// tensor-core model, float bits compared (NaN bits included), for NVFP4 and MXFP4 (the case's
+// `format`), through the reference and through the fast path.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -12,14 +12,15 @@ namespace nvfp4 {
 namespace {
 
 template <class Format>
-bool check_case(const nlohmann::json& c) {
-  const index_t m = c.at("m"), n = c.at("n"), k = c.at("k");
-  const auto a = quantized_tensor<Format>::from_bytes(m, k, golden::load_as<std::uint8_t>(c, "a_packed"),
-                                                      golden::load_as<std::uint8_t>(c, "a_scale"));
-  const auto b = quantized_tensor<Format>::from_bytes(n, k, golden::load_as<std::uint8_t>(c, "b_packed"),
-                                                      golden::load_as<std::uint8_t>(c, "b_scale"));
-  const auto accumulator = golden::load_as<float>(c, "c");
-  const auto expected = golden::load_as<float>(c, "d");
+bool run_format(golden::case_fields& f) {
+  const index_t m = f.integer("m"), n = f.integer("n"), k = f.integer("k");
+  constexpr index_t block = Format::block_cols;  // 16 (UE4M3 scales) or 32 (E8M0)
+  const auto a = quantized_tensor<Format>::from_bytes(m, k, f.load_shaped<std::uint8_t>("a_packed", {m, (k + 1) / 2}),
+                                                      f.load_shaped<std::uint8_t>("a_scale", {m, (k + block - 1) / block}));
+  const auto b = quantized_tensor<Format>::from_bytes(n, k, f.load_shaped<std::uint8_t>("b_packed", {n, (k + 1) / 2}),
+                                                      f.load_shaped<std::uint8_t>("b_scale", {n, (k + block - 1) / block}));
+  const auto accumulator = f.load_shaped<float>("c", {m, n});
+  const auto expected = f.load_shaped<float>("d", {m, n});
   const auto c_view = matrix_view<const float>::row_major(accumulator.data(), m, n);
   bool ok = true;
   for (bool fast_path : {false, true}) {
@@ -33,8 +34,9 @@ bool check_case(const nlohmann::json& c) {
     int mismatches = 0;
     for (std::size_t i = 0; i < d.size(); ++i) {
       if (std::bit_cast<std::uint32_t>(d[i]) != std::bit_cast<std::uint32_t>(expected[i]) && mismatches++ < 3) {
-        ADD_FAILURE() << (fast_path ? "fast" : "reference") << " D[" << i / n << "][" << i % n << "] = " << std::hexfloat
-                      << d[i] << ", MMA-Sim " << expected[i] << std::defaultfloat;
+        ADD_FAILURE() << (fast_path ? "fast" : "reference") << " D[" << i / static_cast<std::size_t>(n) << "]["
+                      << i % static_cast<std::size_t>(n) << "] = " << std::hexfloat << d[i] << ", MMA-Sim " << expected[i]
+                      << std::defaultfloat;
       }
     }
     ok = ok && mismatches == 0;
@@ -42,17 +44,16 @@ bool check_case(const nlohmann::json& c) {
   return ok;
 }
 
-TEST(GoldenGemm, EveryCaseBitForBit) {
-  const auto cases = golden::cases_of("gemm_block_scaled");
-  ASSERT_FALSE(cases.empty());
-  for (const auto& c : cases) {
-    SCOPED_TRACE(golden::describe(c));
-    const std::string format = c.at("format");
-    ASSERT_TRUE(format == "nvfp4" || format == "mxfp4") << format;
-    const bool ok = format == "nvfp4" ? check_case<nvfp4_1x16>(c) : check_case<mxfp4>(c);
-    golden::tally::instance().record("gemm_block_scaled", ok);
-  }
+bool check_case(const nlohmann::json& c) {
+  golden::case_fields f(c, "gemm_block_scaled case", {"format", "m", "n", "k", "a_packed", "b_packed", "a_scale", "b_scale", "c", "d"},
+                        {"style", "semantics"});
+  const bool ok = f.choice("format", {"nvfp4", "mxfp4"}) == "nvfp4" ? run_format<nvfp4_1x16>(f) : run_format<mxfp4>(f);
+  return f.finish() && ok;
 }
+
+const bool registered = golden::register_check("gemm_block_scaled", check_case);
+
+TEST(GoldenGemm, EveryCaseBitForBit) { golden::check_every_case("gemm_block_scaled"); }
 
 }  // namespace
 }  // namespace nvfp4

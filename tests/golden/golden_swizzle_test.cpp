@@ -7,22 +7,21 @@
 namespace nvfp4 {
 namespace {
 
-TEST(GoldenSwizzle128x4, EveryCaseBitForBit) {
-  const auto cases = golden::cases_of("swizzle_128x4");
-  ASSERT_FALSE(cases.empty());
-  for (const auto& c : cases) {
-    SCOPED_TRACE(golden::describe(c));
-    const auto compact = golden::load(c, "compact");
-    ASSERT_EQ(compact.shape.size(), 2u);
-    const auto expected = golden::load_as<std::uint8_t>(c, "swizzled");
-    const auto bytes = compact.as<std::uint8_t>();
-    const auto got = swizzle_128x4(bytes, compact.shape[0], compact.shape[1]);
-    const long diff = golden::first_difference(got.bytes(), expected);
-    EXPECT_EQ(diff, -1) << "first differing byte";
-    EXPECT_EQ(unswizzle_128x4(got), bytes);
-    golden::tally::instance().record("swizzle_128x4", diff == -1);
-  }
+bool check_case(const nlohmann::json& c) {
+  golden::case_fields f(c, "swizzle_128x4 case", {"shape", "compact", "swizzled"});
+  const auto [rows, cols] = f.shape("shape");
+  const auto bytes = f.load_shaped<std::uint8_t>("compact", {rows, cols});
+  const auto expected = f.load_as<std::uint8_t>("swizzled");
+  const auto got = swizzle_128x4(bytes, rows, cols);
+  const long diff = golden::first_difference(got.bytes(), expected);
+  EXPECT_EQ(diff, -1) << "first differing byte";
+  EXPECT_EQ(unswizzle_128x4(got), bytes);
+  return f.finish() && diff == -1 && unswizzle_128x4(got) == bytes;
 }
+
+const bool registered = golden::register_check("swizzle_128x4", check_case);
+
+TEST(GoldenSwizzle128x4, EveryCaseBitForBit) { golden::check_every_case("swizzle_128x4"); }
 
 }  // namespace
 }  // namespace nvfp4

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""Merges a golden fragment (pack_flavor_golden.py's DEST_DIR) into the golden archive: its files
-are added, manifest cases of the same kinds are replaced by the fragment's, and the README gets the
+"""Merges a golden fragment (pack_flavor_golden.py's DEST_DIR, run_h100_judge.py's OUT_DIR) into the
+golden archive: its files are added, manifest cases of the same kinds are replaced by the
+fragment's (or, with --append, kept and the fragment's added after them), and the README gets the
 fragment's README.md section (replacing an earlier copy of it). Deterministic output (sorted
 members, mtime 0, uid/gid 0). numpy not needed.
 
-usage: merge_into_archive.py ARCHIVE.tar.xz FRAGMENT_DIR [--out-dir DIR]
+usage: merge_into_archive.py ARCHIVE.tar.xz FRAGMENT_DIR [--append] [--out-dir DIR]
+  --append   keep the archive's cases of the fragment's kinds; a file name the archive already
+             holds is refused
   --out-dir  also leave the merged tree in DIR (for NVFP4_GOLDEN_DIR)
+
+The fragment's cases are read from manifest_fragment.json (a list), or from manifest.json's
+"cases"; a case may name files in nested step lists (linear_fp8_delayed_h100's "steps").
 """
 import io
 import json
@@ -20,18 +26,43 @@ import tempfile
 def main(argv):
     archive, fragment = argv[0], argv[1]
     out_dir = argv[argv.index("--out-dir") + 1] if "--out-dir" in argv else None
+    append = "--append" in argv
     work = tempfile.mkdtemp()
     with tarfile.open(archive, "r:xz") as t:
         t.extractall(work)
-    frag_cases = json.load(open(os.path.join(fragment, "manifest_fragment.json")))
+    fragment_list = os.path.join(fragment, "manifest_fragment.json")
+    if os.path.exists(fragment_list):
+        frag_cases = json.load(open(fragment_list))
+    else:
+        frag_cases = json.load(open(os.path.join(fragment, "manifest.json")))["cases"]
     kinds = {c["kind"] for c in frag_cases}
     manifest = json.load(open(os.path.join(work, "manifest.json")))
-    manifest["cases"] = [c for c in manifest["cases"] if c["kind"] not in kinds] + frag_cases
+    kept = manifest["cases"] if append else [c for c in manifest["cases"] if c["kind"] not in kinds]
+    manifest["cases"] = kept + frag_cases
     with open(os.path.join(work, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
-    for name in os.listdir(fragment):
-        if name.endswith((".npy", ".safetensors")):
-            shutil.copy(os.path.join(fragment, name), os.path.join(work, name))
+    # The files the fragment's cases name (or, for a fragment without them, every data file in it).
+    names = set()
+
+    def collect(value):
+        if isinstance(value, str) and value.endswith((".npy", ".safetensors")):
+            names.add(value)
+        elif isinstance(value, list):
+            for v in value:
+                collect(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+    collect(frag_cases)
+    for name in sorted(names):
+        source = os.path.join(fragment, name)
+        if not os.path.exists(source):
+            if os.path.exists(os.path.join(work, name)) and not append:
+                continue  # already in the archive (a case whose fields changed, not its files)
+            sys.exit(f"{name}: named by the fragment, in neither the fragment nor the archive")
+        if append and os.path.exists(os.path.join(work, name)):
+            sys.exit(f"{name}: the archive already holds a file of this name")
+        shutil.copy(source, os.path.join(work, name))
     section_path = os.path.join(fragment, "README.md")
     if os.path.exists(section_path):
         section = open(section_path).read().strip() + "\n"

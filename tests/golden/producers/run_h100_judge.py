@@ -20,7 +20,15 @@ Kinds written (fields: the README section this script writes):
   linear_fp8_block_h100    one Float8BlockScaling Linear step (fprop, dgrad, wgrad)
   linear_fp8_h100          one small Float8CurrentScaling (HYBRID) step, the shared kind's fields
 
-usage: run_h100_judge.py OUT_DIR     (writes OUT_DIR/*.npy, manifest_fragment.json, README.md, log)
+usage: run_h100_judge.py OUT_DIR             (writes OUT_DIR/*.npy, manifest_fragment.json, log.txt: the
+                                              archive's hj* cases, for merge_into_archive.py)
+       run_h100_judge.py OUT_DIR --variants  (the same kinds with other parameters than the shipped
+                                              cases: other shapes, seed, formats, history lengths,
+                                              margins, amax algorithms, split-accumulator settings,
+                                              block dimensions; files named hv*, and a manifest.json
+                                              so that OUT_DIR serves as NVFP4_GOLDEN_DIR)
+Each function below takes its parameters as arguments; the shipped run calls each with its
+defaults, in the same order, so it draws the same random numbers as when the archive was made.
 """
 import json
 import os
@@ -36,14 +44,16 @@ FMAX = {E4: 448.0, E5: 57344.0}
 NAME = {E4: "e4m3", E5: "e5m2"}
 F32_MAX = float(np.finfo(np.float32).max)
 BF16_MAX = float.fromhex("0x1.fep127")
-PREFIX = "hj"
+VARIANTS = "--variants" in sys.argv[2:]
+PREFIX = "hv" if VARIANTS else "hj"
+SEED = 20261128 if VARIANTS else 20261127
 
 out_dir = sys.argv[1]
 os.makedirs(out_dir, exist_ok=True)
 cases = []
 log_lines = []
 gen = torch.Generator(device=DEV)
-gen.manual_seed(20261127)
+gen.manual_seed(SEED)
 
 
 def log(*a):
@@ -112,10 +122,9 @@ def attempt(what, fn):
 
 # ------------------------------------------------------------------ per-tensor / per-row epilogues
 
-def epilogue_cases():
-    m, n = 32, 32
+def epilogue_cases(m=32, n=32, specs=((E4, E4, 288), (E5, E4, 160), (E4, E5, 288))):
     idx = 0
-    for fa, fb, k in [(E4, E4, 288), (E5, E4, 160), (E4, E5, 288)]:
+    for fa, fb, k in specs:
         for fast in (True, False):
             a8 = rand_codes(m, k, fa)
             b8 = rand_codes(n, k, fb)
@@ -160,10 +169,10 @@ def block_scale_args(s, layout, operand_rows):
     return s.contiguous()              # [rows/128, K/128] row-major
 
 
-def block_cases():
+def block_cases(specs=(("1x128", "128x128", 32, 128, 384, False), ("1x128", "1x128", 32, 128, 384, False),
+                       ("128x128", "1x128", 128, 32, 384, False), ("1x128", "128x128", 32, 128, 256, True))):
     idx = 0
-    for a_block, b_block, m, n, k, pow2 in [("1x128", "128x128", 32, 128, 384, False), ("1x128", "1x128", 32, 128, 384, False),
-                                           ("128x128", "1x128", 128, 32, 384, False), ("1x128", "128x128", 32, 128, 256, True)]:
+    for a_block, b_block, m, n, k, pow2 in specs:
         def run(a_block=a_block, b_block=b_block, m=m, n=n, k=k, pow2=pow2):
             nonlocal idx
             a8, b8 = rand_codes(m, k, E4, wide=True), rand_codes(n, k, E4, wide=True)
@@ -218,9 +227,9 @@ def block_quantize(x_bf16, block_rows, pow2, dt=E4):
     return q, scale_inv, amax
 
 
-def quantizer_cases():
+def quantizer_cases(specs=((16, 300, 1), (136, 264, 128)), dt=E4):
     idx = 0
-    for rows, cols, block_rows in [(16, 300, 1), (136, 264, 128)]:
+    for rows, cols, block_rows in specs:
         x = randn(rows, cols)
         # Blocks of very different magnitudes, one all-zero block, one block of tiny values
         # (its scale overflows fp32 and becomes bf16's largest value).
@@ -236,11 +245,11 @@ def quantizer_cases():
         for pow2 in (True, False):
             def run(pow2=pow2):
                 nonlocal idx
-                q, si, amax = block_quantize(xb, block_rows, pow2)
+                q, si, amax = block_quantize(xb, block_rows, pow2, dt)
                 torch.cuda.synchronize()
                 tag = f"{PREFIX}q{idx}{'p' if pow2 else 'f'}"
                 cases.append({"kind": "fp8_block_quantize_h100", "shape": [rows, cols],
-                              "block": "1x128" if block_rows == 1 else "128x128", "power_2_scale": pow2, "format": "e4m3",
+                              "block": "1x128" if block_rows == 1 else "128x128", "power_2_scale": pow2, "format": NAME[dt],
                               "input_bf16": in_file, "codes": save(f"{tag}_codes.npy", codes(q)),
                               "scale_inv": save(f"{tag}_scale_inv.npy", f32(si)), "amax": save(f"{tag}_amax.npy", f32(amax)),
                               "source": SOURCE})
@@ -251,10 +260,13 @@ def quantizer_cases():
 # ------------------------------------------------------------------ delayed-scaling Linear
 
 class DelayedState:
-    """One quantizer's state, updated as TE's fused kernel (delayed_scaling.cu) does."""
+    """One quantizer's state, updated as TE's fused kernel (delayed_scaling.cu) does: if the step's
+    amax (history[0]) is not 0 the history rolls and the amax is the window's max ('max') or that
+    amax ('most_recent'); scale = fl(fp8_max * 2^-margin) / amax when finite and positive."""
 
-    def __init__(self, dt, length):
+    def __init__(self, dt, length, margin=0, algo="max"):
         self.dt, self.hist, self.scale = dt, torch.zeros(length, device=DEV), torch.ones((), device=DEV)
+        self.margin, self.algo = margin, algo
 
     def record(self, amax):
         self.hist[0] = torch.maximum(self.hist[0], amax)
@@ -262,13 +274,13 @@ class DelayedState:
     def update(self):
         last = self.hist[0].clone()
         if last.item() != 0.0:
-            amax = self.hist.max()
+            amax = self.hist.max() if self.algo == "max" else last
             self.hist = torch.cat([self.hist[1:], last.reshape(1)])
             self.hist[0] = 0.0
         else:
             amax = torch.zeros((), device=DEV)
         if torch.isfinite(amax).item() and amax.item() > 0:
-            s = torch.full((), FMAX[self.dt], device=DEV) / amax
+            s = torch.full((), FMAX[self.dt] * 2.0 ** -self.margin, device=DEV) / amax
             self.scale = torch.where(torch.isinf(s), torch.full_like(s, F32_MAX), s)
 
 
@@ -277,12 +289,22 @@ def per_tensor(x_bf16, scale, dt):
     return cast(x * scale, dt), torch.ones((), device=DEV) / scale, x.abs().max()
 
 
-def delayed_linear_case():
-    m, k, n, length = 16, 64, 48, 2
-    sx, sw, sg = DelayedState(E4, length), DelayedState(E4, length), DelayedState(E5, length)
+def grad_dtype(fmt):
+    """The FP8 type of dy under a recipe format: E5M2 for HYBRID, E4M3 for E4M3."""
+    return E5 if fmt == "HYBRID" else E4
+
+
+def delayed_linear_case(m=16, k=64, n=48, length=2, margin=0, algo="max", fmt="HYBRID", spreads=(1.0, 3.0, 0.25, 1.0),
+                        zero_dy_steps=(), tag="d"):
+    """DelayedScaling Linear steps in a row; in the steps of zero_dy_steps dy is all zero (its
+    amax 0: the gradient state neither rolls nor changes scale)."""
+    gd = grad_dtype(fmt)
+    sx, sw, sg = DelayedState(E4, length, margin, algo), DelayedState(E4, length, margin, algo), DelayedState(gd, length, margin, algo)
     steps = []
-    for t, spread in enumerate([1.0, 3.0, 0.25, 1.0]):
+    for t, spread in enumerate(spreads):
         x, w, dy = bf16_input(m, k, spread), bf16_input(n, k, 0.05), bf16_input(m, n, 1e-3 * spread)
+        if t in zero_dy_steps:
+            dy = dy * 0
         step = {"scale_x": float(sx.scale), "scale_w": float(sw.scale), "scale_dy": float(sg.scale)}
         x8, six, ax = per_tensor(x, sx.scale, E4)
         w8, siw, aw = per_tensor(w, sw.scale, E4)
@@ -292,9 +314,9 @@ def delayed_linear_case():
         y16 = mm(x8, w8, six, siw, torch.bfloat16, True)
         sx.update()
         sw.update()
-        g8, sig, ag = per_tensor(dy, sg.scale, E5)
+        g8, sig, ag = per_tensor(dy, sg.scale, gd)
         sg.record(ag)
-        g8t = cast(dy.float().t().contiguous() * sg.scale, E5)
+        g8t = cast(dy.float().t().contiguous() * sg.scale, gd)
         wt8 = cast(w.float().t().contiguous() * step_scale(step, "scale_w"), E4)
         xt8 = cast(x.float().t().contiguous() * step_scale(step, "scale_x"), E4)
         dx = mm(g8, wt8, sig, siw, torch.float32, False)
@@ -303,21 +325,21 @@ def delayed_linear_case():
         dw16 = mm(g8t, xt8, sig, six, torch.bfloat16, False)
         sg.update()
         torch.cuda.synchronize()
-        tag = f"{PREFIX}d{t}"
+        name = f"{PREFIX}{tag}{t}"
         step.update({"amax_x": float(ax), "amax_w": float(aw), "amax_dy": float(ag),
                      "scale_inv_x": float(six), "scale_inv_w": float(siw), "scale_inv_dy": float(sig),
-                     "x_bf16": save(f"{tag}_x.npy", bf16_bits(x)), "w_bf16": save(f"{tag}_w.npy", bf16_bits(w)),
-                     "dy_bf16": save(f"{tag}_dy.npy", bf16_bits(dy)),
-                     "x_e4m3": save(f"{tag}_x8.npy", codes(x8)), "w_e4m3": save(f"{tag}_w8.npy", codes(w8)),
-                     "dy_e5m2": save(f"{tag}_dy8.npy", codes(g8)),
-                     "y_f32": save(f"{tag}_y.npy", f32(y)), "dx_f32": save(f"{tag}_dx.npy", f32(dx)),
-                     "dw_f32": save(f"{tag}_dw.npy", f32(dw)), "y_bf16": save(f"{tag}_y16.npy", bf16_bits(y16)),
-                     "dx_bf16": save(f"{tag}_dx16.npy", bf16_bits(dx16)), "dw_bf16": save(f"{tag}_dw16.npy", bf16_bits(dw16)),
+                     "x_bf16": save(f"{name}_x.npy", bf16_bits(x)), "w_bf16": save(f"{name}_w.npy", bf16_bits(w)),
+                     "dy_bf16": save(f"{name}_dy.npy", bf16_bits(dy)),
+                     "x_e4m3": save(f"{name}_x8.npy", codes(x8)), "w_e4m3": save(f"{name}_w8.npy", codes(w8)),
+                     f"dy_{NAME[gd]}": save(f"{name}_dy8.npy", codes(g8)),
+                     "y_f32": save(f"{name}_y.npy", f32(y)), "dx_f32": save(f"{name}_dx.npy", f32(dx)),
+                     "dw_f32": save(f"{name}_dw.npy", f32(dw)), "y_bf16": save(f"{name}_y16.npy", bf16_bits(y16)),
+                     "dx_bf16": save(f"{name}_dx16.npy", bf16_bits(dx16)), "dw_bf16": save(f"{name}_dw16.npy", bf16_bits(dw16)),
                      "next_scale_x": float(sx.scale), "next_scale_w": float(sw.scale), "next_scale_dy": float(sg.scale)})
         steps.append(step)
-    cases.append({"kind": "linear_fp8_delayed_h100", "m": m, "k": k, "n": n, "recipe": "DelayedScaling(fp8_format=HYBRID, "
-                  f"amax_history_len={length}, amax_compute_algo='max', margin=0)", "steps": steps, "semantics": DELAYED_SEMANTICS,
-                  "source": SOURCE})
+    cases.append({"kind": "linear_fp8_delayed_h100", "m": m, "k": k, "n": n, "recipe": f"DelayedScaling(fp8_format={fmt}, "
+                  f"amax_history_len={length}, amax_compute_algo='{algo}', margin={margin})", "steps": steps,
+                  "semantics": DELAYED_SEMANTICS, "source": SOURCE})
 
 
 def step_scale(step, key):
@@ -326,31 +348,53 @@ def step_scale(step, key):
 
 # ------------------------------------------------------------------ Float8BlockScaling Linear
 
-def block_linear_cases():
+def block_recipe(dims, pow2):
+    """The case's recipe as a constructor call: TE's defaults (E4M3, x 1D, w 2D, grad 1D,
+    power-of-two scales) left out, every other setting written."""
+    args = ["fp8_format=E4M3"]
+    for name, dim, default in zip(("x", "w", "grad"), dims, (1, 2, 1)):
+        if dim != default:
+            args.append(f"{name}_block_scaling_dim={dim}")
+    for name, p2 in zip(("fp8_quant_fwd_inp", "fp8_quant_fwd_weight", "fp8_quant_bwd_grad"), pow2):
+        if not p2:
+            args.append(f"{name}=QParams(power_2_scale=False)")
+    return "Float8BlockScaling(" + ", ".join(args) + ")"
+
+
+def block_linear_cases(specs=((128, 256, 128, (1, 2, 1), (False,) * 3), (128, 128, 128, (1, 2, 1), (True,) * 3),
+                              (128, 128, 128, (1, 2, 1), (False,) * 3))):
+    """Float8BlockScaling steps; each spec: m, k, n, block dimensions (x, w, grad: 1 = 1x128,
+    2 = 128x128) and power-of-two scales (x, w, grad)."""
     idx = 0
-    for m, k, n, pow2 in [(128, 256, 128, False), (128, 128, 128, True), (128, 128, 128, False)]:
-        def run(m=m, k=k, n=n, pow2=pow2):
+    for m, k, n, dims, pow2 in specs:
+        def run(m=m, k=k, n=n, dims=dims, pow2=pow2):
             nonlocal idx
             x, w, dy = bf16_input(m, k), bf16_input(n, k, 0.05), bf16_input(m, n, 1e-3)
             # torch wants a 128x128 operand's scales with row stride ceil(K / 128) exactly, but
             # cuBLASLt reads them 16-byte aligned: with several block rows and ceil(K / 128) not
-            # a multiple of 4 the GPU silently misreads them (w: N / 128 rows, K / 128 columns;
-            # wᵀ: the other way). Such a shape is skipped after its inputs are drawn, so that the
-            # later cases stay what they were.
-            for rows, cols in [(n, k), (k, n)]:
-                if rows > 128 and (cols // 128) % 4 != 0:
-                    log(f"skipped block linear m={m} k={k} n={n}: 128x128 scales cuBLASLt would misread")
-                    idx += 1  # the later cases keep their file names
-                    return
-            x8, sx, _ = block_quantize(x, 1, pow2)                       # fprop A: x, 1x128 along K
-            w8, sw, _ = block_quantize(w, 128, pow2)                     # fprop B: w, 128x128
-            g8, sg, _ = block_quantize(dy, 1, pow2)                      # dgrad A: dy, 1x128 along N
-            wt8, swt, _ = block_quantize(w.t().contiguous(), 128, pow2)  # dgrad B: wᵀ [K, N], 128x128
-            gt8, sgt, _ = block_quantize(dy.t().contiguous(), 1, pow2)   # wgrad A: dyᵀ [N, M], 1x128 along M
-            xt8, sxt, _ = block_quantize(x.t().contiguous(), 1, pow2)    # wgrad B: xᵀ [K, M], 1x128 along M
+            # a multiple of 4 the GPU silently misreads them. Such a shape is skipped after its
+            # inputs are drawn, so that the later cases stay what they were.
+            two_d = {"x": [(m, k), (k, m)], "w": [(n, k), (k, n)], "grad": [(m, n), (n, m)]}
+            for role, dim in zip(("x", "w", "grad"), dims):
+                for rows, cols in two_d[role] if dim == 2 else []:
+                    if rows > 128 and (cols // 128) % 4 != 0:
+                        log(f"skipped block linear m={m} k={k} n={n} dims={dims}: 128x128 scales cuBLASLt would misread")
+                        idx += 1  # the later cases keep their file names
+                        return
+            rows_of = {1: 1, 2: 128}
+            layout = {1: "1x128", 2: "128x128"}
+            bx, bw, bg = (rows_of[d] for d in dims)
+            px, pw, pg = pow2
+            x8, sx, _ = block_quantize(x, bx, px)                        # fprop A: x
+            w8, sw, _ = block_quantize(w, bw, pw)                        # fprop B: w
+            g8, sg, _ = block_quantize(dy, bg, pg)                       # dgrad A: dy
+            wt8, swt, _ = block_quantize(w.t().contiguous(), bw, pw)     # dgrad B: wᵀ [K, N]
+            gt8, sgt, _ = block_quantize(dy.t().contiguous(), bg, pg)    # wgrad A: dyᵀ [N, M]
+            xt8, sxt, _ = block_quantize(x.t().contiguous(), bx, px)     # wgrad B: xᵀ [K, M]
+            lx, lw, lg = (layout[d] for d in dims)
             outs = {}
-            for name, a8, sa, a_l, b8, sb, b_l in [("y", x8, sx, "1x128", w8, sw, "128x128"), ("dx", g8, sg, "1x128", wt8, swt, "128x128"),
-                                                    ("dw", gt8, sgt, "1x128", xt8, sxt, "1x128")]:
+            for name, a8, sa, a_l, b8, sb, b_l in [("y", x8, sx, lx, w8, sw, lw), ("dx", g8, sg, lg, wt8, swt, lw),
+                                                    ("dw", gt8, sgt, lg, xt8, sxt, lx)]:
                 sa_t = block_scale_args(sa, a_l, a8.shape[0])
                 sb_t = block_scale_args(sb, b_l, b8.shape[0]).t()
                 outs[name] = mm(a8, b8, sa_t, sb_t, torch.float32, False)
@@ -358,9 +402,7 @@ def block_linear_cases():
             torch.cuda.synchronize()
             tag = f"{PREFIX}l{idx}"
             idx += 1
-            cases.append({"kind": "linear_fp8_block_h100", "m": m, "k": k, "n": n, "power_2_scales": pow2,
-                          "recipe": "Float8BlockScaling(fp8_format=E4M3, x 1x128, w 128x128, grad 1x128"
-                                    + (")" if pow2 else ", fp32 scales (NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1))"),
+            cases.append({"kind": "linear_fp8_block_h100", "m": m, "k": k, "n": n, "recipe": block_recipe(dims, pow2),
                           "x_bf16": save(f"{tag}_x.npy", bf16_bits(x)), "w_bf16": save(f"{tag}_w.npy", bf16_bits(w)),
                           "dy_bf16": save(f"{tag}_dy.npy", bf16_bits(dy)),
                           "y_f32": save(f"{tag}_y.npy", f32(outs["y"])), "dx_f32": save(f"{tag}_dx.npy", f32(outs["dx"])),
@@ -369,37 +411,49 @@ def block_linear_cases():
                           "dx_bf16": save(f"{tag}_dx16.npy", bf16_bits(outs["dx16"])),
                           "dw_bf16": save(f"{tag}_dw16.npy", bf16_bits(outs["dw16"])),
                           "semantics": BLOCK_LINEAR_SEMANTICS, "source": SOURCE})
-        attempt(f"block linear m={m} k={k} n={n} pow2={pow2}", run)
+        attempt(f"block linear m={m} k={k} n={n} dims={dims} pow2={pow2}", run)
 
 
 # ------------------------------------------------------------------ Float8CurrentScaling Linear (small)
 
-def current_linear_case():
-    """One Float8CurrentScaling (HYBRID) step in the fields of kind linear_fp8_h100, small enough
-    for the project's own archive."""
-    m, k, n = 16, 64, 48
+def current_recipe(fmt, pow2, splits):
+    """The case's recipe as a constructor call, TE's defaults (HYBRID's fp8_format aside, always
+    written) left out: no power-of-two scales, split accumulator off in fprop, on in dgrad / wgrad."""
+    args = [f"fp8_format={fmt}"]
+    if pow2:
+        args.append("use_power_2_scales=True")
+    for name, split, default in zip(("fprop", "dgrad", "wgrad"), splits, (False, True, True)):
+        if split != default:
+            args.append(f"fp8_gemm_{name}=MMParams(use_split_accumulator={split})")
+    return "Float8CurrentScaling(" + ", ".join(args) + ")"
+
+
+def current_linear_case(m=16, k=64, n=48, fmt="HYBRID", pow2=False, splits=(False, True, True), tag="c0"):
+    """One Float8CurrentScaling step in the fields of kind linear_fp8_h100; `splits` is
+    use_split_accumulator of fprop, dgrad and wgrad."""
     x, w, dy = bf16_input(m, k, 2.0), bf16_input(n, k, 0.05), bf16_input(m, n, 1e-3)
+    gd = grad_dtype(fmt)
     q = {}
-    for name, t, dt in [("x", x, E4), ("w", w, E4), ("dy", dy, E5)]:
+    for name, t, dt in [("x", x, E4), ("w", w, E4), ("dy", dy, gd)]:
         amax = t.float().abs().max()
-        scale = scale_from_amax(amax.reshape(1), FMAX[dt], False, F32_MAX).reshape(())
+        scale = scale_from_amax(amax.reshape(1), FMAX[dt], pow2, F32_MAX).reshape(())
         q[name] = per_tensor(t, scale, dt) + (scale,)
     (x8, six, ax, sxs), (w8, siw, aw, sws), (g8, sig, ag, sgs) = q["x"], q["w"], q["dy"]
     wt8 = cast(w.float().t().contiguous() * sws, E4)
     xt8 = cast(x.float().t().contiguous() * sxs, E4)
-    g8t = cast(dy.float().t().contiguous() * sgs, E5)
-    outs = {"y": (x8, w8, six, siw, True), "dx": (g8, wt8, sig, siw, False), "dw": (g8t, xt8, sig, six, False)}
-    tag = f"{PREFIX}c0"
-    c = {"kind": "linear_fp8_h100", "recipe": "Float8CurrentScaling(fp8_format=HYBRID)", "m": m, "k": k, "n": n,
-         "x_bf16": save(f"{tag}_x.npy", bf16_bits(x)), "w_bf16": save(f"{tag}_w.npy", bf16_bits(w)),
-         "dy_bf16": save(f"{tag}_dy.npy", bf16_bits(dy)), "x_e4m3": save(f"{tag}_x8.npy", codes(x8)),
-         "w_e4m3": save(f"{tag}_w8.npy", codes(w8)), "dy_e5m2": save(f"{tag}_dy8.npy", codes(g8)),
+    g8t = cast(dy.float().t().contiguous() * sgs, gd)
+    outs = {"y": (x8, w8, six, siw, not splits[0]), "dx": (g8, wt8, sig, siw, not splits[1]), "dw": (g8t, xt8, sig, six, not splits[2])}
+    name = f"{PREFIX}{tag}"
+    c = {"kind": "linear_fp8_h100", "recipe": current_recipe(fmt, pow2, splits), "m": m, "k": k, "n": n,
+         "x_bf16": save(f"{name}_x.npy", bf16_bits(x)), "w_bf16": save(f"{name}_w.npy", bf16_bits(w)),
+         "dy_bf16": save(f"{name}_dy.npy", bf16_bits(dy)), "x_e4m3": save(f"{name}_x8.npy", codes(x8)),
+         "w_e4m3": save(f"{name}_w8.npy", codes(w8)), f"dy_{NAME[gd]}": save(f"{name}_dy8.npy", codes(g8)),
          "scale_inv_x": float(six), "scale_inv_w": float(siw), "scale_inv_dy": float(sig),
          "amax_x": float(ax), "amax_w": float(aw), "amax_dy": float(ag), "source": SOURCE,
-         "semantics": "as the shared set's linear_fp8_h100 (fprop fast accumulation, dgrad / wgrad split accumulator)"}
-    for name, (a8, b8, sa, sb, fast) in outs.items():
-        c[f"{name}_f32"] = save(f"{tag}_{name}.npy", f32(mm(a8, b8, sa, sb, torch.float32, fast)))
-        c[f"{name}_bf16"] = save(f"{tag}_{name}16.npy", bf16_bits(mm(a8, b8, sa, sb, torch.bfloat16, fast)))
+         "semantics": "as the shared set's linear_fp8_h100, with the recipe's scale rule and split-accumulator settings"}
+    for out, (a8, b8, sa, sb, fast) in outs.items():
+        c[f"{out}_f32"] = save(f"{name}_{out}.npy", f32(mm(a8, b8, sa, sb, torch.float32, fast)))
+        c[f"{out}_bf16"] = save(f"{name}_{out}16.npy", bf16_bits(mm(a8, b8, sa, sb, torch.bfloat16, fast)))
     torch.cuda.synchronize()
     cases.append(c)
 
@@ -440,16 +494,20 @@ BLOCK_SEMANTICS = ("over the 128-blocks of K in order, from y = 0: P = the Hoppe
 DELAYED_SEMANTICS = ("per step: x, w quantized (E4M3) with the input / weight states' scales, dy (E5M2) with the gradient state's; "
                      "code = satfinite RNE(fl(t * scale)), scale_inv = fl(1 / scale); amax recorded; fprop fast accumulation, dgrad / "
                      "wgrad split accumulator, alpha = fl(scale_inv_A * scale_inv_B); after fprop the input and weight states update, "
-                     "after backward the gradient state (TE's fused update: if history[0] != 0, amax = max(history), roll; "
-                     "scale = fp8_max / amax when finite and > 0)")
-BLOCK_LINEAR_SEMANTICS = ("x, dy, and the transposes dyᵀ, xᵀ in 1x128 blocks, w and wᵀ in 128x128 blocks, E4M3; block amax, "
-                          "scale = fl(448 / amax) (power of two: bits & 0xFF800000), scale_inv = fl(1 / scale), code = satfinite "
+                     "after backward the gradient state (TE's fused update: if history[0] != 0, amax = max(history) ('max') or "
+                     "history[0] ('most_recent'), roll; scale = fl(fp8_max * 2^-margin) / amax when finite and > 0); dy in E4M3 "
+                     "when the recipe's format is E4M3")
+BLOCK_LINEAR_SEMANTICS = ("each tensor and its transpose in the recipe's blocks (dim 1: 1x128, dim 2: 128x128; TE's default x 1, "
+                          "w 2, grad 1), E4M3; block amax, scale = fl(448 / amax) (power of two where the role's QParams say: "
+                          "bits & 0xFF800000), scale_inv = fl(1 / scale), code = satfinite "
                           "RNE(fl(t * scale)); fprop y = x·wᵀ, dgrad dx = dy·w, wgrad dw = dyᵀ·x, each cuBLASLt's blockwise GEMM "
                           "(split accumulator), fp32 and bf16 outputs")
 
 
 def main():
     log("device:", SOURCE)
+    if VARIANTS:
+        return variants()
     attempt("epilogue", epilogue_cases)
     attempt("block", block_cases)
     attempt("quantizer", quantizer_cases)
@@ -459,6 +517,32 @@ def main():
     attempt("order probe", block_order_probe)
     with open(os.path.join(out_dir, "manifest_fragment.json"), "w") as f:
         json.dump(cases, f, indent=1)
+    finish()
+
+
+def variants():
+    """The same kinds with parameters the shipped cases do not have, so that a golden test that
+    assumed the shipped values would fail on them."""
+    attempt("epilogue", lambda: epilogue_cases(48, 16, ((E5, E4, 416), (E4, E4, 96))))
+    attempt("block", lambda: block_cases((("1x128", "128x128", 48, 256, 512, True), ("1x128", "1x128", 80, 48, 384, False),
+                                          ("128x128", "1x128", 128, 64, 256, True))))
+    attempt("quantizer", lambda: quantizer_cases(((40, 200, 1), (130, 256, 128)), E5))
+    # History 3, margin 1, 'max', six steps whose amaxes rise and fall (the window drops the largest).
+    attempt("delayed L3", lambda: delayed_linear_case(32, 96, 80, 3, 1, "max", "HYBRID", (1.0, 4.0, 0.25, 0.25, 2.0, 1.0), (), "d"))
+    # History 1, margin 2, 'most_recent', dy in E4M3, K and N past 128 (split accumulator promotes).
+    attempt("delayed L1", lambda: delayed_linear_case(48, 160, 144, 1, 2, "most_recent", "E4M3", (1.0, 0.5, 2.0, 1.0, 0.125), (), "e"))
+    # History 5, 'most_recent', a step whose dy is all zero (amax 0: no roll, the scale kept).
+    attempt("delayed L5", lambda: delayed_linear_case(16, 64, 48, 5, 0, "most_recent", "HYBRID", (1.0, 2.0, 1.0, 0.5, 1.0, 3.0), (2,), "f"))
+    attempt("current E4M3", lambda: current_linear_case(32, 160, 96, "E4M3", False, (True, False, True), "c1"))
+    attempt("current pow2", lambda: current_linear_case(144, 256, 48, "HYBRID", True, (False, True, True), "c2"))
+    attempt("block linear", lambda: block_linear_cases(((128, 128, 256, (2, 1, 1), (False, True, False)),
+                                                        (128, 256, 128, (1, 1, 2), (True, True, True)))))
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump({"seed": SEED, "cases": cases}, f, indent=1)
+    finish()
+
+
+def finish():
     with open(os.path.join(out_dir, "log.txt"), "w") as f:
         f.write("\n".join(log_lines) + "\n")
     from collections import Counter
