@@ -332,3 +332,20 @@ def test_state_dict_and_deepcopy_keep_every_projections_delayed_scaling_state():
     fresh.load_state_dict({k: v for k, v in layer.state_dict().items() if not k.endswith("_extra_state")}, strict=False)
     with torch.no_grad(), te.autocast(recipe=te_recipe.DelayedScaling()):
         assert not torch.equal(fresh(x, encoder_output=x * 2), want)  # the scales matter: the state is what carried them
+
+
+def test_thd_layer_equals_each_sequence_alone():
+    # Packed sequences (attn_input_format="thd", padding_causal, rotary positions restarting per
+    # sequence) give what each sequence gives by itself in bshd with a causal mask.
+    torch.manual_seed(0)
+    packed = te.TransformerLayer(32, 64, 2, attn_input_format="thd", self_attn_mask_type="padding_causal",
+                                 hidden_dropout=0.0, attention_dropout=0.0).eval()
+    alone = te.TransformerLayer(32, 64, 2, attn_input_format="bshd", hidden_dropout=0.0, attention_dropout=0.0).eval()
+    alone.load_state_dict(packed.state_dict())
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32)
+    x = torch.randn(8, 32)
+    emb = te.RotaryPositionEmbedding(16)(8)
+    with torch.no_grad():
+        out = packed(x, cu_seqlens_q=cu, cu_seqlens_kv=cu, rotary_pos_emb=emb)
+        each = torch.cat([alone(x[None, 0:3], rotary_pos_emb=emb)[0], alone(x[None, 3:8], rotary_pos_emb=emb)[0]])
+    assert torch.allclose(out, each, atol=1e-6)
