@@ -42,7 +42,7 @@ inline float instruction(const float* a, const float* b, float c) {
 /// A destination tile element carried through one instruction per 32 elements of K: from c, for
 /// each step s (K zero-padded to a multiple of 32), c = instruction(a + 32s, b + 32s, c). What a
 /// tile accumulator that stays in the tile unit (or is stored and reloaded as fp32) holds after
-/// the steps. `value(k)` gives a[k] and b[k] through a_at / b_at (k < len).
+/// the steps. a_at(k) and b_at(k) give the k-th values of the two vectors (k < len).
 template <class AAt, class BAt>
 float chain(index_t len, float c, AAt&& a_at, BAt&& b_at) {
   float a[step_k], b[step_k];
