@@ -49,6 +49,8 @@ class _State(threading.local):
         self.recipe = None
         self.depth = 0
         self.region = None
+        self.calibrating = False
+        self.calibration_recipe = None
 
 
 _state = _State()
@@ -70,6 +72,17 @@ def get_fp8_recipe():
     return _state.recipe if _state.recipe is not None else get_default_fp8_recipe()
 
 
+def is_fp8_calibration():
+    """Whether the calling thread's innermost region has calibrating=True (TE's
+    FP8GlobalStateManager.is_fp8_calibration)."""
+    return _state.calibrating
+
+
+def calibration_recipe():
+    """The recipe a calibrating region records statistics for (TE's default recipe when it gave none)."""
+    return _state.calibration_recipe
+
+
 def _current():
     """(recipe or None, region or None) for a layer's forward: None outside enabled regions."""
     if not _state.enabled:
@@ -81,8 +94,6 @@ def _current():
 def autocast(enabled=True, calibrating=False, recipe=None, amax_reduction_group=None, _graph=False):
     """TE 2.x's region: the layers called inside quantize as ``recipe`` prescribes (TE's default
     recipe when None). Regions nest; the innermost one's ``enabled`` and ``recipe`` apply."""
-    if calibrating:
-        raise ValueError("autocast(calibrating=True) (FP8 calibration in high precision) is not supported by nvfp4.torch")
     if _graph:
         raise ValueError("autocast(_graph=True) (CUDA graph capture) has no meaning on the CPU; leave it False")
     if recipe is not None and not isinstance(recipe, Recipe):
@@ -90,16 +101,20 @@ def autocast(enabled=True, calibrating=False, recipe=None, amax_reduction_group=
     if enabled and recipe is None:
         recipe = get_default_fp8_recipe()
     saved = (_state.enabled, _state.recipe)
+    saved_calibration = (_state.calibrating, _state.calibration_recipe)
     outermost = _state.depth == 0
     if outermost:
         _state.region = _Region()
     _state.depth += 1
     _state.enabled = bool(enabled)
     _state.recipe = recipe if enabled else saved[1]
+    _state.calibrating = bool(calibrating)
+    _state.calibration_recipe = (recipe or get_default_fp8_recipe()) if calibrating else None
     try:
         yield
     finally:
         _state.enabled, _state.recipe = saved
+        _state.calibrating, _state.calibration_recipe = saved_calibration
         _state.depth -= 1
         if outermost:
             region, _state.region = _state.region, None
