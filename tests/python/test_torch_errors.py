@@ -24,7 +24,7 @@ def test_non_cpu_tensors_are_refused():
     assert layer(torch.randn(4, 16)).shape == (4, 8)  # still usable
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.int32])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32])  # float16 is TE's too (tests/python/test_torch_te_compat.py)
 def test_unsupported_dtypes_are_refused(dtype):
     layer = te.Linear(16, 8)
     with pytest.raises(TypeError, match="float32|bfloat16"):
@@ -32,7 +32,7 @@ def test_unsupported_dtypes_are_refused(dtype):
     with pytest.raises(TypeError, match="float32"):
         extras.functional.quantize(torch.ones(4, 32, dtype=dtype))
     with pytest.raises(TypeError, match="params_dtype"):
-        te.Linear(16, 8, params_dtype=torch.float16)
+        te.Linear(16, 8, params_dtype=torch.float64)
 
 
 def test_wrong_shapes_are_refused():
@@ -72,9 +72,6 @@ def test_recipe_fields_the_library_cannot_honour_are_refused_when_used():
     with pytest.raises(ValueError, match="amax_compute_algo"):
         with te.autocast(recipe=R.DelayedScaling(amax_compute_algo=lambda history: history.max())):
             layer(x)
-    with pytest.raises(ValueError, match="calibrating"):
-        with te.fp8_autocast(calibrating=True):
-            pass
     with te.autocast(recipe=R.MXFP8BlockScaling()):
         assert layer(x).shape == (4, 8)  # a failed call changed nothing
 

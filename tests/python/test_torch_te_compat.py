@@ -219,3 +219,237 @@ def test_custom_recipe_resolves_to_the_built_in_recipe_of_its_quantizers():
         resolve_custom_recipe(mixed, linear_roles())
     with pytest.raises(ValueError, match="returned None for slot 2"):
         resolve_custom_recipe(R.CustomRecipe(qfactory=lambda role: None if role is None else factory(role)), linear_roles())
+
+
+# ---- float16 and mixed precision (TE module/linear.py: the input and bias cast to the activation
+# dtype, a quantized recipe quantizing the parameter as it is, outputs in the activation dtype) -----
+
+RECIPES = {"none": lambda: None, "delayed": R.DelayedScaling, "current": R.Float8CurrentScaling,
+           "block": R.Float8BlockScaling, "mxfp8": R.MXFP8BlockScaling, "nvfp4": R.NVFP4BlockScaling}
+
+
+def one_step(layer, x, dy, recipe, autocast_dtype=None):
+    x = x.detach().clone().requires_grad_()
+    with torch.autocast("cpu", dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
+        with te.autocast(enabled=recipe is not None, recipe=recipe):
+            y = layer(x)
+    y.backward(dy)
+    return y.detach(), x.grad, layer.weight.grad, layer.bias.grad
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_the_float32_core_rounded_once_gives_the_bfloat16_cores_bits(name):
+    # bf16 activations over bf16 parameters run on the library's bf16 core; over float32 parameters
+    # holding the same values (under torch autocast) on its float32 core, the bias added after the
+    # GEMM and each result rounded once: the float16 rule, checked here where both exist.
+    torch.manual_seed(3)
+    direct = te.Linear(64, 48, params_dtype=torch.bfloat16)
+    with torch.no_grad():
+        direct.bias.normal_()
+    widened = te.Linear(64, 48)
+    widened.load_state_dict({k: v.float() if v.is_floating_point() and k != "_extra_state" else v
+                             for k, v in direct.state_dict().items()})
+    x = torch.randn(32, 64).to(torch.bfloat16)
+    dy = torch.randn(32, 48).to(torch.bfloat16)
+    a = one_step(direct, x, dy, RECIPES[name]())
+    b = one_step(widened, x.float(), dy, RECIPES[name](), autocast_dtype=torch.bfloat16)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1].float(), b[1])
+    assert torch.equal(a[2].float(), b[2]) and torch.equal(a[3].float(), b[3])
+
+
+@pytest.mark.parametrize("name", ["none", "delayed", "current", "block", "mxfp8"])
+def test_float16_layers_round_the_float32_layers_results(name):
+    # The same layer in float32 on float16 values, bias applied after, each result rounded to fp16.
+    torch.manual_seed(4)
+    half = te.Linear(64, 48, params_dtype=torch.float16)
+    with torch.no_grad():
+        half.bias.normal_()
+    wide = te.Linear(64, 48, bias=False)
+    with torch.no_grad():
+        wide.weight.copy_(half.weight.float())
+    x = torch.randn(32, 64).half()
+    dy = torch.randn(32, 48).half()
+    y, dx, dw, db = one_step(half, x, dy, RECIPES[name]())
+    xw = x.float().requires_grad_()
+    with te.autocast(enabled=name != "none", recipe=RECIPES[name]()):
+        yw = wide(xw)
+    yw.backward(dy.float())
+    assert y.dtype == dx.dtype == dw.dtype == db.dtype == torch.float16
+    assert torch.equal(y, (yw.detach() + half.bias.detach().float()).half())
+    assert torch.equal(dx, xw.grad.half()) and torch.equal(dw, wide.weight.grad.half())
+    assert torch.equal(db, dy.float().sum(0).half())
+
+
+def test_a_float32_master_weight_is_quantized_as_it_is():
+    # TE quantizes the parameter itself (module/linear.py quantize_weight), not its bf16 cast.
+    import nvfp4
+    torch.manual_seed(5)
+    layer = te.Linear(64, 48, bias=False)
+    x = torch.randn(32, 64)
+    with torch.autocast("cpu", dtype=torch.bfloat16), te.autocast(recipe=R.Float8CurrentScaling()):
+        y = layer(x)
+    xq = nvfp4.quantize_fp8_current(x.to(torch.bfloat16).float().numpy())
+    wq = nvfp4.quantize_fp8_current(layer.weight.detach().numpy())
+    expected = torch.from_numpy(nvfp4.fp8_gemm(xq, wq, promotion_interval=0)).to(torch.bfloat16)
+    assert y.dtype == torch.bfloat16 and torch.equal(y, expected)
+
+
+# ---- quantized parameters (TE quantization.py quantized_model_init, module/base.py reset_parameters)
+
+@pytest.mark.parametrize("name", ["delayed", "current", "block", "mxfp8", "nvfp4"])
+def test_quantized_model_init_holds_quantized_weights_that_train(name):
+    from nvfp4.torch.quantized_tensor import QuantizedTensor
+    recipe = RECIPES[name]()
+    dtype = torch.bfloat16 if name == "nvfp4" else torch.float32  # TE's NVFP4 RHT needs bf16 activations
+    torch.manual_seed(8)
+    with te.quantized_model_init(recipe=recipe, preserve_high_precision_init_val=True):
+        layer = te.Linear(64, 48, params_dtype=dtype)
+    assert isinstance(layer.weight, QuantizedTensor) and isinstance(layer.weight, torch.nn.Parameter)
+    assert not isinstance(layer.bias, QuantizedTensor)
+    init = layer.weight.get_high_precision_init_val()
+    assert init.device.type == "cpu" and init.dtype == dtype
+    # TE's test_quantized_model_init_high_precision_init_val: quantizing the kept values again
+    # gives the weight's values exactly.
+    again = layer.weight._get_quantizer().make_empty(layer.weight.shape, dtype=layer.weight.dtype)
+    layer.weight._get_quantizer().update_quantized(init, again)
+    assert torch.equal(again.dequantize(), layer.weight.dequantize())
+    layer.weight.clear_high_precision_init_val()
+    assert layer.weight.get_high_precision_init_val() is None
+    # The forward quantizes what the weight was quantized from: a plain layer with those values.
+    plain = te.Linear(64, 48, params_dtype=dtype)
+    with torch.no_grad():
+        plain.weight.copy_(init)
+    x = torch.randn(32, 64, dtype=dtype)
+    with te.autocast(recipe=recipe):
+        y, y_plain = layer(x), plain(x)
+    assert torch.equal(y, y_plain)
+    y.float().sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.dtype == dtype
+    updated = layer.weight.dequantize()
+    updated.add_(layer.weight.grad, alpha=-0.1)  # SGD's update, on the values the weight stands for
+    torch.optim.SGD(layer.parameters(), lr=0.1).step()  # ... quantized back into the weight
+    assert isinstance(layer.weight, QuantizedTensor)
+    assert torch.equal(layer.weight.dequantize(), layer.weight._get_quantizer()(updated).dequantize())
+    fresh = te.Linear(64, 48, params_dtype=dtype)
+    fresh.load_state_dict(layer.state_dict())
+    assert torch.equal(fresh.weight, layer.weight.dequantize())
+
+
+def test_deferred_initialisation_on_the_meta_device():
+    torch.manual_seed(9)
+    eager = te.LayerNormLinear(64, 32)
+    torch.manual_seed(9)
+    lazy = te.LayerNormLinear(64, 32, device="meta")
+    assert all(p.device.type == "meta" for p in lazy.parameters())
+    lazy.reset_parameters(defer_init=True)  # TE: deferred, nothing happens
+    assert lazy.weight.device.type == "meta"
+    lazy.reset_parameters()
+    assert [n for n, _ in lazy.named_parameters()] == [n for n, _ in eager.named_parameters()]
+    for (name, a), b in zip(eager.named_parameters(), lazy.parameters()):
+        assert b.device.type == "cpu" and torch.equal(a, b), name  # the same initialisers in the same order
+    x = torch.randn(8, 64)
+    assert torch.equal(te.Linear(64, 16, device="meta")(x).isfinite(), torch.ones(8, 16, dtype=torch.bool))
+
+
+# ---- te.checkpoint (TE distributed.py checkpoint) ------------------------------------------------
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = te.Linear(64, 128), te.LayerNormLinear(128, 64)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.dropout(torch.nn.functional.gelu(self.fc1(x)), p=0.1))
+
+
+class _Wrapped(torch.nn.Module):
+    def __init__(self, block, reentrant):
+        super().__init__()
+        self.block, self.reentrant = block, reentrant
+
+    def forward(self, x):
+        return te.checkpoint(self.block, x, use_reentrant=self.reentrant)
+
+
+def _train(layers, xs, recipe):
+    """Training steps of the layers in sequence, each step's output and gradients."""
+    out = []
+    for x in xs:
+        x = x.detach().clone().requires_grad_()
+        with te.autocast(recipe=recipe):
+            y = x
+            for layer in layers:
+                y = layer(y)
+        y.float().sum().backward()
+        out.append([y.detach(), x.grad] + [p.grad.clone() for layer in layers for p in layer.parameters()])
+        for layer in layers:
+            layer.zero_grad(set_to_none=True)
+    return out
+
+
+@pytest.mark.parametrize("name", ["delayed", "current", "mxfp8", "nvfp4"])
+@pytest.mark.parametrize("reentrant", [True, False])
+@pytest.mark.parametrize("first", ["outside", "inside"])
+def test_checkpoint_recomputes_the_forwards_bits(name, reentrant, first):
+    # Three steps of layers [a, block, c] (first="inside": [block, c]), the block checkpointed or
+    # not: the same outputs and gradients bit for bit. Delayed scaling's scales change from step to
+    # step (the region's updates), so a recompute with the updated scale, or an update run twice,
+    # shows in the second and third steps.
+    recipe = RECIPES[name]()
+    dtype = torch.bfloat16 if name == "nvfp4" else torch.float32
+
+    def build(wrap):
+        torch.manual_seed(10)
+        a, block, c = te.Linear(64, 64), _Block(), te.Linear(64, 64)
+        layers = [a, _Wrapped(block, reentrant) if wrap else block, c]
+        return [layer.to(dtype) for layer in (layers if first == "outside" else layers[1:])]
+
+    torch.manual_seed(11)
+    xs = [torch.randn(32, 64, dtype=dtype) for _ in range(3)]
+    torch.manual_seed(12)
+    plain = _train(build(False), xs, recipe)
+    torch.manual_seed(12)
+    checkpointed = _train(build(True), xs, recipe)
+    for step, (a, b) in enumerate(zip(plain, checkpointed)):
+        assert all(torch.equal(u, v) for u, v in zip(a, b)), step
+
+
+def test_checkpoint_without_te_modules_is_torchs():
+    f = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8, requires_grad=True)
+    te.checkpoint(f, x).sum().backward()
+    expected = torch.autograd.grad(f(x).sum(), x)[0]
+    assert torch.equal(x.grad, expected)
+    tracker = te.CudaRNGStatesTracker()
+    tracker.add("model-parallel-rng", 5)
+    with tracker.fork():
+        a = torch.rand(3)
+    with pytest.raises(RuntimeError, match="seed 5 already exists"):
+        tracker.add("other", 5)
+    torch.manual_seed(5)
+    assert torch.equal(a, torch.rand(3))
+
+
+# ---- calibration (TE: autocast(calibrating=True), Float8Quantizer.calibrate) ---------------------
+
+def test_calibration_records_amaxes_in_high_precision():
+    torch.manual_seed(13)
+    layer, plain = te.Linear(64, 32), te.Linear(64, 32)
+    plain.load_state_dict(layer.state_dict())
+    big, small = torch.randn(16, 64) * 4, torch.randn(16, 64) * 0.5
+    recipe = R.DelayedScaling(amax_history_len=4)
+    with te.autocast(enabled=False, calibrating=True, recipe=recipe):
+        y = layer(big)
+    assert torch.equal(y, plain(big))  # the GEMM in high precision
+    state = layer._unit.extra_state()["scaling"]
+    assert state["input.amax_history"][0].item() == big.abs().max().item()
+    assert state["weight.amax_history"][0].item() == layer.weight.abs().max().item()
+    assert state["input.scale"].item() == 1.0 and state["input.amax_history"][1:].abs().sum().item() == 0
+    assert layer.state_dict()["_extra_state"].numel() > 0  # TE's fp8_checkpoint is set by calibration
+    # The next quantized region starts from the recorded history: its input scale comes from the
+    # calibrated amax (the larger), not from its own input alone.
+    with te.autocast(recipe=recipe):
+        layer(small).sum().backward()
+    assert layer._unit.core.scaling_state("input")["scale"] == pytest.approx(448 / big.abs().max().item(), rel=1e-6)
+    with te.autocast(enabled=False, calibrating=True, recipe=R.Float8CurrentScaling()):
+        assert torch.equal(layer(big), plain(big))  # nothing to record for a stateless recipe

@@ -23,6 +23,8 @@ from .module import GroupedLinear
 from .attention import DotProductAttention, MultiheadAttention, RotaryPositionEmbedding
 from .transformer import TransformerLayer
 from .quantization import autocast, fp8_autocast, get_default_fp8_recipe, get_fp8_recipe, is_fp8_enabled
+from ._model_init import fp8_model_init, quantized_model_init
+from .distributed import CudaRNGStatesTracker, checkpoint
 from ._roles import DelayedScalingRequest, QuantizerRequest, QuantizerRole
 from .quantized_tensor import QuantizedTensor, QuantizedTensorStorage, Quantizer, prepare_for_saving, restore_from_saved
 from .tensor import (Float8BlockQuantizer, Float8BlockwiseQTensor, Float8BlockwiseQTensorStorage, Float8CurrentScalingQuantizer,
@@ -32,7 +34,8 @@ from .tensor import (Float8BlockQuantizer, Float8BlockwiseQTensor, Float8Blockwi
 __all__ = ["DType", "constants", "Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm", "GroupedLinear", "DotProductAttention",
            "MultiheadAttention", "RotaryPositionEmbedding", "TransformerLayer", "autocast", "fp8_autocast",
            "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe", "get_default_recipe", "is_fp8_available",
-           "is_mxfp8_available", "is_fp8_block_scaling_available", "is_nvfp4_available", "QuantizerRole", "QuantizerRequest",
+           "is_mxfp8_available", "is_fp8_block_scaling_available", "is_nvfp4_available", "quantized_model_init",
+           "fp8_model_init", "checkpoint", "CudaRNGStatesTracker", "QuantizerRole", "QuantizerRequest",
            "DelayedScalingRequest", "QuantizedTensor", "QuantizedTensorStorage", "Quantizer", "prepare_for_saving",
            "restore_from_saved", "Float8Quantizer", "Float8CurrentScalingQuantizer", "MXFP8Quantizer", "Float8BlockQuantizer",
            "NVFP4Quantizer", "Float8Tensor", "MXFP8Tensor", "Float8BlockwiseQTensor", "NVFP4Tensor", "Float8TensorStorage",

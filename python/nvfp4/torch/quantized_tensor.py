@@ -150,6 +150,9 @@ class QuantizedTensor(torch.Tensor):
     def _quantizer(self):
         return self._bytes.quantizer
 
+    def _get_quantizer(self):
+        return self._bytes.quantizer
+
     def get_usages(self):
         return {"rowwise": self._bytes.rowwise is not None, "columnwise": self._bytes.columnwise is not None}
 

@@ -123,6 +123,13 @@ class TEModuleMixin:
             self.reset_parameters()
 
     # ---- the forward's checks and bookkeeping ---------------------------------------------------------
+    def _te_check_parameters(self, module_name):
+        for name, p in self.named_parameters(recurse=False):
+            if p.device.type != "cpu":
+                raise ValueError(f"{module_name}.{name} is on device '{p.device}': nvfp4.torch emulates the GPU numerics on "
+                                 "the CPU, so tensors must be CPU tensors (move it with .cpu(), create modules with device='cpu')")
+            if p.dtype not in _te_checks.PARAM_DTYPES:
+                raise TypeError(f"{module_name}.{name} must be float32, float16 or bfloat16, got {str(p.dtype).replace('torch.', '')}")
     def _te_activation_dtype(self, inp, autocast_dtype):
         return _te_checks.check_activation_dtype(self, inp.dtype, autocast_dtype)
 
@@ -157,3 +164,108 @@ class TEModuleMixin:
             if key in state_dict:
                 self.set_extra_state(state_dict[key])
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
+
+
+# ---- one GEMM in TE's activation dtype -------------------------------------------------------------
+
+class _WeightValues(torch.autograd.Function):
+    """The values a GEMM quantizes for `param` (its own, or a QuantizedTensor's source values), with
+    the gradient routed back to `param` in TE's dtypes: the wgrad GEMM's output in the activation
+    dtype, then the parameter's dtype."""
+
+    @staticmethod
+    def forward(ctx, param, values, activation_dtype):
+        ctx.dtypes = (activation_dtype, param.dtype)
+        return values.detach().to(torch.float32)
+
+    @staticmethod
+    def backward(ctx, grad):
+        activation_dtype, param_dtype = ctx.dtypes
+        return grad.to(activation_dtype).to(param_dtype), None, None
+
+
+def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype):
+    """One GEMM as TE computes it (see _run_gemm), inside te.checkpoint as TE's modules run there: a
+    delayed-scaling layer keeps its scaling state at the checkpointed forward and recomputes with
+    it, its recomputed amaxes discarded (TE: copy_forward_fp8_meta_tensors_for_recompute,
+    get_old_fp8_meta_tensors_for_recompute, restore_fp8_meta_tensors)."""
+    from .. import distributed as _dist
+    from .. import quantization
+    from ...common.recipe import DelayedScaling
+    if recipe is None and quantization.is_fp8_calibration():
+        y = _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
+        _calibrate(unit, quantization.calibration_recipe(), x2d.to(activation_dtype), weight)
+        return y
+    if not isinstance(recipe, DelayedScaling) or not _dist._recompute.in_region:
+        return _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
+    stash = _dist.scaling_stash(unit)
+    unit.follow_dtype(_unit_dtype(weight, activation_dtype))
+    unit.use_recipe(recipe)
+    if _dist.in_fp8_activation_recompute_phase():
+        with stash.recompute(unit.core.scaling_state_dict, unit.core.load_scaling_state_dict):
+            return _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
+    stash.push(unit.core.scaling_state_dict())
+    return _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
+
+
+def _calibrate(unit, recipe, x, weight):
+    """TE's calibration (module/linear.py, tensor/float8_tensor.py Float8Quantizer.calibrate): the
+    GEMM ran in high precision; a delayed-scaling recipe's input and weight amaxes are written into
+    the current entry of their histories (overwritten, as TE's calibrate copies them), kept in the
+    layer's delayed-scaling state for when the recipe runs. Other recipes keep no statistics."""
+    import numpy as np
+    from ...common.recipe import DelayedScaling
+    from ..quantized_tensor import high_precision_values
+    if not isinstance(recipe, DelayedScaling):
+        return
+    with torch.no_grad():
+        amaxes = {"input": float(x.detach().abs().max()) if x.numel() else 0.0,
+                  "weight": float(high_precision_values(weight).detach().abs().max())}
+    with unit._lock:
+        saved = unit._saved_scaling
+        if not saved:
+            ones, zeros = np.ones(1, np.float32), np.zeros(recipe.amax_history_len, np.float32)
+            saved = {f"{role}.{key}": (ones if key == "scale" else zeros).copy()
+                     for role in ("input", "weight", "grad_output") for key in ("scale", "amax_history")}
+        saved = {k: np.array(v, dtype=np.float32, copy=True) for k, v in saved.items()}
+        for role, amax in amaxes.items():
+            saved[f"{role}.amax_history"][0] = amax
+        unit._saved_scaling = saved
+
+
+def _direct(weight, activation_dtype):
+    """Whether the core of the activation dtype runs the call as it is (see _run_gemm)."""
+    from ..quantized_tensor import QuantizedTensor
+    return not isinstance(weight, QuantizedTensor) and (activation_dtype == torch.float32 or
+                                                         weight.dtype == activation_dtype == torch.bfloat16)
+
+
+def _unit_dtype(weight, activation_dtype):
+    return activation_dtype if _direct(weight, activation_dtype) else torch.float32
+
+
+def _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype):
+    """Y = x2d W^T (+ bias) of one emulated GEMM layer as TE computes it in `activation_dtype`:
+    the input and bias in that dtype, a quantized recipe quantizing the weight's own values (TE
+    quantizes the parameter as it is, an fp32 master included), no recipe computing on the weight
+    cast to that dtype; Y, dX, dW (and db) rounded once to it, dW and db then to the parameters'
+    dtype. float32 and bfloat16 activations over parameters of their own dtype run on the core of
+    that dtype; float16 activations, bfloat16 ones over float32 parameters and quantized weights run
+    on the float32 core, the bias added after the GEMM's float32 output (as the GPU's epilogue
+    adds it) and each result rounded once (for bfloat16 values this gives the bfloat16 core's
+    bits: tests/python/test_torch_te_compat.py)."""
+    from ..quantized_tensor import high_precision_values
+    if _direct(weight, activation_dtype):
+        b = bias.to(activation_dtype) if bias is not None else None
+        return unit.run(x2d if x2d.dtype == activation_dtype else x2d.to(activation_dtype), weight, b, is_first_microbatch)
+    if recipe is None:  # TE casts the weight to the activation dtype for a GEMM in high precision
+        values = high_precision_values(weight).to(activation_dtype)
+    else:
+        values = high_precision_values(weight)
+    w = _WeightValues.apply(weight, values, activation_dtype)
+    x32 = x2d.to(activation_dtype).to(torch.float32)
+    zero = torch.zeros(unit.out_features, dtype=torch.float32) if unit.has_bias else None
+    y = unit.run(x32, w, zero, is_first_microbatch)
+    if bias is not None:
+        y = y + bias.to(activation_dtype).to(torch.float32)
+    return y.to(activation_dtype)

@@ -1,5 +1,6 @@
 """te.LayerNormLinear: a high-precision norm (LayerNorm or RMSNorm) followed by an emulated Linear."""
 from . import base as _module
+from ._te_checks import canonical_dtype
 from ._te_module import init_constant
 from .layernorm import normalize
 from .linear import GemmModule
@@ -24,7 +25,7 @@ class LayerNormLinear(GemmModule):
         self.return_layernorm_output = bool(return_layernorm_output)
         self._te_setup(device)
         width = _module.size_argument("LayerNormLinear", "in_features", in_features)
-        dtype = _module.resolve_dtype(params_dtype)
+        dtype = canonical_dtype(params_dtype)
         # The norm's parameters first, as TE registers them (state_dict and parameter order).
         self._te_parameter("layer_norm_weight", (width,), dtype, init_constant(0.0 if zero_centered_gamma else 1.0))
         if normalization == "LayerNorm":
@@ -38,9 +39,9 @@ class LayerNormLinear(GemmModule):
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
             raise ValueError("LayerNormLinear: fp8_output / fp8_grad are not supported by nvfp4.torch")
-        x, _ = self._gemm_input(inp, "LayerNormLinear")
+        x, recipe, dtype = self._gemm_input(inp, "LayerNormLinear")
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
-        y = self._gemm(ln_out, is_first_microbatch)
+        y = self._gemm(ln_out, is_first_microbatch, recipe, dtype)
         out = (y, self.bias) if self.return_bias else (y,)
         if self.return_layernorm_output:
             out = out + (ln_out,)

@@ -5,7 +5,7 @@ from .. import quantization
 from . import _te_checks
 from . import base as _module
 from ._linear_unit import LinearUnit
-from ._te_module import TEModuleMixin, init_constant, init_normal
+from ._te_module import TEModuleMixin, init_constant, init_normal, run_gemm
 
 __all__ = ["Linear"]
 
@@ -20,7 +20,7 @@ class GemmModule(TEModuleMixin, torch.nn.Module):
         """Makes the parameters (after any the subclass registered first) and the core."""
         self.in_features = _module.size_argument(name, "in_features", in_features)
         self.out_features = _module.size_argument(name, "out_features", out_features)
-        dtype = _module.resolve_dtype(params_dtype)
+        dtype = _te_checks.canonical_dtype(params_dtype)
         self.use_bias, self.return_bias = bool(bias), bool(return_bias)
         self._te_parameter("weight", (self.out_features, self.in_features), dtype, init_method or init_normal(), is_weight=True)
         if self.use_bias:
@@ -45,29 +45,30 @@ class GemmModule(TEModuleMixin, torch.nn.Module):
     def _gemm_input(self, inp, module_name):
         """TE's checks before the GEMM, in TE's order (the parameters' dtype against the input's
         outside torch autocast, the FP8 shape rule, the quantizers' own) and the input in the
-        activation dtype. Returns (x, recipe)."""
+        activation dtype. Returns (x, recipe, activation dtype)."""
         self._te_materialize()
         if not torch.is_tensor(inp):
             raise TypeError(f"{module_name}: the input must be a torch.Tensor, got {type(inp).__name__}")
         autocast_dtype = _module._cpu_autocast_dtype()
-        _module.check_parameters(self, module_name)
+        self._te_check_parameters(module_name)
         if inp.device.type != "cpu":
             raise ValueError(f"{module_name}'s input is on device '{inp.device}': nvfp4.torch emulates the GPU numerics on "
                              "the CPU, so tensors must be CPU tensors (move it with .cpu())")
-        if inp.dtype not in (torch.float32, torch.bfloat16):
-            raise TypeError(f"{module_name}'s input must be float32 or bfloat16, got {str(inp.dtype).replace('torch.', '')}")
+        if inp.dtype not in _te_checks.PARAM_DTYPES:
+            raise TypeError(f"{module_name}'s input must be float32, float16 or bfloat16, got {str(inp.dtype).replace('torch.', '')}")
         dtype = self._te_activation_dtype(inp, autocast_dtype)
         if inp.dim() < 1 or inp.shape[-1] != self.in_features:
             raise ValueError(f"{module_name}: GEMM not possible: the input's last dimension must be {self.in_features} "
                              f"(in_features), got shape {tuple(inp.shape)}")
         recipe = quantization._current()[0]
         _te_checks.check_quantized_gemm(recipe, inp, (self.out_features, self.in_features), dtype)
-        self._te_note_forward(recipe)
-        return (inp if inp.dtype == dtype else inp.to(dtype)), recipe
+        calibrating = recipe is None and quantization.is_fp8_calibration()
+        self._te_note_forward(quantization.calibration_recipe() if calibrating else recipe, calibrating)
+        return (inp if inp.dtype == dtype else inp.to(dtype)), recipe, dtype
 
-    def _gemm(self, x, is_first_microbatch):
+    def _gemm(self, x, is_first_microbatch, recipe, dtype):
         bias = None if (self.return_bias or not self.use_bias) else self.bias
-        y = self._unit.run(x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch)
+        y = run_gemm(self._unit, x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch, recipe, dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
@@ -92,8 +93,8 @@ class Linear(GemmModule):
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
             raise ValueError("Linear: fp8_output / fp8_grad (FP8 tensors between modules) are not supported by nvfp4.torch")
-        x, _ = self._gemm_input(inp, "Linear")
-        y = self._gemm(x, is_first_microbatch)
+        x, recipe, dtype = self._gemm_input(inp, "Linear")
+        y = self._gemm(x, is_first_microbatch, recipe, dtype)
         return (y, self.bias) if self.return_bias else y
 
     def extra_repr(self):
