@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
 """A small ViT masked autoencoder (MAE) trained under TransformerEngine recipes on the CPU: 32x32
-RGB images made deterministically from a seed (shapes, stripes, gradients; nothing downloaded) are
-cut into 4x4 patches, half of them hidden (--mask-ratio), and the model reconstructs the hidden ones. Every Linear
-is a te.Linear from nvfp4.torch.
+RGB images made deterministically from a seed (a gradient background, then circles, rectangles or
+stripes; nothing downloaded) are cut into 64 patches of 4x4 pixels, a share of them hidden
+(--mask-ratio), and the model reconstructs the hidden ones from the visible ones. Every Linear is a
+te.Linear from nvfp4.torch.
 
-    PYTHONPATH=build/release/python /usr/bin/python3 python/examples/mae_recipes.py
-    ... --recipes bf16,nvfp4 --steps 300 --out reports/
+examples:
+  PYTHONPATH=build/release/python /usr/bin/python3 python/examples/mae_recipes.py
+  ... mae_recipes.py --recipes bf16,nvfp4 --steps 600 --out my_reports
+  ... mae_recipes.py --nproc 2 --recipes nvfp4      # data-parallel, DDP over gloo
 
-Writes mae_recipes.csv / .json / .png (reconstruction loss per run, images per second, bytes of
-weights + optimizer state) and mae_recon.png (originals | visible patches | reconstructions, one
-row of images per recipe) to --out.
+writes to --out: mae_recipes.csv (every step of every run), mae_recipes.json (settings, machine,
+per run: reconstruction loss, images and patches per second, step time, the memory a GPU would
+hold by kind next to this process's peak RSS, NaN / spike counts), mae_recipes.png (loss curves and
+each run's gap to bf16), mae_recipes_table.md (the recipe table) and mae_recon.png (originals |
+visible patches | reconstructions, one row of images per run).
 """
 
+import contextlib
 import math
 import os
 import sys
+import time
 
 import numpy as np
 import torch
@@ -22,9 +29,16 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import study_common as sc  # noqa: E402
+import study_report as sr  # noqa: E402
+import study_measures as sm  # noqa: E402
 import nvfp4.torch as te  # noqa: E402
 
-CATALOG = {name: sc.Run(name, name) for name in ["bf16", "fp8_current", "mxfp8", "nvfp4"]}
+CATALOG = {
+    "bf16": sc.Run("bf16", "bf16", about="no quantization: BF16 operands, FP32 accumulation (the baseline)"),
+    "fp8_current": sc.Run("fp8_current", "fp8_current", about="TE Float8CurrentScaling"),
+    "mxfp8": sc.Run("mxfp8", "mxfp8", about="TE MXFP8BlockScaling"),
+    "nvfp4": sc.Run("nvfp4", "nvfp4", about="TE NVFP4BlockScaling defaults (16x16 weights, RHT on wgrad, SR gradients)"),
+}
 IMAGE, PATCH, CHANNELS = 32, 4, 3
 PATCHES, PATCH_DIM = (IMAGE // PATCH) ** 2, PATCH * PATCH * CHANNELS
 
@@ -122,45 +136,59 @@ def evaluate(model, images, keep, recipe):
 def train(run, args, train_images, val_images, val_keep):
     torch.manual_seed(args.seed)
     model = MAE(args.width, args.depth, args.decoder_width, args.decoder_depth, args.heads, mode=args.gemm)
+    net = sc.wrap_data_parallel(model)
     optimizers = sc.make_optimizers(model, run, args.lr)
+    watch = sc.AmaxWatch(model)
     recipe = sc.make_recipe(run.recipe)
     generator = torch.Generator().manual_seed(args.seed)
     visible = PATCHES - int(round(args.mask_ratio * PATCHES))
-    curve, timer = [], sc.Timer()
-    eval_every, log_every = max(1, args.steps // 6), max(1, args.steps // 60)
-    loss_value = float("nan")
+    world, rank = sc.world_size(), sc.rank()
+    curve, losses, step_seconds, memory = [], [], [], None
+    eval_every = max(1, args.steps // 6)
+    val = float("nan")
     for step in range(args.steps):
-        idx = torch.randint(0, len(train_images), (args.batch,), generator=generator)
-        keep = random_keep(generator, args.batch, visible)
-        with timer:
-            sc.set_lr(optimizers, sc.lr_at(step, args.steps, 1.0, args.warmup))
-            patches = patchify(train_images[idx])
-            with sc.precision(recipe):
-                pred = model(patches, keep)
-            loss = masked_loss(pred, patches, keep)
-            for opt in optimizers:
-                opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            for opt in optimizers:
-                opt.step()
-        loss_value = float(loss)
-        evaluating = (step + 1) % eval_every == 0 or step + 1 == args.steps
-        if evaluating or (step + 1) % log_every == 0:
-            curve.append({"step": step + 1, "train_loss": loss_value, "val_loss": None})
-        if evaluating:
-            val, _ = evaluate(model, val_images, val_keep, recipe)
-            curve[-1]["val_loss"] = val
-            print(f"[{run.name}] step {step + 1}/{args.steps} loss {loss_value:.5f} val {val:.5f} "
-                  f"images/s {args.batch * (step + 1) / timer.seconds:.0f}", flush=True)
+        # Every rank draws the step's global batch and keeps its own rows (as the GPT does).
+        idx = torch.randint(0, len(train_images), (args.batch * world,), generator=generator)
+        keep = random_keep(generator, args.batch * world, visible)
+        idx, keep = idx[rank * args.batch:(rank + 1) * args.batch], keep[rank * args.batch:(rank + 1) * args.batch]
+        start = time.perf_counter()
+        sc.set_lr(optimizers, sc.lr_at(step, args.steps, 1.0, args.warmup))
+        patches = patchify(train_images[idx])
+        meter = sm.ActivationMeter(model) if memory is None else None
+        with meter or contextlib.nullcontext(), sc.precision(recipe):
+            pred = net(patches, keep)
+        loss = masked_loss(pred, patches, keep)
+        for opt in optimizers:
+            opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        for opt in optimizers:
+            opt.step()
+        step_seconds.append(time.perf_counter() - start)
+        if memory is None:
+            memory = sm.gpu_memory(model, optimizers, meter, lambda name: run.recipe)
+        loss_value = sc.mean_over_ranks(float(loss))
+        losses.append(loss_value)
+        point = {"step": step + 1, "train_loss": loss_value, "val_loss": None, "grad_norm": grad_norm,
+                 "amax": watch.take_step_amax(), "step_seconds": step_seconds[-1]}
+        if world > 1:
+            point["train_loss_rank"] = float(loss)
+        curve.append(point)
+        if (step + 1) % eval_every == 0 or step + 1 == args.steps:
+            val = point["val_loss"] = evaluate(model, val_images, val_keep, recipe)[0]
+            if rank == 0:
+                print(f"[{run.name}] step {step + 1}/{args.steps} loss {loss_value:.5f} val {val:.5f} "
+                      f"images/s {args.batch * world / np.mean(step_seconds):.0f}", flush=True)
+    watch.close()
     val, pred = evaluate(model, val_images, val_keep, recipe)
-    return {
-        "run": run.name, "recipe": run.recipe, "final_loss": loss_value, "val_loss": val,
-        "images_per_s": args.batch * args.steps / timer.seconds,
-        "weight_bytes": sc.weight_bytes(model), "optimizer_state_bytes": sc.state_bytes(optimizers),
-        "memory_bytes": sc.weight_bytes(model) + sc.state_bytes(optimizers),
-        "nonfinite": sc.count_nonfinite(model), "curve": curve,
-    }, pred
+    nonfinite = sc.count_nonfinite(model) + watch.nonfinite() + sum(1 for v in losses if not math.isfinite(v))
+    summary = sm.run_summary(losses, val, step_seconds, args.batch * PATCHES * world, nonfinite)
+    return dict(
+        run=run.name, recipe=run.recipe, **summary, images_per_s=args.batch * world / np.mean(step_seconds),
+        weight_bytes=sc.weight_bytes(model), optimizer_state_bytes=sc.state_bytes(optimizers),
+        memory_bytes=sc.weight_bytes(model) + sc.state_bytes(optimizers), gpu_memory=memory,
+        layer_amax=watch.stats, curve=curve, rank=rank, weights_digest=sc.weights_digest(model),
+        scaling_digest=sc.scaling_digest(model)), pred
 
 
 def write_grid(path, images, keep, predictions, shown):
@@ -192,44 +220,63 @@ def write_grid(path, images, keep, predictions, shown):
     plt.close(fig)
 
 
-def main():
-    p = sc.base_arguments(__doc__.split("\n")[0])
-    p.add_argument("--width", type=int, default=64)
-    p.add_argument("--depth", type=int, default=2)
-    p.add_argument("--decoder-width", type=int, default=64)
-    p.add_argument("--decoder-depth", type=int, default=1)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--warmup", type=int, default=20)
+def arguments():
+    p = sc.base_arguments(__doc__, CATALOG, steps=300, lr=2e-3)
+    p.add_argument("--width", type=int, default=64, help="encoder width")
+    p.add_argument("--depth", type=int, default=2, help="encoder blocks")
+    p.add_argument("--decoder-width", type=int, default=64, help="decoder width")
+    p.add_argument("--decoder-depth", type=int, default=1, help="decoder blocks")
+    p.add_argument("--heads", type=int, default=4, help="attention heads of encoder and decoder")
+    p.add_argument("--batch", type=int, default=64, help="images per step (per rank with --nproc)")
+    p.add_argument("--warmup", type=int, default=20, help="learning-rate warmup steps")
     p.add_argument("--mask-ratio", type=float, default=0.5,
-                   help="hidden fraction of the patches (MAE's 0.75 needs longer runs than a CPU study)")
+                   help="hidden share of the 64 patches (MAE's 0.75 needs longer runs than a CPU study)")
     p.add_argument("--images", type=int, default=2048, help="training images made from the seed")
-    args = p.parse_args()
-    args.steps = args.steps if args.steps is not None else 300
-    args.lr = args.lr if args.lr is not None else 2e-3
-    if args.steps < 1:
-        raise SystemExit("--steps must be >= 1")
+    return p
+
+
+def main():
+    started = time.time()
+    args = arguments().parse_args()
+    sc.check_common(args)
     if not 0 < args.mask_ratio < 1:
         raise SystemExit("--mask-ratio must be in (0, 1)")
-    runs = sc.parse_runs(args.recipes or ",".join(CATALOG), CATALOG)
+    for name in ("width", "depth", "decoder_width", "decoder_depth", "heads", "batch", "images"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name.replace('_', '-')} must be >= 1")
+    if args.width % args.heads or args.decoder_width % args.heads:
+        raise SystemExit("--width and --decoder-width must be multiples of --heads")
+    runs = sc.parse_runs(args.recipes, CATALOG)
     threads = sc.set_threads(args.threads)
     train_images = make_images(args.images, args.seed)
     val_images = make_images(64, args.seed + 1000)
     val_keep = random_keep(torch.Generator().manual_seed(args.seed + 2000), len(val_images),
                            PATCHES - int(round(args.mask_ratio * PATCHES)))
-    print(f"{len(runs)} runs x {args.steps} steps, batch {args.batch} images, {args.jobs} job(s) x {threads} thread(s)")
+    world = int(os.environ.get("WORLD_SIZE", "1")) if sc.launched_by_torchrun() else args.nproc
+    if not sc.launched_by_torchrun() or int(os.environ["RANK"]) == 0:
+        print(f"{len(runs)} runs x {args.steps} steps, batch {args.batch} images x {world} rank(s), "
+              f"{threads} thread(s) each", flush=True)
     outcomes = sc.run_all(train, runs, args, train_images, val_images, val_keep)
+    if sc.launched_by_torchrun() and sc.rank() != 0:
+        return
     results = [r for r, _ in outcomes]
     predictions = {run.name: pred for run, (_, pred) in zip(runs, outcomes)}
-    print(f"\n{'run':12s} {'train loss':>10s} {'val loss':>9s} {'images/s':>9s} {'weights+opt':>12s}")
+    print(f"\n{'run':12s} {'train loss':>10s} {'val loss':>9s} {'images/s':>9s} {'step ms':>8s} {'GPU MiB':>8s} "
+          f"{'RSS MiB':>8s} {'NaN':>4s} {'spikes':>6s}")
     for r in results:
-        print(f"{r['run']:12s} {r['final_loss']:10.5f} {r['val_loss']:9.5f} {r['images_per_s']:9.1f} "
-              f"{r['memory_bytes'] / 1024:9.1f} KiB")
-    meta = {"title": "MAE", "steps": args.steps, "width": args.width, "depth": args.depth, "batch": args.batch,
-            "mask_ratio": args.mask_ratio, "seed": args.seed, "threads": threads, "jobs": args.jobs, "lr": args.lr}
-    sc.write_reports(args.out, "mae_recipes", results, ["train_loss", "val_loss"], meta)
+        print(f"{r['run']:12s} {r['train_loss_last10pct']:10.5f} {r['val_loss']:9.5f} {r['images_per_s']:9.1f} "
+              f"{r['step_ms']:8.1f} {r['gpu_memory']['total'] / 2**20:8.2f} {r['peak_rss_bytes'] / 2**20:8.1f} "
+              f"{r['nonfinite']:4d} {r['spikes']:6d}")
+    meta = sm.study_meta(args, "MAE", started, threads=threads, world_size=world, tokens_per_step=args.batch * PATCHES * world)
+    sr.write_reports(args.out, "mae_recipes", results, ["train_loss", "val_loss", "grad_norm", "amax", "step_seconds"],
+                     meta, baseline="bf16" if "bf16" in predictions else None, quality="val_loss",
+                     quality_label="val MSE", difference_format="{:+.5f}")
     write_grid(os.path.join(args.out, "mae_recon.png"), val_images, val_keep, predictions, shown=6)
-    print(f"wrote {args.out}/mae_recipes.csv, .json, .png and mae_recon.png")
+    written = "mae_recipes.csv, .json, .png, _table.md and mae_recon.png"
+    if world > 1:
+        sr.write_ddp_smoke(args.out, results, meta)
+        written += ", ddp_smoke.json, .png"
+    print(f"wrote {args.out}/{written}")
 
 
 if __name__ == "__main__":

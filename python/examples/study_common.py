@@ -1,14 +1,17 @@
-"""Shared pieces of the recipe studies (gpt_recipes.py, mae_recipes.py): the recipe catalog, a
-transformer block written as a researcher writes one in plain PyTorch (every Linear a te.Linear),
-the command line, measurements and the report files (CSV, JSON, PNG)."""
+"""Shared pieces of the recipe studies (gpt_recipes.py, mae_recipes.py, hybrid_recipes.py,
+lora_recipes.py): the recipes, the command line, running the runs (a process each, or
+data-parallel ranks over torch.distributed), the data, and the training pieces a researcher writes
+in plain PyTorch (every Linear a te.Linear). What the reports measure is study_measures.py; the
+report files are study_report.py; docs/training.md describes both."""
 
 import argparse
 import contextlib
-import csv
-import json
+import datetime
 import math
 import os
-import time
+import pickle
+import socket
+import tempfile
 
 import torch
 import torch.nn as nn
@@ -18,19 +21,18 @@ import nvfp4.torch as te
 from nvfp4.common import recipe as te_recipe
 from nvfp4.torch import extras
 
-# One colour per recipe in every chart of every report (matplotlib's tab10 order); a run that
-# varies a recipe (cooldown, optimizer states) keeps its recipe's colour and gets its own dashes
-# and markers, so no line hides another.
-RECIPE_COLOURS = {
-    "bf16": "#1f77b4",
-    "fp8_delayed": "#ff7f0e",
-    "fp8_current": "#2ca02c",
-    "fp8_block": "#d62728",
-    "mxfp8": "#9467bd",
-    "nvfp4": "#8c564b",
-}
-LINE_STYLES = ["-", "--", ":", "-."]
-MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SHAKESPEARE = "data/shakespeare.txt"
+
+
+def resolve_path(path):
+    """A path as given, or relative to the repository when it is not there (the defaults are
+    repository paths, so the studies run from any directory)."""
+    if os.path.exists(path) or os.path.isabs(path):
+        return path
+    return os.path.join(REPO, path)
+
+RECIPES = ["bf16", "fp8_delayed", "fp8_current", "fp8_block", "mxfp8", "nvfp4"]
 
 
 def make_recipe(name):
@@ -47,22 +49,34 @@ def make_recipe(name):
         return te_recipe.MXFP8BlockScaling()
     if name == "nvfp4":
         return te_recipe.NVFP4BlockScaling()
-    raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPE_COLOURS)}")
+    raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)}")
+
+
+def amax_group():
+    """The group TE reduces amaxes over (fp8_group / amax_reduction_group): every rank of a
+    data-parallel run, None in one process. Passed as TE's scripts pass it, so the studies use the
+    reduction wherever nvfp4.torch performs it."""
+    return torch.distributed.group.WORLD if world_size() > 1 else None
 
 
 @contextlib.contextmanager
 def precision(recipe):
     """The regions of one forward: BF16 activations over FP32 master weights (torch autocast, which
     TE's layers follow as on the GPU) and, for a quantized recipe, TE's autocast with it."""
-    with torch.autocast("cpu", dtype=torch.bfloat16), te.autocast(enabled=recipe is not None, recipe=recipe):
+    with torch.autocast("cpu", dtype=torch.bfloat16), \
+            te.autocast(enabled=recipe is not None, recipe=recipe, amax_reduction_group=amax_group()):
         yield
 
 
 class Run:
-    """One training run of a study: a recipe, and what varies around it."""
+    """One training run of a study: a recipe, and what varies around it. `options` holds what a
+    study varies beyond the recipe (architecture switches, LoRA settings); `about` is the line
+    --help prints for it."""
 
-    def __init__(self, name, recipe, optimizer="adamw", state_dtype="float32", cooldown=0.0):
-        self.name, self.recipe, self.optimizer, self.state_dtype, self.cooldown = name, recipe, optimizer, state_dtype, cooldown
+    def __init__(self, name, recipe, optimizer="adamw", state_dtype="float32", cooldown=0.0, fallback=None, about="",
+                 **options):
+        self.name, self.recipe, self.optimizer, self.state_dtype = name, recipe, optimizer, state_dtype
+        self.cooldown, self.fallback, self.about, self.options = cooldown, fallback, about, options
 
     def quantized_at(self, step, steps):
         """True while the recipe is on: a cooldown runs its last fraction of the steps in BF16."""
@@ -70,28 +84,62 @@ class Run:
 
 
 def parse_runs(text, catalog):
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = list(catalog) if text.strip() == "all" else [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in catalog]
     if unknown:
         raise SystemExit(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(catalog)}")
     if not names:
         raise SystemExit("--recipes needs at least one name")
+    if len(set(names)) != len(names):
+        raise SystemExit("--recipes names a run twice")
     return [catalog[n] for n in names]
 
 
-def base_arguments(description, default_out="reports"):
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--out", default=default_out, help="report directory (default: %(default)s)")
-    p.add_argument("--steps", type=int, default=None, help="training steps per run")
-    p.add_argument("--recipes", default=None, help="comma-separated run names (default: all)")
-    p.add_argument("--seed", type=int, default=1, help="initialisation, data order and SR seed")
-    p.add_argument("--threads", type=int, default=1, help="threads per run (tiny models gain nothing from more)")
-    p.add_argument("--jobs", type=int, default=2, help="runs trained at the same time, each in its own process")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate")
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and every option's default after its help."""
+
+
+def runs_epilog(catalog):
+    width = max(len(n) for n in catalog)
+    lines = ["runs (--recipes takes a comma-separated list of these names, or all):"]
+    lines += [f"  {name:{width}s}  {run.about}" for name, run in catalog.items()]
+    return "\n".join(lines)
+
+
+def base_arguments(doc, catalog, *, steps, lr, default_out="reports"):
+    """The options every study has. `doc` is the study's module docstring (printed whole)."""
+    p = argparse.ArgumentParser(description=doc, epilog=runs_epilog(catalog), formatter_class=HelpFormatter)
+    p.add_argument("--out", default=default_out, help="directory the report files are written to")
+    p.add_argument("--steps", type=int, default=steps, help="training steps per run")
+    p.add_argument("--recipes", default="all", metavar="LIST",
+                   help="comma-separated run names (listed below), or all")
+    p.add_argument("--seed", type=int, default=1, help="initialisation, data order and stochastic-rounding seed")
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads per run or rank (0: all cores); the results do not depend on it")
+    p.add_argument("--jobs", type=int, default=2,
+                   help="runs trained at the same time, each in its own process; the results do not depend on it")
+    p.add_argument("--nproc", type=int, default=1,
+                   help="data-parallel ranks per run (torch.distributed, gloo, this machine); each rank trains on "
+                        "its own --batch, so the global batch is nproc x batch. Under torchrun the launcher's "
+                        "world is used instead")
+    p.add_argument("--lr", type=float, default=lr, help="peak learning rate (warmup, then cosine decay to a tenth)")
     p.add_argument("--gemm", choices=("relaxed", "exact"), default="relaxed",
-                   help="te.Linear GEMM mode: relaxed (default; fp32 accumulation, fastest) or exact (the GPU "
-                        "tensor cores' accumulation bit for bit); quantization is exact either way")
+                   help="te.Linear GEMM mode: relaxed (fp32 accumulation of the recipe's exactly quantized operands, "
+                        "the fastest) or exact (the GPU tensor core's accumulation bit for bit)")
     return p
+
+
+def check_common(args):
+    if args.steps < 1:
+        raise SystemExit("--steps must be >= 1")
+    if args.jobs < 1:
+        raise SystemExit("--jobs must be >= 1")
+    if args.nproc < 1:
+        raise SystemExit("--nproc must be >= 1")
+    if args.threads < 0:
+        raise SystemExit("--threads must be >= 0")
+    if not args.lr > 0:
+        raise SystemExit("--lr must be > 0")
 
 
 def set_threads(threads):
@@ -102,23 +150,189 @@ def set_threads(threads):
     return n
 
 
+# ---- running the runs -------------------------------------------------------------------------
+
+def world_size():
+    return torch.distributed.get_world_size() if torch.distributed.is_available() and torch.distributed.is_initialized() else 1
+
+
+def rank():
+    return torch.distributed.get_rank() if world_size() > 1 else 0
+
+
+def launched_by_torchrun():
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+COLLECTIVE_TIMEOUT = datetime.timedelta(minutes=20)
+
+
+def _rank_main(local_rank, world, port, outdir, threads, train, run, args, data):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=local_rank, world_size=world, timeout=COLLECTIVE_TIMEOUT)
+    try:
+        set_threads(threads)
+        result = train(run, args, *data)
+        with open(os.path.join(outdir, f"rank{local_rank}.pkl"), "wb") as f:
+            pickle.dump(result, f)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def run_ranks(train, run, args, data):
+    """One run on args.nproc data-parallel ranks (spawned processes on this machine, gloo on the
+    loopback). Returns the ranks' results in rank order; a rank that raises stops every rank."""
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as outdir:
+        mp.spawn(_rank_main, args=(args.nproc, _free_port(), outdir, args.threads, train, run, args, data),
+                 nprocs=args.nproc, join=True)
+        results = []
+        for r in range(args.nproc):
+            with open(os.path.join(outdir, f"rank{r}.pkl"), "rb") as f:
+                results.append(pickle.load(f))
+    return results
+
+
 def _in_worker(train, threads, *args):
+    """A run in a pool worker. The result goes back as plain pickled bytes: torch would share a
+    tensor's memory through a file descriptor of the worker, which exits after its run."""
     set_threads(threads)
-    return train(*args)
+    return pickle.dumps(train(*args))
 
 
 def run_all(train, runs, args, *data):
-    """train(run, args, *data) for every run, `args.jobs` processes at a time (spawned, so each
-    has its own OpenMP runtime); results in the order of `runs`, the same whatever the job count."""
-    jobs = max(1, min(args.jobs, len(runs)))
-    if jobs == 1:
-        return [train(run, args, *data) for run in runs]
+    """train(run, args, *data) for every run: each run in a process of its own (spawned, so each has
+    its own OpenMP runtime and its peak RSS is its own), `args.jobs` at a time; with --nproc N each
+    run on N data-parallel ranks, one run after another; under torchrun every rank of the launcher's
+    world trains every run in turn. Results in the order of `runs`, the same whatever the job
+    count. A data-parallel result is rank 0's, with every rank's result under "ranks"."""
+    if launched_by_torchrun():
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group("gloo", timeout=COLLECTIVE_TIMEOUT)
+        results = []
+        for run in runs:
+            mine = train(run, args, *data)
+            everyone = [None] * world_size()
+            torch.distributed.all_gather_object(everyone, mine)
+            results.append(merge_ranks(everyone))
+        return results
+    if args.nproc > 1:
+        return [merge_ranks(run_ranks(train, run, args, data)) for run in runs]
     import concurrent.futures
     import multiprocessing
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    jobs = max(1, min(args.jobs, len(runs)))
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                max_tasks_per_child=1) as pool:
         futures = [pool.submit(_in_worker, train, args.threads, run, args, *data) for run in runs]
-        return [f.result() for f in futures]
+        return [pickle.loads(f.result()) for f in futures]
 
+
+def merge_ranks(results):
+    """Rank 0's result (a study may return (result, extra)), with every rank's under "ranks"."""
+    first = results[0]
+    main, extra = (first if isinstance(first, tuple) else (first, None))
+    ranks = [r[0] if isinstance(r, tuple) else r for r in results]
+    main = dict(main)
+    main["ranks"] = [{k: r[k] for k in ("rank", "curve", "step_ms", "tokens_per_s", "final_loss", "peak_rss_bytes",
+                                       "weights_digest", "scaling_digest") if k in r} for r in ranks]
+    main["ranks_hold_equal_weights"] = len({r.get("weights_digest") for r in ranks}) == 1
+    main["ranks_hold_equal_scaling_state"] = len({r.get("scaling_digest") for r in ranks}) == 1
+    return (main, extra) if isinstance(first, tuple) else main
+
+
+def wrap_data_parallel(model, find_unused=False):
+    """DistributedDataParallel over the run's ranks (gloo), or the model itself in one process."""
+    if world_size() == 1:
+        return model
+    return torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused)
+
+
+def mean_over_ranks(value):
+    """The mean of a float over the ranks (the logged loss of a data-parallel step)."""
+    if world_size() == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64)
+    torch.distributed.all_reduce(t)
+    return float(t[0]) / world_size()
+
+
+def digest_of(tensors):
+    """A short hash of tensors' bytes (do two ranks hold the same weights / scales?)."""
+    import hashlib
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def weights_digest(model):
+    return digest_of([p for p in model.parameters()])
+
+
+def _state_bytes(state):
+    """The bytes of a module's extra state, whatever its form (TE's serialized tensor, a dict)."""
+    import io
+    if state is None:
+        return b""
+    if torch.is_tensor(state):
+        return state.detach().contiguous().cpu().numpy().tobytes()
+    if isinstance(state, dict):
+        return b"".join(str(k).encode() + _state_bytes(state[k]) for k in sorted(state, key=str))
+    if isinstance(state, (bytes, bytearray)):
+        return bytes(state)
+    if isinstance(state, io.BytesIO):
+        return state.getvalue()
+    if hasattr(state, "tobytes"):
+        return state.tobytes()
+    return repr(state).encode()
+
+
+def scaling_digest(model):
+    """A hash of every te GEMM module's extra state (TE's get_extra_state: delayed scaling's scales
+    and amax histories); equal on every rank once the ranks' amaxes are reduced."""
+    import hashlib
+    h = hashlib.sha256()
+    for name, m in sorted(((n, m) for n, m in model.named_modules() if isinstance(m, gemm_types())), key=lambda x: x[0]):
+        h.update(name.encode() + _state_bytes(m.get_extra_state()))
+    return h.hexdigest()[:16]
+
+
+# ---- data -------------------------------------------------------------------------------------
+
+def load_bytes(path, start=0.0, end=1.0):
+    """The bytes of a file (its [start, end) fraction) as int64 tokens, split 90% train / 10% validation."""
+    import numpy as np
+    with open(resolve_path(path), "rb") as f:
+        raw = f.read()
+    data = np.frombuffer(raw[int(len(raw) * start):int(len(raw) * end)], dtype=np.uint8)
+    split = int(len(data) * 0.9)
+    return torch.from_numpy(data[:split].astype(np.int64)), torch.from_numpy(data[split:].astype(np.int64))
+
+
+def batch_of(data, rng, batch, seq):
+    """`batch` random windows of seq + 1 bytes: inputs and next-byte targets [batch, seq]."""
+    starts = rng.integers(0, len(data) - seq - 1, size=batch)
+    x = torch.stack([data[s:s + seq] for s in starts])
+    y = torch.stack([data[s + 1:s + seq + 1] for s in starts])
+    return x, y
+
+
+def rank_batch(data, rng, batch, seq):
+    """This rank's rows of the step's global batch: every rank draws the same world x batch windows
+    from the shared generator and keeps its own slice, so a data-parallel run sees the data a single
+    process would see with the global batch."""
+    x, y = batch_of(data, rng, batch * world_size(), seq)
+    r = rank()
+    return x[r * batch:(r + 1) * batch], y[r * batch:(r + 1) * batch]
+
+
+# ---- training pieces --------------------------------------------------------------------------
 
 def lr_at(step, steps, peak, warmup):
     """Linear warmup, then cosine decay to a tenth of the peak."""
@@ -128,20 +342,23 @@ def lr_at(step, steps, peak, warmup):
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
-def make_optimizers(model, run, lr):
-    """AdamW on every parameter, or Muon on the hidden matrices (2-D te.Linear weights) with AdamW for
-    the rest, as nanochat splits them; moments stored in run.state_dtype."""
+def make_optimizers(model, run, lr, params=None):
+    """AdamW on every parameter (or on `params`), or Muon on the hidden matrices (2-D weights of the
+    blocks) with AdamW for the rest, as nanochat splits them; moments stored in run.state_dtype."""
+    named = list(model.named_parameters()) if params is None else params
+    named = [(n, p) for n, p in named if p.requires_grad]
     if run.optimizer == "adamw":
-        return [extras.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, state_dtype=run.state_dtype)]
-    hidden = [p for n, p in model.named_parameters() if p.dim() == 2 and "blocks" in n]
+        return [extras.optim.AdamW([p for _, p in named], lr=lr, betas=(0.9, 0.95), weight_decay=0.1,
+                                   state_dtype=run.state_dtype)]
+    hidden = [p for n, p in named if p.dim() == 2 and "blocks" in n]
     ids = {id(p) for p in hidden}
-    rest = [p for p in model.parameters() if id(p) not in ids]
+    rest = [p for _, p in named if id(p) not in ids]
     return [extras.optim.Muon(hidden, lr=lr * 10, momentum=0.95, state_dtype=run.state_dtype),
             extras.optim.AdamW(rest, lr=lr, betas=(0.9, 0.95), weight_decay=0.1, state_dtype=run.state_dtype)]
 
 
 def state_bytes(optimizers):
-    """Bytes the optimizers keep per parameter (moments, their scales)."""
+    """Bytes the optimizers keep (moments, their scales)."""
     total = 0
     for opt in optimizers:
         for state in opt.state.values():
@@ -162,14 +379,27 @@ def set_lr(optimizers, scale):
             g["lr"] = g["peak_lr"] * scale
 
 
+def gemm_types():
+    """The recipe's GEMM modules: te.Linear and, where nvfp4.torch has it, te.GroupedLinear."""
+    return tuple(t for t in (te.Linear, getattr(te, "GroupedLinear", None)) if t is not None)
+
+
+def gemm_weight_numels(module):
+    """The element count of each weight of a GEMM module (one per expert for te.GroupedLinear)."""
+    if isinstance(module, te.Linear):
+        return [module.weight.numel()]
+    return [getattr(module, f"weight{i}").numel() for i in range(module.num_gemms)]
+
+
 class AmaxWatch:
-    """Per te.Linear: the largest |input|, |weight| and |grad of output| seen during a run, and the
-    count of non-finite values among them (the NaN watch)."""
+    """Per te.Linear: the largest |input|, |weight| and |grad of output| seen during a run, the
+    count of non-finite values among them (the NaN watch), and the largest |input| of the current
+    step over every layer (the stability curve; reset by take_step_amax)."""
 
     def __init__(self, model):
-        self.stats, self.handles = {}, []
+        self.stats, self.handles, self.step_amax = {}, [], 0.0
         for name, module in model.named_modules():
-            if isinstance(module, te.Linear):
+            if isinstance(module, gemm_types()):
                 self.stats[name] = {"input": 0.0, "weight": 0.0, "grad_output": 0.0, "nonfinite": 0}
                 self.handles.append(module.register_forward_hook(self._forward(name)))
                 self.handles.append(module.register_full_backward_hook(self._backward(name)))
@@ -179,17 +409,21 @@ class AmaxWatch:
         amax = float(t.detach().abs().max()) if t.numel() else 0.0
         if math.isfinite(amax):  # the common case: one reduction, no mask
             s[key] = max(s[key], amax)
-            return
+            return amax
         t = t.detach().float()
         finite = torch.isfinite(t)
         s["nonfinite"] += int((~finite).sum())
-        if finite.any():
-            s[key] = max(s[key], float(t[finite].abs().max()))
+        amax = float(t[finite].abs().max()) if finite.any() else 0.0
+        s[key] = max(s[key], amax)
+        return amax
 
     def _forward(self, name):
         def hook(module, inputs, output):
-            self._record(name, "input", inputs[0])
-            self._record(name, "weight", module.weight)
+            if torch.is_grad_enabled():
+                self.step_amax = max(self.step_amax, self._record(name, "input", inputs[0]))
+                for w in ([module.weight] if isinstance(module, te.Linear) else
+                          [getattr(module, f"weight{i}") for i in range(module.num_gemms)]):
+                    self._record(name, "weight", w)
         return hook
 
     def _backward(self, name):
@@ -198,13 +432,20 @@ class AmaxWatch:
                 self._record(name, "grad_output", grad_output[0])
         return hook
 
+    def take_step_amax(self):
+        value, self.step_amax = self.step_amax, 0.0
+        return value
+
+    def nonfinite(self):
+        return sum(s["nonfinite"] for s in self.stats.values())
+
     def close(self):
         for h in self.handles:
             h.remove()
 
 
 class Rotary(nn.Module):
-    """Rotary position embedding (RoPE) of the query and key heads."""
+    """Rotary position embedding (RoPE) of the query and key heads (pairs of adjacent features)."""
 
     def __init__(self, head_dim, max_len, base=10000.0):
         super().__init__()
@@ -215,9 +456,24 @@ class Rotary(nn.Module):
 
     def forward(self, x):  # x [B, H, T, D]
         t = x.shape[-2]
+        if t > self.cos.shape[0]:
+            raise ValueError(f"sequence of {t} positions, rotary table has {self.cos.shape[0]}")
         x1, x2 = x[..., 0::2], x[..., 1::2]
         cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
         return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+
+def attend(q, k, v, causal):
+    """Softmax attention of [B, H, T, D] heads (k / v may have fewer heads: grouped queries),
+    scores in float32, output in v's dtype."""
+    if k.shape[1] != q.shape[1]:
+        repeat = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+    t = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    return scores.float().softmax(-1).to(v.dtype) @ v
 
 
 class Block(nn.Module):
@@ -241,11 +497,7 @@ class Block(nn.Module):
         q, k, v = self.qkv(x.reshape(b * t, w)).reshape(b, t, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-        if self.causal:
-            mask = torch.ones(t, t, dtype=torch.bool).triu(1)
-            scores = scores.masked_fill(mask, float("-inf"))
-        out = (scores.float().softmax(-1).to(v.dtype) @ v).transpose(1, 2).reshape(b * t, w)
+        out = attend(q, k, v, self.causal).transpose(1, 2).reshape(b * t, w)
         return self.proj(out).reshape(b, t, w)
 
     def mlp(self, x):
@@ -268,107 +520,3 @@ def count_nonfinite(model):
     return n
 
 
-class Timer:
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.seconds += time.perf_counter() - self.start
-
-
-def write_reports(out, stem, runs, curve_keys, meta):
-    """{stem}.csv (one row per run and logged step; a value not measured at that step is empty),
-    {stem}.json (meta and the runs), {stem}.png (one chart per curve key)."""
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, f"{stem}.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["run", "recipe", "step"] + list(curve_keys))
-        for r in runs:
-            for point in r["curve"]:
-                w.writerow([r["run"], r["recipe"], point["step"]] +
-                           ["" if point.get(k) is None else f"{point[k]:.6g}" for k in curve_keys])
-    with open(os.path.join(out, f"{stem}.json"), "w") as f:
-        json.dump({"meta": meta, "runs": runs}, f, indent=1)
-    plot_curves(os.path.join(out, f"{stem}.png"), runs, curve_keys, meta.get("title", stem))
-
-
-def style_of(runs):
-    """(colour, dashes, marker, marker offset) per run: colour by recipe, dashes by position among
-    the runs of that recipe, a marker of its own placed at points of its own, so that a curve lying
-    exactly on another (two recipes that round alike) still shows."""
-    seen, styles = {}, {}
-    for n, r in enumerate(runs):
-        i = seen.get(r["recipe"], 0)
-        seen[r["recipe"]] = i + 1
-        styles[r["run"]] = (RECIPE_COLOURS[r["recipe"]], LINE_STYLES[i % len(LINE_STYLES)], MARKERS[n % len(MARKERS)], n)
-    return styles
-
-
-def smoothed(values, weight=0.9):
-    """An exponential moving average (debiased), so that per-step noise does not hide the trend."""
-    out, avg = [], 0.0
-    for i, v in enumerate(values):
-        avg = weight * avg + (1 - weight) * v
-        out.append(avg / (1 - weight ** (i + 1)))
-    return out
-
-
-def plot_curves(path, runs, curve_keys, title):
-    """One chart per curve key (the first, train loss, smoothed, its y range from the end of the
-    steepest descent) and a bar chart of each run's last value of the last key minus the first
-    run's (the baseline), labelled with the difference."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    styles = style_of(runs)
-    fig, axes = plt.subplots(1, len(curve_keys) + 1, figsize=(6.0 * (len(curve_keys) + 1), 4.8), squeeze=False)
-    for index, (ax, key) in enumerate(zip(axes[0], curve_keys)):
-        tail = []
-        for r in runs:
-            colour, dashes, marker, n = styles[r["run"]]
-            points = [p for p in r["curve"] if p.get(key) is not None]
-            xs = [p["step"] for p in points]
-            ys = [p[key] for p in points]
-            if index == 0:
-                ys = smoothed(ys)
-                tail += ys[len(ys) // 5:]
-            every = max(1, len(runs))
-            ax.plot(xs, ys, color=colour, linestyle=dashes, marker=marker, markersize=5,
-                    markevery=(n % every, every) if len(xs) > 3 * every else None,
-                    linewidth=1.4, alpha=0.85, label=r["run"])
-        if tail:
-            low, high = min(tail), max(tail)
-            ax.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
-        ax.set_xlabel("step")
-        label = key.replace("_", " ") + (" (smoothed)" if index == 0 else "")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        ax.set_title(f"{title}: {label}")
-    axes[0][0].legend(fontsize=8)
-    bars = axes[0][-1]
-    key = curve_keys[-1]
-    last = [[p[key] for p in r["curve"] if p.get(key) is not None][-1] for r in runs]
-    deltas = [v - last[0] for v in last]
-    colours = [styles[r["run"]][0] for r in runs]
-    hatches = ["" if styles[r["run"]][1] == "-" else "//" for r in runs]
-    ypos = list(range(len(runs)))[::-1]
-    for y, d, c, h in zip(ypos, deltas, colours, hatches):
-        bars.barh(y, d, color=c, hatch=h, edgecolor="black", linewidth=0.5)
-        bars.annotate(f"{d:+.4f}", (d, y), xytext=(3 if d >= 0 else -3, 0), textcoords="offset points",
-                      ha="left" if d >= 0 else "right", va="center", fontsize=8)
-    bars.set_yticks(ypos)
-    bars.set_yticklabels([r["run"] for r in runs], fontsize=8)
-    bars.axvline(0, color="black", linewidth=0.8)
-    span = max(1e-9, max(abs(d) for d in deltas))
-    bars.set_xlim(-1.35 * span, 1.35 * span)
-    bars.set_xlabel(f"last {key.replace('_', ' ')} minus {runs[0]['run']}'s ({last[0]:.4f})")
-    bars.set_title(f"{title}: difference from {runs[0]['run']} (lower is better)")
-    bars.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
