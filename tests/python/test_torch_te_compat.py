@@ -243,14 +243,14 @@ def test_the_float32_core_rounded_once_gives_the_bfloat16_cores_bits(name):
     # holding the same values (under torch autocast) on its float32 core, the bias added after the
     # GEMM and each result rounded once: the float16 rule, checked here where both exist.
     torch.manual_seed(3)
-    direct = te.Linear(64, 48, params_dtype=torch.bfloat16)
+    direct = te.Linear(64, 96, params_dtype=torch.bfloat16)
     with torch.no_grad():
         direct.bias.normal_()
-    widened = te.Linear(64, 48)
+    widened = te.Linear(64, 96)
     widened.load_state_dict({k: v.float() if v.is_floating_point() and k != "_extra_state" else v
                              for k, v in direct.state_dict().items()})
     x = torch.randn(32, 64).to(torch.bfloat16)
-    dy = torch.randn(32, 48).to(torch.bfloat16)
+    dy = torch.randn(32, 96).to(torch.bfloat16)
     a = one_step(direct, x, dy, RECIPES[name]())
     b = one_step(widened, x.float(), dy, RECIPES[name](), autocast_dtype=torch.bfloat16)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1].float(), b[1])
@@ -261,14 +261,14 @@ def test_the_float32_core_rounded_once_gives_the_bfloat16_cores_bits(name):
 def test_float16_layers_round_the_float32_layers_results(name):
     # The same layer in float32 on float16 values, bias applied after, each result rounded to fp16.
     torch.manual_seed(4)
-    half = te.Linear(64, 48, params_dtype=torch.float16)
+    half = te.Linear(64, 96, params_dtype=torch.float16)
     with torch.no_grad():
         half.bias.normal_()
-    wide = te.Linear(64, 48, bias=False)
+    wide = te.Linear(64, 96, bias=False)
     with torch.no_grad():
         wide.weight.copy_(half.weight.float())
     x = torch.randn(32, 64).half()
-    dy = torch.randn(32, 48).half()
+    dy = torch.randn(32, 96).half()
     y, dx, dw, db = one_step(half, x, dy, RECIPES[name]())
     xw = x.float().requires_grad_()
     with te.autocast(enabled=name != "none", recipe=RECIPES[name]()):
@@ -284,7 +284,7 @@ def test_a_float32_master_weight_is_quantized_as_it_is():
     # TE quantizes the parameter itself (module/linear.py quantize_weight), not its bf16 cast.
     import nvfp4
     torch.manual_seed(5)
-    layer = te.Linear(64, 48, bias=False)
+    layer = te.Linear(64, 96, bias=False)
     x = torch.randn(32, 64)
     with torch.autocast("cpu", dtype=torch.bfloat16), te.autocast(recipe=R.Float8CurrentScaling()):
         y = layer(x)
@@ -303,7 +303,7 @@ def test_quantized_model_init_holds_quantized_weights_that_train(name):
     dtype = torch.bfloat16 if name == "nvfp4" else torch.float32  # TE's NVFP4 RHT needs bf16 activations
     torch.manual_seed(8)
     with te.quantized_model_init(recipe=recipe, preserve_high_precision_init_val=True):
-        layer = te.Linear(64, 48, params_dtype=dtype)
+        layer = te.Linear(64, 96, params_dtype=dtype)
     assert isinstance(layer.weight, QuantizedTensor) and isinstance(layer.weight, torch.nn.Parameter)
     assert not isinstance(layer.bias, QuantizedTensor)
     init = layer.weight.get_high_precision_init_val()
@@ -316,7 +316,7 @@ def test_quantized_model_init_holds_quantized_weights_that_train(name):
     layer.weight.clear_high_precision_init_val()
     assert layer.weight.get_high_precision_init_val() is None
     # The forward quantizes what the weight was quantized from: a plain layer with those values.
-    plain = te.Linear(64, 48, params_dtype=dtype)
+    plain = te.Linear(64, 96, params_dtype=dtype)
     with torch.no_grad():
         plain.weight.copy_(init)
     x = torch.randn(32, 64, dtype=dtype)
@@ -330,7 +330,7 @@ def test_quantized_model_init_holds_quantized_weights_that_train(name):
     torch.optim.SGD(layer.parameters(), lr=0.1).step()  # ... quantized back into the weight
     assert isinstance(layer.weight, QuantizedTensor)
     assert torch.equal(layer.weight.dequantize(), layer.weight._get_quantizer()(updated).dequantize())
-    fresh = te.Linear(64, 48, params_dtype=dtype)
+    fresh = te.Linear(64, 96, params_dtype=dtype)
     fresh.load_state_dict(layer.state_dict())
     assert torch.equal(fresh.weight, layer.weight.dequantize())
 
@@ -453,3 +453,60 @@ def test_calibration_records_amaxes_in_high_precision():
     assert layer._unit.core.scaling_state("input")["scale"] == pytest.approx(448 / big.abs().max().item(), rel=1e-6)
     with te.autocast(enabled=False, calibrating=True, recipe=R.Float8CurrentScaling()):
         assert torch.equal(layer(big), plain(big))  # nothing to record for a stateless recipe
+
+
+# ---- what TE refuses (module/_te_checks.py; each message TE's) -----------------------------------
+
+@pytest.fixture
+def te_strict(monkeypatch):
+    from nvfp4.torch.module import _te_checks
+    monkeypatch.setattr(_te_checks, "TE_STRICT", True)
+
+
+def test_fp8_shape_rule_and_the_quantizers_dims(te_strict):
+    layer = te.Linear(64, 64)
+    with pytest.raises(ValueError, match=r"^FP8 execution requires the product of all dimensions except the last to be divisible "
+                                         r"by 8 and the last dimension to be divisible by 16, but got tensor with dims=\[12, 64\] "
+                                         r"\(product of leading dims = 12, last dim = 64\)$"):
+        with te.autocast(recipe=R.Float8CurrentScaling()):
+            layer(torch.randn(12, 64))
+    with pytest.raises(ValueError, match=r"dims=\[36, 64\]"):  # the weight [out, in] too
+        with te.autocast(recipe=R.DelayedScaling()):
+            te.Linear(64, 36)(torch.randn(16, 64))
+    with pytest.raises(RuntimeError, match=r"^MXFP8 requires tensor dims that are divisible by 32 \(got shape=\(48,64\)\)$"):
+        with te.autocast(recipe=R.MXFP8BlockScaling()):
+            layer(torch.randn(48, 64))
+    vanilla = R.NVFP4BlockScaling(disable_rht=True, disable_stochastic_rounding=True, disable_2d_quantization=True)
+    with pytest.raises(RuntimeError, match=r"^First dim for NVFP4 must be divisible by 16 \(got shape=\(24,64\)\)$"):
+        with te.autocast(recipe=vanilla):
+            layer(torch.randn(24, 64))
+    with pytest.raises(RuntimeError, match=r"^First dim for NVFP4 must be divisible by 16 \(got shape=\(40,64\)\)$"):
+        with te.autocast(recipe=vanilla):
+            te.Linear(64, 40)(torch.randn(16, 64))
+    assert layer(torch.randn(12, 64)).shape == (12, 64)  # no recipe: any shape, and the refusals changed nothing
+
+
+def test_nvfp4_dtype_rules(te_strict):
+    with pytest.raises(RuntimeError, match="^RHT is only supported for bfloat16 input, got dtype enum value 4$"):
+        with te.autocast(recipe=R.NVFP4BlockScaling()):
+            te.Linear(64, 64)(torch.randn(16, 64))
+    with pytest.raises(RuntimeError, match="^RHT is only supported for bfloat16 input, got dtype enum value 5$"):
+        with te.autocast(recipe=R.NVFP4BlockScaling()):
+            te.Linear(64, 64, params_dtype=torch.float16)(torch.randn(16, 64).half())
+    with pytest.raises(RuntimeError, match="^FP4 GEMM does not support FP16 output!$"):
+        with te.autocast(recipe=R.NVFP4BlockScaling(disable_rht=True)):
+            te.Linear(64, 64, params_dtype=torch.float16)(torch.randn(16, 64).half())
+    with te.autocast(recipe=R.NVFP4BlockScaling()):
+        assert te.Linear(64, 64, params_dtype=torch.bfloat16)(torch.randn(16, 64).bfloat16()).dtype == torch.bfloat16
+
+
+def test_parameter_dtypes_must_match_the_input_outside_autocast(te_strict):
+    layer = te.LayerNormLinear(64, 32)
+    with pytest.raises(TypeError, match=r"^Data types for parameters must match when outside of autocasted region. "
+                                        r"Found input dtype: torch.bfloat16 and 'layer_norm_weight' dtype: torch.float32$"):
+        layer(torch.randn(8, 64).bfloat16())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert layer(torch.randn(8, 64)).dtype == torch.bfloat16  # TE's mixed precision
+    # TE checks when the module's activation dtype changes: after an autocast call in bf16, a bf16
+    # input outside autocast passes (module/base.py set_activation_dtype caches it).
+    assert layer(torch.randn(8, 64).bfloat16()).dtype == torch.bfloat16
