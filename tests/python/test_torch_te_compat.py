@@ -510,3 +510,23 @@ def test_parameter_dtypes_must_match_the_input_outside_autocast(te_strict):
     # TE checks when the module's activation dtype changes: after an autocast call in bf16, a bf16
     # input outside autocast passes (module/base.py set_activation_dtype caches it).
     assert layer(torch.randn(8, 64).bfloat16()).dtype == torch.bfloat16
+
+
+def test_a_custom_recipe_runs_as_its_built_in_recipe():
+    from nvfp4.torch.tensor import Float8CurrentScalingQuantizer
+    names = []
+
+    def factory(role):
+        if role is not None:
+            names.append(role.name)
+        fmt = te.DType.kFloat8E5M2 if role is not None and role.tensor_type == "grad_output" else te.DType.kFloat8E4M3
+        return Float8CurrentScalingQuantizer(fmt, "cpu")
+
+    torch.manual_seed(14)
+    layer, twin = te.Linear(64, 64, name="proj"), te.Linear(64, 64)
+    twin.load_state_dict(layer.state_dict())
+    x, dy = torch.randn(32, 64), torch.randn(32, 64)
+    a = one_step(layer, x, dy, R.CustomRecipe(qfactory=factory))
+    b = one_step(twin, x, dy, R.Float8CurrentScaling())
+    assert all(torch.equal(u, v) for u, v in zip(a, b))
+    assert set(names) == {"proj"}  # TE's roles carry the module's name

@@ -184,14 +184,20 @@ class _WeightValues(torch.autograd.Function):
         return grad.to(activation_dtype).to(param_dtype), None, None
 
 
-def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype):
+def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype, name=""):
     """One GEMM as TE computes it (see _run_gemm), inside te.checkpoint as TE's modules run there: a
     delayed-scaling layer keeps its scaling state at the checkpointed forward and recomputes with
     it, its recomputed amaxes discarded (TE: copy_forward_fp8_meta_tensors_for_recompute,
-    get_old_fp8_meta_tensors_for_recompute, restore_fp8_meta_tensors)."""
+    get_old_fp8_meta_tensors_for_recompute, restore_fp8_meta_tensors). A CustomRecipe runs as the
+    built-in recipe its factory's quantizers for this module amount to (tensor.resolve_custom_recipe),
+    in a region nested in the caller's."""
     from .. import distributed as _dist
     from .. import quantization
-    from ...common.recipe import DelayedScaling
+    from ...common.recipe import CustomRecipe, DelayedScaling
+    if isinstance(recipe, CustomRecipe):
+        resolved = _resolved_custom(recipe, name)
+        with quantization.autocast(enabled=True, recipe=resolved):
+            return run_gemm(unit, x2d, weight, bias, is_first_microbatch, resolved, activation_dtype, name)
     if recipe is None and quantization.is_fp8_calibration():
         y = _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
         _calibrate(unit, quantization.calibration_recipe(), x2d.to(activation_dtype), weight)
@@ -206,6 +212,21 @@ def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dt
             return _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
     stash.push(unit.core.scaling_state_dict())
     return _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
+
+
+_custom_cache = {}
+
+
+def _resolved_custom(recipe, name):
+    """The built-in recipe of a CustomRecipe for a module name, made once per recipe object (so the
+    layer keeps its state across calls, as TE keeps a custom recipe's state per recipe object)."""
+    from ..tensor import resolve_custom_recipe
+    from .._roles import linear_roles
+    key = (id(recipe), name)
+    cached = _custom_cache.get(key)
+    if cached is None or cached[0] is not recipe:
+        cached = _custom_cache[key] = (recipe, resolve_custom_recipe(recipe, linear_roles(name)))
+    return cached[1]
 
 
 def _calibrate(unit, recipe, x, weight):

@@ -68,7 +68,8 @@ class GemmModule(TEModuleMixin, torch.nn.Module):
 
     def _gemm(self, x, is_first_microbatch, recipe, dtype):
         bias = None if (self.return_bias or not self.use_bias) else self.bias
-        y = run_gemm(self._unit, x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch, recipe, dtype)
+        y = run_gemm(self._unit, x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch, recipe, dtype,
+                     self.name or "")
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
