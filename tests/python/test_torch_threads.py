@@ -2,6 +2,7 @@
 # thread, as torch.autocast's is (a region in one thread does not reach another thread's layers,
 # and exits in any order leave every thread outside any region); a layer shared by threads runs
 # each call whole, so every call's output and gradients are the single-thread ones.
+import sys
 import threading
 
 import pytest
@@ -102,3 +103,68 @@ def test_each_thread_computes_under_its_own_region_recipe():
     _run_threads([worker(name) for name in recipes])
     for name in recipes:
         assert torch.equal(got[name], expected[name]), name
+
+
+# ---- one layer shared by threads -------------------------------------------------------------------
+
+def _recipes():
+    return {"none": None, "current": te_recipe.Float8CurrentScaling(), "block": te_recipe.Float8BlockScaling(),
+            "mxfp8": te_recipe.MXFP8BlockScaling(),
+            # without stochastic rounding: its seed is the layer's backward count, which the
+            # threads' order decides (docs/errors.md, "The Python layer's guarantees")
+            "nvfp4": te_recipe.NVFP4BlockScaling(disable_stochastic_rounding=True)}
+
+
+def _forward(layer, x, recipe):
+    x = x.clone().requires_grad_(True)
+    with te.autocast(enabled=recipe is not None, recipe=recipe):
+        return x, layer(x)
+
+
+def _backward(layer, x, y, dy):
+    return (y.detach(), *torch.autograd.grad(y, [x, layer.weight, layer.bias], dy))
+
+
+THREADS, PAIRS = 8, 6
+
+
+@pytest.mark.parametrize("pattern", ["pairs", "forwards_then_backwards"])
+def test_one_layer_shared_by_8_threads_gives_single_thread_bits(pattern):
+    """8 threads, each with its own recipe and input dtype, call one te.Linear: every call's y,
+    dX, dW and db are the single-thread ones (were: 'no forward to differentiate' in 19-43 of 320
+    pairs, or another call's gradients)."""
+    torch.manual_seed(4)
+    layer = te.Linear(64, 32)
+    recipes = _recipes()
+    plan = []
+    for t in range(THREADS):
+        recipe = list(recipes.values())[t % len(recipes)]
+        dtype = torch.bfloat16 if t % 3 == 2 else torch.float32
+        plan.append([(recipe, torch.randn(16, 64).to(dtype), torch.randn(16, 32).to(dtype)) for _ in range(PAIRS)])
+    expected = [[_backward(layer, *_forward(layer, x, r), dy) for r, x, dy in calls] for calls in plan]
+    got = [[None] * PAIRS for _ in range(THREADS)]
+    start = threading.Barrier(THREADS)
+
+    def worker(t):
+        def run():
+            start.wait(timeout=60)
+            if pattern == "pairs":
+                for i, (r, x, dy) in enumerate(plan[t]):
+                    got[t][i] = _backward(layer, *_forward(layer, x, r), dy)
+            else:  # every forward first, then the backwards, last call first
+                pending = [(_forward(layer, x, r), dy) for r, x, dy in plan[t]]
+                for i in reversed(range(PAIRS)):
+                    (x, y), dy = pending[i]
+                    got[t][i] = _backward(layer, x, y, dy)
+        return run
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over as often as possible: the most interleavings
+    try:
+        _run_threads([worker(t) for t in range(THREADS)])
+    finally:
+        sys.setswitchinterval(interval)
+    for t in range(THREADS):
+        for i in range(PAIRS):
+            for what, g, e in zip(("y", "dx", "dw", "db"), got[t][i], expected[t][i]):
+                assert g.dtype == e.dtype and torch.equal(g, e), (t, i, what)

@@ -1,5 +1,6 @@
 """Torch tensors to and from the extension's numpy arrays: CPU only, float32 read in place
-(zero-copy), bfloat16 widened to float32 (exact), everything else refused with the fix."""
+(zero-copy), bfloat16 as its bits (uint16, zero-copy) where the callee takes them, else widened
+to float32 (exact); everything else refused with the fix."""
 import numpy as np
 import torch
 
@@ -39,3 +40,17 @@ def from_float32(a, dtype):
     exact when the values are bf16 values already)."""
     t = torch.from_numpy(np.ascontiguousarray(a))
     return t if dtype == torch.float32 else t.to(dtype)
+
+
+def core_array(t, bf16_core):
+    """What a LinearCore reads for tensor t: a bfloat16 tensor as its bits for a core of dtype
+    bf16 (no fp32 round trip), else float32 values (t's own memory when float32 and contiguous)."""
+    return bf16_bits_numpy(t) if bf16_core and t.dtype == torch.bfloat16 else float32_numpy(t)
+
+
+def from_core(a, dtype):
+    """A torch tensor of `dtype` from a LinearCore output: bf16 bits (uint16) or float32 values."""
+    if a.dtype == np.uint16:
+        t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        return t if dtype == torch.bfloat16 else t.to(dtype)
+    return from_float32(a, dtype)

@@ -2,15 +2,20 @@
 region, the delayed-scaling state kept across recipe switches as TE keeps it, and the autograd
 Function whose forward and backward are the library's Linear (every quantizer and GEMM of the GPU
 recipe). The core computes in TE's activation dtype (the input's, or torch autocast's), W cast to
-it as TE casts it. Parameters stay the caller's torch Parameters: float32 ones are read in place,
-bfloat16 ones are widened to float32 for the call (values unchanged)."""
+it as TE casts it. Parameters stay the caller's torch Parameters, read in place: float32 ones as
+they are, bfloat16 ones (and bfloat16 inputs and gradients) as their bits by a bf16 core, with no
+float32 copy. Each training call keeps its own forward's state for its backward (the core's
+SavedForward, as TE's ctx.save_for_backward), so calls and backwards may interleave in any order
+and from any thread."""
+import threading
+
 import numpy as np
 import torch
 
 import nvfp4 as _lib
 
 from .. import quantization
-from .._tensors import check_float, float32_numpy, from_float32
+from .._tensors import check_float, core_array, from_core, from_float32
 from ...common.recipe import DelayedScaling, to_library
 
 _WEIGHT_CACHE = {None: "off", True: "refresh", False: "reuse"}
@@ -35,8 +40,8 @@ class LinearUnit:
         self._key = None
         self._delayed = None         # the first DelayedScaling registered (its update settings stay)
         self._saved_scaling = None   # delayed-scaling state kept while another recipe runs
-        self.forward_token = 0       # which training forward the core keeps for backward
-        self.kept_token = None
+        self._chain = _Chain()       # the delayed-scaling states' lifetime the forwards of now belong to
+        self._lock = threading.RLock()  # a call's recipe / dtype switch and forward, whole
 
     # ---- pickle / deepcopy (the core is rebuilt from the options, recipe and state) ----------------
     def __getstate__(self):
@@ -48,7 +53,8 @@ class LinearUnit:
         self._options, self.dtype = saved["options"], saved["dtype"]
         self.core = self._new_core(self.dtype)
         self.recipe, self._key, self._delayed, self._saved_scaling = None, None, None, None
-        self.forward_token, self.kept_token = 0, None
+        self._chain = _Chain()
+        self._lock = threading.RLock()
         if saved["delayed"] is not None:
             self.use_recipe(saved["delayed"])  # the first registered DelayedScaling's settings
         self.use_recipe(saved["recipe"])
@@ -65,7 +71,7 @@ class LinearUnit:
             return
         state, recipe = self.extra_state(), self.recipe
         self.core, self.dtype = self._new_core(dtype), dtype
-        self.recipe, self._key, self.kept_token = None, None, None
+        self.recipe, self._key = None, None
         self.use_recipe(recipe)
         self.load_extra_state(state)
 
@@ -81,66 +87,120 @@ class LinearUnit:
         key = _recipe_key(recipe)
         if key == self._key:
             return
-        if isinstance(self.recipe, DelayedScaling):
-            self._saved_scaling = self.core.scaling_state_dict()
-        if recipe is not None and not isinstance(recipe, DelayedScaling):
-            self._saved_scaling = None
-        library_recipe = to_library(recipe)  # raises for what the library cannot honour, before any change
-        if isinstance(recipe, DelayedScaling):
-            if self._delayed is None:
-                self._delayed = recipe
-            first = self._delayed
+        delayed = isinstance(recipe, DelayedScaling)
+        library_recipe = to_library(recipe)  # raises for what the library cannot honour
+        if delayed:
+            first = self._delayed if self._delayed is not None else recipe
             settings = DelayedScaling(margin=first.margin, fp8_format=first.fp8_format, amax_history_len=recipe.amax_history_len,
                                       amax_compute_algo=first.amax_compute_algo, reduce_amax=first.reduce_amax)
             library_recipe = to_library(settings)
+        if hasattr(library_recipe, "validate"):
+            library_recipe.validate()  # the library's checks (e.g. the history length), before anything changes
+        if isinstance(self.recipe, DelayedScaling):
+            self._saved_scaling = self.core.scaling_state_dict()
+            if not delayed:  # the states end here for the forwards run under them
+                self._chain.final, self._chain = self._saved_scaling, _Chain()
+        if recipe is not None and not delayed:
+            self._saved_scaling = None
+        if delayed and self._delayed is None:
+            self._delayed = recipe
         self.core.set_recipe(library_recipe)
-        if isinstance(recipe, DelayedScaling) and self._saved_scaling:
+        if delayed and self._saved_scaling:
             self.core.load_scaling_state_dict(_resized(self._saved_scaling, recipe.amax_history_len))
         self.recipe, self._key = recipe, key
-        self.kept_token = None
 
     def end_forward_region(self, grad_enabled):
-        self.core.end_forward_region(grad_enabled)
+        with self._lock:
+            self.core.end_forward_region(grad_enabled)
 
     def end_backward_region(self):
-        self.core.end_backward_region()
+        with self._lock:
+            self.core.end_backward_region()
 
     # ---- state_dict ---------------------------------------------------------------------------
     def extra_state(self):
-        scaling = self.core.scaling_state_dict() if isinstance(self.recipe, DelayedScaling) else self._saved_scaling
-        return {"scaling": {k: torch.from_numpy(np.array(v, dtype=np.float32)) for k, v in (scaling or {}).items()},
-                "steps": int(self.core.steps)}
+        with self._lock:
+            scaling = self.core.scaling_state_dict() if isinstance(self.recipe, DelayedScaling) else self._saved_scaling
+            return {"scaling": {k: torch.from_numpy(np.array(v, dtype=np.float32)) for k, v in (scaling or {}).items()},
+                    "steps": int(self.core.steps)}
 
     def load_extra_state(self, state):
         if not isinstance(state, dict) or "scaling" not in state:
             raise ValueError("the layer's _extra_state must be what get_extra_state() returned ({'scaling': ..., 'steps': ...})")
         scaling = {k: np.asarray(v.detach().cpu().numpy() if torch.is_tensor(v) else v, dtype=np.float32)
                    for k, v in state["scaling"].items()}
-        if isinstance(self.recipe, DelayedScaling) and scaling:
-            self.core.load_scaling_state_dict(_resized(scaling, self.recipe.amax_history_len))
-        else:
-            self._saved_scaling = scaling or None
-        self.core.steps = int(state.get("steps", 0))
+        with self._lock:
+            if isinstance(self.recipe, DelayedScaling) and scaling:
+                self.core.load_scaling_state_dict(_resized(scaling, self.recipe.amax_history_len))
+            else:
+                self._saved_scaling = scaling or None
+            self.core.steps = int(state.get("steps", 0))
 
     # ---- one call ---------------------------------------------------------------------------------
     def run(self, x2d, weight, bias, is_first_microbatch):
-        """Y [M, out] for x2d [M, in] under the current region's recipe; autograd when grad is on."""
+        """Y [M, out] for x2d [M, in] under the calling thread's region recipe; autograd when grad is on.
+        The unit's lock holds from the recipe switch to the end of the forward, so a layer shared
+        by threads runs each call whole under the recipe and dtype of the thread that made it."""
         if is_first_microbatch not in _WEIGHT_CACHE:
             raise ValueError(f"is_first_microbatch must be None, True or False, got {is_first_microbatch!r}")
-        self.follow_dtype(x2d.dtype)  # the core computes in the activation dtype (TE casts W to it)
-        recipe, region = quantization._current()
-        self.use_recipe(recipe)
-        first = False
-        if region is not None and recipe is not None:
-            region.add(self)
-            first = region.take_first()
         cache = _WEIGHT_CACHE[is_first_microbatch]
-        if torch.is_grad_enabled():
-            return _LinearFunction.apply(x2d, weight, bias, self, cache, region if first else None)
-        w = float32_numpy(weight)
-        b = float32_numpy(bias.to(x2d.dtype)) if bias is not None else None  # TE casts the bias too
-        y = self.core.forward(float32_numpy(x2d), w, b, weight_cache=cache, training=False)
-        return from_float32(y, self.dtype)
+        recipe, region = quantization._current()
+        with self._lock:
+            self.follow_dtype(x2d.dtype)  # the core computes in the activation dtype (TE casts W to it)
+            self.use_recipe(recipe)
+            first = False
+            if region is not None and recipe is not None:
+                region.add(self)
+                first = region.take_first()
+            if torch.is_grad_enabled():
+                return _LinearFunction.apply(x2d, weight, bias, self, cache, region if first else None)
+            bf16 = self.dtype == torch.bfloat16
+            b = core_array(bias.to(x2d.dtype), bf16) if bias is not None else None  # TE casts the bias too
+            y = self.core.infer(core_array(x2d, bf16), core_array(weight, bf16), b, weight_cache=cache, record_amaxes=True)
+            return from_core(y, self.dtype)
+
+    def backward(self, core, saved, chain, dy, wgrad, bgrad):
+        """dX of one saved forward, on the core that ran it (dW, db into wgrad, bgrad). What the
+        backward reads besides its forward is the layer's gradient-side state as TE reads it when
+        the backward runs: the backward count (NVFP4's gradient seed) and delayed scaling's
+        grad_output scale and history, live while the layer stays under DelayedScaling (`chain`,
+        the forward's, is the layer's), else as they were when the layer left it. A forward from
+        before an activation dtype change ran on that dtype's core, which holds copies: its
+        backward is given the layer's state and hands it back (no seed is used twice)."""
+        with self._lock:
+            current = self.core
+            if core is current:  # the forward's own states: live, or left as they were
+                return core.backward(saved, dy, wgrad, bgrad)
+            core.steps = current.steps
+            if chain is self._chain:
+                _copy_grad_output(current.scaling_state_dict(), core)
+            elif chain.final:
+                _copy_grad_output(chain.final, core)
+            dx = core.backward(saved, dy, wgrad, bgrad)
+            current.steps = core.steps
+            if chain is self._chain:
+                _copy_grad_output(core.scaling_state_dict(), current)
+            return dx
+
+
+class _Chain:
+    """One lifetime of a layer's delayed-scaling states, from entering DelayedScaling to leaving it
+    (DelayedScaling -> DelayedScaling continues it, as TE keeps its meta); `final` is the state
+    when it ended, which backwards of its forwards still read."""
+
+    def __init__(self):
+        self.final = None
+
+
+def _copy_grad_output(source, target):
+    """source's grad_output scale and history (a scaling_state_dict) into target's delayed-scaling
+    state, cut or zero-padded to target's history length (nothing when either keeps none)."""
+    ours = target.scaling_state_dict()
+    if source and ours:
+        length = len(ours["grad_output.amax_history"])
+        ours["grad_output.scale"] = source["grad_output.scale"]
+        ours["grad_output.amax_history"] = _resized({"h.amax_history": source["grad_output.amax_history"]}, length)["h.amax_history"]
+        target.load_scaling_state_dict(ours)
 
 
 def _resized(scaling, length):
@@ -154,41 +214,58 @@ def _resized(scaling, length):
     return out
 
 
+class _SecondOrderRefused(torch.autograd.Function):
+    """Marks a gradient computed under create_graph=True: it has a grad_fn (so it is not silently
+    a constant), and differentiating it raises, since the emulated GEMMs' backward is not itself
+    differentiable (TE's is not either)."""
+
+    @staticmethod
+    def forward(ctx, grad, *anchors):
+        return grad.clone()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("nvfp4.torch: the gradient of a te.Linear / LayerNormLinear / LayerNormMLP GEMM cannot be "
+                           "differentiated again (double backward, e.g. a gradient penalty through create_graph=True): the "
+                           "emulated quantized GEMMs' backward is not differentiable, as TE's is not")
+
+
 class _LinearFunction(torch.autograd.Function):
+    """One call's forward and backward. Each call keeps its own forward's state, as TE's
+    ctx.save_for_backward does: the core's SavedForward (the recipe it ran under and its quantized
+    operands) and, through ctx.save_for_backward, the input and the parameters, so that torch's
+    checks apply (a second backward without retain_graph raises torch's error, and so does a
+    backward after an in-place change of a saved tensor)."""
+
     @staticmethod
     def forward(ctx, x2d, weight, bias, unit, cache, region):
-        w = float32_numpy(weight)
-        b = float32_numpy(bias.to(x2d.dtype)) if bias is not None else None  # TE casts the bias too
-        x = float32_numpy(x2d)
-        y = unit.core.forward(x, w, b, weight_cache=cache, training=True)
-        unit.forward_token += 1
-        unit.kept_token = unit.forward_token
-        ctx.unit, ctx.token, ctx.region = unit, unit.forward_token, region
-        ctx.cache = "reuse" if cache == "refresh" else cache
-        ctx.arrays = (x, w, b)
-        ctx.dtypes = (x2d.dtype, weight.dtype, None if bias is None else bias.dtype)
-        return from_float32(y, unit.dtype)
+        core, bf16 = unit.core, unit.dtype == torch.bfloat16
+        b = core_array(bias.to(x2d.dtype), bf16) if bias is not None else None  # TE casts the bias too
+        y, saved = core.forward(core_array(x2d, bf16), core_array(weight, bf16), b, weight_cache=cache)
+        ctx.save_for_backward(x2d, weight, bias)
+        ctx.unit, ctx.core, ctx.saved, ctx.chain = unit, core, saved, unit._chain
+        ctx.region, ctx.out_features = region, unit.out_features
+        ctx.has_bias, ctx.bf16 = b is not None, bf16
+        return from_core(y, unit.dtype)
 
     @staticmethod
     def backward(ctx, dy):
-        unit = ctx.unit
-        x, w, b = ctx.arrays
-        if unit.kept_token != ctx.token:
-            # The core keeps one forward for backward; a layer called again before this backward
-            # runs this call's forward once more (the same bits unless a delayed-scaling update
-            # happened in between; docs/python.md).
-            unit.core.forward(x, w, b, weight_cache=ctx.cache, training=True)
+        x2d, weight, bias = ctx.saved_tensors  # raises torch's errors: freed (no retain_graph) or modified in place
+        core = ctx.core
         check_float(dy, "the gradient of te.Linear's output")
-        dy_np = float32_numpy(dy.reshape(-1, unit.out_features))
-        wgrad = np.empty((unit.out_features, unit.in_features), np.float32)
-        bgrad = np.empty((unit.out_features,), np.float32) if b is not None else None
-        dx = unit.core.backward(dy_np, w, wgrad, bgrad)
-        unit.kept_token = None
+        dy_np = core_array(dy.reshape(-1, ctx.out_features), ctx.bf16)
+        wgrad = np.empty((core.out_features, core.in_features), np.float32)
+        bgrad = np.empty((core.out_features,), np.float32) if ctx.has_bias else None
+        dx = ctx.unit.backward(core, ctx.saved, ctx.chain, dy_np, wgrad, bgrad)
         if ctx.region is not None:
             for member in ctx.region.units:
                 member.end_backward_region()
-        x_dtype, w_dtype, b_dtype = ctx.dtypes
         # TE's wgrad and bgrad come out in the activation dtype (no fuse_wgrad_accumulation), then
         # autograd casts them to the parameters' dtype.
-        return (from_float32(dx, x_dtype), from_float32(wgrad, x_dtype).to(w_dtype),
-                None if bgrad is None else from_float32(bgrad, x_dtype).to(b_dtype), None, None, None)
+        grads = [from_core(dx, x2d.dtype), from_float32(wgrad, x2d.dtype).to(weight.dtype),
+                 None if bgrad is None else from_float32(bgrad, x2d.dtype).to(bias.dtype)]
+        if torch.is_grad_enabled():  # create_graph=True: gradients that refuse a second differentiation
+            anchors = [t for t in (x2d, weight, bias, dy) if t is not None and t.requires_grad]
+            if anchors:
+                grads = [None if g is None else _SecondOrderRefused.apply(g, *anchors) for g in grads]
+        return (*grads, None, None, None)
