@@ -43,4 +43,18 @@ for harness in "${harnesses[@]}"; do
   (cd "$build" && "./${harness}_fuzzer" -max_total_time="$seconds" -seed="$seed" -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -timeout=10 -print_final_stats=1 "$scratch") 2>&1 | tail -n 12
 done
+# nvfp4.torch's property fuzzing (tests/python/fuzz_torch_layers.py: the layers' autograd
+# contracts against a replay of each call, the optimizers' resume and atomic steps) for 4 x
+# SECONDS on the Python module the README's test command built (NVFP4_PYTHON_DIR overrides),
+# cases seeded from FUZZ_SEED like the mutations above (0: a fresh seed).
+python="${PYTHON3:-/usr/bin/python3}"
+pydir="${NVFP4_PYTHON_DIR:-$root/build/release/python}"
+if "$python" -c "import torch" 2>/dev/null; then
+  [ -d "$pydir/nvfp4" ] || { echo "fuzz_torch_layers: no nvfp4 module in $pydir (build the nvfp4_python target or set NVFP4_PYTHON_DIR)"; exit 1; }
+  echo "== running fuzz_torch_layers for $(( seconds * 4 )) s"
+  PYTHONPATH="$pydir" "$python" "$root/tests/python/fuzz_torch_layers.py" --seconds "$(( seconds * 4 ))" \
+      --seed "$(( seed == 0 ? RANDOM + 1 : seed ))"
+else
+  echo "== fuzz_torch_layers skipped: $python has no torch"
+fi
 echo "== fuzz smoke passed"
