@@ -530,3 +530,38 @@ def test_a_custom_recipe_runs_as_its_built_in_recipe():
     b = one_step(twin, x, dy, R.Float8CurrentScaling())
     assert all(torch.equal(u, v) for u, v in zip(a, b))
     assert set(names) == {"proj"}  # TE's roles carry the module's name
+
+
+# ---- backward_override (TE module/linear.py: high-precision backward GEMMs) ---------------------
+
+@pytest.mark.parametrize("name", ["current", "block", "mxfp8", "nvfp4"])
+@pytest.mark.parametrize("mode", ["dequantized", "high_precision"])
+def test_backward_override_runs_the_backward_in_high_precision(name, mode):
+    import nvfp4
+    dtype = torch.bfloat16 if name == "nvfp4" else torch.float32
+    torch.manual_seed(15)
+    layer = te.Linear(128, 64, params_dtype=dtype)
+    twin = te.Linear(128, 64, params_dtype=dtype)
+    twin.load_state_dict(layer.state_dict())
+    x, dy = torch.randn(32, 128, dtype=dtype), torch.randn(32, 64, dtype=dtype)
+    recipe = RECIPES[name]()
+    recipe.backward_override = mode
+    y, dx, dw, db = one_step(layer, x, dy, recipe)
+    y_plain = one_step(twin, x, dy, RECIPES[name]())[0]
+    assert torch.equal(y, y_plain)  # the forward is the recipe's
+    w = layer.weight.detach().float()
+    xs = x.float()
+    if mode == "dequantized":  # the forward's rowwise copies, dequantized (quantized here by the library's calls)
+        from nvfp4.torch.module._te_module import input_quantizer, weight_quantizer
+        plain_recipe = RECIPES[name]()
+        xs = input_quantizer(plain_recipe)(x).dequantize(dtype=dtype).float()
+        wq = weight_quantizer(plain_recipe)
+        wq.set_usage(rowwise=True, columnwise=False)
+        w = wq(layer.weight.detach()).dequantize(dtype=dtype).float()
+        assert not torch.equal(w, layer.weight.detach().float())
+    tol = dict(rtol=1e-2, atol=1e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(dx.float(), dy.float() @ w, **tol)
+    torch.testing.assert_close(dw.float(), dy.float().T @ xs, **tol)
+    torch.testing.assert_close(db.float(), dy.float().sum(0), **tol)
+    with pytest.raises(ValueError, match="Delayed scaling only supports backward_override=None"):
+        R.DelayedScaling(backward_override=mode)

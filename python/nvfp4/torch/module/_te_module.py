@@ -198,6 +198,8 @@ def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dt
         resolved = _resolved_custom(recipe, name)
         with quantization.autocast(enabled=True, recipe=resolved):
             return run_gemm(unit, x2d, weight, bias, is_first_microbatch, resolved, activation_dtype, name)
+    if getattr(recipe, "backward_override", None) is not None:
+        return _BackwardOverride.apply(x2d, weight, bias, unit, recipe, activation_dtype, is_first_microbatch)
     if recipe is None and quantization.is_fp8_calibration():
         y = _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
         _calibrate(unit, quantization.calibration_recipe(), x2d.to(activation_dtype), weight)
@@ -212,6 +214,78 @@ def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dt
             return _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
     stash.push(unit.core.scaling_state_dict())
     return _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
+
+
+def input_quantizer(recipe):
+    """The quantizer of a GEMM module's input under `recipe`, rowwise (TE's forward input slot)."""
+    from .. import tensor as T
+    from ..constants import DType
+    q = None
+    if isinstance(recipe, _recipe.Float8CurrentScaling):
+        p = recipe.fp8_quant_fwd_inp
+        q = T.Float8CurrentScalingQuantizer(DType.kFloat8E4M3, "cpu", force_pow_2_scales=p.power_2_scale, amax_epsilon=p.amax_epsilon)
+    elif isinstance(recipe, _recipe.MXFP8BlockScaling):
+        q = T.MXFP8Quantizer(DType.kFloat8E4M3)
+    elif isinstance(recipe, _recipe.Float8BlockScaling):
+        p = recipe.fp8_quant_fwd_inp
+        q = T.Float8BlockQuantizer(DType.kFloat8E4M3, rowwise=True, columnwise=False, amax_epsilon=p.amax_epsilon,
+                                   force_pow_2_scales=p.power_2_scale, block_scaling_dim=recipe.x_block_scaling_dim)
+    elif isinstance(recipe, _recipe.NVFP4BlockScaling):
+        if recipe.row_scaled_activation or recipe.nvfp4_4over6 != "none":
+            raise ValueError("backward_override with row-scaled or 4over6 NVFP4 activations is not supported by nvfp4.torch")
+        p = recipe.fp4_quant_fwd_inp
+        q = T.NVFP4Quantizer(with_2d_quantization=p.fp4_2d_quantization)
+    if q is None:
+        raise ValueError(f"{type(recipe).__name__} has no backward_override here (TE: delayed scaling only supports None)")
+    q.set_usage(rowwise=True, columnwise=False)
+    return q
+
+
+class _BackwardOverride(torch.autograd.Function):
+    """TE's recipe.backward_override (module/linear.py): the forward quantized as the recipe says, the
+    backward GEMMs in high precision, on the forward's dequantized operands ("dequantized": the
+    input's and weight's rowwise quantized copies dequantized to the activation dtype) or on the
+    original ones ("high_precision"), the output gradient not quantized. The backward's GEMMs are
+    the library's high-precision layer's (float32 accumulation; cuBLAS's order is not reproduced)."""
+
+    @staticmethod
+    def forward(ctx, x2d, weight, bias, unit, recipe, activation_dtype, is_first_microbatch):
+        import copy
+        from .. import quantization
+        from ..quantized_tensor import high_precision_values
+        forward_recipe = copy.copy(recipe)
+        forward_recipe.backward_override = None
+        with torch.no_grad(), quantization.autocast(enabled=True, recipe=forward_recipe):
+            y = _run_gemm(unit, x2d, weight, bias, is_first_microbatch, forward_recipe, activation_dtype)
+        x = x2d.detach().to(activation_dtype)
+        w = high_precision_values(weight).detach()
+        if recipe.backward_override == "dequantized":
+            x = input_quantizer(forward_recipe)(x).dequantize(dtype=activation_dtype)
+            wq = weight_quantizer(forward_recipe)
+            wq.set_usage(rowwise=True, columnwise=False)
+            w = wq(w).dequantize(dtype=activation_dtype)
+        else:
+            w = w.to(activation_dtype)
+        ctx.operands = (x, w)
+        ctx.dtypes = (activation_dtype, x2d.dtype, weight.dtype, None if bias is None else bias.dtype)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        import numpy as np
+        import nvfp4 as _lib
+        x, w = ctx.operands
+        activation_dtype, x_dtype, w_dtype, b_dtype = ctx.dtypes
+        core = _lib.LinearCore(w.shape[1], w.shape[0], None, bias=b_dtype is not None)
+        w32 = w.to(torch.float32).contiguous().numpy()
+        _, saved = core.forward(x.to(torch.float32).contiguous().numpy(), w32,
+                                np.zeros(w.shape[0], np.float32) if b_dtype is not None else None)
+        wgrad = np.empty(w.shape, np.float32)
+        bgrad = np.empty(w.shape[0], np.float32) if b_dtype is not None else None
+        dx = core.backward(saved, dy.to(activation_dtype).to(torch.float32).contiguous().numpy(), wgrad, bgrad)
+        rounded = lambda a, dtype: torch.from_numpy(a).to(activation_dtype).to(dtype)  # noqa: E731
+        return (rounded(dx, x_dtype), rounded(wgrad, w_dtype), None if bgrad is None else rounded(bgrad, b_dtype),
+                None, None, None, None)
 
 
 _custom_cache = {}
