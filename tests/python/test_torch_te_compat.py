@@ -565,3 +565,49 @@ def test_backward_override_runs_the_backward_in_high_precision(name, mode):
     torch.testing.assert_close(db.float(), dy.float().sum(0), **tol)
     with pytest.raises(ValueError, match="Delayed scaling only supports backward_override=None"):
         R.DelayedScaling(backward_override=mode)
+
+
+# ---- the autocast object and the queries (TE quantization.py) -------------------------------------
+
+def test_autocast_is_a_reusable_object_and_the_queries_have_tes_signatures():
+    import warnings
+    region = te.autocast(recipe=R.Float8CurrentScaling())
+    layer = te.Linear(64, 64)
+    x = torch.randn(16, 64)
+    with region:
+        first = layer(x)
+    with region:  # entered again once it exited, as TE's class allows
+        assert torch.equal(layer(x), first) and te.is_fp8_enabled()
+    with pytest.raises(RuntimeError, match="^autocast context manager cannot be entered more than once concurrently$"):
+        with region:
+            with region:
+                pass
+    assert not te.is_fp8_enabled()  # the failed entry left the outer one to exit cleanly
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with te.fp8_autocast(enabled=True, fp8_recipe=R.Float8CurrentScaling()):
+            assert torch.equal(layer(x), first)
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+    assert te.is_fp8_available() is True and te.is_mxfp8_available(return_reason=True) == (True, "")
+    assert te.is_nvfp4_available(True) == (True, "") and te.is_fp8_block_scaling_available() is True
+    assert isinstance(te.get_default_recipe(), R.DelayedScaling)
+    from nvfp4.torch import quantization
+    assert quantization.quantized_model_init is te.quantized_model_init and quantization.get_default_recipe is te.get_default_recipe
+
+
+def test_backward_override_keeps_torchs_autograd_contract():
+    layer = te.Linear(64, 64)
+    recipe = R.Float8CurrentScaling()
+    recipe.backward_override = "high_precision"
+    x = torch.randn(16, 64, requires_grad=True)
+    with te.autocast(recipe=recipe):
+        y = layer(x)
+    y.sum().backward(retain_graph=True)
+    y.sum().backward()
+    with pytest.raises(RuntimeError):  # a third backward: the graph was freed, torch's error
+        y.sum().backward()
+    with te.autocast(recipe=recipe):
+        y = layer(x)
+    (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="cannot be differentiated again"):
+        g.sum().backward()

@@ -22,8 +22,9 @@ from .module import LayerNorm, LayerNormLinear, LayerNormMLP, Linear, RMSNorm
 from .module import GroupedLinear
 from .attention import DotProductAttention, MultiheadAttention, RotaryPositionEmbedding
 from .transformer import TransformerLayer
-from .quantization import autocast, fp8_autocast, get_default_fp8_recipe, get_fp8_recipe, is_fp8_enabled
-from ._model_init import fp8_model_init, quantized_model_init
+from .quantization import (autocast, fp8_autocast, fp8_model_init, get_default_fp8_recipe, get_default_recipe, get_fp8_recipe,
+                           is_fp8_available, is_fp8_block_scaling_available, is_fp8_enabled, is_mxfp8_available,
+                           is_nvfp4_available, quantized_model_init)
 from .distributed import CudaRNGStatesTracker, checkpoint
 from ._roles import DelayedScalingRequest, QuantizerRequest, QuantizerRole
 from .quantized_tensor import QuantizedTensor, QuantizedTensorStorage, Quantizer, prepare_for_saving, restore_from_saved
@@ -41,12 +42,3 @@ __all__ = ["DType", "constants", "Linear", "LayerNormLinear", "LayerNormMLP", "L
            "NVFP4Quantizer", "Float8Tensor", "MXFP8Tensor", "Float8BlockwiseQTensor", "NVFP4Tensor", "Float8TensorStorage",
            "MXFP8TensorStorage", "Float8BlockwiseQTensorStorage", "NVFP4TensorStorage"]
 
-get_default_recipe = get_default_fp8_recipe  # TE 2.x's name
-
-
-def is_fp8_available(return_reason=False):
-    """Always available: the recipes are emulated on the CPU (TE's check_fp8_support analogue)."""
-    return (True, "") if return_reason else True
-
-
-is_mxfp8_available = is_fp8_block_scaling_available = is_nvfp4_available = is_fp8_available

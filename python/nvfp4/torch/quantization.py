@@ -11,14 +11,18 @@ reach layers called from another, and each thread's outermost exit ends the forw
 layers that thread called. TE keeps it process-wide (FP8GlobalStateManager's class attributes,
 transformer_engine/pytorch/quantization.py), which on a GPU is one training thread's state anyway.
 """
-import contextlib
 import threading
+import warnings
 
 import torch
 
 from ..common.recipe import DelayedScaling, Recipe
 
-__all__ = ["autocast", "fp8_autocast", "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe"]
+from ._model_init import fp8_model_init, quantized_model_init  # noqa: E402  (TE keeps them in this module)
+
+__all__ = ["autocast", "fp8_autocast", "is_fp8_enabled", "get_fp8_recipe", "get_default_fp8_recipe", "get_default_recipe",
+           "is_fp8_available", "is_mxfp8_available", "is_fp8_block_scaling_available", "is_nvfp4_available",
+           "quantized_model_init", "fp8_model_init", "is_fp8_calibration"]
 
 
 class _Region:
@@ -62,6 +66,36 @@ def get_default_fp8_recipe():
     return DelayedScaling()
 
 
+def get_default_recipe():
+    """TE 2.x's name for get_default_fp8_recipe."""
+    return get_default_fp8_recipe()
+
+
+def _available(return_reason):
+    return (True, "") if return_reason else True
+
+
+def is_fp8_available(return_reason=False):
+    """Whether delayed and current per-tensor FP8 scaling run: always here (emulated), with TE's
+    signature ((True, "") with return_reason)."""
+    return _available(return_reason)
+
+
+def is_mxfp8_available(return_reason=False):
+    """Whether MXFP8 runs: always here (TE answers False below compute capability 10.0)."""
+    return _available(return_reason)
+
+
+def is_fp8_block_scaling_available(return_reason=False):
+    """Whether FP8 block scaling runs: always here."""
+    return _available(return_reason)
+
+
+def is_nvfp4_available(return_reason=False):
+    """Whether NVFP4 runs: always here (TE answers False below compute capability 10.0)."""
+    return _available(return_reason)
+
+
 def is_fp8_enabled():
     """Whether the calling thread runs inside an enabled autocast region."""
     return _state.enabled
@@ -90,39 +124,56 @@ def _current():
     return _state.recipe, _state.region
 
 
-@contextlib.contextmanager
-def autocast(enabled=True, calibrating=False, recipe=None, amax_reduction_group=None, _graph=False):
-    """TE 2.x's region: the layers called inside quantize as ``recipe`` prescribes (TE's default
-    recipe when None). Regions nest; the innermost one's ``enabled`` and ``recipe`` apply."""
-    if _graph:
-        raise ValueError("autocast(_graph=True) (CUDA graph capture) has no meaning on the CPU; leave it False")
-    if recipe is not None and not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a recipe from nvfp4.common.recipe (e.g. recipe.DelayedScaling()), got {type(recipe).__name__}")
-    if enabled and recipe is None:
-        recipe = get_default_fp8_recipe()
-    saved = (_state.enabled, _state.recipe)
-    saved_calibration = (_state.calibrating, _state.calibration_recipe)
-    outermost = _state.depth == 0
-    if outermost:
-        _state.region = _Region()
-    _state.depth += 1
-    _state.enabled = bool(enabled)
-    _state.recipe = recipe if enabled else saved[1]
-    _state.calibrating = bool(calibrating)
-    _state.calibration_recipe = (recipe or get_default_fp8_recipe()) if calibrating else None
-    try:
-        yield
-    finally:
-        _state.enabled, _state.recipe = saved
-        _state.calibrating, _state.calibration_recipe = saved_calibration
+class autocast:
+    """TE 2.x's region (a reusable context-manager object, as TE's class): the layers called inside
+    quantize as ``recipe`` prescribes (TE's default recipe when None). Regions nest; the innermost
+    one's ``enabled`` and ``recipe`` apply. One object may be entered again after it exits, not
+    while it is active (TE's RuntimeError)."""
+
+    __slots__ = ("_enabled", "_calibrating", "_recipe", "_amax_reduction_group", "_graph", "_saved")
+
+    def __init__(self, enabled=True, calibrating=False, recipe=None, amax_reduction_group=None, _graph=False):
+        self._enabled, self._calibrating, self._recipe = enabled, calibrating, recipe
+        self._amax_reduction_group, self._graph = amax_reduction_group, _graph
+        self._saved = None
+
+    def __enter__(self):
+        if self._saved is not None:
+            raise RuntimeError("autocast context manager cannot be entered more than once concurrently")
+        if self._graph:
+            raise ValueError("autocast(_graph=True) (CUDA graph capture) has no meaning on the CPU; leave it False")
+        recipe = self._recipe
+        if recipe is not None and not isinstance(recipe, Recipe):
+            raise TypeError(f"recipe must be a recipe from nvfp4.common.recipe (e.g. recipe.DelayedScaling()), got {type(recipe).__name__}")
+        if self._enabled and recipe is None:
+            recipe = get_default_fp8_recipe()
+        outermost = _state.depth == 0
+        self._saved = (_state.enabled, _state.recipe, _state.calibrating, _state.calibration_recipe, outermost)
+        if outermost:
+            _state.region = _Region()
+        _state.depth += 1
+        _state.enabled = bool(self._enabled)
+        _state.recipe = recipe if self._enabled else self._saved[1]
+        _state.calibrating = bool(self._calibrating)
+        _state.calibration_recipe = (recipe or get_default_fp8_recipe()) if self._calibrating else None
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        enabled, recipe, calibrating, calibration, outermost = self._saved
+        self._saved = None
+        _state.enabled, _state.recipe, _state.calibrating, _state.calibration_recipe = enabled, recipe, calibrating, calibration
         _state.depth -= 1
         if outermost:
             region, _state.region = _state.region, None
             grad_enabled = torch.is_grad_enabled()
             for unit in region.units:
                 unit.end_forward_region(grad_enabled)
+        return False
 
 
 def fp8_autocast(enabled=True, calibrating=False, fp8_recipe=None, fp8_group=None, _graph=False):
-    """TE 1.x's name for ``autocast`` (``fp8_recipe`` -> ``recipe``, ``fp8_group`` -> ``amax_reduction_group``)."""
+    """TE 1.x's name for ``autocast`` (``fp8_recipe`` -> ``recipe``, ``fp8_group`` -> ``amax_reduction_group``),
+    deprecated in TE with this warning."""
+    warnings.warn("fp8_autocast is deprecated and will be removed in a future release. Use autocast(enabled=..., "
+                  "calibrating=..., recipe=..., group=..., _graph=...) instead.", category=DeprecationWarning, stacklevel=2)
     return autocast(enabled=enabled, calibrating=calibrating, recipe=fp8_recipe, amax_reduction_group=fp8_group, _graph=_graph)

@@ -268,24 +268,31 @@ class _BackwardOverride(torch.autograd.Function):
             w = w.to(activation_dtype)
         ctx.operands = (x, w)
         ctx.dtypes = (activation_dtype, x2d.dtype, weight.dtype, None if bias is None else bias.dtype)
+        ctx.save_for_backward(x2d, weight, bias)  # torch's checks: in-place changes, a second backward
         return y
 
     @staticmethod
     def backward(ctx, dy):
         import numpy as np
         import nvfp4 as _lib
+        from ._linear_unit import _SecondOrderRefused
+        saved = ctx.saved_tensors  # raises torch's errors: freed (no retain_graph) or modified in place
         x, w = ctx.operands
         activation_dtype, x_dtype, w_dtype, b_dtype = ctx.dtypes
         core = _lib.LinearCore(w.shape[1], w.shape[0], None, bias=b_dtype is not None)
         w32 = w.to(torch.float32).contiguous().numpy()
-        _, saved = core.forward(x.to(torch.float32).contiguous().numpy(), w32,
-                                np.zeros(w.shape[0], np.float32) if b_dtype is not None else None)
+        _, forward = core.forward(x.to(torch.float32).contiguous().numpy(), w32,
+                                  np.zeros(w.shape[0], np.float32) if b_dtype is not None else None)
         wgrad = np.empty(w.shape, np.float32)
         bgrad = np.empty(w.shape[0], np.float32) if b_dtype is not None else None
-        dx = core.backward(saved, dy.to(activation_dtype).to(torch.float32).contiguous().numpy(), wgrad, bgrad)
+        dx = core.backward(forward, dy.detach().to(activation_dtype).to(torch.float32).contiguous().numpy(), wgrad, bgrad)
         rounded = lambda a, dtype: torch.from_numpy(a).to(activation_dtype).to(dtype)  # noqa: E731
-        return (rounded(dx, x_dtype), rounded(wgrad, w_dtype), None if bgrad is None else rounded(bgrad, b_dtype),
-                None, None, None, None)
+        grads = [rounded(dx, x_dtype), rounded(wgrad, w_dtype), None if bgrad is None else rounded(bgrad, b_dtype)]
+        if torch.is_grad_enabled():  # create_graph=True: gradients that refuse a second differentiation
+            anchors = [t for t in (*saved, dy) if t is not None and t.requires_grad]
+            if anchors:
+                grads = [None if g is None else _SecondOrderRefused.apply(g, *anchors) for g in grads]
+        return (*grads, None, None, None, None)
 
 
 _custom_cache = {}
