@@ -24,7 +24,7 @@ RECIPES = {"none": lambda: None, "delayed": R.DelayedScaling, "current": R.Float
            "block": R.Float8BlockScaling, "mxfp8": R.MXFP8BlockScaling, "nvfp4": nvfp4_vanilla}
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # float16 here for the modules that take it so far (LayerNormMLP and the attention family follow)
-HALF_MODULES = ("Linear", "LayerNormLinear", "LayerNorm", "RMSNorm")
+HALF_MODULES = ("Linear", "LayerNormLinear", "LayerNormMLP", "LayerNorm", "RMSNorm")
 HIDDEN, SEQ = 64, 32  # TE's "small" config: batch 2, sequence 32, 2 heads of 32
 
 

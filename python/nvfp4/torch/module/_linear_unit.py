@@ -16,13 +16,15 @@ import nvfp4 as _lib
 
 from .. import quantization
 from .._tensors import check_float, core_array, from_core, from_float32
-from ...common.recipe import DelayedScaling, to_library
+from ...common.recipe import DelayedScaling, recipe_key, to_library
 
 _WEIGHT_CACHE = {None: "off", True: "refresh", False: "reuse"}
 
 
 def _recipe_key(recipe):
-    return None if recipe is None else (type(recipe).__name__, repr(recipe))
+    """What the core runs for `recipe` (per-role QParams assigned after construction included, so
+    such a change reaches the core, as TE means it to: its TODO #3157)."""
+    return recipe_key(recipe)
 
 
 class LinearUnit:
@@ -42,13 +44,15 @@ class LinearUnit:
         self._saved_scaling = None   # delayed-scaling state kept while another recipe runs
         self._chain = _Chain()       # the delayed-scaling states' lifetime the forwards of now belong to
         self._lock = threading.RLock()  # a call's recipe / dtype switch and forward, whole
+        self.name = ""                  # the module's name, for a CustomRecipe factory's roles
 
     # ---- pickle / deepcopy (the core is rebuilt from the options, recipe and state) ----------------
     def __getstate__(self):
-        return {"features": (self.in_features, self.out_features, self.has_bias), "options": self._options,
+        return {"name": self.name, "features": (self.in_features, self.out_features, self.has_bias), "options": self._options,
                 "dtype": self.dtype, "recipe": self.recipe, "delayed": self._delayed, "state": self.extra_state()}
 
     def __setstate__(self, saved):
+        self.name = saved.get("name", "")
         self.in_features, self.out_features, self.has_bias = saved["features"]
         self._options, self.dtype = saved["options"], saved["dtype"]
         self.core = self._new_core(self.dtype)
@@ -138,9 +142,20 @@ class LinearUnit:
 
     # ---- one call ---------------------------------------------------------------------------------
     def run(self, x2d, weight, bias, is_first_microbatch):
-        """Y [M, out] for x2d [M, in] under the calling thread's region recipe; autograd when grad is on.
-        The unit's lock holds from the recipe switch to the end of the forward, so a layer shared
-        by threads runs each call whole under the recipe and dtype of the thread that made it."""
+        """Y [M, out] for x2d [M, in] (in the activation dtype) under the calling thread's region
+        recipe, as TE computes it: TE's refusals first, float16 and mixed-precision activations,
+        quantized weights, CustomRecipe, backward_override, calibration and te.checkpoint's
+        recompute (module/_te_module.run_gemm), each GEMM by run_core."""
+        from ._te_module import run_gemm
+        if is_first_microbatch not in _WEIGHT_CACHE:
+            raise ValueError(f"is_first_microbatch must be None, True or False, got {is_first_microbatch!r}")
+        return run_gemm(self, x2d, weight, bias, is_first_microbatch, quantization._current()[0], x2d.dtype, self.name)
+
+    def run_core(self, x2d, weight, bias, is_first_microbatch):
+        """Y [M, out] for x2d [M, in] under the calling thread's region recipe on the core of x2d's
+        dtype; autograd when grad is on. The unit's lock holds from the recipe switch to the end of
+        the forward, so a layer shared by threads runs each call whole under the recipe and dtype of
+        the thread that made it."""
         if is_first_microbatch not in _WEIGHT_CACHE:
             raise ValueError(f"is_first_microbatch must be None, True or False, got {is_first_microbatch!r}")
         cache = _WEIGHT_CACHE[is_first_microbatch]

@@ -194,6 +194,7 @@ def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dt
     from .. import distributed as _dist
     from .. import quantization
     from ...common.recipe import CustomRecipe, DelayedScaling
+    _te_checks.check_quantized_gemm(recipe, x2d, tuple(weight.shape), activation_dtype)  # TE's refusals, before any change
     if isinstance(recipe, CustomRecipe):
         resolved = _resolved_custom(recipe, name)
         with quantization.autocast(enabled=True, recipe=resolved):
@@ -359,7 +360,7 @@ def _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_d
     from ..quantized_tensor import high_precision_values
     if _direct(weight, activation_dtype):
         b = bias.to(activation_dtype) if bias is not None else None
-        return unit.run(x2d if x2d.dtype == activation_dtype else x2d.to(activation_dtype), weight, b, is_first_microbatch)
+        return unit.run_core(x2d if x2d.dtype == activation_dtype else x2d.to(activation_dtype), weight, b, is_first_microbatch)
     if recipe is None:  # TE casts the weight to the activation dtype for a GEMM in high precision
         values = high_precision_values(weight).to(activation_dtype)
     else:
@@ -367,7 +368,7 @@ def _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_d
     w = _WeightValues.apply(weight, values, activation_dtype)
     x32 = x2d.to(activation_dtype).to(torch.float32)
     zero = torch.zeros(unit.out_features, dtype=torch.float32) if unit.has_bias else None
-    y = unit.run(x32, w, zero, is_first_microbatch)
+    y = unit.run_core(x32, w, zero, is_first_microbatch)
     if bias is not None:
         y = y + bias.to(activation_dtype).to(torch.float32)
     return y.to(activation_dtype)

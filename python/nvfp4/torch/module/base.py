@@ -47,11 +47,13 @@ def size_argument(module_name, name, value):
     return size
 
 
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # TE's parameter and activation dtypes
+
+
 def resolve_dtype(params_dtype):
     dtype = torch.get_default_dtype() if params_dtype is None else params_dtype
-    if dtype not in (torch.float32, torch.bfloat16):
-        raise TypeError(f"params_dtype must be torch.float32 or torch.bfloat16 here, got {dtype} "
-                        f"(the emulated layers compute in fp32 or bf16, as TE's FP8/FP4 recipes do)")
+    if dtype not in _DTYPES:
+        raise TypeError(f"params_dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
     return dtype
 
 
@@ -97,19 +99,19 @@ def _cpu_autocast_dtype():
 
 def activation(inp, features, module_name):
     """The input as the layer computes it: a CPU float tensor of [..., features] in TE's
-    activation dtype (float32 or bfloat16)."""
+    activation dtype (float32, float16 or bfloat16)."""
     if not torch.is_tensor(inp):
         raise TypeError(f"{module_name}: the input must be a torch.Tensor, got {type(inp).__name__}")
-    check_float(inp, f"{module_name}'s input")
+    check_float(inp, f"{module_name}'s input", _DTYPES)
     if inp.dim() < 1 or inp.shape[-1] != features:
         raise ValueError(f"{module_name}: the input's last dimension must be {features} (in_features), got shape {tuple(inp.shape)}")
     dtype = activation_dtype(inp)
-    if dtype not in (torch.float32, torch.bfloat16):
-        raise TypeError(f"{module_name}: torch autocast's dtype {dtype} is not supported (float32 or bfloat16)")
+    if dtype not in _DTYPES:
+        raise TypeError(f"{module_name}: torch autocast's dtype {dtype} is not supported (float32, float16 or bfloat16)")
     return inp if inp.dtype == dtype else inp.to(dtype)
 
 
 def check_parameters(module, module_name):
     for name, p in module.named_parameters(recurse=False):
         check_cpu(p, f"{module_name}.{name}")
-        check_float(p, f"{module_name}.{name}")
+        check_float(p, f"{module_name}.{name}", _DTYPES)

@@ -39,9 +39,9 @@ class LayerNormLinear(GemmModule):
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
             raise ValueError("LayerNormLinear: fp8_output / fp8_grad are not supported by nvfp4.torch")
-        x, recipe, dtype = self._gemm_input(inp, "LayerNormLinear")
+        x, recipe, dtype = self._gemm_input(inp, "LayerNormLinear", check_input=False)
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
-        y = self._gemm(ln_out, is_first_microbatch, recipe, dtype)
+        y = self._gemm(ln_out, is_first_microbatch)
         out = (y, self.bias) if self.return_bias else (y,)
         if self.return_layernorm_output:
             out = out + (ln_out,)

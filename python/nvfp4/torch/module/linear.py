@@ -5,7 +5,7 @@ from .. import quantization
 from . import _te_checks
 from . import base as _module
 from ._linear_unit import LinearUnit
-from ._te_module import TEModuleMixin, init_constant, init_normal, run_gemm
+from ._te_module import TEModuleMixin, init_constant, init_normal
 
 __all__ = ["Linear"]
 
@@ -42,7 +42,7 @@ class GemmModule(TEModuleMixin, torch.nn.Module):
         """The parameters' dtype (it follows module.to(dtype))."""
         return self.weight.dtype
 
-    def _gemm_input(self, inp, module_name):
+    def _gemm_input(self, inp, module_name, check_input=True):
         """TE's checks before the GEMM, in TE's order (the parameters' dtype against the input's
         outside torch autocast, the FP8 shape rule, the quantizers' own) and the input in the
         activation dtype. Returns (x, recipe, activation dtype)."""
@@ -61,15 +61,16 @@ class GemmModule(TEModuleMixin, torch.nn.Module):
             raise ValueError(f"{module_name}: GEMM not possible: the input's last dimension must be {self.in_features} "
                              f"(in_features), got shape {tuple(inp.shape)}")
         recipe = quantization._current()[0]
-        _te_checks.check_quantized_gemm(recipe, inp, (self.out_features, self.in_features), dtype)
+        if check_input:  # TE's Linear checks the input as given (LayerNormLinear its 2-D view: the unit does)
+            _te_checks.check_quantized_gemm(recipe, inp, (self.out_features, self.in_features), dtype)
         calibrating = recipe is None and quantization.is_fp8_calibration()
         self._te_note_forward(quantization.calibration_recipe() if calibrating else recipe, calibrating)
         return (inp if inp.dtype == dtype else inp.to(dtype)), recipe, dtype
 
-    def _gemm(self, x, is_first_microbatch, recipe, dtype):
+    def _gemm(self, x, is_first_microbatch):
         bias = None if (self.return_bias or not self.use_bias) else self.bias
-        y = run_gemm(self._unit, x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch, recipe, dtype,
-                     self.name or "")
+        self._unit.name = self.name or ""
+        y = self._unit.run(x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
@@ -95,7 +96,7 @@ class Linear(GemmModule):
         if fp8_output or fp8_grad:
             raise ValueError("Linear: fp8_output / fp8_grad (FP8 tensors between modules) are not supported by nvfp4.torch")
         x, recipe, dtype = self._gemm_input(inp, "Linear")
-        y = self._gemm(x, is_first_microbatch, recipe, dtype)
+        y = self._gemm(x, is_first_microbatch)
         return (y, self.bias) if self.return_bias else y
 
     def extra_repr(self):
