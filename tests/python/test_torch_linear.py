@@ -20,6 +20,14 @@ RECIPES = {
 }
 
 
+@pytest.fixture
+def te_lenient(monkeypatch):
+    """The library's bits on inputs TE refuses (NVFP4's RHT on float32, shapes off TE's grid):
+    TE's refusals off for a test that compares with the C++ layer there."""
+    from nvfp4.torch.module import _te_checks
+    monkeypatch.setattr(_te_checks, "TE_STRICT", False)
+
+
 def bits(t):
     """A tensor's values as float32 bytes (bf16 widens exactly)."""
     return t.detach().to(torch.float32).numpy().tobytes()
@@ -35,7 +43,7 @@ def region(recipe):
     return te.fp8_autocast(enabled=recipe is not None, fp8_recipe=recipe)
 
 
-def test_nvfp4_linear_step_equals_the_cpp_program(reference_dir):
+def test_nvfp4_linear_step_equals_the_cpp_program(reference_dir, te_lenient):
     arrays = {p.stem: np.load(p) for p in reference_dir.glob("*.npy")}
     layer = te.Linear(256, 48, bias=False, seed=5)
     with torch.no_grad():
@@ -51,7 +59,7 @@ def test_nvfp4_linear_step_equals_the_cpp_program(reference_dir):
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_every_recipe_gives_the_bits_of_the_cpp_layer(name, dtype):
+def test_every_recipe_gives_the_bits_of_the_cpp_layer(name, dtype, te_lenient):
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
     rng = np.random.default_rng(3)
     m, k, n = 48, 256, 160
@@ -124,7 +132,7 @@ def test_shapes_bias_and_return_bias():
 def test_is_first_microbatch_keeps_the_quantized_weight():
     layer = te.Linear(64, 32, bias=False)
     x = torch.randn(16, 64)
-    with torch.no_grad(), te.autocast(recipe=te_recipe.NVFP4BlockScaling()):
+    with torch.no_grad(), te.autocast(recipe=te_recipe.NVFP4BlockScaling(disable_rht=True)):  # TE's RHT needs bf16
         first = layer(x, is_first_microbatch=True)
         layer.weight.mul_(2.0)  # the kept quantized W is used while is_first_microbatch=False
         reused = layer(x, is_first_microbatch=False)
@@ -144,7 +152,7 @@ def test_weights_are_read_in_place():
 
 def test_layernorm_linear_and_mlp_compose_norm_and_linear():
     torch.manual_seed(0)
-    x = torch.randn(8, 64)
+    x = torch.randn(32, 64)  # MXFP8: TE's dims divisible by 32
     recipe = te_recipe.MXFP8BlockScaling()
     for normalization in ("LayerNorm", "RMSNorm"):
         fused = te.LayerNormLinear(64, 32, normalization=normalization)
@@ -233,10 +241,8 @@ def test_activation_dtype_is_tes():
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 y_mixed = master(x)
             y_bf16 = bf16(x.to(torch.bfloat16))
-            y_input = master(x.to(torch.bfloat16))  # a bf16 input alone gives the same layer
-            y_fp32 = bf16(x)                          # bf16 weights, fp32 input: computes in fp32
-        assert y_mixed.dtype == torch.bfloat16 and torch.equal(y_mixed, y_bf16) and torch.equal(y_input, y_bf16)
-        assert y_fp32.dtype == torch.float32
+        assert y_mixed.dtype == torch.bfloat16 and torch.equal(y_mixed, y_bf16)
+    # (Outside torch autocast TE refuses an input dtype other than the parameters': test_torch_te_compat.py.)
     # dW and db come out in the activation dtype (TE without fuse_wgrad_accumulation), then take
     # the parameters' dtype: the float32 masters get the bf16 layer's gradients, widened.
     x.requires_grad_()
