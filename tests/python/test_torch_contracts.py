@@ -151,6 +151,32 @@ def test_a_second_backward_needs_retain_graph_as_for_torch_linear(recipe_name):
     assert torch.equal(x.grad, first + first)
 
 
+def _gemm_nodes(y):
+    """The autograd nodes of the emulated GEMM calls behind y."""
+    found, stack, seen = [], [y.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node).__name__ == "_LinearFunctionBackward":
+            found.append(node)
+        stack.extend(n for n, _ in node.next_functions)
+    return found
+
+
+def test_a_backward_without_retain_graph_releases_the_saved_forward():
+    """As torch frees saved tensors after a backward that does not keep the graph, the call's
+    SavedForward (its quantized copies) is dropped then, not when the loss is next reassigned."""
+    layer = te.Linear(32, 16)
+    y = _call(layer, torch.randn(16, 32, requires_grad=True), _recipe("mxfp8"))
+    (node,) = _gemm_nodes(y)
+    y.sum().backward(retain_graph=True)
+    assert node.saved is not None
+    y.sum().backward()
+    assert node.saved is None
+
+
 def test_a_gradient_under_create_graph_cannot_be_silently_constant():
     """torch.nn.Linear's gradient under create_graph=True depends on W (a gradient penalty trains
     it); here the gradient has a grad_fn, and differentiating it raises (never silently zero)."""

@@ -229,6 +229,24 @@ def _resized(scaling, length):
     return out
 
 
+def _release_after_last_backward(ctx):
+    """Drops the call's SavedForward once this backward pass ends, unless the graph is kept
+    (retain_graph): the core reuses a forward's storage only when no SavedForward refers to it,
+    and the autograd node (ctx) lives on as long as the output's graph is referenced, e.g. by the
+    loss until the next step's forward. torch frees a node's saved tensors before the pass's final
+    callbacks when the graph is not kept, which is what the callback looks at."""
+    engine = getattr(torch.autograd.Variable, "_execution_engine", None)
+    if engine is None or not hasattr(engine, "queue_callback"):
+        return  # kept with the graph: correct, only the storage is not reused
+
+    def release_if_freed():
+        try:
+            ctx.saved_tensors
+        except RuntimeError:  # freed: no later backward can reach this call
+            ctx.saved = None
+    engine.queue_callback(release_if_freed)
+
+
 class _SecondOrderRefused(torch.autograd.Function):
     """Marks a gradient computed under create_graph=True: it has a grad_fn (so it is not silently
     a constant), and differentiating it raises, since the emulated GEMMs' backward is not itself
@@ -266,6 +284,7 @@ class _LinearFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         x2d, weight, bias = ctx.saved_tensors  # raises torch's errors: freed (no retain_graph) or modified in place
+        _release_after_last_backward(ctx)
         core = ctx.core
         check_float(dy, "the gradient of te.Linear's output")
         dy_np = core_array(dy.reshape(-1, ctx.out_features), ctx.bf16)
