@@ -24,12 +24,20 @@ def test_a_size_that_is_not_an_int_is_a_type_error(value):
         te_base.size_argument("Linear", "in_features", value)
 
 
-@pytest.mark.parametrize("make", [lambda v: te.Linear(v, 8), lambda v: te.Linear(8, v), lambda v: te.LayerNormLinear(v, 8)])
+@pytest.mark.parametrize("make", [lambda v: te.Linear(v, 8), lambda v: te.Linear(8, v), lambda v: te.LayerNormLinear(v, 8),
+                                  lambda v: te.LayerNormMLP(v, 16), lambda v: te.LayerNormMLP(16, v)])
 @pytest.mark.parametrize("value", [64.7, "64", True])
 def test_layers_refuse_sizes_that_are_not_ints(make, value):
     """te.Linear(64.7) / ("64") / (True) were taken as 64 / 64 / 1."""
     with pytest.raises(TypeError, match="must be an int"):
         make(value)
+
+
+@pytest.mark.parametrize("sizes", [(0, 16), (16, 0), (-4, 16)])
+def test_layernorm_mlp_refuses_non_positive_sizes(sizes):
+    """LayerNormMLP(0, 16) was accepted (an empty layer norm and fc1)."""
+    with pytest.raises(ValueError, match="must be positive"):
+        te.LayerNormMLP(*sizes)
 
 
 def test_int_like_sizes_are_taken_and_non_positive_ones_refused():

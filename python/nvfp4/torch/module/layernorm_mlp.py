@@ -67,7 +67,9 @@ class LayerNormMLP(torch.nn.Module):
             raise ValueError("LayerNormMLP: activation_params is only used by activation='clamped_swiglu' "
                              f"(keys {sorted(_CLAMPED_SWIGLU_DEFAULTS)}), got {activation_params!r} for {activation!r}")
         self.activation_params = activation_params
-        self.hidden_size, self.ffn_hidden_size, self.eps = int(hidden_size), int(ffn_hidden_size), float(eps)
+        self.hidden_size = _module.size_argument("LayerNormMLP", "hidden_size", hidden_size)
+        self.ffn_hidden_size = _module.size_argument("LayerNormMLP", "ffn_hidden_size", ffn_hidden_size)
+        self.eps = float(eps)
         self.normalization, self.activation, self.zero_centered_gamma = normalization, activation, bool(zero_centered_gamma)
         dtype = _module.resolve_dtype(params_dtype)
         self.use_bias, self.return_bias, self.return_layernorm_output = bool(bias), bool(return_bias), bool(return_layernorm_output)
