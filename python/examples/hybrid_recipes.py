@@ -92,15 +92,24 @@ class StreamMixer(nn.Module):
     def __init__(self, streams, sinkhorn_on, iterations=20):
         super().__init__()
         self.sinkhorn_on, self.iterations = sinkhorn_on, iterations
-        noise = lambda *shape: 0.02 * torch.randn(*shape)  # noqa: E731
-        if sinkhorn_on:
-            self.pre = nn.Parameter(torch.full((streams,), -math.log(streams - 1)) + noise(streams))
-            self.post = nn.Parameter(noise(streams))
-            self.res = nn.Parameter(4.0 * torch.eye(streams) + noise(streams, streams))
-        else:
-            self.pre = nn.Parameter(torch.full((streams,), 1.0 / streams) + noise(streams))
-            self.post = nn.Parameter(torch.ones(streams) + noise(streams))
-            self.res = nn.Parameter(torch.eye(streams) + noise(streams, streams))
+        self.pre = nn.Parameter(torch.empty(streams))
+        self.post = nn.Parameter(torch.empty(streams))
+        self.res = nn.Parameter(torch.empty(streams, streams))
+        self.start(torch.Generator().manual_seed(0))
+
+    def start(self, generator):
+        """The starting values (see the class), perturbed from `generator`."""
+        n = self.pre.numel()
+        noise = lambda *shape: 0.02 * torch.randn(*shape, generator=generator)  # noqa: E731
+        with torch.no_grad():
+            if self.sinkhorn_on:
+                self.pre.copy_(torch.full((n,), -math.log(n - 1)) + noise(n))
+                self.post.copy_(noise(n))
+                self.res.copy_(4.0 * torch.eye(n) + noise(n, n))
+            else:
+                self.pre.copy_(torch.full((n,), 1.0 / n) + noise(n))
+                self.post.copy_(torch.ones(n) + noise(n))
+                self.res.copy_(torch.eye(n) + noise(n, n))
 
     def weights(self):
         if self.sinkhorn_on:
@@ -172,10 +181,13 @@ class Engram(nn.Module):
 
 
 class Expert(nn.Module):
-    def __init__(self, width, hidden, mode):
+    """One expert's MLP; expert i's layers draw their stochastic-rounding streams from seed i, as
+    te.GroupedLinear's expert i does (seed + i), so both layouts compute the same bits."""
+
+    def __init__(self, width, hidden, mode, seed=0):
         super().__init__()
-        self.fc = te.Linear(width, hidden, bias=False, mode=mode)
-        self.fc_out = te.Linear(hidden, width, bias=False, mode=mode)
+        self.fc = te.Linear(width, hidden, bias=False, mode=mode, seed=seed)
+        self.fc_out = te.Linear(hidden, width, bias=False, mode=mode, seed=seed)
 
     def forward(self, x):
         return self.fc_out(F.gelu(self.fc(x)))
@@ -196,7 +208,7 @@ class MoE(nn.Module):
             self.fc = te.GroupedLinear(experts, width, hidden, bias=False, mode=mode)
             self.fc_out = te.GroupedLinear(experts, hidden, width, bias=False, mode=mode)
         else:
-            self.experts = nn.ModuleList(Expert(width, hidden, mode) for _ in range(experts))
+            self.experts = nn.ModuleList(Expert(width, hidden, mode, seed=i) for i in range(experts))
         self.last_load = torch.zeros(experts)
 
     def forward(self, x):
@@ -297,20 +309,44 @@ class HybridLM(nn.Module):
         self.blocks = nn.ModuleList(HybridBlock(width, args.heads, arch, rotary, args) for _ in range(args.depth))
         self.norm = te.RMSNorm(width)
         self.head = te.Linear(width, 256, bias=False, mode=args.gemm)
-        nn.init.normal_(self.embed.weight, std=0.5)
+        self.initialise(args.seed)
+
+    def initialise(self, seed):
+        """Every parameter from one generator, in an order that does not depend on how the experts
+        are held (te.Linear pairs or te.GroupedLinear), so both layouts start from the same
+        weights: embeddings normal(0, 0.5), Engram tables normal(0, 1), matrices of the te layers
+        normal(0, 1 / sqrt(fan_in)) except each branch's output projection (attention's proj,
+        Engram's value, the experts' and the MLP's second layer), which starts at zero; the router
+        and the convolution uniform(+-1 / sqrt(fan_in)) as torch's defaults; the stream mixers as
+        StreamMixer says; norms at one."""
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in sorted(self.canonical_parameters(), key=lambda item: item[0]):
+                if name.endswith(("norm.weight", "norm1.weight", "norm2.weight")) or ".mixer." in name:
+                    continue
+                fan_in = p[0].numel() if p.dim() > 1 else 1
+                if name == "embed.weight":
+                    p.copy_(0.5 * torch.randn(p.shape, generator=g))
+                elif ".engram.tables." in name:
+                    p.copy_(torch.randn(p.shape, generator=g))
+                elif name.endswith(("router.weight", "conv.weight")):
+                    p.copy_((torch.rand(p.shape, generator=g) * 2 - 1) / math.sqrt(fan_in))
+                elif name.endswith(("proj.weight", "value.weight", "fc_out.weight")) and not name.endswith("qkv.weight"):
+                    p.zero_()
+                else:
+                    p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(fan_in))
+            for block in self.blocks:
+                if block.mixer is not None:
+                    block.mixer.start(g)
+
+    def canonical_parameters(self):
+        """(name, parameter) with te.GroupedLinear's weight<i> named as the i-th expert's te.Linear."""
         for name, p in self.named_parameters():
-            if p.dim() == 2 and isinstance(_owner(self, name), sc.gemm_types()):
-                nn.init.normal_(p, std=1.0 / math.sqrt(p.shape[1]))
-        for block in self.blocks:  # every branch's output projection starts at zero
-            nn.init.zeros_(block.proj.weight)
-            if block.engram is not None:
-                nn.init.zeros_(block.engram.value.weight)
-            for m in block.ffn.modules():
-                if isinstance(m, Expert):
-                    nn.init.zeros_(m.fc_out.weight)
-            if getattr(block.ffn, "grouped", False):
-                for p in block.ffn.fc_out.parameters():
-                    nn.init.zeros_(p)
+            parts = name.split(".")
+            if len(parts) >= 4 and parts[2] == "ffn" and parts[3] in ("fc", "fc_out") and parts[-1].startswith("weight"):
+                i = parts[-1][len("weight"):]
+                name = ".".join(parts[:3] + ["experts", i, parts[3], "weight"])
+            yield name, p
 
     def forward(self, tokens):
         b, t = tokens.shape
@@ -333,13 +369,6 @@ class HybridLM(nn.Module):
                 if block.mixer is not None:
                     m = block.mixer.weights()[2] @ m
         return float(max(m.abs().sum(1).max(), m.abs().sum(0).max()))
-
-
-def _owner(model, name):
-    module = model
-    for part in name.split(".")[:-1]:
-        module = getattr(module, part)
-    return module
 
 
 def frequent_bigrams(data, top):

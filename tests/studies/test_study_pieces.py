@@ -333,3 +333,39 @@ def test_bad_options_are_refused_before_any_run(monkeypatch, tmp_path, module, a
     with pytest.raises(SystemExit) as refused:
         module.main()
     assert message in str(refused.value)
+
+
+def tiny_hybrid_args(**changes):
+    args = dict(width=32, depth=1, heads=2, seq=32, batch=2, gemm="relaxed", seed=3, experts=4, top_k=2,
+                expert_hidden=32, experts_as="linear", sinkhorn_iterations=20, engram_buckets=64, engram_heads=2,
+                engram_orders=[2, 3], streams=4)
+    args.update(changes)
+    return argparse.Namespace(**args)
+
+
+def test_experts_as_grouped_linear_or_as_linear_pairs_compute_the_same_bits():
+    if not hasattr(te, "GroupedLinear"):
+        pytest.skip("this nvfp4.torch has no te.GroupedLinear")
+    arch = dict(hy.CATALOG["hybrid_nvfp4"].options)
+    tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(9))
+    outs, grads = [], []
+    for layout in ("linear", "grouped"):
+        model = hy.HybridLM(arch, tiny_hybrid_args(experts_as=layout), 32)
+        with sc.precision(sc.make_recipe("nvfp4")):
+            logits, aux, _ = model(tokens)
+        (logits.float().square().mean() + aux).backward()
+        outs.append(logits)
+        grads.append({n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in model.canonical_parameters()})
+    assert torch.equal(outs[0], outs[1])
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        assert torch.equal(grads[0][name], grads[1][name]), name
+
+
+def test_the_hybrid_starts_from_the_same_weights_whatever_the_seed_of_torch():
+    arch = dict(hy.CATALOG["hybrid"].options)
+    torch.manual_seed(1)
+    a = dict(hy.HybridLM(arch, tiny_hybrid_args(), 32).canonical_parameters())
+    torch.manual_seed(2)
+    b = dict(hy.HybridLM(arch, tiny_hybrid_args(), 32).canonical_parameters())
+    assert all(torch.equal(a[n], b[n]) for n in a)
