@@ -222,6 +222,40 @@ TEST(TilePathFp8, GemmEqualsTheTileModelForEveryScaling) {
   EXPECT_GT(compared, 40000);
 }
 
+// FP8 block scaling over more K blocks than a chunk holds (the driver walks K 32 tile steps, 8
+// K blocks, at a time, each K block's multiplies issued before the last one's partials are
+// merged): 1100 = 8 whole K blocks in the first chunk, then 4 more and a partial one of 76.
+TEST(TilePathFp8, BlockScalingOverSeveralKChunksEqualsTheTileModel) {
+  const index_t m = 37, n = 45, k = 1100;
+  const fp8_scaling scalings[] = {{1, 128, 128, 128, "1x128 x 128x128"}, {1, 128, 1, 128, "1x128 x 1x128"}, {128, 128, 1, 128, "128x128 x 1x128"}};
+  index_t compared = 0;
+  for_each_tile_unit([&]<class Tiles>(const char* unit) {
+    std::mt19937 rng(5);
+    for (const fp8_scaling& sc : scalings) {
+      const fp8_tensor a = random_fp8(m, k, fp8_format::e4m3, sc.a_rows, sc.a_cols, rng);
+      const fp8_tensor b = random_fp8(n, k, fp8_format::e5m2, sc.b_rows, sc.b_cols, rng);
+      for (auto epilogue : {fp8_block_epilogue::hardware, fp8_block_epilogue::te_reference}) {
+        const fp8_gemm_options options{.mode = gemm_mode::relaxed, .block_epilogue = epilogue};
+        ASSERT_TRUE(detail::fp8_fits_tiles(a, b));
+        std::vector<float> want(static_cast<std::size_t>(m * n));
+        for (index_t i = 0; i < m; ++i)
+          for (index_t j = 0; j < n; ++j)
+            detail::store_output(matrix_view<float>::row_major(want.data(), m, n), i, j, detail::fp8_gemm_tile_output(a, b, i, j, options),
+                                 options.bias);
+        for (int threads : {1, 2}) {
+          test::set_threads(threads);
+          std::vector<float> got(want.size(), poison);
+          ASSERT_TRUE(detail::fp8_gemm_on_tiles<Tiles>(a, b, matrix_view<float>::row_major(got.data(), m, n), options));
+          EXPECT_EQ(count_mismatches(got, want, n, std::string(unit) + ", " + sc.name + ", " + shape_text(m, n, k)), 0);
+          compared += m * n;
+        }
+      }
+    }
+  });
+  test::set_threads(2);
+  EXPECT_GE(compared, 12 * 37 * 45);
+}
+
 TEST(TilePathFp8, MxFp8AndTheMmasEqualTheTileModel) {
   index_t compared = 0;
   for_each_tile_unit([&]<class Tiles>(const char* unit) {

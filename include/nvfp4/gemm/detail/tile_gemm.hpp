@@ -278,7 +278,7 @@ void run(const packed_operand& a, const packed_operand& b, index_t block_steps, 
   struct thread_state {
     tile_session<Tiles> session;
     scratch<float> staged;    // the item's output tiles, [row block][column block][16][16]
-    scratch<float> partial;   // a 2 x 2 block's K-block partials
+    scratch<float> partial;   // a 2 x 2 block's K-block partials, two sets (the pipeline's)
     scratch<float> row;       // one row of the item's panel, for store
   };
   // Work in units of about a nanosecond: a 16-output row of a tile step is about one.
@@ -287,7 +287,7 @@ void run(const packed_operand& a, const packed_operand& b, index_t block_steps, 
       row_groups * panels, parallel,
       [&] {
         return thread_state{{}, scratch<float>(static_cast<std::size_t>(item_blocks * panel_blocks * tile_floats)),
-                            scratch<float>(static_cast<std::size_t>(4 * tile_floats)),
+                            scratch<float>(static_cast<std::size_t>(2 * 4 * tile_floats)),
                             scratch<float>(static_cast<std::size_t>(panel_blocks * lanes))};
       },
       [&](index_t item, thread_state& state) {
@@ -320,15 +320,25 @@ void run(const packed_operand& a, const packed_operand& b, index_t block_steps, 
                   });
                   return;
                 }
-                for (index_t k0 = s0; k0 < s1; k0 += block_steps) {
+                // K blocks in a software pipeline: block kb's partials are stored, block kb + 1's
+                // multiplies are issued into the accumulators, and only then are kb's partials
+                // merged (vector work, from memory), so that the tile unit computes the next
+                // block while the vector units merge this one. Every output still takes its
+                // blocks' partials in K order, each a chain from +0: the same bits as merging
+                // each block before the next one starts.
+                const auto issue = [&](index_t k0) {
                   static_for<R>([&]<int r>() { static_for<C>([&]<int c>() { Tiles::template zero<2 * r + c>(); }); });
                   for (int r = 0; r < R; ++r) ta[r] = a.at(rb0 + rb + r, k0);
                   for (int c = 0; c < C; ++c) tb[c] = b.at(cb0 + cb + c, k0);
                   accumulate<Tiles, R, C>(ta, tb, std::min(s1, k0 + block_steps) - k0);
-                  float* const partial = state.partial.data();
+                };
+                issue(s0);
+                for (index_t k0 = s0, round = 0; k0 < s1; k0 += block_steps, ++round) {
+                  float* const partial = state.partial.data() + (round % 2) * 4 * tile_floats;
                   static_for<R>([&]<int r>() {
                     static_for<C>([&]<int c>() { Tiles::template store<2 * r + c>(partial + (2 * r + c) * tile_floats, 64); });
                   });
+                  if (k0 + block_steps < s1) issue(k0 + block_steps);
                   for (int r = 0; r < R; ++r)
                     for (int c = 0; c < C; ++c)
                       merge(rb0 + rb + r, cb0 + cb + c, k0 / block_steps, partial + (2 * r + c) * tile_floats,
