@@ -37,19 +37,7 @@ using namespace nvfp4;
 
 // Enum fields and arguments are spelled by the enums' name tables (nvfp4/detail/enum_names.hpp).
 nn::weight_cache parse_weight_cache(const std::string& v) { return detail::parse_name<nn::weight_cache>(v, "weight_cache"); }
-recipe_format parse_recipe_format(const std::string& f) { return detail::parse_name<recipe_format>(f, "fp8_format"); }
-four_over_six_scope parse_scope(const std::string& f) { return detail::parse_name<four_over_six_scope>(f, "4over6 scope"); }
-const char* scope_name(four_over_six_scope s) { return detail::name_of(s); }
 tensor_role parse_role(const std::string& role) { return detail::parse_name<tensor_role>(role, "role"); }
-
-/// Binds an enum-valued field of a recipe struct as a string property.
-template <class Class, class Enum>
-void string_field(py::class_<Class>& c, const char* name, Enum Class::*field, Enum (*parse)(const std::string&),
-                  const char* (*print)(Enum)) {
-  c.def_property(
-      name, [field, print](const Class& r) { return std::string(print(r.*field)); },
-      [field, parse](Class& r, const std::string& v) { r.*field = parse(v); });
-}
 
 // ---- recipes ------------------------------------------------------------------------------------
 
@@ -70,64 +58,84 @@ py::object from_recipe(const recipe& r) {
   return std::visit([](const auto& v) { return py::cast(v); }, r);
 }
 
+/// An enum field's text: its name (nvfp4/detail/enum_names.hpp), TE's Format spelling for fp8_format.
+template <class E>
+std::string enum_text(E v) {
+  if constexpr (std::is_same_v<E, recipe_format>) return recipe_format_name(v);
+  else return detail::name_of(v);
+}
+
+/// One row of a recipe's field table (recipes/recipe_fields.hpp) as a property: enums as strings
+/// (set by name), the others as the member itself (MMParams, QParams and HadamardTransform by
+/// reference, so `r.fp8_gemm_fprop.use_split_accumulator = False` changes the recipe).
+template <class Class, class T>
+void bind_field(py::class_<Class>& c, const recipe_field<Class, T>& f) {
+  const auto member = f.member;
+  if constexpr (std::is_enum_v<T>) {
+    c.def_property(
+        f.name, [member](const Class& r) { return enum_text(r.*member); },
+        [member, name = f.name](Class& r, const std::string& v) { r.*member = detail::parse_name<T>(v, name); }, f.what);
+  } else {
+    c.def_readwrite(f.name, member, f.what);
+  }
+}
+
+/// One recipe class from its struct's field table: keyword construction (unknown names refused as
+/// a dataclass refuses them), a property per row, validate(), fields() (the table: name, 'te' or
+/// 'library', what) and a repr of every field.
+template <class P>
+void bind_recipe_class(py::module_& m) {
+  using R = typename P::recipe_type;
+  const std::string doc = field_count<R>() == 0 ? "No quantization: the GEMMs in the layer's precision (float_gemm)"
+                                                : "TE's " + std::string(P::name) + " recipe; fields() lists its fields";
+  py::class_<R> c(m, P::name, doc.c_str());
+  c.def(py::init([](const py::kwargs& kwargs) {
+         R r;
+         py::object self = py::cast(r);
+         for (const auto& [key, value] : kwargs) {
+           const std::string name = py::str(key);
+           bool known = false;
+           for_each_field<R>([&](const auto& f) { known = known || name == f.name; });
+           if (!known) throw py::type_error(std::string(P::name) + ".__init__() got an unexpected keyword argument '" + name + "'");
+           self.attr(key) = value;
+         }
+         return self.cast<R>();
+       }),
+       "fields by keyword, TE's defaults otherwise");
+  for_each_field<R>([&](const auto& f) { bind_field(c, f); });
+  c.def("validate", &R::validate, "raises nvfp4.Error for a combination TE rejects");
+  c.def_static("fields", [] {
+    py::list rows;
+    for_each_field<R>([&](const auto& f) {
+      rows.append(py::make_tuple(f.name, f.origin == field_origin::te ? "te" : "library", f.what));
+    });
+    return py::tuple(rows);
+  }, "the recipe's field table: (name, 'te' for TE's fields or 'library', what it does) per field");
+  c.def("__repr__", [](const py::object& self) {
+    std::string text = std::string(P::name) + "(";
+    bool first = true;
+    for_each_field<R>([&](const auto& f) {
+      text += (first ? "" : ", ") + std::string(f.name) + "=" + std::string(py::repr(self.attr(f.name)));
+      first = false;
+    });
+    return text + ")";
+  });
+}
+
 void bind_recipes(py::module_& m) {
-  py::class_<no_quantization>(m, recipe_policy_t<no_quantization>::name, "No quantization: the GEMMs in the layer's precision (float_gemm)")
-      .def(py::init<>())
-      .def("__repr__", [](const no_quantization&) { return std::string("NoQuantization()"); });
-  py::class_<nvfp4_block_scaling> nvfp4_recipe_class(m, recipe_policy_t<nvfp4_block_scaling>::name, "TE's NVFP4BlockScaling recipe (docs/numerics_spec.md §8, §10)");
-  nvfp4_recipe_class.def(py::init<>())
-      .def_readwrite("disable_rht", &nvfp4_block_scaling::disable_rht)
-      .def_readwrite("disable_stochastic_rounding", &nvfp4_block_scaling::disable_stochastic_rounding)
-      .def_readwrite("disable_2d_quantization", &nvfp4_block_scaling::disable_2d_quantization)
-      .def_readwrite("row_scaled_activation", &nvfp4_block_scaling::row_scaled_activation)
-      .def_readwrite("seed", &nvfp4_block_scaling::seed)
-      .def_readwrite("rht", &nvfp4_block_scaling::rht)
-      .def_property("nvfp4_4over6_err_mode",
-                    [](const nvfp4_block_scaling& r) { return std::string(detail::name_of(r.nvfp4_4over6_err_mode)); },
-                    [](nvfp4_block_scaling& r, const std::string& v) {
-                      r.nvfp4_4over6_err_mode = detail::parse_name<four_over_six_error>(v, "nvfp4_4over6_err_mode");
-                    })
-      .def("validate", &nvfp4_block_scaling::validate);
-  string_field(nvfp4_recipe_class, "nvfp4_4over6", &nvfp4_block_scaling::nvfp4_4over6, &parse_scope, &scope_name);
-  string_field(nvfp4_recipe_class, "nvfp4_4over6_e4m3_use_256", &nvfp4_block_scaling::nvfp4_4over6_e4m3_use_256, &parse_scope, &scope_name);
-
-  py::class_<float8_current_scaling> current(m, recipe_policy_t<float8_current_scaling>::name, "TE's Float8CurrentScaling recipe");
-  current.def(py::init<>())
-      .def_readwrite("use_power_2_scales", &float8_current_scaling::use_power_2_scales)
-      .def("validate", &float8_current_scaling::validate);
-  string_field(current, "fp8_format", &float8_current_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
-
-  py::class_<delayed_scaling> delayed(m, recipe_policy_t<delayed_scaling>::name, "TE's DelayedScaling recipe");
-  delayed.def(py::init<>())
-      .def_readwrite("margin", &delayed_scaling::margin)
-      .def_readwrite("amax_history_len", &delayed_scaling::amax_history_len)
-      .def_property("amax_compute_algo",
-                    [](const delayed_scaling& r) { return std::string(detail::name_of(r.amax_compute_algo)); },
-                    [](delayed_scaling& r, const std::string& v) {
-                      r.amax_compute_algo = detail::parse_name<amax_compute_algorithm>(v, "amax_compute_algo");
-                    })
-      .def_readwrite("unfused_update", &delayed_scaling::unfused_update)
-      .def("validate", &delayed_scaling::validate);
-  string_field(delayed, "fp8_format", &delayed_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
-  delayed.def_property(
-      "unfused_form", [](const delayed_scaling& r) { return std::string(detail::name_of(r.unfused_form)); },
-      [](delayed_scaling& r, const std::string& v) { r.unfused_form = detail::parse_name<unfused_update_form>(v, "unfused_form"); });
-
-  py::class_<float8_block_scaling> block(m, recipe_policy_t<float8_block_scaling>::name, "TE's Float8BlockScaling recipe");
-  block.def(py::init<>())
-      .def_readwrite("x_block_scaling_dim", &float8_block_scaling::x_block_scaling_dim)
-      .def_readwrite("w_block_scaling_dim", &float8_block_scaling::w_block_scaling_dim)
-      .def_readwrite("grad_block_scaling_dim", &float8_block_scaling::grad_block_scaling_dim)
-      .def("validate", &float8_block_scaling::validate);
-  string_field(block, "fp8_format", &float8_block_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
-
-  py::class_<mxfp8_block_scaling> mx(m, recipe_policy_t<mxfp8_block_scaling>::name, "TE's MXFP8BlockScaling recipe");
-  mx.def(py::init<>())
-      .def_readwrite("margin", &mxfp8_block_scaling::margin)
-      .def_readwrite("enable_2d_quantization", &mxfp8_block_scaling::enable_2d_quantization)
-      .def("validate", &mxfp8_block_scaling::validate);
-  string_field(mx, "fp8_format", &mxfp8_block_scaling::fp8_format, &parse_recipe_format, &recipe_format_name);
-
+  py::class_<mm_params>(m, "MMParams", "TE's MMParams: use_split_accumulator promotes the tensor core's partial sums into fp32")
+      .def(py::init([](bool split) { return mm_params{.use_split_accumulator = split}; }), py::arg("use_split_accumulator") = true)
+      .def_readwrite("use_split_accumulator", &mm_params::use_split_accumulator)
+      .def("__repr__", [](const mm_params& p) { return std::string("MMParams(use_split_accumulator=") + (p.use_split_accumulator ? "True" : "False") + ")"; });
+  py::class_<fp8_scale_options>(m, "QParams", "TE's QParams of an FP8 role: power_2_scale, amax_epsilon")
+      .def(py::init([](bool power_2_scale, float amax_epsilon) { return fp8_scale_options{.power_2_scale = power_2_scale, .amax_epsilon = amax_epsilon}; }),
+           py::arg("power_2_scale") = false, py::arg("amax_epsilon") = 0.0f)
+      .def_readwrite("power_2_scale", &fp8_scale_options::power_2_scale)
+      .def_readwrite("amax_epsilon", &fp8_scale_options::amax_epsilon)
+      .def("__repr__", [](const fp8_scale_options& q) {
+        return std::string("QParams(power_2_scale=") + (q.power_2_scale ? "True" : "False") + ", amax_epsilon=" + std::string(py::repr(py::float_(q.amax_epsilon))) + ")";
+      });
+  recipe_policies::for_each([&]<class P>(std::type_identity<P>) { bind_recipe_class<P>(m); });
   m.def("recipe_name", [](const py::object& r) { return std::string(recipe_name(to_recipe(r))); }, py::arg("recipe"),
         "TE's class name of a recipe");
 }

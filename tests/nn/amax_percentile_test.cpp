@@ -143,11 +143,11 @@ TEST(PercentileEngine, BelowOneIsThePublicQuantizersWithQuantileAmaxes) {
     const operand_pair ws = quantize_weight(wv, recipe);
     const nvfp4_operand x_row{quantize_with_amax<nvfp4_1x16>(xv, amax_percentile(x, q)), 448.0f, {}};
     const nvfp4_operand x_col = columnwise_copy(xv, {});
-    const std::uint64_t seed = nvfp4::detail::derived_seed(3, 0);  // step 0 of options.seed 3, as the Linear documents
+    const std::uint64_t seed = nvfp4::derived_seed(3, 0);  // step 0 of options.seed 3, as the Linear documents
     const nvfp4_operand g_row{quantize_with_amax<nvfp4_1x16>(gv, amax_percentile(dy, q), {.rounding = rounding_mode::stochastic,
-                                                                                          .seed = nvfp4::detail::derived_seed(seed, 0)}),
+                                                                                          .seed = nvfp4::derived_seed(seed, 0)}),
                               448.0f, {}};
-    const nvfp4_operand g_col = columnwise_copy(gv, {.rounding = rounding_mode::stochastic, .seed = nvfp4::detail::derived_seed(seed, 1)});
+    const nvfp4_operand g_col = columnwise_copy(gv, {.rounding = rounding_mode::stochastic, .seed = nvfp4::derived_seed(seed, 1)});
     std::vector<float> want_y(m * n), want_dx(m * k), want_dw(n * k);
     nvfp4_gemm(x_row, ws.rowwise, matrix_view<float>::row_major(want_y.data(), m, n));
     nvfp4_gemm(g_row, ws.columnwise, matrix_view<float>::row_major(want_dx.data(), m, k));

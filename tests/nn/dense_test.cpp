@@ -94,7 +94,7 @@ TEST(Dense, Nvfp4EqualsTheRecipeComposedFromPublicFunctions) {
   auto view = [](const std::vector<float>& v, index_t r, index_t c) { return matrix_view<const float>::row_major(v.data(), r, c); };
   nvfp4_block_scaling recipe{};
   const operand_pair xs = quantize_activation(view(xr, m, k), recipe), ws = quantize_weight(view(wr, n, k), recipe);
-  recipe.seed = nvfp4::detail::derived_seed(nvfp4::detail::derived_seed(9, detail::name_hash("blk0.up")), 0);
+  recipe.seed = nvfp4::derived_seed(nvfp4::derived_seed(9, name_hash("blk0.up")), 0);
   const operand_pair gs = quantize_gradient(view(dyr, m, n), recipe);
   std::vector<float> y_ref(static_cast<std::size_t>(m * n)), dx_ref(static_cast<std::size_t>(m * k)), dw_ref(static_cast<std::size_t>(n * k));
   nvfp4_gemm(xs.rowwise, ws.rowwise, matrix_view<float>::row_major(y_ref.data(), m, n));
@@ -131,7 +131,7 @@ TEST(Dense, EachLayerHasItsOwnSeed) {
   const auto sa = dynamic_cast<linear_engine&>(a.engine()).layer().options().seed;
   const auto sb = dynamic_cast<linear_engine&>(b.engine()).layer().options().seed;
   EXPECT_NE(sa, sb);
-  EXPECT_EQ(sa, nvfp4::detail::derived_seed(3, detail::name_hash("blk0.qkv")));
+  EXPECT_EQ(sa, nvfp4::derived_seed(3, name_hash("blk0.qkv")));
 }
 
 struct recording_observer final : tensor_observer {

@@ -99,7 +99,7 @@ TEST(Linear, Nvfp4ComposesRecipeOperandsAndGemm) {
       const operand_pair xs = quantize_activation(cview(x, M, K), r);
       const operand_pair ws = quantize_weight(cview(w, N, K), r);
       nvfp4_block_scaling step0 = r;
-      step0.seed = nvfp4::detail::derived_seed(11, 0);  // the header's rule: derived_seed(options.seed, step)
+      step0.seed = nvfp4::derived_seed(11, 0);  // the header's rule: derived_seed(options.seed, step)
       const operand_pair gs = quantize_gradient(cview(dy, M, N), step0);
       layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
       nvfp4_gemm(xs.rowwise, ws.rowwise, mview(want.y, M, N), mode, to_bf16(in.b));  // TE's bias in bf16 (linear.py)
@@ -130,7 +130,7 @@ TEST(Linear, Nvfp4AmaxRuleComposes) {
     const operand_pair xs = quantize_activation(cview(x, M, K), r, rule);
     const operand_pair ws = quantize_weight(cview(w, N, K), r, rule);
     nvfp4_block_scaling step0 = r;
-    step0.seed = nvfp4::detail::derived_seed(11, 0);
+    step0.seed = nvfp4::derived_seed(11, 0);
     const operand_pair gs = quantize_gradient(cview(dy, M, N), step0, rule);
     layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
     nvfp4_gemm(xs.rowwise, ws.rowwise, mview(want.y, M, N), gemm_mode::exact, to_bf16(in.b));

@@ -160,17 +160,17 @@ TEST(Nvfp4AmaxRule, ChosenAmaxIsQuantizeWithAmax) {
   const operand_pair gq = quantize_gradient(dy, r, quarter.rule());
   EXPECT_EQ(bytes_of(gq.rowwise.tensor),
             bytes_of(quantize_with_amax<nvfp4_1x16>(
-                dy, g_amax, {.rounding = rounding_mode::stochastic, .seed = detail::derived_seed(r.seed, 0)})));
+                dy, g_amax, {.rounding = rounding_mode::stochastic, .seed = derived_seed(r.seed, 0)})));
   EXPECT_EQ(bytes_of(gq.columnwise.tensor),
             bytes_of(quantize_with_amax<nvfp4_1x16>(gt.view(), 0.25f * gt.amax,
                                                     {.rounding = rounding_mode::stochastic,
-                                                     .seed = detail::derived_seed(r.seed, 1),
+                                                     .seed = derived_seed(r.seed, 1),
                                                      .axis = quantized_axis::columnwise})));
   // The weight's tiles.
   const auto ws = values(N * K, 9);
   const auto w = view(ws, N, K);
   EXPECT_EQ(bytes_of(quantize_weight(w, {}, quarter.rule()).rowwise.tensor),
-            bytes_of(detail::as_row_blocks(quantize_with_amax<nvfp4_16x16>(w, 0.25f * amax(w)))));
+            bytes_of(quantize_with_amax<nvfp4_16x16>(w, 0.25f * amax(w))));  // the tiles' bytes as 1x16 rows
 }
 
 TEST(Nvfp4AmaxRule, Bf16InputIsShownAsFloats) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "nvfp4/recipes/nvfp4_recipe.hpp"
@@ -45,7 +47,8 @@ TEST(Nvfp4Recipe, WeightTilesServeBothDirections) {
       ASSERT_EQ(ops.rowwise.tensor.scale(r, c / 16), ops.rowwise.tensor.scale(r / 16 * 16, c / 16));  // one scale per tile
     }
   const auto tiles = quantize<nvfp4_16x16>(w);
-  EXPECT_EQ(bytes_of(ops.rowwise.tensor), bytes_of(detail::as_row_blocks(tiles)));
+  EXPECT_EQ(bytes_of(ops.rowwise.tensor), bytes_of(tiles));  // the tiles' bytes, relabelled as 1x16 rows
+  EXPECT_EQ(ops.rowwise.tensor.amax(), tiles.amax());
   const auto one_d = quantize_weight(w, {.disable_2d_quantization = true});
   EXPECT_EQ(bytes_of(one_d.rowwise.tensor), bytes_of(quantize<nvfp4_1x16>(w)));
 }
@@ -157,6 +160,62 @@ TEST(Nvfp4Recipe, GemmEpilogueAlphaBoundsRowScalingBias) {
   // A bad row-amax count is a shape mismatch.
   b.row_amax.pop_back();
   EXPECT_EQ(test::error_code_of([&] { nvfp4_gemm(a, b, view); }), errc::shape_mismatch);
+}
+
+/// An operand's bits: its tensor's bytes and tensor scale, its bound and row amaxes.
+std::vector<float> operand_bits(const nvfp4_operand& op) {
+  std::vector<float> out{op.tensor.amax(), op.e4m3_max, static_cast<float>(op.tensor.rows()), static_cast<float>(op.tensor.cols())};
+  for (std::uint8_t b : bytes_of(op.tensor)) out.push_back(b);
+  out.insert(out.end(), op.row_amax.begin(), op.row_amax.end());
+  return out;
+}
+
+// NVFP4's role rules are written once: the into forms write the value forms' bits into operands
+// and storage the caller keeps, whatever those held before (other shapes, other recipes), and a
+// known amax (the caller's finite pass) gives the same bits as the quantizers' own.
+TEST(Nvfp4Recipe, IntoFormsGiveTheValueFormsBits) {
+  const nvfp4_amax_rule half = [](const nvfp4_amax_query& q) { return 0.5f * q.amax; };
+  const std::vector<nvfp4_block_scaling> recipes = {
+      {}, {.disable_rht = true}, {.disable_2d_quantization = true}, {.disable_stochastic_rounding = true, .seed = 7},
+      {.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all}, {.nvfp4_4over6 = four_over_six_scope::weights},
+      {.disable_rht = true, .row_scaled_activation = true}};
+  nvfp4_operand row, col;  // kept across every case below, as a layer keeps them
+  nvfp4_role_storage storage;
+  for (const auto& [rows, cols] : {std::pair<index_t, index_t>{64, 48}, {32, 96}, {80, 64}}) {
+    const auto xs = gaussian(rows * cols, 3);
+    const auto x = matrix_view<const float>::row_major(xs.data(), rows, cols);
+    for (const nvfp4_block_scaling& r : recipes) {
+      for (const bool with_rule : {false, true}) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + (with_rule ? " with a rule" : ""));
+        const nvfp4_amax_rule rule = with_rule && !r.row_scaled_activation ? half : nvfp4_amax_rule{};
+        for (const float known : {-1.0f, amax(x)}) {
+          const operand_pair a = quantize_activation(x, r, rule);
+          quantize_activation_into(x, r, rule, row, &col, storage, known);
+          EXPECT_EQ(operand_bits(row), operand_bits(a.rowwise));
+          EXPECT_EQ(operand_bits(col), operand_bits(a.columnwise));
+          quantize_activation_into(x, r, rule, row, nullptr, storage, known);
+          EXPECT_EQ(operand_bits(row), operand_bits(quantize_activation_rowwise(x, r, rule)));
+          const operand_pair w = quantize_weight(x, r, rule);
+          quantize_weight_into(x, r, rule, row, &col, storage, known);
+          EXPECT_EQ(operand_bits(row), operand_bits(w.rowwise));
+          EXPECT_EQ(operand_bits(col), operand_bits(w.columnwise));
+          EXPECT_EQ(operand_bits(quantize_weight_rowwise(x, r, rule)), operand_bits(w.rowwise));
+          if (r.row_scaled_activation || r.uses_4over6(tensor_role::input)) continue;  // gradients: neither
+          const operand_pair g = quantize_gradient(x, r, rule);
+          quantize_gradient_into(x, r, rule, row, col, storage, known);
+          EXPECT_EQ(operand_bits(row), operand_bits(g.rowwise));
+          EXPECT_EQ(operand_bits(col), operand_bits(g.columnwise));
+        }
+      }
+    }
+  }
+  // Without a known amax the into forms refuse NaN as the value forms do, writing nothing.
+  std::vector<float> nan_values(64 * 48, 1.0f);
+  nan_values[5] = std::nanf("");
+  const auto bad = matrix_view<const float>::row_major(nan_values.data(), 64, 48);
+  const auto before = operand_bits(row);
+  EXPECT_EQ(test::error_code_of([&] { quantize_activation_into(bad, {}, {}, row, &col, storage); }), errc::non_finite_input);
+  EXPECT_EQ(operand_bits(row), before);
 }
 
 TEST(Nvfp4Recipe, BadShapes) {

@@ -1,8 +1,9 @@
-// Tests of nvfp4/recipes/policies/ and the policy list of nvfp4/recipes/recipe.hpp: every recipe
-// type has exactly one policy, named as TE names the recipe class; a policy used on its own
-// computes what its header says from the public quantizers and GEMMs (the expected values come
-// from those functions, which the golden tests check against TE); a kept W's packed fprop operand
-// gives the bits of the plain one; delayed scaling's state hooks.
+// Tests of nvfp4/recipes/policy.hpp and the policy list of nvfp4/recipes/recipe.hpp: every recipe
+// type has exactly one policy, named as TE names the recipe class, and satisfies recipe_policy; a
+// policy used on its own (its role quantizers, then its GEMMs) computes what its header says from
+// the public quantizers and GEMMs (the expected values come from those functions, which the golden
+// tests check against TE); a kept W's packed fprop operand gives the bits of the plain one;
+// delayed scaling's state hooks.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -30,6 +31,7 @@ TEST(RecipePolicy, NamesAreTheRecipeClasses) {
   std::size_t count = 0;
   recipe_policies::for_each([&]<class P>(std::type_identity<P>) {
     static_assert(std::is_same_v<recipe_policy_t<typename P::recipe_type>, P>, "each recipe type has its one policy");
+    static_assert(recipe_policy<P>);
     names.insert(P::name);
     short_names.insert(P::short_name);
     ++count;
@@ -62,14 +64,15 @@ TEST(RecipePolicy, Nvfp4ComposesThePublicQuantizers) {
   policy.quantize_weight(c, view(w, s.n, s.k), /*columnwise=*/true, true, ops);
   nvfp4_block_scaling_policy::saved_input saved;
   std::vector<float> y(s.m * s.n), want_y(s.m * s.n);
-  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y.data(), s.m, s.n), &saved, true);
+  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), &saved, true), ops, matrix_view<float>::row_major(y.data(), s.m, s.n));
   const operand_pair xs = quantize_activation(view(x, s.m, s.k), r), ws = quantize_weight(view(w, s.n, s.k), r);
   nvfp4_gemm(xs.rowwise, ws.rowwise, matrix_view<float>::row_major(want_y.data(), s.m, s.n));
   EXPECT_EQ(bits(y), bits(want_y));
 
   std::vector<float> dx(s.m * s.k), dw(s.n * s.k), want_dx(s.m * s.k), want_dw(s.n * s.k);
-  policy.bprop(c, view(dy, s.m, s.n), ops, saved, matrix_view<float>::row_major(dx.data(), s.m, s.k),
-               matrix_view<float>::row_major(dw.data(), s.n, s.k));
+  const auto& grads = policy.quantize_gradient(c, view(dy, s.m, s.n));
+  policy.dgrad(c, grads, ops, matrix_view<float>::row_major(dx.data(), s.m, s.k));
+  policy.wgrad(c, grads, saved, matrix_view<float>::row_major(dw.data(), s.n, s.k));
   nvfp4_block_scaling step = r;
   step.seed = 99;
   const operand_pair gs = quantize_gradient(view(dy, s.m, s.n), step);
@@ -81,7 +84,7 @@ TEST(RecipePolicy, Nvfp4ComposesThePublicQuantizers) {
   // A kept W (packed once) gives the plain operand's bits; inference saves nothing.
   policy.pack_fprop_operand(c, ops);
   std::vector<float> y_packed(s.m * s.n);
-  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n), nullptr, false);
+  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, false), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n));
   EXPECT_EQ(bits(y_packed), bits(want_y));
 }
 
@@ -96,14 +99,14 @@ TEST(RecipePolicy, CurrentScalingComposesThePublicQuantizers) {
   float8_current_scaling_policy::weight_operands ops;
   policy.quantize_weight(c, view(w, s.n, s.k), false, false, ops);
   std::vector<float> y(s.m * s.n), want(s.m * s.n);
-  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y.data(), s.m, s.n), nullptr, false);
+  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, false), ops, matrix_view<float>::row_major(y.data(), s.m, s.n));
   const fp8_tensor x8 = quantize_fp8_current(view(x, s.m, s.k), fp8_format::e4m3);
   const fp8_tensor w8 = quantize_fp8_current(view(w, s.n, s.k), fp8_format::e4m3);
   fp8_gemm(x8, w8, matrix_view<float>::row_major(want.data(), s.m, s.n), {.promotion_interval = 0, .bias = b});
   EXPECT_EQ(bits(y), bits(want));
   policy.pack_fprop_operand(c, ops);
   std::vector<float> y_packed(s.m * s.n);
-  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n), nullptr, false);
+  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, false), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n));
   EXPECT_EQ(bits(y_packed), bits(want));
 }
 
@@ -121,7 +124,7 @@ TEST(RecipePolicy, DelayedScalingStateHooks) {
   const float w_amax = quantize_fp8_with_scale(view(w, s.n, s.k), fp8_format::e4m3, 1.0f).amax();
   EXPECT_EQ(policy.scaling_state(tensor_role::weight)->amax_history()[0], w_amax);
   std::vector<float> y(s.m * s.n);
-  policy.fprop(c, view(x, s.m, s.k), ops, matrix_view<float>::row_major(y.data(), s.m, s.n), nullptr, true);
+  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, true), ops, matrix_view<float>::row_major(y.data(), s.m, s.n));
   policy.update_backward_role();  // grad_output recorded nothing: its scale stays 1
   EXPECT_EQ(policy.scaling_state(tensor_role::grad_output)->scale(), 1.0f);
   EXPECT_EQ(policy.scaling_state(tensor_role::input)->scale(), 1.0f);

@@ -85,14 +85,13 @@ class gemm_engine : public region_member {
   virtual void backward(matrix_view<const float> dy, matrix_view<float> dx, matrix_view<float> dw) = 0;
 };
 
-namespace detail {
-/// FNV-1a of a layer's name: a per-layer seed that does not depend on construction order.
+/// FNV-1a of a layer's name: a per-layer seed that does not depend on construction order
+/// (derived_seed(seed, name_hash(name)) seeds a model layer's engine).
 constexpr std::uint64_t name_hash(std::string_view name) {
   std::uint64_t h = 0xCBF29CE484222325ull;
   for (const char c : name) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ull;
   return h;
 }
-}  // namespace detail
 
 /// A short name of a recipe for reports, its policy's short_name: nvfp4, fp8_current,
 /// fp8_delayed, fp8_block, mxfp8; fp32 / bf16 for no quantization (the dtype).
@@ -152,7 +151,7 @@ using engine_factory = std::function<std::unique_ptr<gemm_engine>(const std::str
 inline engine_factory linear_engines(recipe r, linear_options options = {}) {
   return [r, options](const std::string& name, int, index_t in, index_t out) -> std::unique_ptr<gemm_engine> {
     linear_options o = options;
-    o.seed = nvfp4::detail::derived_seed(options.seed, detail::name_hash(name));
+    o.seed = nvfp4::derived_seed(options.seed, name_hash(name));
     return std::make_unique<linear_engine>(in, out, r, o);
   };
 }

@@ -13,7 +13,7 @@
 #include "nvfp4/gemm/fp8/mma_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/recipes/nvfp4_amax_rule.hpp"
-#include "nvfp4/recipes/no_quantization.hpp"
+#include "nvfp4/recipes/recipe_common.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 
 namespace nvfp4::nn {

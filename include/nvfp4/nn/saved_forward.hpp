@@ -15,66 +15,25 @@
 // them, as the Python LinearCore does with a mutex per layer).
 #pragma once
 
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <utility>
 #include <variant>
-#include <vector>
 
+#include "nvfp4/nn/detail/linear_storage.hpp"
 #include "nvfp4/recipes/recipe.hpp"
 
 namespace nvfp4::nn {
 
-class linear;
+template <class Policies>
+class basic_linear;
 
-namespace detail {
-
-/// One training forward under policy P: the policy object that ran it (a later set_recipe makes a
-/// new one, so this forward's recipe stays; delayed scaling's states inside it are shared along a
-/// DelayedScaling -> DelayedScaling chain, so its backward reads and records the layer's live
-/// grad_output state, as TE's backward quantizes dY with the module's current scaling state), W's
-/// operands (shared with a kept W), X's copies for wgrad, and X in the dtype where the policy keeps
-/// a view of it (no quantization's float_gemm reads X itself).
-template <class P>
-struct forward_record {
-  using policy_type = P;
-  std::uint64_t layer_id = 0;
-  index_t rows = 0;
-  high_precision dtype = high_precision::fp32;
-  std::shared_ptr<P> policy;
-  std::shared_ptr<const typename P::weight_operands> weight;
-  typename P::saved_input input{};
-  std::vector<float> x_copy;
-};
-
-/// `spare` itself when nothing else holds it (its last user done with it), else a fresh T put in
-/// its place: storage a layer reuses from call to call while no caller still refers to it.
-template <class T>
-std::shared_ptr<T> reusable(std::shared_ptr<T>& spare) {
-  if (spare && spare.use_count() == 1) {
-    std::atomic_thread_fence(std::memory_order_acquire);  // after the other owners' last reads (their release)
-    return spare;
-  }
-  spare = std::make_shared<T>();
-  return spare;
-}
-
-template <class List>
-struct record_handles;
-template <class... Ps>
-struct record_handles<policy_list<Ps...>> {
-  using type = std::variant<std::monostate, std::shared_ptr<const forward_record<Ps>>...>;
-};
-
-}  // namespace detail
-
-/// What a training forward of nn::linear returns for its backward (see the header comment).
-/// Default-constructed: empty, which backward refuses.
-class saved_forward {
+/// What a training forward of basic_linear<Policies> returns for its backward (see the header
+/// comment). Default-constructed: empty, which backward refuses.
+template <class Policies>
+class basic_saved_forward {
  public:
-  saved_forward() = default;
+  basic_saved_forward() = default;
 
   /// Whether it holds a forward (false when default-constructed).
   explicit operator bool() const { return !std::holds_alternative<std::monostate>(record_); }
@@ -87,16 +46,17 @@ class saved_forward {
     return visit_record([](const auto& r) { return r.dtype; }, high_precision::fp32);
   }
   /// The recipe that ran the forward (a copy; its backward runs under it, whatever the layer's
-  /// recipe is now). no_quantization for an empty handle.
-  nvfp4::recipe recipe() const {
-    return visit_record([](const auto& r) { return nvfp4::recipe(r.policy->recipe()); }, nvfp4::recipe(no_quantization{}));
+  /// recipe is now). The list's first recipe (no quantization) for an empty handle.
+  typename Policies::recipe_variant recipe() const {
+    using variant = typename Policies::recipe_variant;
+    return visit_record([](const auto& r) { return variant(r.policy->recipe()); }, variant{});
   }
 
  private:
-  friend class linear;
-  using handles = typename detail::record_handles<recipe_policies>::type;
+  friend class basic_linear<Policies>;
+  using handles = typename detail::storage_of<Policies>::records;
   template <class P>
-  explicit saved_forward(std::shared_ptr<const detail::forward_record<P>> r) : record_(std::move(r)) {}
+  explicit basic_saved_forward(std::shared_ptr<const detail::forward_record<P>> r) : record_(std::move(r)) {}
 
   template <class F, class T>
   T visit_record(F&& f, T empty) const {
@@ -108,5 +68,8 @@ class saved_forward {
 
   handles record_;
 };
+
+/// The saved forward of the library's recipes' layer (nn::linear).
+using saved_forward = basic_saved_forward<recipe_policies>;
 
 }  // namespace nvfp4::nn

@@ -5,19 +5,34 @@
 // common/recipe/delayed_scaling.cu, kernel_bulk, the path TE's PyTorch modules take), or on request
 // TE's unfused Python update (pytorch/quantization.py _amax_and_scale_update), which differs from
 // the kernel for steps with a zero or NaN amax and can round the scale an ulp apart, evaluated as
-// eager torch or as TE's torch.compile'd form on an H100.
+// eager torch or as TE's torch.compile'd form on an H100. Its policy: quantize_fp8_with_scale with
+// each role's state scale, the tensor's amax recorded into the role's history; fp8_gemm with the
+// recipe's split-accumulator flags. The layer decides when the states update
+// (update_forward_roles / update_backward_role: after each call, or once per autocast region,
+// nn/autocast.hpp). The three states are shared by the policies of one chain of DelayedScaling
+// recipes (switched_to): a forward saved under an earlier recipe of the chain records into, and
+// reads, the live states. Every copy is written into storage kept from step to step.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/recipes/detail/div_full_reciprocal.hpp"
+#include "nvfp4/recipes/fp8_operands.hpp"
+#include "nvfp4/recipes/policy.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
+#include "nvfp4/recipes/recipe_fields.hpp"
+#include "nvfp4/scaling/fp8_quantize.hpp"
 
 namespace nvfp4 {
 
@@ -78,6 +93,21 @@ struct delayed_scaling {
   mm_params fp8_gemm_fprop{.use_split_accumulator = false};
   mm_params fp8_gemm_dgrad{.use_split_accumulator = true};
   mm_params fp8_gemm_wgrad{.use_split_accumulator = true};
+
+  static constexpr auto fields() {
+    using R = delayed_scaling;
+    return std::tuple{
+        field_row("margin", &R::margin, field_origin::te, "scale = (fp8_max / amax) / 2^margin"),
+        field_row("fp8_format", &R::fp8_format, field_origin::te, "E4M3 forward; HYBRID: E4M3 forward, E5M2 gradients"),
+        field_row("amax_history_len", &R::amax_history_len, field_origin::te, "steps of amaxes the scale is computed from (at most 2^20)"),
+        field_row("amax_compute_algo", &R::amax_compute_algo, field_origin::te, "'max' of the window or 'most_recent'"),
+        field_row("reduce_amax", &R::reduce_amax, field_origin::te, "across processes in TE; one process here: no effect"),
+        field_row("unfused_update", &R::unfused_update, field_origin::library, "TE's Python update instead of its fused kernel"),
+        field_row("unfused_form", &R::unfused_form, field_origin::library, "how the unfused update's scale is evaluated"),
+        field_row("fp8_gemm_fprop", &R::fp8_gemm_fprop, field_origin::library, "fprop GEMM's MMParams (TE's module: fast accumulation)"),
+        field_row("fp8_gemm_dgrad", &R::fp8_gemm_dgrad, field_origin::library, "dgrad GEMM's MMParams (TE's module: split accumulator)"),
+        field_row("fp8_gemm_wgrad", &R::fp8_gemm_wgrad, field_origin::library, "wgrad GEMM's MMParams (TE's module: split accumulator)")};
+  }
 
   /// The longest amax history accepted: 2^20 entries. TE keeps the history on the GPU as [len, n]
   /// float32 (n quantizers, 3 per Linear: 12 MiB per layer at this length, 12 GiB at 10^9) and every
@@ -238,6 +268,90 @@ class delayed_scaling_state {
   unfused_update_form unfused_form_ = unfused_update_form::torch_eager;
   std::vector<float> history_ = std::vector<float>(1, 0.0f);
   float scale_ = 1.0f;
+};
+
+/// The policy of delayed_scaling (see the header comment).
+class delayed_scaling_policy {
+ public:
+  using recipe_type = delayed_scaling;
+  static constexpr const char* name = "DelayedScaling";
+  static constexpr const char* short_name = "fp8_delayed";
+  static constexpr bool quantized = true;
+  static constexpr bool takes_amax_rule = false;
+  /// TE runs a tensor holding NaN / Inf under DelayedScaling (its cast saturates, its amax keeps
+  /// Inf and ignores NaN): the layer lets such a tensor through to this policy's quantizers.
+  static constexpr bool runs_non_finite = true;
+  using weight_operands = fp8_weight_operands;
+  using saved_input = fp8_saved_input;
+  using input_operand = fp8_tensor;
+  using gradient_operands = fp8_gradient_operands;
+
+  /// Fresh states, as TE starts them: scale 1, zero history.
+  explicit delayed_scaling_policy(const delayed_scaling& r) : recipe_(r), states_(std::make_shared<role_states>()) {
+    for (const tensor_role role : {tensor_role::input, tensor_role::weight, tensor_role::grad_output})
+      state(role) = delayed_scaling_state(r, role_format(r.fp8_format, role));
+  }
+  /// DelayedScaling -> DelayedScaling, as TE keeps the states (module/base.py set_meta_tensor): a
+  /// policy of `r` over this policy's states, whose scales and histories stay, cut or zero-padded
+  /// to the new length (delayed_scaling_state::switch_to). This policy keeps its own recipe (the
+  /// GEMM flags of a backward of a forward it ran) and shares the states with the new one.
+  delayed_scaling_policy switched_to(const delayed_scaling& r) const {
+    r.validate();
+    for (delayed_scaling_state& s : *states_) s.switch_to(r);
+    return delayed_scaling_policy(r, states_);
+  }
+  const delayed_scaling& recipe() const { return recipe_; }
+
+  delayed_scaling_state* scaling_state(tensor_role role) { return &state(role); }
+  const delayed_scaling_state* scaling_state(tensor_role role) const { return &(*states_)[static_cast<std::size_t>(role)]; }
+  void update_forward_roles() {
+    state(tensor_role::input).update();
+    state(tensor_role::weight).update();  // after a reuse nothing was recorded: TE's kernel then leaves it as it was
+  }
+  void update_backward_role() { state(tensor_role::grad_output).update(); }
+
+  void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool record, weight_operands& out) {
+    delayed_scaling_state& s = state(tensor_role::weight);
+    quantize_fp8_with_scale_into(w, s.format(), s.scale(), out.row.plain, quantized_axis::rowwise, te_cast);
+    if (record) s.record(out.row.plain.amax());
+    if (columnwise) quantize_fp8_with_scale_into(w.transposed(), s.format(), s.scale(), out.col, quantized_axis::columnwise, te_cast);
+  }
+  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
+  const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool record) {
+    delayed_scaling_state& s = state(tensor_role::input);
+    quantize_fp8_with_scale_into(x, s.format(), s.scale(), x_row_, quantized_axis::rowwise, te_cast);
+    if (record) s.record(x_row_.amax());
+    if (saved) quantize_fp8_with_scale_into(x.transposed(), x_row_.format(), s.scale(), saved->x_col, quantized_axis::columnwise, te_cast);
+    return x_row_;
+  }
+  const gradient_operands& quantize_gradient(const linear_context&, matrix_view<const float> dy) {
+    delayed_scaling_state& s = state(tensor_role::grad_output);
+    const float g_scale = s.scale();
+    quantize_fp8_with_scale_into(dy, s.format(), g_scale, g_.row, quantized_axis::rowwise, te_cast);
+    s.record(g_.row.amax());
+    quantize_fp8_with_scale_into(dy.transposed(), g_.row.format(), g_scale, g_.col, quantized_axis::columnwise, te_cast);
+    return g_;
+  }
+  void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
+    gemms::fprop(c, recipe_, x, w, y);
+  }
+  void dgrad(const linear_context& c, const gradient_operands& g, const weight_operands& w, matrix_view<float> dx) const {
+    gemms::dgrad(c, recipe_, g, w, dx);
+  }
+  void wgrad(const linear_context& c, const gradient_operands& g, const saved_input& x, matrix_view<float> dw) const {
+    gemms::wgrad(c, recipe_, g, x, dw);
+  }
+
+ private:
+  using gemms = fp8_gemms<delayed_scaling>;
+  using role_states = std::array<delayed_scaling_state, 3>;
+  delayed_scaling_policy(const delayed_scaling& r, std::shared_ptr<role_states> states) : recipe_(r), states_(std::move(states)) {}
+  static constexpr fp8_non_finite te_cast = fp8_non_finite::te_satfinite;
+  delayed_scaling_state& state(tensor_role role) { return (*states_)[static_cast<std::size_t>(role)]; }
+  delayed_scaling recipe_;
+  std::shared_ptr<role_states> states_;  // input, weight, grad_output; shared along a switched_to chain
+  fp8_tensor x_row_;                     // X's rowwise copy (fprop): kept from step to step
+  fp8_gradient_operands g_;              // dY's two copies (dgrad, wgrad): kept from step to step
 };
 
 }  // namespace nvfp4

@@ -1,11 +1,17 @@
 // nvfp4/recipes/float8_block_scaling.hpp: TransformerEngine's Float8BlockScaling recipe (TE
 // common/recipe/__init__.py, DeepSeek-V3 style): FP8 with fp32 scales per 1x128 block ("1D") or
-// per 128x128 block ("2D"), power-of-two scales by default, split accumulation in every GEMM.
+// per 128x128 block ("2D"), power-of-two scales by default, split accumulation in every GEMM; and
+// its policy: quantize_fp8_blockwise of each tensor and of its transpose with the role's block
+// shape and scale options; fp8_gemm with the recipe's split-accumulator flags.
 #pragma once
 
 #include <string>
+#include <tuple>
 
+#include "nvfp4/recipes/fp8_operands.hpp"
+#include "nvfp4/recipes/policy.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
+#include "nvfp4/recipes/recipe_fields.hpp"
 #include "nvfp4/scaling/fp8_quantize.hpp"
 
 namespace nvfp4 {
@@ -23,6 +29,21 @@ struct float8_block_scaling {
   mm_params fp8_gemm_fprop{.use_split_accumulator = true};
   mm_params fp8_gemm_dgrad{.use_split_accumulator = true};
   mm_params fp8_gemm_wgrad{.use_split_accumulator = true};
+
+  static constexpr auto fields() {
+    using R = float8_block_scaling;
+    return std::tuple{
+        field_row("fp8_format", &R::fp8_format, field_origin::te, "E4M3 everywhere; HYBRID: E5M2 gradients"),
+        field_row("fp8_quant_fwd_inp", &R::fp8_quant_fwd_inp, field_origin::te, "X's QParams (power_2_scale, amax_epsilon)"),
+        field_row("fp8_quant_fwd_weight", &R::fp8_quant_fwd_weight, field_origin::te, "W's QParams"),
+        field_row("fp8_quant_bwd_grad", &R::fp8_quant_bwd_grad, field_origin::te, "dY's QParams"),
+        field_row("x_block_scaling_dim", &R::x_block_scaling_dim, field_origin::te, "X's blocks: 1 (1x128) or 2 (128x128)"),
+        field_row("w_block_scaling_dim", &R::w_block_scaling_dim, field_origin::te, "W's blocks: 1 (1x128) or 2 (128x128)"),
+        field_row("grad_block_scaling_dim", &R::grad_block_scaling_dim, field_origin::te, "dY's blocks: 1 (1x128) or 2 (128x128)"),
+        field_row("fp8_gemm_fprop", &R::fp8_gemm_fprop, field_origin::te, "fprop GEMM's MMParams (split accumulator required)"),
+        field_row("fp8_gemm_dgrad", &R::fp8_gemm_dgrad, field_origin::te, "dgrad GEMM's MMParams (split accumulator required)"),
+        field_row("fp8_gemm_wgrad", &R::fp8_gemm_wgrad, field_origin::te, "wgrad GEMM's MMParams (split accumulator required)")};
+  }
 
   /// TE's __post_init__ checks.
   void validate() const {
@@ -55,6 +76,60 @@ struct float8_block_scaling {
   const fp8_scale_options& scale_options(tensor_role role) const {
     return role == tensor_role::input ? fp8_quant_fwd_inp : (role == tensor_role::weight ? fp8_quant_fwd_weight : fp8_quant_bwd_grad);
   }
+};
+
+/// The policy of float8_block_scaling (see the header comment).
+class float8_block_scaling_policy : public policy_base {
+ public:
+  using recipe_type = float8_block_scaling;
+  static constexpr const char* name = "Float8BlockScaling";
+  static constexpr const char* short_name = "fp8_block";
+  static constexpr bool quantized = true;
+  static constexpr bool takes_amax_rule = false;
+  using weight_operands = fp8_weight_operands;
+  using saved_input = fp8_saved_input;
+  using input_operand = fp8_tensor;
+  using gradient_operands = fp8_gradient_operands;
+
+  explicit float8_block_scaling_policy(const float8_block_scaling& r) : recipe_(r) {}
+  const float8_block_scaling& recipe() const { return recipe_; }
+
+  void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
+    out.row.plain = copy(tensor_role::weight, w, false);
+    if (columnwise) out.col = copy(tensor_role::weight, w, true);
+  }
+  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
+  const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
+    x_row_ = copy(tensor_role::input, x, false);
+    if (saved) saved->x_col = copy(tensor_role::input, x, true);
+    return x_row_;
+  }
+  const gradient_operands& quantize_gradient(const linear_context&, matrix_view<const float> dy) {
+    g_.row = copy(tensor_role::grad_output, dy, false);
+    g_.col = copy(tensor_role::grad_output, dy, true);
+    return g_;
+  }
+  void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
+    gemms::fprop(c, recipe_, x, w, y);
+  }
+  void dgrad(const linear_context& c, const gradient_operands& g, const weight_operands& w, matrix_view<float> dx) const {
+    gemms::dgrad(c, recipe_, g, w, dx);
+  }
+  void wgrad(const linear_context& c, const gradient_operands& g, const saved_input& x, matrix_view<float> dw) const {
+    gemms::wgrad(c, recipe_, g, x, dw);
+  }
+
+ private:
+  using gemms = fp8_gemms<float8_block_scaling>;
+  /// A role's rowwise copy of v, or its columnwise copy (of vᵀ).
+  fp8_tensor copy(tensor_role role, matrix_view<const float> v, bool columnwise) const {
+    const fp8_format f = role_format(recipe_.fp8_format, role);
+    return columnwise ? quantize_fp8_blockwise(v.transposed(), f, recipe_.block_shape(role), recipe_.scale_options(role), quantized_axis::columnwise)
+                      : quantize_fp8_blockwise(v, f, recipe_.block_shape(role), recipe_.scale_options(role));
+  }
+  float8_block_scaling recipe_;
+  fp8_tensor x_row_;
+  fp8_gradient_operands g_;
 };
 
 }  // namespace nvfp4

@@ -1,10 +1,23 @@
 // nvfp4/recipes/mxfp8_block_scaling.hpp: TransformerEngine's MXFP8BlockScaling recipe (TE
 // common/recipe/__init__.py): blocks of 32 with an E8M0 scale by TE's round-up rule
-// (scaling/mxfp8_quantize.hpp), both copies of every tensor quantized from the high-precision tensor,
-// the GEMMs as Blackwell's kind::mxf8f6f4 computes them.
+// (scaling/mxfp8_quantize.hpp), both copies of every tensor quantized from the high-precision
+// tensor, the GEMMs as Blackwell's kind::mxf8f6f4 computes them; and its policy: quantize_mxfp8_te
+// of each tensor and of its transpose; X and W E4M3 for both formats TE allows (E4M3, HYBRID), dY
+// in the recipe's backward format; mxfp8_gemm. Every copy is written into storage kept from step
+// to step (the layer's W operands and saved X, this policy's X and dY copies).
 #pragma once
 
+#include <span>
+#include <tuple>
+#include <variant>
+
+#include "nvfp4/gemm/fp8/gemm.hpp"
+#include "nvfp4/gemm/fp8/packed_weight.hpp"
+#include "nvfp4/recipes/fprop_operand.hpp"
+#include "nvfp4/recipes/policy.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
+#include "nvfp4/recipes/recipe_fields.hpp"
+#include "nvfp4/scaling/mxfp8_quantize.hpp"
 
 namespace nvfp4 {
 
@@ -14,12 +27,86 @@ struct mxfp8_block_scaling {
   recipe_format fp8_format = recipe_format::e4m3;
   bool enable_2d_quantization = false;  ///< 2-D weight blocks: not emulated by this version
 
+  static constexpr auto fields() {
+    using R = mxfp8_block_scaling;
+    return std::tuple{field_row("margin", &R::margin, field_origin::te, "present in TE's recipe, unused by its MXFP8 quantizers"),
+                      field_row("fp8_format", &R::fp8_format, field_origin::te, "E4M3 everywhere; HYBRID: E5M2 gradients"),
+                      field_row("enable_2d_quantization", &R::enable_2d_quantization, field_origin::te,
+                                "32x32 weight blocks: not emulated (validate() refuses it)")};
+  }
+
   /// TE's check (no pure E5M2) and ours (2-D weight blocks are not emulated).
   void validate() const {
     detail::reject_pure_e5m2(fp8_format, "mxfp8_block_scaling");
     detail::require(!enable_2d_quantization, errc::unsupported,
                     "mxfp8_block_scaling: enable_2d_quantization (2-D MXFP8 weight blocks) is not emulated by this version");
   }
+};
+
+/// The policy of mxfp8_block_scaling (see the header comment).
+class mxfp8_block_scaling_policy : public policy_base {
+ public:
+  using recipe_type = mxfp8_block_scaling;
+  static constexpr const char* name = "MXFP8BlockScaling";
+  static constexpr const char* short_name = "mxfp8";
+  static constexpr bool quantized = true;
+  static constexpr bool takes_amax_rule = false;
+
+  struct weight_operands {
+    fprop_operand<quantized_tensor<mxfp8>, fp8_packed_weight<quantized_tensor<mxfp8>>> row;
+    quantized_tensor<mxfp8> col;
+  };
+  struct saved_input {
+    quantized_tensor<mxfp8> x_col;
+  };
+  using input_operand = quantized_tensor<mxfp8>;
+  /// dY's rowwise and columnwise copies in the backward format: E4M3 (mxfp8) or E5M2.
+  template <class Format>
+  struct gradient_pair {
+    quantized_tensor<Format> row, col;
+  };
+  using gradient_operands = std::variant<gradient_pair<mxfp8>, gradient_pair<mxfp8_e5m2>>;
+
+  explicit mxfp8_block_scaling_policy(const mxfp8_block_scaling& r) : recipe_(r) {
+    if (backward_format(r.fp8_format) == fp8_format::e5m2) g_.emplace<gradient_pair<mxfp8_e5m2>>();
+  }
+  const mxfp8_block_scaling& recipe() const { return recipe_; }
+
+  void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
+    quantize_mxfp8_te_into(w, out.row.plain);
+    if (columnwise) quantize_mxfp8_te_into(w.transposed(), out.col, quantized_axis::columnwise);
+  }
+  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
+  const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
+    quantize_mxfp8_te_into(x, x_row_);
+    if (saved) quantize_mxfp8_te_into(x.transposed(), saved->x_col, quantized_axis::columnwise);
+    return x_row_;
+  }
+  const gradient_operands& quantize_gradient(const linear_context&, matrix_view<const float> dy) {
+    std::visit([&](auto& g) {
+      quantize_mxfp8_te_into(dy, g.row);
+      quantize_mxfp8_te_into(dy.transposed(), g.col, quantized_axis::columnwise);
+    }, g_);
+    return g_;
+  }
+  void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
+    w.row.run([&](const auto& b) { mxfp8_gemm(x, b, y, options(c, c.bias)); });
+  }
+  void dgrad(const linear_context& c, const gradient_operands& g, const weight_operands& w, matrix_view<float> dx) const {
+    std::visit([&](const auto& pair) { mxfp8_gemm(pair.row, w.col, dx, options(c)); }, g);
+  }
+  void wgrad(const linear_context& c, const gradient_operands& g, const saved_input& x, matrix_view<float> dw) const {
+    std::visit([&](const auto& pair) { mxfp8_gemm(pair.col, x.x_col, dw, options(c)); }, g);
+  }
+
+ private:
+  static fp8_gemm_options options(const linear_context& c, std::span<const float> bias = {}) {
+    return {.core = fp8::mma::tensor_core::blackwell, .mode = c.mode, .promotion_interval = 0, .bias = bias};
+  }
+  mxfp8_block_scaling recipe_;
+  // Kept from step to step: X's rowwise copy (fprop), dY's two copies in the backward format.
+  quantized_tensor<mxfp8> x_row_;
+  gradient_operands g_;
 };
 
 }  // namespace nvfp4

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -15,8 +16,10 @@
 #include "nvfp4/gemm/fp4/gemm.hpp"
 #include "nvfp4/recipes/nvfp4_amax_rule.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
+#include "nvfp4/recipes/recipe_fields.hpp"
 #include "nvfp4/scaling/four_over_six.hpp"
 #include "nvfp4/scaling/quantize.hpp"
+#include "nvfp4/scaling/quantize_finite.hpp"
 #include "nvfp4/scaling/row_scaled_nvfp4.hpp"
 #include "nvfp4/simd/parallel.hpp"
 #include "nvfp4/transforms/hadamard.hpp"
@@ -49,6 +52,20 @@ struct nvfp4_block_scaling {
   four_over_six_error nvfp4_4over6_err_mode = four_over_six_error::mae;
   std::uint64_t seed = 0;  ///< seed of the gradients' SR streams
   hadamard_transform rht = hadamard_transform::te_default();
+
+  static constexpr auto fields() {
+    using R = nvfp4_block_scaling;
+    return std::tuple{
+        field_row("disable_rht", &R::disable_rht, field_origin::te, "no RHT on the wgrad operands' columnwise copies"),
+        field_row("disable_stochastic_rounding", &R::disable_stochastic_rounding, field_origin::te, "gradients rounded to nearest"),
+        field_row("disable_2d_quantization", &R::disable_2d_quantization, field_origin::te, "weights in 1x16 blocks, not 16x16 tiles"),
+        field_row("row_scaled_activation", &R::row_scaled_activation, field_origin::te, "one amax (tensor scale) per activation row"),
+        field_row("nvfp4_4over6", &R::nvfp4_4over6, field_origin::te, "tensors quantized with 4over6: none, weights, activations, all"),
+        field_row("nvfp4_4over6_e4m3_use_256", &R::nvfp4_4over6_e4m3_use_256, field_origin::te, "4over6 tensors whose E4M3 bound is 256"),
+        field_row("nvfp4_4over6_err_mode", &R::nvfp4_4over6_err_mode, field_origin::te, "4over6's block error: MAE or MSE"),
+        field_row("seed", &R::seed, field_origin::library, "seed of the gradients' stochastic rounding"),
+        field_row("rht", &R::rht, field_origin::library, "the Hadamard transform (TE's fixed 16-point one)")};
+  }
 
   /// Whether a scope covers a role ('activations' is every non-weight forward tensor).
   static constexpr bool covers(four_over_six_scope scope, tensor_role role) {
@@ -106,151 +123,189 @@ struct gemm_operands {
   const nvfp4_operand* b;
 };
 
-namespace detail {
-/// A 16x16-tile tensor re-labelled as the 1x16 layout it already is (scales repeated per row).
-inline nvfp4_tensor as_row_blocks(const nvfp4_tile_tensor& tiles) {
-  nvfp4_tensor out(tiles.rows(), tiles.cols(), tiles.axis());
-  std::copy(tiles.data().begin(), tiles.data().end(), out.data().begin());
-  std::copy(tiles.scales().begin(), tiles.scales().end(), out.scales().begin());
-  out.set_tensor_scale(tiles.amax(), tiles.encode_scale(), tiles.decode_scale());
-  return out;
-}
-/// Independent SR streams for each copy of a gradient (splitmix64 of seed and a tag).
+/// The seed of an independent random stream, splitmix64 of `seed` and a tag: the SR streams of a
+/// gradient's two copies (tags 0 rowwise, 1 columnwise), a layer's gradient seed per backward
+/// (nn::linear::gradient_seed), a model layer's seed from its name.
 constexpr std::uint64_t derived_seed(std::uint64_t seed, std::uint64_t tag) {
   std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (tag + 1);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
-/// The tensor amax of x under `rule` (TE's max |x| without one).
-template <class T>
-float tensor_amax(matrix_view<const T> x, tensor_role role, const nvfp4_amax_rule& rule) {
-  return chosen_amax(rule, role, false, x, amax(x));
+
+/// What the role quantizers' into forms reuse from call to call: W's 16x16 tiles before their
+/// relabelling as 1x16 rows, and the RHT's bf16 transform of a columnwise copy.
+struct nvfp4_role_storage {
+  nvfp4_tile_tensor tiles;
+  columnwise_rht rht;
+};
+
+namespace detail {
+/// A per-tensor operand's fields besides its tensor (bound 448, no row amaxes).
+inline void plain(nvfp4_operand& op, float e4m3_max = 448.0f) {
+  op.e4m3_max = e4m3_max;
+  op.row_amax.clear();
 }
-/// The wgrad copy along M: with RHT, against the amax of the transformed values (TE), asked of the
-/// rule once more; without, against the tensor's.
+/// tiles into op.tensor as the 1x16 layout they already are (a tile's scale is stored on each of
+/// its 16 rows): the same bytes, copied by rows on the library's threads (a serial 9 MiB copy would
+/// stand out at 16 threads).
+inline void tiles_as_rows(const nvfp4_tile_tensor& tiles, nvfp4_tensor& out) {
+  if (out.rows() != tiles.rows() || out.cols() != tiles.cols() || out.axis() != tiles.axis())
+    out = nvfp4_tensor(tiles.rows(), tiles.cols(), tiles.axis());
+  const auto data = tiles.data();
+  const auto scales = tiles.scales();
+  const auto data_out = out.data();
+  const auto scales_out = out.scales();
+  const index_t rows = tiles.rows();
+  const std::size_t data_row = data.size() / static_cast<std::size_t>(std::max<index_t>(rows, 1));
+  const std::size_t scale_row = scales.size() / static_cast<std::size_t>(std::max<index_t>(rows, 1));
+  simd::parallel_ranges(rows, simd::worth_parallel(rows * tiles.cols()), [&](index_t begin, index_t end) {
+    const auto b0 = static_cast<std::size_t>(begin), b1 = static_cast<std::size_t>(end);
+    std::copy(data.begin() + b0 * data_row, data.begin() + b1 * data_row, data_out.begin() + b0 * data_row);
+    std::copy(scales.begin() + b0 * scale_row, scales.begin() + b1 * scale_row, scales_out.begin() + b0 * scale_row);
+  });
+  out.set_tensor_scale(tiles.amax(), tiles.encode_scale(), tiles.decode_scale());
+}
+/// The tensor amax of x: `known` when the caller has it (>= 0: from the pass that found every value
+/// finite, e.g. a layer's NaN / Inf check), else TE's max |x| (amax() refuses NaN / Inf); under a
+/// rule, the rule's choice. Either way x is known finite afterwards.
 template <class T>
-nvfp4_tensor columnwise_copy(matrix_view<const T> x, float rowwise_amax, bool with_rht, const hadamard_transform& t,
-                             quantize_options options, tensor_role role, const nvfp4_amax_rule& rule) {
+float tensor_amax(matrix_view<const T> x, tensor_role role, const nvfp4_amax_rule& rule, float known = -1.0f) {
+  return chosen_amax(rule, role, false, x, known >= 0.0f && !rule ? known : amax(x));
+}
+/// The wgrad copy along M into op: with RHT, against the amax of the transformed values (TE), asked
+/// of the rule once more; without, against the tensor's.
+template <class T>
+void columnwise_into(matrix_view<const T> x, float x_amax, const nvfp4_block_scaling& recipe, quantize_options options, tensor_role role,
+                     const nvfp4_amax_rule& rule, nvfp4_operand& op, nvfp4_role_storage& storage) {
+  plain(op);
   options.axis = quantized_axis::columnwise;
-  if (!with_rht) return quantize_with_amax<nvfp4_1x16>(x.transposed(), rowwise_amax, options);
-  if (!rule) return quantize_columnwise_rht<nvfp4_1x16>(x, t, options);  // amax after the transform
-  const columnwise_rht transformed = rht_columnwise(x, t);
-  return quantize_with_amax<nvfp4_1x16>(transformed.view(), chosen_amax(rule, role, true, transformed.view(), transformed.amax), options);
+  if (recipe.disable_rht) return quantize_finite_with_amax_into(x.transposed(), x_amax, op.tensor, options);
+  if (!rule) return quantize_columnwise_rht_into(x, recipe.rht, options, op.tensor, storage.rht);  // amax after the transform
+  const columnwise_rht transformed = rht_columnwise(x, recipe.rht);
+  quantize_with_amax_into(transformed.view(), chosen_amax(rule, role, true, transformed.view(), transformed.amax), op.tensor, options);
 }
-inline nvfp4_operand plain_operand(nvfp4_tensor t) { return {std::move(t), 448.0f, {}}; }
-/// The rowwise copies, given the tensor's amax (unused with row-scaled activations).
+/// W's (or Wᵀ's) copy into op: 16x16 tiles stored as 1x16 rows, or 1x16; 4over6 where the recipe says.
 template <class T>
-nvfp4_operand activation_rowwise(matrix_view<const T> x, float x_amax, const nvfp4_block_scaling& recipe) {
-  if (recipe.row_scaled_activation) {
-    auto rowwise = quantize_row_scaled(x);
-    return {std::move(rowwise.values), 448.0f, std::move(rowwise.row_amax)};
-  }
-  if (recipe.uses_4over6(tensor_role::input)) {
-    const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::input)};
-    return {quantize_4over6_with_amax<nvfp4_1x16>(x, x_amax, options), static_cast<float>(options.e4m3_max), {}};
-  }
-  return plain_operand(quantize_with_amax<nvfp4_1x16>(x, x_amax, {}));
-}
-template <class T>
-nvfp4_operand weight_rowwise(matrix_view<const T> w, float w_amax, const nvfp4_block_scaling& recipe) {
+void weight_copy_into(matrix_view<const T> w, float w_amax, const nvfp4_block_scaling& recipe, quantized_axis axis, nvfp4_operand& op,
+                      nvfp4_role_storage& storage) {
   if (recipe.uses_4over6(tensor_role::weight)) {
     const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::weight)};
-    const auto bound = static_cast<float>(options.e4m3_max);
-    if (recipe.disable_2d_quantization) return {quantize_4over6_with_amax<nvfp4_1x16>(w, w_amax, options), bound, {}};
-    return {as_row_blocks(quantize_4over6_with_amax<nvfp4_16x16>(w, w_amax, options)), bound, {}};
+    plain(op, static_cast<float>(options.e4m3_max));
+    if (recipe.disable_2d_quantization) op.tensor = quantize_4over6_with_amax<nvfp4_1x16>(w, w_amax, options, axis);
+    else tiles_as_rows(quantize_4over6_with_amax<nvfp4_16x16>(w, w_amax, options, axis), op.tensor);
+    return;
   }
-  if (recipe.disable_2d_quantization) return plain_operand(quantize_with_amax<nvfp4_1x16>(w, w_amax, {}));
-  return plain_operand(as_row_blocks(quantize_with_amax<nvfp4_16x16>(w, w_amax, {})));
+  plain(op);
+  if (recipe.disable_2d_quantization) return quantize_finite_with_amax_into(w, w_amax, op.tensor, {.axis = axis});
+  quantize_finite_with_amax_into(w, w_amax, storage.tiles, {.axis = axis});
+  tiles_as_rows(storage.tiles, op.tensor);
 }
 }  // namespace detail
 
-// Each quantizer below takes an optional nvfp4_amax_rule (recipes/nvfp4_amax_rule.hpp) that
-// chooses the tensor amax in place of TE's maximum; without one the results are TE's.
+// NVFP4's role rules, each once: the into forms below write a role's copies into operands the
+// caller keeps (a layer's step then touches no fresh memory for them), the value forms after them
+// return new ones. Each takes an optional nvfp4_amax_rule (recipes/nvfp4_amax_rule.hpp) that
+// chooses the tensor amax in place of TE's maximum (without one the results are TE's), and
+// `known_amax`, the tensor's max |value| when the caller has it from a pass that also found every
+// value finite (>= 0; ignored under a rule). x is then read once per encoding and no more
+// (scaling/quantize_finite.hpp); without it, once more for amax(), which refuses NaN / Inf.
 
-/// The rowwise copy of quantize_activation(x, recipe, rule) alone (what an inference forward needs).
+/// Activations X [M tokens, K]: the rowwise copy (fprop) into `rowwise` and, unless null, the
+/// columnwise one (wgrad) into `columnwise`: 1x16, round-to-nearest; the columnwise copy along M,
+/// with RHT unless disabled. With 4over6 on activations: both by 4over6 with the tensor amax;
+/// with row_scaled_activation: one amax per token rowwise, one per feature columnwise (TE's
+/// quantizer; a rule is not asked). Throws as the quantizers do, and invalid_argument for a
+/// rule's amax that is not finite and >= 0.
 template <quantizer_input T>
-nvfp4_operand quantize_activation_rowwise(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {},
-                                          const nvfp4_amax_rule& rule = {}) {
-  if (recipe.row_scaled_activation) return detail::activation_rowwise(x, 0.0f, recipe);  // one amax per row, no rule
-  return detail::activation_rowwise(x, detail::tensor_amax(x, tensor_role::input, rule), recipe);
+void quantize_activation_into(matrix_view<const T> x, const nvfp4_block_scaling& recipe, const nvfp4_amax_rule& rule, nvfp4_operand& rowwise,
+                              nvfp4_operand* columnwise, nvfp4_role_storage& storage, float known_amax = -1.0f) {
+  if (recipe.row_scaled_activation) {
+    if (columnwise) {
+      auto col = quantize_row_scaled(x.transposed(), quantized_axis::columnwise);
+      *columnwise = {std::move(col.values), 448.0f, std::move(col.row_amax)};
+    }
+    auto row = quantize_row_scaled(x);
+    rowwise = {std::move(row.values), 448.0f, std::move(row.row_amax)};
+    return;
+  }
+  const float x_amax = detail::tensor_amax(x, tensor_role::input, rule, known_amax);
+  if (recipe.uses_4over6(tensor_role::input)) {
+    const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::input)};
+    const auto bound = static_cast<float>(options.e4m3_max);
+    if (columnwise) *columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(x.transposed(), x_amax, options, quantized_axis::columnwise), bound, {}};
+    rowwise = {quantize_4over6_with_amax<nvfp4_1x16>(x, x_amax, options), bound, {}};
+    return;
+  }
+  if (columnwise) detail::columnwise_into(x, x_amax, recipe, {}, tensor_role::input, rule, *columnwise, storage);
+  detail::plain(rowwise);
+  quantize_finite_with_amax_into(x, x_amax, rowwise.tensor);
 }
 
-/// The rowwise copy of quantize_weight(w, recipe, rule) alone (what an inference forward needs).
+/// Weights W [N, K]: the rowwise copy (fprop) into `rowwise` and, unless null, the columnwise one
+/// (dgrad) into `columnwise`: 16x16 tiles (1x16 if disabled), round-to-nearest, never RHT (with
+/// tiles and no 4over6, the columnwise copy is exactly the transpose of the rowwise one). With
+/// 4over6 on weights each copy is chosen by 4over6 (its errors summed in that copy's own order, as
+/// TE's kernel does).
 template <quantizer_input T>
-nvfp4_operand quantize_weight_rowwise(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
-  return detail::weight_rowwise(w, detail::tensor_amax(w, tensor_role::weight, rule), recipe);
+void quantize_weight_into(matrix_view<const T> w, const nvfp4_block_scaling& recipe, const nvfp4_amax_rule& rule, nvfp4_operand& rowwise,
+                          nvfp4_operand* columnwise, nvfp4_role_storage& storage, float known_amax = -1.0f) {
+  const float w_amax = detail::tensor_amax(w, tensor_role::weight, rule, known_amax);
+  if (columnwise) detail::weight_copy_into(w.transposed(), w_amax, recipe, quantized_axis::columnwise, *columnwise, storage);
+  detail::weight_copy_into(w, w_amax, recipe, quantized_axis::rowwise, rowwise, storage);
 }
 
-/// Activations X [M tokens, K]: 1x16, round-to-nearest; rowwise for fprop, columnwise (along M,
-/// with RHT unless disabled) for wgrad. With 4over6 on activations: both copies by 4over6 with the
-/// tensor amax; with row_scaled_activation: the rowwise copy with one amax per token, the
-/// columnwise copy with one per feature (TE's quantizer; a rule is not asked). Throws as the
-/// quantizers do, and invalid_argument for a rule's amax that is not finite and >= 0.
+/// Output gradients dY [M, N]: the rowwise copy (dgrad) into `rowwise`, the columnwise one (wgrad,
+/// along M, with RHT unless disabled) into `columnwise`: 1x16, stochastic rounding (RN if
+/// disabled) with independent streams per copy (seeds derived_seed(recipe.seed, 0) rowwise, 1
+/// columnwise). Never 4over6 or row-scaled.
+template <quantizer_input T>
+void quantize_gradient_into(matrix_view<const T> dy, const nvfp4_block_scaling& recipe, const nvfp4_amax_rule& rule, nvfp4_operand& rowwise,
+                            nvfp4_operand& columnwise, nvfp4_role_storage& storage, float known_amax = -1.0f) {
+  const float dy_amax = detail::tensor_amax(dy, tensor_role::grad_output, rule, known_amax);
+  const auto rounding = recipe.disable_stochastic_rounding ? rounding_mode::nearest_even : rounding_mode::stochastic;
+  detail::columnwise_into(dy, dy_amax, recipe, {.rounding = rounding, .seed = derived_seed(recipe.seed, 1)}, tensor_role::grad_output, rule,
+                          columnwise, storage);
+  detail::plain(rowwise);
+  quantize_finite_with_amax_into(dy, dy_amax, rowwise.tensor, {.rounding = rounding, .seed = derived_seed(recipe.seed, 0)});
+}
+
+/// The value forms: quantize_activation_into's, quantize_weight_into's and
+/// quantize_gradient_into's copies as new operands (both, or the rowwise one alone: what an
+/// inference forward needs).
 template <quantizer_input T>
 operand_pair quantize_activation(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
   operand_pair out;
-  if (recipe.row_scaled_activation) {
-    auto rowwise = quantize_row_scaled(x);
-    out.rowwise = {std::move(rowwise.values), 448.0f, std::move(rowwise.row_amax)};
-    auto columnwise = quantize_row_scaled(x.transposed(), quantized_axis::columnwise);
-    out.columnwise = {std::move(columnwise.values), 448.0f, std::move(columnwise.row_amax)};
-    return out;
-  }
-  const float x_amax = detail::tensor_amax(x, tensor_role::input, rule);
-  if (recipe.uses_4over6(tensor_role::input)) {
-    const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::input)};
-    out.columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(x.transposed(), x_amax, options, quantized_axis::columnwise),
-                      static_cast<float>(options.e4m3_max), {}};
-  } else {
-    out.columnwise =
-        detail::plain_operand(detail::columnwise_copy(x, x_amax, !recipe.disable_rht, recipe.rht, {}, tensor_role::input, rule));
-  }
-  out.rowwise = detail::activation_rowwise(x, x_amax, recipe);
+  nvfp4_role_storage storage;
+  quantize_activation_into(x, recipe, rule, out.rowwise, &out.columnwise, storage);
   return out;
 }
-
-/// Weights W [N, K]: 16x16 tiles (1x16 if disabled), round-to-nearest, never RHT; rowwise for
-/// fprop, columnwise for dgrad (with tiles and no 4over6, exactly the transpose of the rowwise
-/// copy). With 4over6 on weights each copy is chosen by 4over6 (its errors summed in that copy's
-/// own order, as TE's kernel does).
+template <quantizer_input T>
+nvfp4_operand quantize_activation_rowwise(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
+  nvfp4_operand out;
+  nvfp4_role_storage storage;
+  quantize_activation_into(x, recipe, rule, out, nullptr, storage);
+  return out;
+}
 template <quantizer_input T>
 operand_pair quantize_weight(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
-  const float w_amax = detail::tensor_amax(w, tensor_role::weight, rule);
   operand_pair out;
-  const auto columnwise = quantized_axis::columnwise;
-  if (recipe.uses_4over6(tensor_role::weight)) {
-    const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::weight)};
-    const auto bound = static_cast<float>(options.e4m3_max);
-    if (recipe.disable_2d_quantization) {
-      out.columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(w.transposed(), w_amax, options, columnwise), bound, {}};
-    } else {
-      out.columnwise = {detail::as_row_blocks(quantize_4over6_with_amax<nvfp4_16x16>(w.transposed(), w_amax, options, columnwise)),
-                        bound, {}};
-    }
-  } else if (recipe.disable_2d_quantization) {
-    out.columnwise = detail::plain_operand(quantize_with_amax<nvfp4_1x16>(w.transposed(), w_amax, {.axis = columnwise}));
-  } else {
-    out.columnwise =
-        detail::plain_operand(detail::as_row_blocks(quantize_with_amax<nvfp4_16x16>(w.transposed(), w_amax, {.axis = columnwise})));
-  }
-  out.rowwise = detail::weight_rowwise(w, w_amax, recipe);
+  nvfp4_role_storage storage;
+  quantize_weight_into(w, recipe, rule, out.rowwise, &out.columnwise, storage);
   return out;
 }
-
-/// Output gradients dY [M, N]: 1x16, stochastic rounding (RN if disabled) with independent
-/// streams per copy (seeds derived_seed(recipe.seed, 0) rowwise, 1 columnwise); rowwise for
-/// dgrad, columnwise (along M, with RHT unless disabled) for wgrad. Never 4over6 or row-scaled.
+template <quantizer_input T>
+nvfp4_operand quantize_weight_rowwise(matrix_view<const T> w, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
+  nvfp4_operand out;
+  nvfp4_role_storage storage;
+  quantize_weight_into(w, recipe, rule, out, nullptr, storage);
+  return out;
+}
 template <quantizer_input T>
 operand_pair quantize_gradient(matrix_view<const T> dy, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
-  const float dy_amax = detail::tensor_amax(dy, tensor_role::grad_output, rule);
-  const auto rounding = recipe.disable_stochastic_rounding ? rounding_mode::nearest_even : rounding_mode::stochastic;
   operand_pair out;
-  out.columnwise = detail::plain_operand(detail::columnwise_copy(dy, dy_amax, !recipe.disable_rht, recipe.rht,
-                                                                 {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 1)},
-                                                                 tensor_role::grad_output, rule));
-  out.rowwise = detail::plain_operand(
-      quantize_with_amax<nvfp4_1x16>(dy, dy_amax, {.rounding = rounding, .seed = detail::derived_seed(recipe.seed, 0)}));
+  nvfp4_role_storage storage;
+  quantize_gradient_into(dy, recipe, rule, out.rowwise, out.columnwise, storage);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // nvfp4/recipes/recipe_common.hpp: what TransformerEngine's recipes share (TE
 // common/recipe/__init__.py): the FP8 `Format` of a recipe, the GEMM parameters (`MMParams`), the
-// quantization parameters (`QParams`), and the three tensor roles of a Linear layer.
+// quantization parameters (`QParams`), the three tensor roles of a Linear layer, and the high
+// precision (FP32 / BF16) a layer computes in outside its quantized GEMMs.
 #pragma once
 
 #include <string>
@@ -34,6 +35,22 @@ constexpr const char* recipe_format_name(recipe_format f) {
 }
 constexpr fp8_format forward_format(recipe_format f) { return f == recipe_format::e5m2 ? fp8_format::e5m2 : fp8_format::e4m3; }
 constexpr fp8_format backward_format(recipe_format f) { return f == recipe_format::e4m3 ? fp8_format::e4m3 : fp8_format::e5m2; }
+
+/// The precision of a layer's high-precision tensors (TE's params / activation dtype): its inputs
+/// X, W, dY are rounded to it before anything else, its outputs Y and dX are written in it.
+enum class high_precision { fp32, bf16 };
+
+/// Its names in checkpoints, the CLI and Python (one table: nvfp4/detail/enum_names.hpp).
+namespace detail {
+template <>
+struct enum_table<high_precision> {
+  static constexpr enum_entry<high_precision> entries[] = {
+      {"fp32", high_precision::fp32},
+      {"bf16", high_precision::bf16}};
+};
+}  // namespace detail
+
+constexpr const char* high_precision_name(high_precision p) { return detail::name_of(p); }
 
 /// TE's MMParams: use_split_accumulator = true promotes the tensor core's partial sums into fp32
 /// (cuBLAS fast accumulation off); false keeps the whole K chain in the tensor core.

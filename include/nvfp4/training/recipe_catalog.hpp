@@ -60,7 +60,7 @@ inline std::vector<training_recipe> recipe_catalog(gemm_mode mode = gemm_mode::e
                  [mode](std::uint64_t seed) -> nn::engine_factory {
                    return [mode, seed](const std::string& name, int, index_t in, index_t out) -> std::unique_ptr<nn::gemm_engine> {
                      return std::make_unique<nn::nvfp4_percentile_engine>(in, out, nn::percentile_amax_options{
-                         .quantile = 0.999, .mode = mode, .seed = nvfp4::detail::derived_seed(seed, nn::detail::name_hash(name))});
+                         .quantile = 0.999, .mode = mode, .seed = nvfp4::derived_seed(seed, nn::name_hash(name))});
                    };
                  },
                  {},

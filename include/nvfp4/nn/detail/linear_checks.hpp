@@ -1,7 +1,7 @@
 // nvfp4/nn/detail/linear_checks.hpp: what nn::linear does the same way for every recipe around
-// its policy: the argument checks made before anything changes, and the copies in the layer's
-// dtype (X, W, dY in, fp32 or bf16; Y, dX out, fp32 or bf16; on the library's threads) with NaN /
-// Inf refused as the quantizers refuse them.
+// its policy: the argument checks made before anything changes, the copies in the layer's dtype
+// (X, W, dY in, fp32 or bf16; Y, dX out, fp32 or bf16; on the library's threads) with NaN / Inf
+// refused as the quantizers refuse them, and the bias as the quantized GEMMs add it.
 #pragma once
 
 #include <algorithm>
@@ -18,7 +18,9 @@
 #include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/bf16.hpp"
-#include "nvfp4/recipes/no_quantization.hpp"
+#include "nvfp4/nn/linear_options.hpp"
+#include "nvfp4/recipes/policy.hpp"
+#include "nvfp4/recipes/recipe_common.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/simd/parallel.hpp"
@@ -108,6 +110,16 @@ inline std::uint32_t copy_in_dtype(matrix_view<const float> v, matrix_view<float
   });
 }
 
+/// The amax of a checked tensor from the largest |value| bits its pass saw, in the dtype it is
+/// handed over in (rounding to bf16 is monotone, so the rounded maximum is the maximum of the
+/// rounded values); -1 (unknown) where a value or the rounded maximum is not finite.
+inline float amax_of(std::uint32_t largest, high_precision dtype) {
+  if (largest >= 0x7F800000u) return -1.0f;
+  const float a = std::bit_cast<float>(largest);
+  const float in_dtype = dtype == high_precision::bf16 ? bf16::from_float(a).to_float() : a;
+  return std::isfinite(in_dtype) ? in_dtype : -1.0f;
+}
+
 /// Throws non_finite_error for the first NaN / Inf of v in row-major order (v holds one).
 template <class T>
 [[noreturn]] void throw_first_non_finite(matrix_view<const T> v, const char* what) {
@@ -121,33 +133,44 @@ template <class T>
 /// in row-major order) unless `allow_non_finite` (a recipe TE runs such tensors under: they are
 /// copied as they are). The copy runs on the library's threads; on a refusal `buffer` holds
 /// scratch.
+/// `known_amax` (if given): the copy's amax when every value is finite, else -1.
 template <class T>
 matrix_view<const float> to_dtype(matrix_view<const T> v, const char* what, std::vector<float>& buffer, high_precision dtype,
-                                  bool allow_non_finite = false) {
+                                  bool allow_non_finite = false, float* known_amax = nullptr) {
   const matrix_view<float> out = scratch(v.rows(), v.cols(), buffer);
   const std::uint32_t largest = copy_in_dtype(v, out, dtype);
   if (!allow_non_finite && largest >= 0x7F800000u) throw_first_non_finite(v, what);
+  if (known_amax) *known_amax = amax_of(largest, std::is_same_v<T, bf16> ? high_precision::fp32 : dtype);
   return out;
 }
 
 /// v itself where the dtype is fp32 and nothing needs a copy that outlives the call (a quantized
 /// recipe quantizes it at once), checked for NaN / Inf as to_dtype checks it, without copying;
 /// otherwise to_dtype's copy (always for bf16 values: widened).
+/// `known_amax`: the amax of the values handed over when the check found them all finite, else -1
+/// (also for NaN / Inf a policy runs: its quantizers take their own amax).
 template <class T>
 matrix_view<const float> in_place_or_copy(matrix_view<const T> v, const char* what, std::vector<float>& buffer, high_precision dtype,
-                                          bool allow_non_finite, bool needs_copy) {
+                                          bool allow_non_finite, bool needs_copy, float& known_amax) {
   if constexpr (std::is_same_v<T, float>) {
     if (!needs_copy && dtype == high_precision::fp32) {
-      if (!allow_non_finite && !all_finite(v)) throw_first_non_finite(v, what);
+      known_amax = -1.0f;
+      if (allow_non_finite) return v;
+      try {
+        known_amax = amax(v);  // the check and the amax in one pass
+      } catch (const non_finite_error&) {
+        throw_first_non_finite(v, what);  // named as the layer names its tensors
+      }
       return v;
     }
   }
-  return to_dtype(v, what, buffer, dtype, allow_non_finite);
+  return to_dtype(v, what, buffer, dtype, allow_non_finite, &known_amax);
 }
 
 /// A row-major bf16 copy of v (bf16::from_float of each value: the values to_dtype gives for the
 /// bf16 dtype, in half the bytes), in `buffer`; NaN / Inf as to_dtype.
-inline matrix_view<const bf16> to_bf16(matrix_view<const float> v, const char* what, std::vector<bf16>& buffer, bool allow_non_finite) {
+inline matrix_view<const bf16> to_bf16(matrix_view<const float> v, const char* what, std::vector<bf16>& buffer, bool allow_non_finite,
+                                       float& known_amax) {
   const auto size = output_size(v.rows(), v.cols());
   if (buffer.size() < size) buffer.resize(size);
   const auto out = matrix_view<bf16>::row_major(buffer.data(), v.rows(), v.cols());
@@ -168,12 +191,14 @@ inline matrix_view<const bf16> to_bf16(matrix_view<const float> v, const char* w
     return seen;
   });
   if (!allow_non_finite && largest >= 0x7F800000u) throw_first_non_finite(v, what);
+  known_amax = amax_of(largest, high_precision::bf16);
   return out;
 }
 
 /// bf16 values as a row-major view: v itself when it is one, else a copy in `buffer`; NaN / Inf as
 /// to_dtype (the bf16 tensors a bf16 layer's NVFP4 quantizers read as they are).
-inline matrix_view<const bf16> as_bf16(matrix_view<const bf16> v, const char* what, std::vector<bf16>& buffer, bool allow_non_finite) {
+inline matrix_view<const bf16> as_bf16(matrix_view<const bf16> v, const char* what, std::vector<bf16>& buffer, bool allow_non_finite,
+                                       float& known_amax) {
   const bool row_major = v.col_stride() == 1 && (v.rows() <= 1 || v.row_stride() == v.cols());
   matrix_view<const bf16> out = v;
   if (!row_major) {
@@ -184,6 +209,7 @@ inline matrix_view<const bf16> as_bf16(matrix_view<const bf16> v, const char* wh
       for (index_t c = 0; c < v.cols(); ++c) copy(r, c) = v(r, c);
     out = matrix_view<const bf16>::row_major(buffer.data(), v.rows(), v.cols());
   }
+  known_amax = -1.0f;
   if (allow_non_finite) return out;
   const std::uint32_t largest = simd::parallel_max(out.rows(), simd::worth_parallel(out.size()), [&](index_t begin, index_t end) {
     std::uint32_t seen = 0;
@@ -192,6 +218,7 @@ inline matrix_view<const bf16> as_bf16(matrix_view<const bf16> v, const char* wh
     return seen;
   });
   if (largest >= 0x7F800000u) throw_first_non_finite(out, what);
+  known_amax = amax_of(largest, high_precision::fp32);
   return out;
 }
 
@@ -265,6 +292,57 @@ inline void check_backward_call(index_t in, index_t out, bool has_bias, bool sav
           "linear::backward: dW is " + shape(dw.rows, dw.cols) + ", expected " + shape(out, in));
   require(db.size() == (has_bias ? static_cast<std::size_t>(out) : 0), errc::shape_mismatch,
           "linear::backward: db has " + std::to_string(db.size()) + " values, expected " + std::to_string(has_bias ? out : 0));
+}
+
+/// f(v in the layer's dtype, its amax) for policy P: v itself where it is already (fp32, no copy
+/// kept past the call), else an fp32 copy in `buffer`; for a bf16 layer whose policy reads bf16
+/// tensors (reads_bf16: the same values in half the bytes) without an amax rule (which sees fp32
+/// values), bf16 values as given or a bf16 copy in `bf16_buffer`. NaN / Inf refused unless P runs
+/// them. The amax comes from the same pass as the check (-1 where unknown), so a policy need not
+/// read the tensor again for it (linear_context::tensor_amax).
+template <class P, class T, class F>
+void with_input(const linear_options& o, matrix_view<const T> v, const char* what, std::vector<float>& buffer, std::vector<bf16>& bf16_buffer,
+                bool kept, F&& f) {
+  constexpr bool allow_non_finite = runs_non_finite<P>();
+  float known_amax = -1.0f;
+  if constexpr (requires { P::reads_bf16; }) {
+    if (o.dtype == high_precision::bf16 && !o.nvfp4_amax) {
+      if constexpr (std::is_same_v<T, bf16>) {
+        const auto view = as_bf16(v, what, bf16_buffer, allow_non_finite, known_amax);
+        f(view, known_amax);
+      } else {
+        const auto view = to_bf16(v, what, bf16_buffer, allow_non_finite, known_amax);
+        f(view, known_amax);
+      }
+      return;
+    }
+  }
+  const auto view = in_place_or_copy(v, what, buffer, o.dtype, allow_non_finite, kept, known_amax);
+  f(view, known_amax);
+}
+
+/// The bias as the GEMMs add it: a quantized recipe's GEMM adds it in bf16 (TE's linear.py casts
+/// it to bf16 when the activations are fp32, as cuBLAS has no FP8 GEMM with an fp32 bias, and a
+/// bf16 layer's bias is a bf16 parameter); no quantization adds it as given. bf16 values are
+/// widened. Copies go to `scratch`.
+inline std::span<const float> gemm_bias(const input_vector& b, bool quantized, std::vector<float>& scratch) {
+  return std::visit([&]<class B>(std::span<const B> given) -> std::span<const float> {
+    if constexpr (std::is_same_v<B, float>) {
+      if (given.empty() || !quantized) return given;
+    }
+    scratch.resize(given.size());
+    for (std::size_t i = 0; i < given.size(); ++i) scratch[i] = bf16::from_float(static_cast<float>(given[i])).to_float();
+    return scratch;
+  }, b);
+}
+
+/// forward's and infer's checks of the call's views (validated first: null_pointer), as
+/// check_forward_call below.
+inline void check_forward_views(index_t in, index_t out, bool has_bias, const linear_parameters& p, const input_matrix& x,
+                                const output_matrix& y, const char* who) {
+  const extent xe = validated(x, "linear input"), ye = validated(y, "linear output"), we = validated(p.weight, "linear weight");
+  const auto [bias_size, bias_null] = std::visit([](auto b) { return std::pair{b.size(), b.data() == nullptr}; }, p.bias);
+  check_forward_call(in, out, has_bias, we, bias_size, bias_null, xe, ye, who);
 }
 
 }  // namespace nvfp4::nn::detail

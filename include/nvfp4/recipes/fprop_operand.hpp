@@ -1,4 +1,4 @@
-// nvfp4/recipes/policies/fprop_operand.hpp: W's rowwise copy as fprop's B, packed once when the
+// nvfp4/recipes/fprop_operand.hpp: W's rowwise copy as fprop's B, packed once when the
 // layer keeps W (weight_cache::refresh) or as quantized otherwise; both give the same bits.
 #pragma once
 
