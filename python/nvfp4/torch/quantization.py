@@ -4,7 +4,8 @@ it ends its forward region (delayed scaling: the input and weight scales update 
 max of the region's amaxes, and only when grad is enabled; under ``torch.no_grad()`` the amaxes
 wait for the next update). The backward role's update happens at the end of the backward of the
 region's first quantized module (TE: ``reduce_and_update_bwd_fp8_tensors``), for every layer of
-the region. One process: there is no amax reduction across ranks (groups are accepted, unused).
+the region. Before each update, with torch.distributed initialized, the amaxes are reduced across
+the region's ``amax_reduction_group`` as TE reduces them (_amax_reduction.py).
 
 The region state is per thread, as torch.autocast's is: a region opened in one thread does not
 reach layers called from another, and each thread's outermost exit ends the forward region of the
@@ -34,6 +35,10 @@ class _Region:
         self.first_taken = False
 
     def add(self, unit):
+        from . import _amax_reduction
+        from .distributed import in_fp8_activation_recompute_phase
+        if not in_fp8_activation_recompute_phase():  # TE's recompute region has no group; the layer keeps its own
+            _amax_reduction.note_forward(unit, _state.group)
         if id(unit) not in self._ids:
             self._ids.add(id(unit))
             self.units.append(unit)
@@ -55,6 +60,7 @@ class _State(threading.local):
         self.region = None
         self.calibrating = False
         self.calibration_recipe = None
+        self.group = None  # the innermost region's amax_reduction_group (TE: fp8_distributed_group)
 
 
 _state = _State()
@@ -148,7 +154,7 @@ class autocast:
         if self._enabled and recipe is None:
             recipe = get_default_fp8_recipe()
         outermost = _state.depth == 0
-        self._saved = (_state.enabled, _state.recipe, _state.calibrating, _state.calibration_recipe, outermost)
+        self._saved = (_state.enabled, _state.recipe, _state.calibrating, _state.calibration_recipe, _state.group, outermost)
         if outermost:
             _state.region = _Region()
         _state.depth += 1
@@ -156,18 +162,20 @@ class autocast:
         _state.recipe = recipe if self._enabled else self._saved[1]
         _state.calibrating = bool(self._calibrating)
         _state.calibration_recipe = (recipe or get_default_fp8_recipe()) if self._calibrating else None
+        _state.group = self._amax_reduction_group
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
-        enabled, recipe, calibrating, calibration, outermost = self._saved
+        enabled, recipe, calibrating, calibration, group, outermost = self._saved
         self._saved = None
         _state.enabled, _state.recipe, _state.calibrating, _state.calibration_recipe = enabled, recipe, calibrating, calibration
+        _state.group = group
         _state.depth -= 1
         if outermost:
+            from . import _amax_reduction
             region, _state.region = _state.region, None
-            grad_enabled = torch.is_grad_enabled()
-            for unit in region.units:
-                unit.end_forward_region(grad_enabled)
+            # TE: reduce (across ranks), then update; an exception skips the collective only
+            _amax_reduction.end_forward(region.units, torch.is_grad_enabled(), failed=exc_type is not None)
         return False
 
 

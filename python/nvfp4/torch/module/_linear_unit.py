@@ -291,9 +291,9 @@ class _LinearFunction(torch.autograd.Function):
         wgrad = np.empty((core.out_features, core.in_features), np.float32)
         bgrad = np.empty((core.out_features,), np.float32) if ctx.has_bias else None
         dx = ctx.unit.backward(core, ctx.saved, ctx.chain, dy_np, wgrad, bgrad)
-        if ctx.region is not None:
-            for member in ctx.region.units:
-                member.end_backward_region()
+        if ctx.region is not None:  # TE: reduce the region's grad_output amaxes (across ranks), then update
+            from .._amax_reduction import end_backward
+            end_backward(ctx.region.units)
         # TE's wgrad and bgrad come out in the activation dtype (no fuse_wgrad_accumulation), then
         # autograd casts them to the parameters' dtype.
         grads = [from_core(dx, x2d.dtype), from_float32(wgrad, x2d.dtype).to(weight.dtype),
