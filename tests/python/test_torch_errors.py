@@ -77,10 +77,13 @@ def test_recipe_fields_the_library_cannot_honour_are_refused_when_used():
 
 
 def test_gpu_cluster_arguments_are_refused():
-    with pytest.raises(ValueError, match="sequence_parallel"):
-        te.Linear(16, 8, sequence_parallel=True)
-    with pytest.raises(ValueError, match="tp_size"):
-        te.LayerNormLinear(16, 8, tp_size=2)
+    # Tensor / sequence parallelism run as TE's (tests/python/test_torch_distributed.py); one rank
+    # turns sequence parallelism off, and tp_size > 1 without a group fails at the forward, as TE's.
+    assert te.Linear(16, 8, sequence_parallel=True).sequence_parallel is False
+    with pytest.raises(RuntimeError, match="Tensor parallel group not initialized"):
+        te.LayerNormLinear(16, 8, tp_size=2)(torch.randn(2, 16))
+    with pytest.raises(ValueError, match="ub_overlap_ag"):
+        te.Linear(16, 8, ub_overlap_ag=True)
     assert te.Linear(16, 8, tp_size=1, sequence_parallel=False, fuse_wgrad_accumulation=False).in_features == 16
     with pytest.raises(TypeError, match="unexpected keyword"):
         te.Linear(16, 8, no_such_argument=1)

@@ -1,4 +1,4 @@
-"""TE's ``transformer_engine.pytorch.distributed`` for one process on a CPU: ``checkpoint`` (activation
+"""TE's ``transformer_engine.pytorch.distributed`` on a CPU: ``checkpoint`` (activation
 recomputation that keeps the forward's quantization: the recompute runs inside the forward's
 te.autocast and torch autocast, with the RNG state of the forward, and a delayed-scaling layer
 recomputes with the scale and amax history it had in the forward, its recomputed amaxes
@@ -9,7 +9,15 @@ As TE: ``use_reentrant=True`` (the default) runs the forward under torch.no_grad
 it in backward; ``use_reentrant=False`` is TE's saved-tensor-hook form, which here keeps the
 forward's activations (no memory saved, the same bits: nvfp4.torch's layers keep their saved
 forward outside autograd's saved tensors). A function with no TE module goes to
-torch.utils.checkpoint, as in TE. Tensor-parallel arguments: only their one-process values."""
+torch.utils.checkpoint, as in TE. ``distribute_saved_activations=True`` keeps only this rank's
+equal share of the first argument between the forward and the recompute (``tp_group``'s ranks
+hold the rest), as TE's.
+
+The tensor-parallel collectives TE's modules use, with TE's names and signatures
+(``gather_along_first_dim``, ``reduce_scatter_along_first_dim``, ``allreduce``,
+``get_distributed_world_size``, ``get_distributed_rank``, ``set_tensor_model_parallel_attributes``,
+``split_tensor_into_1d_equal_chunks``, ``gather_split_1d_tensor``), are module/_parallel.py's: they
+complete before returning (the handle is None) and sum in rank order in the tensor's dtype."""
 import collections
 import contextlib
 import threading
@@ -19,8 +27,14 @@ import weakref
 import torch
 import torch.utils.checkpoint
 
+from .module._parallel import (allreduce, gather_along_first_dim, gather_split_1d_tensor, get_distributed_rank,  # noqa: F401
+                               get_distributed_world_size, reduce_scatter_along_first_dim,
+                               set_tensor_model_parallel_attributes, split_tensor_into_1d_equal_chunks)
+
 __all__ = ["checkpoint", "CudaRNGStatesTracker", "is_fp8_activation_recompute_enabled", "in_fp8_activation_recompute_phase",
-           "activation_recompute_forward"]
+           "activation_recompute_forward", "gather_along_first_dim", "reduce_scatter_along_first_dim", "allreduce",
+           "get_distributed_world_size", "get_distributed_rank", "set_tensor_model_parallel_attributes",
+           "split_tensor_into_1d_equal_chunks", "gather_split_1d_tensor"]
 
 
 class _RecomputeState(threading.local):
@@ -161,8 +175,9 @@ def _region_now():
 
 class _CheckpointFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, run_function, get_rng_state_tracker, kwargs, *args):
+    def forward(ctx, run_function, get_rng_state_tracker, kwargs, distribute, tp_group, *args):
         ctx.run_function, ctx.kwargs = run_function, kwargs
+        ctx.distribute, ctx.tp_group = distribute, tp_group
         ctx.get_rng_state_tracker = get_rng_state_tracker
         ctx.fwd_rng_state = torch.get_rng_state()
         ctx.fwd_tracker_states = get_rng_state_tracker().get_states() if get_rng_state_tracker is not None else None
@@ -171,6 +186,9 @@ class _CheckpointFunction(torch.autograd.Function):
         ctx.region, ctx.first_taken = _region_now()
         with torch.no_grad(), activation_recompute_forward(activation_recompute=True, recompute_phase=False):
             outputs = run_function(*args, **kwargs)
+        if distribute:  # TE: only this rank's share of the first argument is kept until the recompute
+            ctx.input_0_shape = args[0].data.shape
+            args[0].data = split_tensor_into_1d_equal_chunks(args[0].data, tp_group, new_buffer=True)
         ctx.inputs = [None if torch.is_tensor(a) else a for a in args]
         ctx.save_for_backward(*[a if torch.is_tensor(a) else None for a in args])
         return outputs
@@ -180,6 +198,8 @@ class _CheckpointFunction(torch.autograd.Function):
         if not torch.autograd._is_checkpoint_valid():
             raise RuntimeError("Checkpointing is not compatible with .grad(), please use .backward() if possible")
         inputs = [t if t is not None else a for t, a in zip(ctx.saved_tensors, ctx.inputs)]
+        if ctx.distribute:
+            inputs[0].data = gather_split_1d_tensor(inputs[0].data, ctx.tp_group).view(ctx.input_0_shape)
         tracker = ctx.get_rng_state_tracker
         bwd_rng_state = torch.get_rng_state()
         bwd_tracker_states = tracker().get_states() if tracker is not None else None
@@ -200,7 +220,7 @@ class _CheckpointFunction(torch.autograd.Function):
         if not pairs:
             raise RuntimeError("none of output has requires_grad=True, this checkpoint() is not necessary")
         torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-        return (None, None, None) + tuple(a.grad if torch.is_tensor(a) else None for a in detached)
+        return (None, None, None, None, None) + tuple(a.grad if torch.is_tensor(a) else None for a in detached)
 
 
 def checkpoint(function, *args, **kwargs):
@@ -219,8 +239,6 @@ def checkpoint(function, *args, **kwargs):
     context_fn = kwargs.pop("context_fn", None)
     determinism_check = kwargs.pop("determinism_check", "default")
     debug = kwargs.pop("debug", False)
-    if tp_group is not None:
-        raise ValueError("checkpoint(tp_group=...): nvfp4.torch runs one process (no tensor parallelism); leave it None")
     if not has_te_modules(function):
         options = {} if context_fn is None else {"context_fn": context_fn}
         if determinism_check != "default" or debug:
@@ -229,10 +247,8 @@ def checkpoint(function, *args, **kwargs):
     if context_fn is not None:
         raise ValueError("checkpoint(context_fn=...) around TE modules is not supported by nvfp4.torch")
     if use_reentrant:
-        if distribute_saved_activations:
-            raise RuntimeError("torch.distributed is not initialized. Call torch.distributed.init_process_group() before "
-                               "using distribute_saved_activations=True.")
-        return _CheckpointFunction.apply(function, get_rng_state_tracker, kwargs, *args)
+        return _CheckpointFunction.apply(function, get_rng_state_tracker, kwargs, bool(distribute_saved_activations), tp_group,
+                                         *args)
     if distribute_saved_activations:
         warnings.warn("`distribute_saved_activations=True` has no effect when `use_reentrant=False`.")
     return function(*args, **kwargs)

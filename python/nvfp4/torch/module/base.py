@@ -8,8 +8,10 @@ import torch
 
 from .._tensors import check_cpu, check_float
 
-# TE arguments for tensor / sequence parallelism, userbuffers and fused wgrad accumulation: one
-# process on the CPU has none of these, so only their defaults are accepted.
+# TE arguments for GPU machinery the CPU emulation has not (userbuffers, fused wgrad accumulation,
+# delayed wgrad, symmetric all-reduce, ...), and for tensor / sequence parallelism where a module
+# does not implement it: only their defaults are accepted. te.Linear, te.LayerNormLinear and
+# te.LayerNormMLP take their tensor-parallel arguments before this check (module/_parallel.py).
 _GPU_ONLY_DEFAULTS = {
     "sequence_parallel": (False, None), "fuse_wgrad_accumulation": (False,), "tp_group": (None,), "tp_size": (1,),
     "get_rng_state_tracker": (None,), "rng_tracker_name": (None,), "parallel_mode": (None,), "parameters_split": (None,),
@@ -28,8 +30,9 @@ def check_unsupported(module_name, kwargs):
         if name not in _GPU_ONLY_DEFAULTS:
             raise TypeError(f"{module_name}() got an unexpected keyword argument '{name}'")
         if not any(value is d or value == d for d in _GPU_ONLY_DEFAULTS[name]):
-            raise ValueError(f"{module_name}({name}={value!r}) is not supported by nvfp4.torch (one process on the CPU: no "
-                             f"tensor/sequence parallelism, userbuffers or fused wgrad accumulation); leave it at its default")
+            raise ValueError(f"{module_name}({name}={value!r}) is not supported by nvfp4.torch (no userbuffers, fused wgrad "
+                             f"accumulation or other GPU-only machinery; tensor / sequence parallelism only in te.Linear, "
+                             f"te.LayerNormLinear and te.LayerNormMLP); leave it at its default")
 
 
 def size_argument(module_name, name, value):

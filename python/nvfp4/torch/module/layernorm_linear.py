@@ -1,6 +1,7 @@
 """te.LayerNormLinear: a high-precision norm (LayerNorm or RMSNorm) followed by an emulated Linear."""
 from . import base as _module
 from ._te_checks import canonical_dtype
+from ._parallel import TensorParallel
 from ._te_module import init_constant
 from .layernorm import normalize
 from .linear import GemmModule
@@ -17,7 +18,10 @@ class LayerNormLinear(GemmModule):
                  return_bias=False, params_dtype=None, return_layernorm_output=False, zero_centered_gamma=False,
                  device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
         super().__init__()
+        tp = TensorParallel.take("LayerNormLinear", te_only)  # parallel_mode, tp_group, tp_size, sequence_parallel
         _module.check_unsupported("LayerNormLinear", te_only)
+        if tp.mode == "row":
+            raise NotImplementedError("Normalization does not support tensor-parallel distribution.")  # TE's
         if normalization not in ("LayerNorm", "RMSNorm"):
             raise ValueError(f"LayerNormLinear: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
         self.name = name
@@ -34,7 +38,10 @@ class LayerNormLinear(GemmModule):
             self.layer_norm_bias = None
         self._init_gemm("LayerNormLinear", in_features, out_features, bias=bias, return_bias=return_bias,
                         params_dtype=params_dtype, init_method=init_method, seed=seed, mode=mode,
-                        fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval)
+                        fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval, tp=tp)
+
+    def _norm_parameters(self):
+        return [p for p in (self.layer_norm_weight, self.layer_norm_bias) if p is not None]
 
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:

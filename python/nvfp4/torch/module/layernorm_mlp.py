@@ -5,6 +5,7 @@ import torch
 
 from . import base as _module
 from ._linear_unit import LinearUnit
+from ._parallel import TensorParallel, TensorParallelModule, divide
 from .layernorm import normalize
 
 __all__ = ["LayerNormMLP", "ACTIVATIONS"]
@@ -45,18 +46,29 @@ def _clamped_swiglu(a, b, params):
     return a * torch.sigmoid(alpha * a) * (b.clamp(min=-limit, max=limit) + offset)
 
 
-class LayerNormMLP(torch.nn.Module):
+class LayerNormMLP(TensorParallelModule, torch.nn.Module):
     """TE's LayerNormMLP: parameters ``layer_norm_weight``, ``layer_norm_bias``, ``fc1_weight``,
     ``fc1_bias``, ``fc2_weight``, ``fc2_bias``; ``activation`` one of ACTIVATIONS (TE's "gelu" is
     the tanh approximation, "glu" is sigmoid(a) * b); ``activation_params`` only for
-    "clamped_swiglu" (``limit``, ``alpha``, ``glu_linear_offset``, TE's defaults 7, 1.702, 1)."""
+    "clamped_swiglu" (``limit``, ``alpha``, ``glu_linear_offset``, TE's defaults 7, 1.702, 1).
+    Tensor parallelism as TE's: ``tp_group`` / ``tp_size`` split ffn_hidden_size over the group
+    (``size_per_partition``); with ``set_parallel_mode=True`` fc1 is column-parallel and fc2
+    row-parallel (its output all-reduced, or reduce-scattered with ``sequence_parallel``, whose
+    input rows are all-gathered), fc2's bias added after the collective."""
 
     def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, *, bias=True, normalization="LayerNorm", activation="gelu",
                  activation_params=None, init_method=None, output_layer_init_method=None, return_bias=False, params_dtype=None,
                  return_layernorm_output=False, zero_centered_gamma=False, device="cpu", seed=0, mode="exact",
                  fp8_tensor_core="hopper", promotion_interval=128, **te_only):
         super().__init__()
+        set_parallel_mode = bool(te_only.pop("set_parallel_mode", False))
+        self._tp = TensorParallel.take("LayerNormMLP", te_only, names=("tp_group", "tp_size", "sequence_parallel"))
         _module.check_unsupported("LayerNormMLP", te_only)
+        if self._tp.sequence_parallel and not set_parallel_mode:
+            # TE gathers the rows but scatters nothing back: its backward fails on the gradient's shape
+            raise ValueError("LayerNormMLP(sequence_parallel=True) needs set_parallel_mode=True in nvfp4.torch (TE's "
+                             "gathered rows are reduce-scattered only in that mode)")
+        self.set_parallel_mode = set_parallel_mode
         _module.resolve_device(device)
         if normalization not in ("LayerNorm", "RMSNorm"):
             raise ValueError(f"LayerNormMLP: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
@@ -73,17 +85,27 @@ class LayerNormMLP(torch.nn.Module):
         self.normalization, self.activation, self.zero_centered_gamma = normalization, activation, bool(zero_centered_gamma)
         dtype = _module.resolve_dtype(params_dtype)
         self.use_bias, self.return_bias, self.return_layernorm_output = bool(bias), bool(return_bias), bool(return_layernorm_output)
-        fc1_out = self.ffn_hidden_size * (2 if ACTIVATIONS[activation][1] else 1)
+        self.size_per_partition = divide(self.ffn_hidden_size, self._tp.size)
+        fc1_out = self.size_per_partition * (2 if ACTIVATIONS[activation][1] else 1)
         self.layer_norm_weight = _module.new_vector(self.hidden_size, dtype, 0.0 if zero_centered_gamma else 1.0)
         self.layer_norm_bias = _module.new_vector(self.hidden_size, dtype, 0.0) if normalization == "LayerNorm" else None
         self.fc1_weight = _module.new_weight((fc1_out, self.hidden_size), dtype, init_method)
         self.fc1_bias = _module.new_vector(fc1_out, dtype, 0.0) if self.use_bias else None
-        self.fc2_weight = _module.new_weight((self.hidden_size, self.ffn_hidden_size), dtype, output_layer_init_method or init_method)
+        self.fc2_weight = _module.new_weight((self.hidden_size, self.size_per_partition), dtype, output_layer_init_method or init_method)
         self.fc2_bias = _module.new_vector(self.hidden_size, dtype, 0.0) if self.use_bias else None
         options = dict(params_dtype=dtype, mode=mode, fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval)
         self._fc1 = LinearUnit(self.hidden_size, fc1_out, bias=self.use_bias, seed=seed, **options)
-        self._fc2 = LinearUnit(self.ffn_hidden_size, self.hidden_size, bias=self.use_bias and not self.return_bias,
-                               seed=seed + 1, **options)
+        # set_parallel_mode: fc2's bias is added after the collective (TE: gemm_bias_unfused_add)
+        self._fc2 = LinearUnit(self.size_per_partition, self.hidden_size, bias=self._fc2_fused_bias(), seed=seed + 1, **options)
+        self._tp.mark_parameters([], [], [p for p in (self.layer_norm_weight, self.layer_norm_bias) if p is not None])
+        for param, dim in ((self.fc1_weight, 0), (self.fc2_weight, 1), (self.fc1_bias, 0)):
+            if param is not None:
+                param.tensor_model_parallel, param.partition_dim, param.partition_stride = True, dim, 1
+        if self.fc2_bias is not None and set_parallel_mode:
+            self.fc2_bias.sequence_parallel = self._tp.sequence_parallel
+
+    def _fc2_fused_bias(self):
+        return self.use_bias and not self.return_bias and not self.set_parallel_mode
 
     @property
     def params_dtype(self):
@@ -93,8 +115,11 @@ class LayerNormMLP(torch.nn.Module):
     def forward(self, inp, is_first_microbatch=None):
         _module.check_parameters(self, "LayerNormMLP")
         x = _module.activation(inp, self.hidden_size, "LayerNormMLP")
+        from .. import quantization
+        self._tp.check_forward(quantization._current()[0])
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
-        h = self._fc1.run(ln_out.reshape(-1, self.hidden_size), self.fc1_weight, self.fc1_bias, is_first_microbatch)
+        ln_total = self._tp.column_input(ln_out, reduce_grad=self.set_parallel_mode)  # TE: SP gathers, fc1's dgrad reduced
+        h = self._fc1.run(ln_total.reshape(-1, self.hidden_size), self.fc1_weight, self.fc1_bias, is_first_microbatch)
         act, gated = ACTIVATIONS[self.activation]
         if self.activation == "clamped_swiglu":
             a, b = h.float().chunk(2, dim=-1)
@@ -104,8 +129,12 @@ class LayerNormMLP(torch.nn.Module):
             h = (act(a) * b).to(x.dtype)
         else:
             h = act(h.float()).to(x.dtype)
-        y = self._fc2.run(h, self.fc2_weight, None if self.return_bias else self.fc2_bias, is_first_microbatch)
-        y = y.reshape(*x.shape[:-1], self.hidden_size)
+        y = self._fc2.run(h, self.fc2_weight, self.fc2_bias if self._fc2_fused_bias() else None, is_first_microbatch)
+        y = y.reshape(*ln_total.shape[:-1], self.hidden_size)
+        if self.set_parallel_mode:
+            y = self._tp.row_output(y)
+            if self.use_bias and not self.return_bias:
+                y = y + self.fc2_bias.to(y.dtype)
         # TE returns fc2's bias in the activation dtype (cast_if_needed)
         out = (y, None if self.fc2_bias is None else self.fc2_bias.to(y.dtype)) if self.return_bias else (y,)
         if self.return_layernorm_output:

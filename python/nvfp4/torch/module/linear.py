@@ -5,21 +5,26 @@ from .. import quantization
 from . import _te_checks
 from . import base as _module
 from ._linear_unit import LinearUnit
+from ._parallel import TensorParallel, TensorParallelModule
 from ._te_module import TEModuleMixin, init_constant, init_normal
 
 __all__ = ["Linear"]
 
 
-class GemmModule(TEModuleMixin, torch.nn.Module):
+class GemmModule(TEModuleMixin, TensorParallelModule, torch.nn.Module):
     """What TE's GEMM modules share: ``weight`` [out_features, in_features] and ``bias`` Parameters
     that the emulated core (a LinearUnit) reads, TE's deferred / quantized initialisation and
-    ``_extra_state`` (TEModuleMixin), and TE's checks before a forward."""
+    ``_extra_state`` (TEModuleMixin), TE's tensor / sequence parallelism (module/_parallel.py), and
+    TE's checks before a forward."""
 
     def _init_gemm(self, name, in_features, out_features, *, bias, return_bias, params_dtype, init_method, seed, mode,
-                   fp8_tensor_core, promotion_interval):
-        """Makes the parameters (after any the subclass registered first) and the core."""
+                   fp8_tensor_core, promotion_interval, tp=None):
+        """Makes the parameters (after any the subclass registered first) and the core. With
+        tensor parallelism in_features (row) or out_features (column) become this rank's share."""
+        self._tp = tp if tp is not None else TensorParallel(name)
         self.in_features = _module.size_argument(name, "in_features", in_features)
         self.out_features = _module.size_argument(name, "out_features", out_features)
+        self.in_features, self.out_features = self._tp.split(self.in_features, self.out_features)
         dtype = _te_checks.canonical_dtype(params_dtype)
         self.use_bias, self.return_bias = bool(bias), bool(return_bias)
         self._te_parameter("weight", (self.out_features, self.in_features), dtype, init_method or init_normal(), is_weight=True)
@@ -27,8 +32,9 @@ class GemmModule(TEModuleMixin, torch.nn.Module):
             self._te_parameter("bias", (self.out_features,), dtype, init_constant(0.0))
         else:
             self.bias = torch.Tensor().to(dtype=dtype)  # TE: an empty tensor, not a parameter
-        # With return_bias the bias is returned, not added (TE: for a fused bias-add downstream).
-        self._unit = LinearUnit(self.in_features, self.out_features, bias=self.use_bias and not self.return_bias,
+        # With return_bias the bias is returned, not added (TE: for a fused bias-add downstream); a
+        # row-parallel layer adds it after the collective (TE: gemm_bias_unfused_add).
+        self._unit = LinearUnit(self.in_features, self.out_features, bias=self._fused_bias(),
                                 params_dtype=dtype, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
                                 promotion_interval=promotion_interval)
         if self._te_device.type != "meta":
@@ -36,6 +42,18 @@ class GemmModule(TEModuleMixin, torch.nn.Module):
 
     def _te_units(self):
         return [self._unit]
+
+    def _fused_bias(self):
+        """Whether the GEMM adds the bias (else it is returned, or added after the collective)."""
+        return self.use_bias and not self.return_bias and not self._tp.unfused_bias
+
+    def reset_parameters(self, defer_init=False):
+        super().reset_parameters(defer_init=defer_init)
+        if not defer_init:
+            self._tp.mark_parameters([self.weight], [self.bias] if self.use_bias else [], self._norm_parameters())
+
+    def _norm_parameters(self):
+        return []
 
     @property
     def params_dtype(self):
@@ -68,10 +86,19 @@ class GemmModule(TEModuleMixin, torch.nn.Module):
         return (inp if inp.dtype == dtype else inp.to(dtype)), recipe, dtype
 
     def _gemm(self, x, is_first_microbatch):
-        bias = None if (self.return_bias or not self.use_bias) else self.bias
+        """The GEMM with TE's tensor-parallel communication around it (module/_parallel.py)."""
+        self._tp.check_forward(quantization._current()[0])
+        bias = self.bias if self._fused_bias() else None
+        if self._tp.mode == "column":
+            x = self._tp.column_input(x)
         self._unit.name = self.name or ""
         y = self._unit.run(x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch)
-        return y.reshape(*x.shape[:-1], self.out_features)
+        y = y.reshape(*x.shape[:-1], self.out_features)
+        if self._tp.mode == "row":
+            y = self._tp.row_output(y)
+            if self.use_bias and not self.return_bias:
+                y = y + self.bias.to(y.dtype)
+        return y
 
 
 class Linear(GemmModule):
@@ -85,12 +112,13 @@ class Linear(GemmModule):
     def __init__(self, in_features, out_features, *, bias=True, init_method=None, return_bias=False, params_dtype=None,
                  device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
         super().__init__()
+        tp = TensorParallel.take("Linear", te_only)  # parallel_mode, tp_group, tp_size, sequence_parallel
         _module.check_unsupported("Linear", te_only)
         self.name = name
         self._te_setup(device)
         self._init_gemm("Linear", in_features, out_features, bias=bias, return_bias=return_bias, params_dtype=params_dtype,
                         init_method=init_method, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
-                        promotion_interval=promotion_interval)
+                        promotion_interval=promotion_interval, tp=tp)
 
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
