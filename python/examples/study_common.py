@@ -284,6 +284,8 @@ def _state_bytes(state):
         return state.detach().contiguous().cpu().numpy().tobytes()
     if isinstance(state, dict):
         return b"".join(str(k).encode() + _state_bytes(state[k]) for k in sorted(state, key=str))
+    if isinstance(state, (list, tuple)):
+        return b"".join(_state_bytes(s) for s in state)
     if isinstance(state, (bytes, bytearray)):
         return bytes(state)
     if isinstance(state, io.BytesIO):
@@ -299,7 +301,10 @@ def scaling_digest(model):
     import hashlib
     h = hashlib.sha256()
     for name, m in sorted(((n, m) for n, m in model.named_modules() if isinstance(m, gemm_types())), key=lambda x: x[0]):
-        h.update(name.encode() + _state_bytes(m.get_extra_state()))
+        # the layers' states themselves: TE's _extra_state is a pickle, whose bytes differ between
+        # processes for equal states (torch pickles a storage with a per-process key)
+        state = [u.extra_state() for u in m._te_units()] if hasattr(m, "_te_units") else m.get_extra_state()
+        h.update(name.encode() + _state_bytes(state))
     return h.hexdigest()[:16]
 
 
