@@ -236,6 +236,14 @@ def s_sp_rows_mismatch(rank, world):
     return {"unreachable": True}
 
 
+def s_sp_delayed_without_reduction(rank, world):
+    """TE's assertion: sequence parallelism under DelayedScaling needs reduce_amax (raised before any collective)."""
+    layer = te.Linear(H, F, parallel_mode="column", tp_group=dist.group.WORLD, sequence_parallel=True)
+    with te.autocast(recipe=R.DelayedScaling(reduce_amax=False)):
+        layer(torch.randn(M, H))
+    return {"unreachable": True}
+
+
 def s_after_errors(rank, world):
     """The group still works after the refusals above (they failed alike on every rank)."""
     t = torch.tensor([float(rank + 1)])

@@ -25,7 +25,7 @@ import distributed_worker as W  # noqa: E402  (the ranks' scenarios, sizes and d
 WORKER = pathlib.Path(W.__file__)
 LAUNCH_TIMEOUT = 240  # seconds for a whole launch (imports included: slow on a loaded 2-core machine)
 MAIN = ["ddp", "ddp_default_group", "independent", "nan_amax", "tp", "tp_delayed_steps", "sp", "checkpoint",
-        "layout_mismatch", "sp_rows_mismatch", "after_errors"]
+        "layout_mismatch", "sp_rows_mismatch", "sp_delayed_without_reduction", "after_errors"]
 
 
 class Launch:
@@ -173,10 +173,39 @@ def test_ranks_that_ran_different_layers_fail_alike_and_the_group_survives(two):
         assert "rank 0: 1 delayed-scaling GEMM layers" in error and "rank 1: 2 delayed-scaling GEMM layers" in error
         error = two.results[rank]["sp_rows_mismatch"]["error"]
         assert "all-gather: the ranks disagree" in error and "rank 0: float32 tensor of 2 dims, 8 rows" in error
+        assert two.results[rank]["sp_delayed_without_reduction"]["error"] == (
+            "ValueError: Amax reduction across tensor parallel group is necessary when using sequence parallelism with FP8.")
         assert result(two, rank, "after_errors")["sum"].item() == 3.0
 
 
 # ---- tensor parallelism -------------------------------------------------------------------------------------
+
+def test_tensor_parallel_arguments_are_checked_as_te_checks_them():
+    # In one process, no torch.distributed: TE's constructor rules (module/linear.py,
+    # layernorm_linear.py, layernorm_mlp.py, utils.divide).
+    with pytest.raises(ValueError, match="parallel_mode diagonal not supported"):
+        te.Linear(16, 8, parallel_mode="diagonal")
+    with pytest.raises(ValueError, match="^9 is not divisible by 2$"):
+        te.Linear(16, 9, parallel_mode="column", tp_size=2)
+    with pytest.raises(NotImplementedError, match="Normalization does not support tensor-parallel distribution."):
+        te.LayerNormLinear(16, 8, parallel_mode="row")
+    with pytest.raises(ValueError, match="set_parallel_mode"):
+        te.LayerNormMLP(16, 32, tp_size=2, sequence_parallel=True)
+    layer = te.Linear(16, 8, parallel_mode="row", tp_size=2)  # no group yet: this rank's 8 input features
+    assert (layer.in_features, layer.out_features, layer.tp_size, layer.weight.partition_dim) == (8, 8, 2, 1)
+    mlp = te.LayerNormMLP(16, 32, set_parallel_mode=True, tp_size=2)
+    assert mlp.size_per_partition == 16 and mlp.fc1_weight.shape == (16, 16) and mlp.fc2_weight.shape == (16, 16)
+    with pytest.raises(RuntimeError, match="Tensor parallel group not initialized"):
+        layer(torch.randn(4, 8))
+    # One rank: the layer is te.Linear's, a row-parallel bias added after the (absent) all-reduce.
+    torch.manual_seed(0)
+    plain, column = te.Linear(16, 8), te.Linear(16, 8, parallel_mode="column", tp_size=1, sequence_parallel=True)
+    column.load_state_dict(plain.state_dict())
+    x = torch.randn(4, 16)
+    assert same(plain(x), column(x)) and column.sequence_parallel is False
+    gathered, handle = te.distributed.gather_along_first_dim(x, None)
+    assert gathered is x and handle is None and te.distributed.get_distributed_world_size() == 1
+
 
 def shard_layers(rank, world, name):
     """TE's composition for one rank: single-process layers on the rank's shards (fc2 without its
