@@ -4,6 +4,7 @@
 // the same bits for any thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -45,7 +46,8 @@ TEST(LinearDtypeCopies, EveryValueAsTheScalarRule) {
     EXPECT_EQ(test::float_bits(written), test::float_bits(std::span<const float>(out.data(), in.size())));
   }
   std::vector<bf16> halves;
-  const auto b = nd::to_bf16(v, "x", halves, /*allow_non_finite=*/true);
+  float known_amax = 0.0f;
+  const auto b = nd::to_bf16(v, "x", halves, /*allow_non_finite=*/true, known_amax);
   for (index_t i = 0; i < n; ++i) EXPECT_EQ(b(0, i).bits(), bf16::from_float(in[static_cast<std::size_t>(i)]).bits()) << "value " << i;
 }
 
@@ -67,7 +69,12 @@ TEST(LinearDtypeCopies, StridedViewsAndThreadCounts) {
       EXPECT_EQ(test::float_bits(std::span<const float>(out.data(), want.size())), test::float_bits(want));
       results.push_back(test::float_bits(std::span<const float>(out.data(), want.size())));
       std::vector<bf16> halves;
-      const auto b = nd::to_bf16(view, "x", halves, false);
+      float known_amax = 0.0f;
+      const auto b = nd::to_bf16(view, "x", halves, false, known_amax);
+      float want_amax = 0.0f;
+      for (index_t r = 0; r < b.rows(); ++r)
+        for (index_t c = 0; c < b.cols(); ++c) want_amax = std::max(want_amax, std::fabs(b(r, c).to_float()));
+      EXPECT_EQ(known_amax, want_amax) << "the amax of the bf16 values handed over";
       std::vector<std::uint16_t> bits;
       for (index_t r = 0; r < b.rows(); ++r)
         for (index_t c = 0; c < b.cols(); ++c) bits.push_back(b(r, c).bits());
@@ -98,7 +105,8 @@ TEST(LinearDtypeCopies, NonFiniteRefusedAtItsFirstPosition) {
         EXPECT_NE(std::string(e.what()).find("input holds NaN"), std::string::npos) << e.what();
       }
       try {
-        (void)nd::in_place_or_copy(v.transposed(), "weight", buffer, dtype, false, false);
+        float known_amax = 0.0f;
+        (void)nd::in_place_or_copy(v.transposed(), "weight", buffer, dtype, false, false, known_amax);
         ADD_FAILURE() << "no error";
       } catch (const non_finite_error& e) {  // the transpose: (7, 250) comes first
         EXPECT_EQ(e.row(), 7);
@@ -106,8 +114,9 @@ TEST(LinearDtypeCopies, NonFiniteRefusedAtItsFirstPosition) {
       }
     }
     std::vector<bf16> halves;
-    EXPECT_EQ(test::error_code_of([&] { (void)nd::to_bf16(v, "x", halves, false); }), errc::non_finite_input);
-    EXPECT_EQ(test::error_code_of([&] { (void)nd::to_bf16(v, "x", halves, true); }), errc{});
+    float known_amax = 0.0f;
+    EXPECT_EQ(test::error_code_of([&] { (void)nd::to_bf16(v, "x", halves, false, known_amax); }), errc::non_finite_input);
+    EXPECT_EQ(test::error_code_of([&] { (void)nd::to_bf16(v, "x", halves, true, known_amax); }), errc{});
   }
   test::set_threads(2);
 }
@@ -115,13 +124,22 @@ TEST(LinearDtypeCopies, NonFiniteRefusedAtItsFirstPosition) {
 TEST(LinearDtypeCopies, Fp32ReadInPlaceUnlessKept) {
   const std::vector<float> in = test::random_values(64 * 32, 5);
   const auto v = matrix_view<const float>::row_major(in.data(), 64, 32);
+  float want_amax = 0.0f;
+  for (float x : in) want_amax = std::max(want_amax, std::fabs(x));
   std::vector<float> buffer;
-  EXPECT_EQ(nd::in_place_or_copy(v, "x", buffer, high_precision::fp32, false, /*needs_copy=*/false).data(), in.data());
+  float known_amax = 0.0f;
+  EXPECT_EQ(nd::in_place_or_copy(v, "x", buffer, high_precision::fp32, false, /*needs_copy=*/false, known_amax).data(), in.data());
   EXPECT_TRUE(buffer.empty());
-  const auto kept = nd::in_place_or_copy(v, "x", buffer, high_precision::fp32, false, /*needs_copy=*/true);
+  EXPECT_EQ(known_amax, want_amax);
+  known_amax = 0.0f;
+  const auto kept = nd::in_place_or_copy(v, "x", buffer, high_precision::fp32, false, /*needs_copy=*/true, known_amax);
   EXPECT_EQ(kept.data(), buffer.data());
   EXPECT_EQ(test::float_bits(buffer), test::float_bits(in));
-  EXPECT_NE(nd::in_place_or_copy(v, "x", buffer, high_precision::bf16, false, false).data(), in.data());
+  EXPECT_EQ(known_amax, want_amax);
+  EXPECT_NE(nd::in_place_or_copy(v, "x", buffer, high_precision::bf16, false, false, known_amax).data(), in.data());
+  // Values a policy takes as they are (NaN / Inf allowed): no amax handed over, -1.
+  EXPECT_EQ(nd::in_place_or_copy(v, "x", buffer, high_precision::fp32, /*allow_non_finite=*/true, false, known_amax).data(), in.data());
+  EXPECT_EQ(known_amax, -1.0f);
 }
 
 TEST(LinearBiasGradient, RowSumInRowOrderForAnyThreadCount) {
