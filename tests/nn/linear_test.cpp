@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "nn/linear_test_support.hpp"
@@ -54,36 +55,63 @@ void expect_same(const layer_run& got, const layer_run& want, const char* what) 
 
 TEST(Linear, NoQuantizationComposesFloatGemm) {
   const inputs in;
-  for (high_precision dtype : {high_precision::fp32, high_precision::bf16}) {
-    const nn::linear_options options{.bias = true, .dtype = dtype};
-    const layer_run got = run_layer(no_quantization{}, options, in);
-    const bool bf = dtype == high_precision::bf16;
-    const auto x = bf ? to_bf16(in.x) : in.x, w = bf ? to_bf16(in.w) : in.w, dy = bf ? to_bf16(in.dy) : in.dy;
-    layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
-    float_gemm(cview(x, M, K), cview(w, N, K), {}, mview(want.y, M, N));
-    for (index_t i = 0; i < M; ++i)
-      for (index_t j = 0; j < N; ++j) want.y[std::size_t(i * N + j)] += in.b[std::size_t(j)];
-    float_gemm(cview(dy, M, N), cview(w, N, K).transposed(), {}, mview(want.dx, M, K));
-    float_gemm(cview(dy, M, N).transposed(), cview(x, M, K).transposed(), {}, mview(want.dw, N, K));
-    if (bf) {
-      want.y = to_bf16(want.y);
-      want.dx = to_bf16(want.dx);
-    }
-    expect_same(got, want, high_precision_name(dtype));
-    // db: the fp32 sum of dY's rows, in row order.
-    for (index_t j = 0; j < N; ++j) {
-      float s = 0.0f;
-      for (index_t i = 0; i < M; ++i) s += dy[std::size_t(i * N + j)];
-      EXPECT_EQ(got.db[std::size_t(j)], s) << j;
-    }
-    // And the result is the product: Y within fp32 rounding of a double dot product.
-    for (index_t i = 0; i < M; i += 7)
-      for (index_t j = 0; j < N; j += 5) {
-        double s = in.b[std::size_t(j)];
-        for (index_t k = 0; k < K; ++k) s += double(x[std::size_t(i * K + k)]) * w[std::size_t(j * K + k)];
-        EXPECT_NEAR(got.y[std::size_t(i * N + j)], s, bf ? 0.02 * std::fabs(s) + 0.02 : 1e-4);
+  for (high_precision dtype : {high_precision::fp32, high_precision::bf16})
+    for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed}) {
+      const nn::linear_options options{.bias = true, .dtype = dtype, .mode = mode};
+      const layer_run got = run_layer(no_quantization{}, options, in);
+      const bool bf = dtype == high_precision::bf16;
+      const auto x = bf ? to_bf16(in.x) : in.x, w = bf ? to_bf16(in.w) : in.w, dy = bf ? to_bf16(in.dy) : in.dy;
+      layer_run want{std::vector<float>(M * N), std::vector<float>(M * K), std::vector<float>(N * K), {}};
+      float_gemm(cview(x, M, K), cview(w, N, K), {}, mview(want.y, M, N), mode);
+      for (index_t i = 0; i < M; ++i)
+        for (index_t j = 0; j < N; ++j) want.y[std::size_t(i * N + j)] += in.b[std::size_t(j)];
+      float_gemm(cview(dy, M, N), cview(w, N, K).transposed(), {}, mview(want.dx, M, K), mode);
+      float_gemm(cview(dy, M, N).transposed(), cview(x, M, K).transposed(), {}, mview(want.dw, N, K), mode);
+      if (bf) {
+        want.y = to_bf16(want.y);
+        want.dx = to_bf16(want.dx);
       }
-  }
+      const std::string what = std::string(high_precision_name(dtype)) + (mode == gemm_mode::exact ? " exact" : " relaxed");
+      expect_same(got, want, what.c_str());
+      // db: the fp32 sum of dY's rows, in row order.
+      for (index_t j = 0; j < N; ++j) {
+        float s = 0.0f;
+        for (index_t i = 0; i < M; ++i) s += dy[std::size_t(i * N + j)];
+        EXPECT_EQ(got.db[std::size_t(j)], s) << j;
+      }
+      // And the result is the product: Y within fp32 rounding of a double dot product.
+      for (index_t i = 0; i < M; i += 7)
+        for (index_t j = 0; j < N; j += 5) {
+          double s = in.b[std::size_t(j)];
+          for (index_t k = 0; k < K; ++k) s += double(x[std::size_t(i * K + k)]) * w[std::size_t(j * K + k)];
+          EXPECT_NEAR(got.y[std::size_t(i * N + j)], s, bf ? 0.02 * std::fabs(s) + 0.02 : 1e-4);
+        }
+    }
+}
+
+// A bf16 layer of the size the BF16 tiles take (>= 128 rows and columns): in the relaxed mode its
+// three GEMMs are float_gemm's relaxed form (on an AMX machine the tiles, equal to the tile model's
+// chain; elsewhere the exact GEMM).
+TEST(Linear, NoQuantizationRelaxedIsTheRelaxedFloatGemmAtTileSizes) {
+  constexpr index_t rows = 160, in_features = 192, out_features = 144;
+  const auto x = to_bf16(test::random_values(rows * in_features, 21));
+  const auto w = to_bf16(test::random_values(out_features * in_features, 22, {.sigma = 0.1}));
+  const auto dy = to_bf16(test::random_values(rows * out_features, 23, {.sigma = 0.01}));
+  nn::linear layer(in_features, out_features, no_quantization{}, {.dtype = high_precision::bf16, .mode = gemm_mode::relaxed});
+  std::copy(w.begin(), w.end(), layer.weight().begin());
+  const std::vector<float> y = layer.forward(cview(x, rows, in_features));
+  const std::vector<float> dx = layer.backward(cview(dy, rows, out_features));
+  const std::vector<float> dw(layer.weight_grad().begin(), layer.weight_grad().end());
+  std::vector<float> want_y(rows * out_features), want_dx(rows * in_features), want_dw(out_features * in_features);
+  reference::float_gemm(cview(x, rows, in_features), cview(w, out_features, in_features), {}, mview(want_y, rows, out_features),
+                        gemm_mode::relaxed);
+  reference::float_gemm(cview(dy, rows, out_features), cview(w, out_features, in_features).transposed(), {},
+                        mview(want_dx, rows, in_features), gemm_mode::relaxed);
+  reference::float_gemm(cview(dy, rows, out_features).transposed(), cview(x, rows, in_features).transposed(), {},
+                        mview(want_dw, out_features, in_features), gemm_mode::relaxed);
+  EXPECT_EQ(first_difference(y, to_bf16(want_y)), -1) << "Y";
+  EXPECT_EQ(first_difference(dx, to_bf16(want_dx)), -1) << "dX";
+  EXPECT_EQ(first_difference(dw, want_dw), -1) << "dW";
 }
 
 TEST(Linear, Nvfp4ComposesRecipeOperandsAndGemm) {

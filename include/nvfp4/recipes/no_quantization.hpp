@@ -2,7 +2,7 @@
 // precision (FP32 or BF16: recipes/recipe_common.hpp's high_precision) with the same interface as
 // the quantized recipes (what TE runs outside an FP8/FP4 autocast region), and its policy:
 // float_gemm on X, W, dY as the driver rounded them to the dtype (fprop X·Wᵀ, dgrad dY·W, wgrad
-// dYᵀ·X); the bias is added as given, after the GEMM.
+// dYᵀ·X) in the layer's GEMM mode; the bias is added as given, after the GEMM.
 #pragma once
 
 #include <tuple>
@@ -17,8 +17,10 @@
 namespace nvfp4 {
 
 /// No quantization: the three GEMMs take the layer's tensors in its precision (BF16: rounded to
-/// bf16) with exact products and an fp32 accumulation in K order (nvfp4::float_gemm). cuBLAS's
-/// GEMMs accumulate in their own order, so this is emulated, not bit-exact with a GPU.
+/// bf16) with exact products and an fp32 accumulation in K order (nvfp4::float_gemm), or, in the
+/// relaxed mode, float_gemm's relaxed form (the BF16 tiles where this machine has them and the values
+/// fit, as a bf16 layer's do). cuBLAS's GEMMs accumulate in their own order, so either is emulated,
+/// not bit-exact with a GPU.
 struct no_quantization {
   static constexpr auto fields() { return std::tuple{}; }
   void validate() const {}
@@ -75,16 +77,16 @@ class no_quantization_policy : public policy_base {
     return dy_;
   }
   void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
-    float_gemm(x, weight_rows(c, w), {}, y);
+    float_gemm(x, weight_rows(c, w), {}, y, c.mode);
     if (!c.bias.empty())
       for (index_t i = 0; i < y.rows(); ++i)
         for (index_t j = 0; j < y.cols(); ++j) y(i, j) += c.bias[static_cast<std::size_t>(j)];
   }
   void dgrad(const linear_context& c, const gradient_operands& dy, const weight_operands& w, matrix_view<float> dx) const {
-    float_gemm(dy, weight_rows(c, w).transposed(), {}, dx);
+    float_gemm(dy, weight_rows(c, w).transposed(), {}, dx, c.mode);
   }
-  void wgrad(const linear_context&, const gradient_operands& dy, const saved_input& saved, matrix_view<float> dw) const {
-    float_gemm(dy.transposed(), saved.x.transposed(), {}, dw);
+  void wgrad(const linear_context& c, const gradient_operands& dy, const saved_input& saved, matrix_view<float> dw) const {
+    float_gemm(dy.transposed(), saved.x.transposed(), {}, dw, c.mode);
   }
 
  private:
