@@ -10,6 +10,10 @@ module taken just before each call replays that call in isolation, with the grad
 the live module just before the live backward, since TE reads that state when the backward runs.
 Each backward must give its reference's bits, or raise torch's own error (a saved tensor changed in
 place, a second backward without retain_graph); a gradient under create_graph must have a grad_fn.
+A forward that TransformerEngine refuses (predicted here from TE's rules, not asked of the module:
+an input dtype other than the parameters' outside torch autocast, the FP8 shape rule, the MXFP8 /
+NVFP4 quantizers' dims, NVFP4's RHT on anything but bf16) must raise TE's exception type and
+message and change nothing (parameters, scaling states, step counts).
 
 Optimizer cases (extras.optim.AdamW / Muon): random parameter shapes (empty ones included),
 dtypes, state dtypes (changed mid-run at times) and gradients (NaN, Inf, 1e22 at times); a twin
@@ -35,7 +39,8 @@ from nvfp4.common import recipe as R
 from nvfp4.torch import extras
 
 STATE_DTYPES = ("float32", "bfloat16", "float8_e4m3", "float8_e5m2")
-STATS = {"forwards": 0, "backwards checked": 0, "torch errors as expected": 0, "optimizer steps checked": 0,
+STATS = {"forwards": 0, "refused as TE refuses": 0, "backwards checked": 0, "torch errors as expected": 0,
+         "optimizer steps checked": 0,
          "optimizer steps refused as expected": 0, "twin reloads": 0}
 IN_PLACE_ERROR = "modified by an inplace operation"
 SECOND_BACKWARD_ERROR = "backward through the graph a second time"
@@ -52,6 +57,44 @@ def check(condition, message):
 
 def bits(t):
     return None if t is None else (t.dtype, tuple(t.shape), t.detach().contiguous().reshape(-1).view(torch.uint8).tolist())
+
+
+def te_refusal(module, x, recipe, rht):
+    """(exception type, message) of TE's refusal of `module(x)` under `recipe` with no torch
+    autocast, or None: TE's rules in TE's order, written out here (module/base.py
+    set_activation_dtype; utils.py assert_dim_for_fp8_exec; csrc/quantizer.cpp; the harness's
+    modules all take a 2-D input and keep one parameter dtype)."""
+    for name, p in module.named_parameters():
+        if p.dtype != x.dtype:
+            return TypeError, ("Data types for parameters must match when outside of autocasted region. "
+                               f"Found input dtype: {x.dtype} and {name!r} dtype: {p.dtype}")
+    if recipe is None:
+        return None
+    rows = x.shape[0]
+    if hasattr(module, "fc1_weight"):  # LayerNormMLP: fc1 on the input's rows, fc2 on the activation's
+        weights = [tuple(module.fc1_weight.shape), tuple(module.fc2_weight.shape)]
+        gemms = [((rows, weights[0][1]), weights[0]), ((rows, weights[1][1]), weights[1])]
+    else:
+        weights = [tuple(module.weight.shape)]
+        gemms = [((rows, weights[0][1]), weights[0])]
+    for shape in [tuple(x.shape)] + weights:
+        if shape[0] % 8 or shape[1] % 16:
+            return ValueError, ("FP8 execution requires the product of all dimensions except the last to be divisible by 8 "
+                                "and the last dimension to be divisible by 16, but got tensor with "
+                                f"dims={list(shape)} (product of leading dims = {shape[0]}, last dim = {shape[1]})")
+    for inp, weight in gemms:
+        for shape, is_input in ((inp, True), (weight, False)):
+            text = f"(got shape=({shape[0]},{shape[1]}))"
+            if isinstance(recipe, R.MXFP8BlockScaling) and (shape[0] % 32 or shape[1] % 32):
+                return RuntimeError, f"MXFP8 requires tensor dims that are divisible by 32 {text}"
+            if isinstance(recipe, R.NVFP4BlockScaling):
+                if shape[0] % 16:
+                    return RuntimeError, f"First dim for NVFP4 must be divisible by 16 {text}"
+                if shape[1] % 16:
+                    return RuntimeError, f"NVFP4 requires tensor dims that are divisible by 16 {text}"
+                if is_input and rht and x.dtype != torch.bfloat16:
+                    return RuntimeError, f"RHT is only supported for bfloat16 input, got dtype enum value {4 if x.dtype == torch.float32 else 5}"
+    return None
 
 
 def random_recipe(rng):
@@ -148,13 +191,40 @@ def layer_case(rng, log):
         op = rng.random()
         if op < 0.45 or not pending:
             recipe = random_recipe(rng)
-            x_dtype = rng.choice([torch.float32, torch.bfloat16])
-            rows = rng.choice([16, 32, 48] if isinstance(recipe, R.NVFP4BlockScaling) else [1, 7, 16, 32, 48])  # TE's RHT: 16 rows at a time
+            param_dtype = next(module.parameters()).dtype
+            # mostly inputs TE accepts (so the quantized paths run), at times one it refuses
+            legal = rng.random() < 0.8
+            x_dtype = param_dtype if legal or rng.random() < 0.5 else rng.choice([torch.float32, torch.bfloat16])
+            if legal and isinstance(recipe, R.NVFP4BlockScaling) and x_dtype != torch.bfloat16:
+                recipe = R.NVFP4BlockScaling(disable_stochastic_rounding=recipe.disable_stochastic_rounding, disable_rht=True)
+            if recipe is None:
+                rows = rng.choice([1, 7, 16, 32, 48])
+            elif legal:
+                rows = rng.choice([32, 64] if isinstance(recipe, R.MXFP8BlockScaling) else [16, 32, 48])
+            else:
+                rows = rng.choice([1, 7, 16, 24, 32, 48])
             x = torch.randn(rows, features, dtype=x_dtype).mul_(rng.choice([1.0, 1e-3, 30.0]))
             x.requires_grad_(True)
             log.append(f"forward #{len(pending)} recipe={recipe!r} x={x_dtype} {tuple(x.shape)}")
-            ref = copy.deepcopy(module)
             before = unit_states(module)
+            refusal = te_refusal(module, x, recipe, isinstance(recipe, R.NVFP4BlockScaling) and not recipe.disable_rht)
+            if refusal is not None:
+                params_before = [bits(p) for p in module.parameters()]
+                try:
+                    Call(module, None, x, recipe, None)
+                except refusal[0] as e:
+                    check(str(e) == refusal[1], f"forward refused with {type(e).__name__}({e}), TE's is {refusal[1]!r}")
+                else:
+                    raise Mismatch(f"forward accepted what TE refuses: {refusal[0].__name__}({refusal[1]})")
+                check([bits(p) for p in module.parameters()] == params_before, "a refused forward changed a parameter")
+                after = unit_states(module)
+                check(all(a["steps"] == b["steps"] and a["scaling"].keys() == b["scaling"].keys()
+                          and all(torch.equal(a["scaling"][k], b["scaling"][k]) for k in a["scaling"])
+                          for a, b in zip(before, after)), "a refused forward changed a scaling state or step count")
+                log.append("  refused as TE refuses it")
+                STATS["refused as TE refuses"] += 1
+                continue
+            ref = copy.deepcopy(module)
             call = Call(module, ref, x, recipe, None)
             call.dy = torch.randn(call.y.shape, dtype=call.y.dtype)
             if not isinstance(recipe, R.DelayedScaling):  # the layer leaves DelayedScaling (if it ran it)

@@ -292,3 +292,138 @@ def test_the_extra_state_is_empty_where_te_writes_it_empty():
     fresh = te.Linear(64, 32)
     fresh.load_state_dict(layer.state_dict())  # an empty state loads and leaves the layer as it was
     assert fresh.state_dict()["_extra_state"].numel() == 0
+
+
+# ---- modules of several GEMMs (TE's LayerNormMLP: fc1 = GEMM 0, fc2 = GEMM 1; TE's GroupedLinear:
+# expert i = GEMM i; csrc/common.h FP8FwdTensors / FP8BwdTensors, layernorm_mlp.py _get_quantizers) --
+
+def one_gemm_slice(te_recipe, history, tensors, g):
+    """GEMM g's columns of a multi-GEMM TE state, as the one-GEMM state TE's te.Linear would write."""
+    scale_fwd, history_fwd, scale_bwd, history_bwd = tensors
+    return te_delayed_state(te_recipe, history, scale_fwd[3 * g:3 * g + 3].clone(), history_fwd[:, 3 * g:3 * g + 3].clone(),
+                            scale_bwd[2 * g:2 * g + 2].clone(), history_bwd[:, 2 * g:2 * g + 2].clone())
+
+
+def mlp_state(te_recipe, history):
+    """A LayerNormMLP delayed-scaling state as TE writes it: distinct powers of two in every slot."""
+    scale_fwd = torch.tensor([4.0, 64.0, 1.0, 2.0, 32.0, 1.0])
+    history_fwd = torch.zeros(history, 6)
+    history_fwd[1:, 0], history_fwd[1:, 1] = torch.tensor([3.0, 5.0, 7.0]), torch.tensor([0.5, 0.25, 0.125])
+    history_fwd[1:, 3], history_fwd[1:, 4] = torch.tensor([11.0, 13.0, 17.0]), torch.tensor([0.75, 0.375, 0.1875])
+    scale_bwd, history_bwd = torch.tensor([8192.0, 1.0, 16384.0, 1.0]), torch.zeros(history, 4)
+    history_bwd[1:, 0], history_bwd[1:, 2] = torch.tensor([1e-3, 2e-3, 3e-3]), torch.tensor([4e-3, 5e-3, 6e-3])
+    return scale_fwd, history_fwd, scale_bwd, history_bwd
+
+
+def test_a_te_layernorm_mlp_state_dict_loads_and_drives_each_gemm(te_recipe):
+    # TE's two-GEMM layout read into fc1 and fc2: the MLP then computes, forward and backward, what
+    # TE's one-GEMM modules loaded with each GEMM's columns compute (the one-GEMM layout is checked
+    # against the library's public FP8 calls above), and not what the fresh MLP computes.
+    torch.manual_seed(3)
+    history = 4
+    tensors = mlp_state(te_recipe, history)
+    mlp = te.LayerNormMLP(64, 128, activation="swiglu", normalization="RMSNorm")
+    state = {k: v for k, v in mlp.state_dict().items() if k != "_extra_state"}
+    assert list(mlp.state_dict()) == ["layer_norm_weight", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", "_extra_state"]
+    state["_extra_state"] = te_delayed_state(te_recipe, history, *tensors, num_gemms=2)
+    fresh = te.LayerNormMLP(64, 128, activation="swiglu", normalization="RMSNorm")
+    fresh.load_state_dict({k: v for k, v in state.items() if k != "_extra_state"}, strict=False)
+    mlp.load_state_dict(state)
+    fc1 = te.LayerNormLinear(64, 256, normalization="RMSNorm")
+    fc2 = te.Linear(128, 64)
+    fc1.load_state_dict({"layer_norm_weight": state["layer_norm_weight"], "weight": state["fc1_weight"],
+                         "bias": state["fc1_bias"], "_extra_state": one_gemm_slice(te_recipe, history, tensors, 0)})
+    fc2.load_state_dict({"weight": state["fc2_weight"], "bias": state["fc2_bias"],
+                         "_extra_state": one_gemm_slice(te_recipe, history, tensors, 1)})
+    recipe = R.DelayedScaling(amax_history_len=history)
+    x = torch.randn(32, 64)
+    dy = torch.randn(32, 64) * 1e-3
+
+    def step(forward, params):
+        xi = x.clone().requires_grad_()
+        with te.autocast(recipe=recipe):
+            y = forward(xi)
+        y.backward(dy)
+        return [y, xi.grad] + [p.grad for p in params]
+
+    def composed(xi):
+        a, g = fc1(xi).chunk(2, dim=-1)
+        return fc2(torch.nn.functional.silu(a) * g)
+
+    got = step(mlp, [mlp.fc1_weight, mlp.fc2_weight])
+    expected = step(composed, [fc1.weight, fc2.weight])
+    for a, b in zip(got, expected):
+        assert a.detach().numpy().tobytes() == b.detach().numpy().tobytes()
+    other = step(fresh, [fresh.fc1_weight, fresh.fc2_weight])
+    assert not torch.equal(got[0], other[0]) and not torch.equal(got[1], other[1])  # the loaded scales were used
+    assert not torch.equal(got[2], other[2]) and not torch.equal(got[3], other[3])
+
+
+def test_our_multi_gemm_states_are_in_tes_layout(te_recipe):
+    # What a LayerNormMLP / GroupedLinear writes after delayed-scaling steps, read as TE reads it:
+    # GEMM g's input, weight and grad_output in forward slots 3g, 3g+1 and backward slot 2g.
+    torch.manual_seed(4)
+    recipe = R.DelayedScaling(amax_history_len=3)
+    mlp = te.LayerNormMLP(64, 64)
+    experts = te.GroupedLinear(3, 64, 32)
+    x = torch.randn(48, 64)
+    for _ in range(2):
+        delayed_step(mlp, x, recipe)
+        with te.autocast(recipe=recipe):
+            y = experts(x, [16, 0, 32])
+        y.sum().backward()
+    for module, units in ((mlp, [mlp._fc1, mlp._fc2]), (experts, experts._units)):
+        _, meta, tensors = te_set_extra_state(module.state_dict()["_extra_state"], te_recipe)
+        assert meta["num_gemms"] == len(units)
+        for g, unit in enumerate(units):
+            scaling = unit.extra_state()["scaling"]
+            for role, key, column in (("input", "fwd", 3 * g), ("weight", "fwd", 3 * g + 1), ("grad_output", "bwd", 2 * g)):
+                assert tensors[f"scale_{key}"][column].item() == scaling[f"{role}.scale"].item()
+                assert tensors[f"amax_history_{key}"][:, column].tolist() == scaling[f"{role}.amax_history"].tolist()
+            assert tensors["scale_fwd"][3 * g + 2].item() == 1.0 and tensors["scale_bwd"][2 * g + 1].item() == 1.0
+        assert torch.count_nonzero(tensors["amax_history_fwd"][:, 0::3]) > 0  # real histories, not the defaults
+    # and they load back: a fresh module resumes with the same states
+    again = te.GroupedLinear(3, 64, 32)
+    again.load_state_dict(experts.state_dict())
+    for a, b in zip(again._units, experts._units):
+        sa, sb = a.extra_state()["scaling"], b.extra_state()["scaling"]
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_a_te_transformer_layer_state_dict_loads(te_recipe):
+    # TE's TransformerLayer keys (fuse_qkv_params=False: query / key / value slices of
+    # layernorm_qkv), each GEMM module's _extra_state in TE's layout, the attention core's
+    # _extra_state TE's empty tensor.
+    torch.manual_seed(5)
+    layer = te.TransformerLayer(64, 128, 4, hidden_dropout=0.0, attention_dropout=0.0)
+    state = layer.state_dict()
+    assert [k for k in state if k.endswith("_extra_state")] == [
+        "self_attention.layernorm_qkv._extra_state", "self_attention.core_attention._extra_state",
+        "self_attention.proj._extra_state", "layernorm_mlp._extra_state"]
+    assert [k for k in state if k.startswith("self_attention.layernorm_qkv.")][:5] == [
+        "self_attention.layernorm_qkv.layer_norm_weight", "self_attention.layernorm_qkv.layer_norm_bias",
+        "self_attention.layernorm_qkv.query_weight", "self_attention.layernorm_qkv.key_weight",
+        "self_attention.layernorm_qkv.value_weight"]
+    history = 4
+    te_state = dict(state)
+    te_state["self_attention.layernorm_qkv._extra_state"] = te_delayed_state(
+        te_recipe, history, torch.tensor([2.0, 4.0, 1.0]), torch.ones(history, 3), torch.tensor([512.0, 1.0]),
+        torch.ones(history, 2))
+    te_state["self_attention.proj._extra_state"] = te_delayed_state(
+        te_recipe, history, torch.tensor([8.0, 16.0, 1.0]), torch.ones(history, 3), torch.tensor([1024.0, 1.0]),
+        torch.ones(history, 2))
+    te_state["layernorm_mlp._extra_state"] = te_delayed_state(te_recipe, history, *mlp_state(te_recipe, history), num_gemms=2)
+    te_state["self_attention.core_attention._extra_state"] = torch.empty(0, dtype=torch.uint8)
+    loaded = te.TransformerLayer(64, 128, 4, hidden_dropout=0.0, attention_dropout=0.0)
+    loaded.load_state_dict(te_state)
+    def scale(unit, role):
+        return unit.extra_state()["scaling"][f"{role}.scale"].item()
+
+    mlp_units = (loaded.layernorm_mlp._fc1, loaded.layernorm_mlp._fc2)
+    assert [scale(u, "weight") for u in mlp_units] == [64.0, 32.0]
+    assert [scale(u, "grad_output") for u in mlp_units] == [8192.0, 16384.0]
+    assert scale(loaded.self_attention.layernorm_qkv._unit, "weight") == 4.0
+    assert scale(loaded.self_attention.proj._unit, "input") == 8.0
+    x = torch.randn(16, 2, 64)
+    with te.autocast(recipe=R.DelayedScaling(amax_history_len=history)):
+        assert loaded(x).isfinite().all()

@@ -72,7 +72,9 @@ def _recipe(name):
 
 
 def _call(layer, x, recipe):
-    with te.autocast(enabled=recipe is not None, recipe=recipe):
+    """A bf16 call of a float32 layer runs under torch autocast (TE refuses the dtype mix outside it)."""
+    mixed = x.dtype == torch.bfloat16 and layer.params_dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed), te.autocast(enabled=recipe is not None, recipe=recipe):
         return layer(x)
 
 
@@ -96,7 +98,7 @@ def _same(a, b):
 @pytest.mark.parametrize("backward_order", ["first_call_first", "second_call_first"])
 @pytest.mark.parametrize("first,second", [
     (("current", torch.float32), ("none", torch.float32)),      # a second call outside any region
-    (("mxfp8", torch.float32), ("nvfp4", torch.float32)),       # a second call under another recipe
+    (("mxfp8", torch.float32), ("nvfp4", torch.bfloat16)),      # a second call under another recipe (TE's RHT: bf16)
     (("none", torch.float32), ("none", torch.bfloat16)),        # an fp32 call, then a bf16 call
     (("current", torch.bfloat16), ("block", torch.float32)),
     (("nvfp4", torch.bfloat16), ("nvfp4", torch.bfloat16)),     # the same recipe twice
@@ -143,8 +145,9 @@ def test_a_weight_changed_in_place_before_backward_raises_as_torch_does():
 @pytest.mark.parametrize("recipe_name", ["none", "current", "nvfp4"])
 def test_a_second_backward_needs_retain_graph_as_for_torch_linear(recipe_name):
     torch.manual_seed(2)
-    layer = te.Linear(32, 16)
-    x = torch.randn(16, 32, requires_grad=True)  # NVFP4's Hadamard transform takes 16 rows at a time
+    dtype = torch.bfloat16 if recipe_name == "nvfp4" else torch.float32  # TE's NVFP4 RHT takes bf16 only
+    layer = te.Linear(32, 16, params_dtype=dtype)
+    x = torch.randn(16, 32, dtype=dtype, requires_grad=True)  # NVFP4's Hadamard transform takes 16 rows at a time
     y = _call(layer, x, _recipe(recipe_name))
     y.sum().backward()
     once = x.grad.clone()
@@ -176,8 +179,8 @@ def _gemm_nodes(y):
 def test_a_backward_without_retain_graph_releases_the_saved_forward():
     """As torch frees saved tensors after a backward that does not keep the graph, the call's
     SavedForward (its quantized copies) is dropped then, not when the loss is next reassigned."""
-    layer = te.Linear(32, 16)
-    y = _call(layer, torch.randn(16, 32, requires_grad=True), _recipe("mxfp8"))
+    layer = te.Linear(32, 32)
+    y = _call(layer, torch.randn(32, 32, requires_grad=True), _recipe("mxfp8"))  # MXFP8: dims of 32, as TE
     (node,) = _gemm_nodes(y)
     y.sum().backward(retain_graph=True)
     assert node.saved is not None

@@ -68,8 +68,9 @@ def _train(model, optimizers, recipe, steps, first_step):
     losses = []
     for step in range(first_step, first_step + steps):
         g = torch.Generator().manual_seed(1000 + step)  # the batch of a step does not depend on the run
-        x = torch.randn(16, 32, generator=g)
-        target = torch.randn(16, 32, generator=g)
+        # TE-legal: the model's dtype (TE refuses a dtype mix outside torch autocast), 32 rows (MXFP8's blocks)
+        x = torch.randn(32, 32, generator=g).to(next(model.parameters()).dtype)
+        target = torch.randn(32, 32, generator=g)
         for opt in optimizers:
             opt.zero_grad()
         with te.autocast(enabled=recipe is not None, recipe=recipe):

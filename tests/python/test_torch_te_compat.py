@@ -457,13 +457,14 @@ def test_calibration_records_amaxes_in_high_precision():
 
 # ---- what TE refuses (module/_te_checks.py; each message TE's) -----------------------------------
 
-@pytest.fixture
-def te_strict(monkeypatch):
+def test_te_strictness_is_the_default():
+    # Not a setting: the library's own tests turn it off only to compare with the C++ layer on
+    # inputs TE refuses (te_lenient). The refusals below run with the default.
     from nvfp4.torch.module import _te_checks
-    monkeypatch.setattr(_te_checks, "TE_STRICT", True)
+    assert _te_checks.TE_STRICT is True
 
 
-def test_fp8_shape_rule_and_the_quantizers_dims(te_strict):
+def test_fp8_shape_rule_and_the_quantizers_dims():
     layer = te.Linear(64, 64)
     with pytest.raises(ValueError, match=r"^FP8 execution requires the product of all dimensions except the last to be divisible "
                                          r"by 8 and the last dimension to be divisible by 16, but got tensor with dims=\[12, 64\] "
@@ -486,7 +487,7 @@ def test_fp8_shape_rule_and_the_quantizers_dims(te_strict):
     assert layer(torch.randn(12, 64)).shape == (12, 64)  # no recipe: any shape, and the refusals changed nothing
 
 
-def test_nvfp4_dtype_rules(te_strict):
+def test_nvfp4_dtype_rules():
     with pytest.raises(RuntimeError, match="^RHT is only supported for bfloat16 input, got dtype enum value 4$"):
         with te.autocast(recipe=R.NVFP4BlockScaling()):
             te.Linear(64, 64)(torch.randn(16, 64))
@@ -500,7 +501,7 @@ def test_nvfp4_dtype_rules(te_strict):
         assert te.Linear(64, 64, params_dtype=torch.bfloat16)(torch.randn(16, 64).bfloat16()).dtype == torch.bfloat16
 
 
-def test_parameter_dtypes_must_match_the_input_outside_autocast(te_strict):
+def test_parameter_dtypes_must_match_the_input_outside_autocast():
     layer = te.LayerNormLinear(64, 32)
     with pytest.raises(TypeError, match=r"^Data types for parameters must match when outside of autocasted region. "
                                         r"Found input dtype: torch.bfloat16 and 'layer_norm_weight' dtype: torch.float32$"):
@@ -628,3 +629,176 @@ def test_roles_assigned_to_a_recipe_a_layer_already_ran_take_effect():
                                                                  disable_2d_quantization=True)):
         expected = layer(x)
     assert torch.equal(after, expected) and not torch.equal(before, after)
+
+
+# ---- parameters_split (TE module/linear.py, layernorm_linear.py: one GEMM's weight and bias held as
+# named Parameters, one per block of rows, concatenated for the GEMM) ------------------------------
+
+def test_parameters_split_names_and_slices():
+    split = te.Linear(32, 48, parameters_split={"query_": 16, "key": 8, "value": 24})
+    assert [(n, tuple(p.shape)) for n, p in split.named_parameters()] == [
+        ("query_weight", (16, 32)), ("key_weight", (8, 32)), ("value_weight", (24, 32)),
+        ("query_bias", (16,)), ("key_bias", (8,)), ("value_bias", (24,))]  # weights together, trailing _ dropped
+    assert list(split.state_dict())[-1] == "_extra_state" and not hasattr(split, "weight")
+    even = te.Linear(32, 48, parameters_split=("a", "b", "c"), bias=False)  # equal blocks from a tuple of names
+    assert [(n, tuple(p.shape)) for n, p in even.named_parameters()] == [("a_weight", (16, 32)), ("b_weight", (16, 32)),
+                                                                         ("c_weight", (16, 32))]
+    assert all(getattr(even, f"{n}_bias").numel() == 0 for n in "abc")  # TE's empty tensors, not parameters
+    # Each block initialised by itself, in registration order (TE's reset_parameters).
+    torch.manual_seed(11)
+    split = te.Linear(32, 48, parameters_split={"query": 16, "key": 8, "value": 24})
+    torch.manual_seed(11)
+    draws = [torch.nn.init.normal_(torch.empty(rows, 32), mean=0.0, std=0.023) for rows in (16, 8, 24)]
+    assert all(torch.equal(getattr(split, f"{n}_weight"), d) for n, d in zip(("query", "key", "value"), draws))
+    assert all(torch.count_nonzero(getattr(split, f"{n}_bias")) == 0 for n in ("query", "key", "value"))
+
+
+@pytest.mark.parametrize("name", ["none", "delayed", "mxfp8", "nvfp4"])
+def test_a_split_layer_computes_the_concatenated_layers_bits(name):
+    dtype = torch.bfloat16 if name == "nvfp4" else torch.float32  # TE's NVFP4 RHT needs bf16
+    torch.manual_seed(12)
+    split = te.LayerNormLinear(64, 96, parameters_split=("query", "key", "value"), params_dtype=dtype)
+    whole = te.LayerNormLinear(64, 96, params_dtype=dtype)
+    with torch.no_grad():
+        for n in ("query", "key", "value"):
+            getattr(split, f"{n}_bias").normal_()
+        whole.layer_norm_weight.copy_(split.layer_norm_weight)
+        whole.weight.copy_(torch.cat([split.query_weight, split.key_weight, split.value_weight]))
+        whole.bias.copy_(torch.cat([split.query_bias, split.key_bias, split.value_bias]))
+    x = torch.randn(32, 64, dtype=dtype)
+    dy = torch.randn(32, 96, dtype=dtype)
+    outputs = []
+    for layer in (split, whole):
+        xi = x.clone().requires_grad_()
+        with te.autocast(enabled=name != "none", recipe=RECIPES[name]()):
+            y = layer(xi)
+        y.backward(dy)
+        outputs.append((y, xi.grad))
+    assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+    # each block's gradient is its rows of the whole weight's and bias's
+    assert torch.equal(torch.cat([split.query_weight.grad, split.key_weight.grad, split.value_weight.grad]), whole.weight.grad)
+    assert torch.equal(torch.cat([split.query_bias.grad, split.key_bias.grad, split.value_bias.grad]), whole.bias.grad)
+
+
+def test_split_return_bias_is_the_concatenated_bias_in_the_activation_dtype():
+    layer = te.Linear(32, 48, parameters_split={"q": 32, "k": 16}, return_bias=True)
+    with torch.no_grad():
+        layer.q_bias.normal_(), layer.k_bias.normal_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, bias = layer(torch.randn(8, 32))
+    assert y.dtype == bias.dtype == torch.bfloat16
+    assert torch.equal(bias, torch.cat([layer.q_bias, layer.k_bias]).to(torch.bfloat16))
+
+
+def test_parameters_split_refusals_are_tes():
+    with pytest.raises(ValueError, match=r"^Cannot split weight buffer into 0 parameters$"):
+        te.Linear(32, 48, parameters_split={})
+    with pytest.raises(ValueError, match=r"^Trying to split weight buffer \(out_features=48\) with split sizes \[16, 16\]$"):
+        te.Linear(32, 48, parameters_split={"a": 16, "b": 16})
+    with pytest.raises(TypeError, match=r"^Invalid configuration for parameters split$"):
+        te.Linear(32, 48, parameters_split=(16, 32))
+    with pytest.raises(AssertionError, match=r"^Cannot split module parameters on 'meta' device\.$"):
+        te.Linear(32, 48, parameters_split=("a", "b"), device="meta")
+    with pytest.raises(RuntimeError, match=r"^Splitting QuantizedTensor into multiple params is not supported$"):
+        with te.quantized_model_init(recipe=R.Float8CurrentScaling()):
+            te.Linear(32, 48, parameters_split=("a", "b"))
+    # TE's LayerNormLinear makes no meta assertion: its split parameters are initialised later
+    torch.manual_seed(13)
+    eager = te.LayerNormLinear(32, 48, parameters_split=("a", "b"))
+    torch.manual_seed(13)
+    lazy = te.LayerNormLinear(32, 48, parameters_split=("a", "b"), device="meta")
+    assert lazy.a_weight.device.type == "meta"
+    lazy.reset_parameters()
+    assert all(torch.equal(p, q) for p, q in zip(eager.parameters(), lazy.parameters()))
+
+
+# ---- the multi-GEMM modules on TE's module base (TE module/base.py; layernorm_mlp.py, grouped_linear.py)
+
+def test_multi_gemm_modules_defer_initialisation_to_reset_parameters():
+    makers = {"LayerNormMLP": lambda device: te.LayerNormMLP(64, 96, device=device),
+              "GroupedLinear": lambda device: te.GroupedLinear(2, 64, 32, device=device),
+              "MultiheadAttention": lambda device: te.MultiheadAttention(64, 4, input_layernorm=True, device=device),
+              "fused MultiheadAttention": lambda device: te.MultiheadAttention(64, 4, fuse_qkv_params=True, device=device),
+              "TransformerLayer": lambda device: te.TransformerLayer(64, 96, 4, device=device)}
+    for name, make in makers.items():
+        torch.manual_seed(14)
+        eager = make("cpu")
+        torch.manual_seed(14)
+        lazy = make("meta")
+        assert all(p.device.type == "meta" for p in lazy.parameters()), name
+        for module in lazy.modules():  # as FSDP does: each module holding parameters resets its own
+            if any(p.device.type == "meta" for p in module.parameters(recurse=False)):
+                module.reset_parameters()
+        assert [n for n, _ in lazy.named_parameters()] == [n for n, _ in eager.named_parameters()], name
+        for (n, a), b in zip(eager.named_parameters(), lazy.parameters()):
+            assert b.device.type == "cpu" and torch.equal(a, b), (name, n)  # TE's initialisers in TE's order
+    # TE's MultiheadAttention without an input norm splits a te.Linear: TE's assertion on the meta device
+    with pytest.raises(AssertionError, match=r"^Cannot split module parameters on 'meta' device\.$"):
+        te.MultiheadAttention(64, 4, device="meta")
+
+
+def test_multi_gemm_modules_refuse_mixed_dtypes_outside_autocast_as_te():
+    message = r"^Data types for parameters must match when outside of autocasted region. Found input dtype: torch.bfloat16 and '{}' dtype: torch.float32$"
+    x = torch.randn(16, 64).bfloat16()
+    with pytest.raises(TypeError, match=message.format("layer_norm_weight")):
+        te.LayerNormMLP(64, 96)(x)
+    with pytest.raises(TypeError, match=message.format("weight0")):
+        te.GroupedLinear(2, 64, 32)(x, [8, 8])
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # TE's mixed precision
+        assert te.LayerNormMLP(64, 96)(x.float()).dtype == torch.bfloat16
+        assert te.GroupedLinear(2, 64, 32)(x.float(), [8, 8]).dtype == torch.bfloat16
+
+
+def test_layernorm_mlp_refuses_before_any_gemm_runs():
+    # TE checks the input and both weights at once (layernorm_mlp.py assert_dim_for_fp8_exec); the
+    # quantizers' checks of fc2's operands run here before fc1 does, so a refusal changes nothing.
+    mlp = te.LayerNormMLP(64, 40)  # ffn_hidden_size 40: fc2's weight [64, 40] is off TE's grid
+    recipe = R.DelayedScaling(amax_history_len=2)
+    with pytest.raises(ValueError, match=r"dims=\[64, 40\] \(product of leading dims = 64, last dim = 40\)$"):
+        with te.autocast(recipe=recipe):
+            mlp(torch.randn(16, 64))
+    assert mlp._fc1.extra_state()["scaling"] == {}  # fc1 did not run
+    # swiglu, ffn_hidden_size 48: fc1's weight [96, 64] is on MXFP8's grid, fc2's input [32, 48] is not
+    mxfp8 = te.LayerNormMLP(64, 48, activation="swiglu")
+    calls = []
+    run = mxfp8._fc1.run
+    mxfp8._fc1.run = lambda *args: calls.append(1) or run(*args)
+    with pytest.raises(RuntimeError, match=r"^MXFP8 requires tensor dims that are divisible by 32 \(got shape=\(32,48\)\)$"):
+        with te.autocast(recipe=R.MXFP8BlockScaling()):
+            mxfp8(torch.randn(32, 64))
+    assert calls == []  # fc1 did not run
+    with te.autocast(recipe=R.Float8CurrentScaling()):
+        mxfp8(torch.randn(32, 64))
+    assert calls == [1]
+
+
+def test_grouped_linear_checks_each_experts_quantizers_before_any_runs():
+    # TE's GroupedLinear makes no FP8 shape assertion (any split under FP8 scaling) but each
+    # expert's quantizer makes its own checks (TE's split_quantize: MXFP8 32, NVFP4 16 per split).
+    experts = te.GroupedLinear(2, 64, 32)
+    with te.autocast(recipe=R.Float8CurrentScaling()):
+        assert experts(torch.randn(20, 64), [12, 8]).shape == (20, 32)
+    with pytest.raises(RuntimeError, match=r"^MXFP8 requires tensor dims that are divisible by 32 \(got shape=\(16,64\)\)$"):
+        with te.autocast(recipe=R.MXFP8BlockScaling()):
+            experts(torch.randn(48, 64), [32, 16])
+    bf16 = te.GroupedLinear(2, 64, 32, params_dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"^First dim for NVFP4 must be divisible by 16 \(got shape=\(8,64\)\)$"):
+        with te.autocast(recipe=R.NVFP4BlockScaling()):
+            bf16(torch.randn(24, 64).bfloat16(), [16, 8])
+    assert [u.extra_state()["steps"] for u in bf16._units] == [0, 0]  # expert 0 did not run either
+
+
+def test_layernorm_mlp_and_grouped_linear_return_bias_in_the_activation_dtype():
+    mlp = te.LayerNormMLP(64, 96, return_bias=True)
+    experts = te.GroupedLinear(2, 64, 32, return_bias=True)
+    with torch.no_grad():
+        mlp.fc2_bias.normal_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, bias = mlp(torch.randn(16, 64))
+        _, biases = experts(torch.randn(16, 64), [8, 8])
+    assert y.dtype == bias.dtype == torch.bfloat16 and torch.equal(bias, mlp.fc2_bias.to(torch.bfloat16))
+    assert [b.dtype for b in biases] == [torch.bfloat16] * 2
+    no_bias = te.LayerNormMLP(64, 96, bias=False, return_bias=True)
+    y, bias = no_bias(torch.randn(16, 64))
+    assert bias.numel() == 0 and bias.dtype == torch.float32  # TE's empty tensor, cast to the activation dtype
+    assert [n for n, _ in no_bias.named_parameters()] == ["layer_norm_weight", "layer_norm_bias", "fc1_weight", "fc2_weight"]

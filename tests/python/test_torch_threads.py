@@ -80,11 +80,11 @@ def test_each_thread_computes_under_its_own_region_recipe():
     each output is the one its own recipe gives in a single thread."""
     torch.manual_seed(0)
     recipes = {"current": te_recipe.Float8CurrentScaling(), "nvfp4": te_recipe.NVFP4BlockScaling()}
-    layers = {name: te.Linear(64, 32) for name in recipes}
-    x = torch.randn(16, 64)
+    layers = {name: te.Linear(64, 32, params_dtype=torch.bfloat16) for name in recipes}  # TE's NVFP4 RHT: bf16
+    x = torch.randn(16, 64).to(torch.bfloat16)
     expected = {}
     for name, r in recipes.items():
-        probe = te.Linear(64, 32)
+        probe = te.Linear(64, 32, params_dtype=torch.bfloat16)
         probe.load_state_dict(layers[name].state_dict())
         with te.autocast(recipe=r), torch.no_grad():
             expected[name] = probe(x)
@@ -116,9 +116,11 @@ def _recipes():
 
 
 def _forward(layer, x, recipe):
+    """bf16 calls of the float32 layer under torch autocast (per thread, as TE's dtype rule needs)."""
     x = x.clone().requires_grad_(True)
-    with te.autocast(enabled=recipe is not None, recipe=recipe):
-        return x, layer(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=x.dtype == torch.bfloat16):
+        with te.autocast(enabled=recipe is not None, recipe=recipe):
+            return x, layer(x)
 
 
 def _backward(layer, x, y, dy):
@@ -139,8 +141,8 @@ def test_one_layer_shared_by_8_threads_gives_single_thread_bits(pattern):
     plan = []
     for t in range(THREADS):
         recipe = list(recipes.values())[t % len(recipes)]
-        dtype = torch.bfloat16 if t % 3 == 2 else torch.float32
-        plan.append([(recipe, torch.randn(16, 64).to(dtype), torch.randn(16, 32).to(dtype)) for _ in range(PAIRS)])
+        dtype = torch.bfloat16 if t % 3 == 2 or isinstance(recipe, te_recipe.NVFP4BlockScaling) else torch.float32
+        plan.append([(recipe, torch.randn(32, 64).to(dtype), torch.randn(32, 32).to(dtype)) for _ in range(PAIRS)])  # MXFP8: 32 rows
     expected = [[_backward(layer, *_forward(layer, x, r), dy) for r, x, dy in calls] for calls in plan]
     got = [[None] * PAIRS for _ in range(THREADS)]
     start = threading.Barrier(THREADS)

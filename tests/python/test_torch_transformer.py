@@ -257,6 +257,8 @@ def test_sanity(kind, name, dtype, batch):
     module = _sanity_module(kind, dtype)
     s = 32
     recipe = RECIPES[name]()
+    if name == "nvfp4":  # TE's test_sanity runs nvfp4_vanilla (its RHT would refuse float32)
+        recipe = te_recipe.NVFP4BlockScaling(disable_rht=True, disable_stochastic_rounding=True, disable_2d_quantization=True)
     rows = s * batch
     if kind == "dpa":
         inputs = [torch.randn(s, batch, 2, 32).to(dtype).requires_grad_() for _ in range(3)]

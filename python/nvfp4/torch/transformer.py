@@ -10,6 +10,7 @@ import torch
 from .attention.dot_product_attention import utils as dpa_utils
 from .attention.dot_product_attention.dot_product_attention import check_parallel_defaults
 from .attention.multi_head_attention import MultiheadAttention
+from .module import _te_checks
 from .module import base as _module
 from .module.layernorm import LayerNorm
 from .module.layernorm_mlp import LayerNormMLP
@@ -69,7 +70,7 @@ class TransformerLayer(torch.nn.Module):
         _module.check_unsupported("TransformerLayer", dict(ub_tp_comm_overlap=ub_tp_comm_overlap) if ub_tp_comm_overlap else {})
         _module.check_unsupported("TransformerLayer", dict(fuse_wgrad_accumulation=fuse_wgrad_accumulation,
                                                            set_parallel_mode=set_parallel_mode))
-        _module.resolve_device(device)
+        device = _te_checks.canonical_device(device)  # "meta" goes to every submodule (TE's deferred init)
         self.self_attn_mask_type = self_attn_mask_type
         self.window_size = window_size
         self.bottom_right_diagonal = bottom_right_diagonal
@@ -102,7 +103,7 @@ class TransformerLayer(torch.nn.Module):
         self.attn_input_format = attn_input_format
         self.softmax_type = softmax_type
         self.name = name
-        gemm = dict(mode=mode, fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval)
+        gemm = dict(mode=mode, fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval, device=device)
         attention_args = (hidden_size, num_attention_heads, self.kv_channels, attention_dropout, layernorm_epsilon,
                           init_method, output_layer_init_method)
         common = dict(layer_number=layer_number, num_gqa_groups=num_gqa_groups, params_dtype=params_dtype,
@@ -131,7 +132,7 @@ class TransformerLayer(torch.nn.Module):
         if output_layernorm:
             norm = {"LayerNorm": LayerNorm, "RMSNorm": RMSNorm}[normalization]
             self.layernorm = norm(hidden_size, eps=layernorm_epsilon, params_dtype=params_dtype,
-                                  zero_centered_gamma=zero_centered_gamma)
+                                  zero_centered_gamma=zero_centered_gamma, device=device)
 
     def set_tensor_parallel_group(self, tp_group):
         check_parallel_defaults("TransformerLayer.set_tensor_parallel_group", tp_group=tp_group)

@@ -9,12 +9,12 @@ from typing import Optional
 
 import torch
 
+from ..module import _te_checks
 from ..module import base as _module
 from ..module.layernorm import LayerNorm
 from ..module.layernorm_linear import LayerNormLinear
 from ..module.linear import Linear
 from ..module.rmsnorm import RMSNorm
-from ._split_linear import SplitLinear
 from .dot_product_attention import DotProductAttention
 from .dot_product_attention import utils as dpa_utils
 from .dot_product_attention.dot_product_attention import check_parallel_defaults
@@ -34,6 +34,11 @@ class L2Normalization(torch.nn.Module):
     def forward(self, x):
         x32 = x.float()
         return (x32 * torch.rsqrt(x32.pow(2).sum(dim=-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
+def _sub(name, part):
+    """A projection's name as TE gives it (CustomRecipe roles): the module's name and the part."""
+    return None if name is None else f"{name}.{part}"
 
 
 class MultiheadAttention(torch.nn.Module):
@@ -66,7 +71,7 @@ class MultiheadAttention(torch.nn.Module):
             fuse_wgrad_accumulation=fuse_wgrad_accumulation, set_parallel_mode=set_parallel_mode, ub_overlap_ag=ub_overlap_ag,
             ub_overlap_rs=ub_overlap_rs, ub_overlap_rs_dgrad=ub_overlap_rs_dgrad, ub_bulk_dgrad=ub_bulk_dgrad,
             ub_bulk_wgrad=ub_bulk_wgrad))
-        _module.resolve_device(device)
+        device = _te_checks.canonical_device(device)  # "meta" goes to every submodule (TE's deferred init)
         if attention_type not in dpa_utils.AttnTypes:
             raise ValueError(f"attention_type {attention_type} not supported")
         if layer_number is not None and layer_number <= 0:
@@ -103,46 +108,45 @@ class MultiheadAttention(torch.nn.Module):
         self.hidden_size_kv = kv_channels * self.num_gqa_groups
         self.name = name
         gemm = dict(params_dtype=self.params_dtype, mode=mode, fp8_tensor_core=fp8_tensor_core,
-                    promotion_interval=promotion_interval)
+                    promotion_interval=promotion_interval, device=device)
 
         # QK norms first: TE creates them before the projections (parameter order).
-        self.q_norm, self.k_norm = self._qk_norms(qk_norm_type, qk_norm_eps)
+        self.q_norm, self.k_norm = self._qk_norms(qk_norm_type, qk_norm_eps, device)
 
         def projection(in_features, out_features, split, layernorm, seed_offset, **extra):
             options = dict(bias=bias, init_method=init_method, params_dtype=self.params_dtype, seed=seed + seed_offset,
-                           mode=mode, fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval)
+                           mode=mode, fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval, device=device)
             if layernorm:
                 options.update(eps=layernorm_epsilon, normalization=normalization, zero_centered_gamma=zero_centered_gamma,
                                return_layernorm_output=return_layernorm_output)
-            if split is None:
-                return (LayerNormLinear if layernorm else Linear)(in_features, out_features, **options, **extra)
-            return SplitLinear(in_features, out_features, split, **options,
-                               module_name="LayerNormLinear" if layernorm else "Linear")
+            return (LayerNormLinear if layernorm else Linear)(in_features, out_features, parameters_split=split, **options,
+                                                              **extra)
 
         if attention_type == "self":
             split = None if fuse_qkv_params else collections.OrderedDict(
                 [("query", self.hidden_size_q), ("key", self.hidden_size_kv), ("value", self.hidden_size_kv)])
             out = self.hidden_size_q + 2 * self.hidden_size_kv
             if input_layernorm:
-                self.layernorm_qkv = projection(hidden_size, out, split, True, 0)
+                self.layernorm_qkv = projection(hidden_size, out, split, True, 0, name=_sub(name, "layernorm_linear_qkv"))
             else:
-                self.qkv = projection(hidden_size, out, split, False, 0)
+                self.qkv = projection(hidden_size, out, split, False, 0, name=_sub(name, "linear_qkv"))
         else:
             if input_layernorm:
-                self.layernorm_query = projection(hidden_size, self.hidden_size_q, None if fuse_qkv_params else ("query",), True, 0)
+                self.layernorm_query = projection(hidden_size, self.hidden_size_q, None if fuse_qkv_params else ("query",), True, 0,
+                                                  name=_sub(name, "layernorm_linear_q"))
             else:
                 self.query_layer = projection(hidden_size, self.hidden_size_q, None, False, 0)
             self.key_value = projection(hidden_size, 2 * self.hidden_size_kv, None if fuse_qkv_params else ("key", "value"),
-                                        False, 1)
+                                        False, 1, name=_sub(name, "linear_kv"))
         self.core_attention = DotProductAttention(num_attention_heads, kv_channels, num_gqa_groups=self.num_gqa_groups,
                                                   attention_dropout=attention_dropout, qkv_format=qkv_format,
                                                   layer_number=self.layer_number, attention_type=attention_type,
                                                   softmax_type=softmax_type,
                                                   name=name + ".core_attention" if name is not None else None)
         self.proj = Linear(self.hidden_size_q, hidden_size, init_method=output_layer_init_method, bias=bias,
-                           return_bias=return_bias, seed=seed + 2, **gemm)
+                           return_bias=return_bias, seed=seed + 2, name=_sub(name, "proj"), **gemm)
 
-    def _qk_norms(self, qk_norm_type, eps):
+    def _qk_norms(self, qk_norm_type, eps, device):
         if qk_norm_type is None:
             return None, None
         if qk_norm_type == "L2Normalization":
@@ -150,8 +154,8 @@ class MultiheadAttention(torch.nn.Module):
             return norm, norm  # no parameters: one instance, as TE shares it
         if qk_norm_type in ("RMSNorm", "LayerNorm"):
             cls = RMSNorm if qk_norm_type == "RMSNorm" else LayerNorm
-            return (cls(self.hidden_size_per_attention_head, eps=eps, params_dtype=self.params_dtype),
-                    cls(self.hidden_size_per_attention_head, eps=eps, params_dtype=self.params_dtype))
+            return (cls(self.hidden_size_per_attention_head, eps=eps, params_dtype=self.params_dtype, device=device),
+                    cls(self.hidden_size_per_attention_head, eps=eps, params_dtype=self.params_dtype, device=device))
         raise ValueError(f"Unsupported QK norm type: {qk_norm_type}. Supported types: ['L2Normalization', 'RMSNorm', 'LayerNorm']")
 
     def set_tensor_parallel_group(self, tp_group):
@@ -246,9 +250,8 @@ class MultiheadAttention(torch.nn.Module):
                                       core_attention_bias=core_attention_bias, alibi_slopes=alibi_slopes,
                                       fast_zero_fill=fast_zero_fill, pad_between_seqs=pad_between_seqs)
         projection = self.proj(context, is_first_microbatch=is_first_microbatch)
-        if self.return_bias:  # TE returns the bias in the activation dtype
-            y, bias = projection
-            out = (y, None if bias is None else bias.to(y.dtype))
+        if self.return_bias:  # proj's bias in the activation dtype (an empty tensor without bias), as TE
+            out = tuple(projection)
         else:
             out = (projection,)
         if self.input_layernorm and self.return_layernorm_output:

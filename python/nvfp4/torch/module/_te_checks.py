@@ -17,11 +17,13 @@ import torch
 
 from ...common import recipe as _recipe
 
-# Whether the checks TE makes before a GEMM module's forward (its dtype rule, the FP8 shape rule and
-# the quantizers' own) are enforced.
-TE_STRICT = False
+# The checks TE makes before a GEMM module's forward (its dtype rule, the FP8 shape rule and the
+# quantizers' own) are always enforced, as TE enforces them. Not a user setting: the library's own
+# tests turn it off (their te_lenient fixture) only to compare te.Linear's bits with the C++ layer
+# on inputs TE refuses.
+TE_STRICT = True
 
-__all__ = ["TE_STRICT", "PARAM_DTYPES", "canonical_dtype", "canonical_device", "assert_dim_for_fp8_exec", "check_quantized_gemm",
+__all__ = ["PARAM_DTYPES", "canonical_dtype", "canonical_device", "assert_dim_for_fp8_exec", "check_quantized_gemm",
            "check_activation_dtype"]
 
 PARAM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -68,14 +70,15 @@ def _flat(shape):
     return math.prod(shape[:-1]), shape[-1]
 
 
-def check_quantized_gemm(recipe, inp, weight_shape, activation_dtype):
+def check_quantized_gemm(recipe, inp, weight_shape, activation_dtype, shape_rule=True):
     """Everything TE refuses for a GEMM module's forward under `recipe` (a TE recipe; None: nothing),
-    in TE's order: the FP8 shape rule on the input and the weight, then the input's quantizer, then
-    the weight's, then the GEMM's output dtype."""
+    in TE's order: the FP8 shape rule on the input and the weight (`shape_rule`: TE's Linear,
+    LayerNormLinear and LayerNormMLP make it; its GroupedLinear does not), then the input's
+    quantizer, then the weight's, then the GEMM's output dtype."""
     if recipe is None or not TE_STRICT:
         return
-    weight = torch.empty(tuple(weight_shape), device="meta")
-    assert_dim_for_fp8_exec(inp, weight)
+    if shape_rule:
+        assert_dim_for_fp8_exec(inp, torch.empty(tuple(weight_shape), device="meta"))
     if isinstance(recipe, _recipe.CustomRecipe):
         return
     for shape, is_input in ((tuple(inp.shape), True), (tuple(weight_shape), False)):
@@ -85,6 +88,8 @@ def check_quantized_gemm(recipe, inp, weight_shape, activation_dtype):
         if isinstance(recipe, _recipe.NVFP4BlockScaling):
             if rows % 16:
                 raise RuntimeError(f"First dim for NVFP4 must be divisible by 16 (got shape={_shape_text(shape)})")
+            if cols % 16:
+                raise RuntimeError(f"NVFP4 requires tensor dims that are divisible by 16 (got shape={_shape_text(shape)})")
             if is_input and _rht(recipe) and activation_dtype != torch.bfloat16:
                 raise RuntimeError("RHT is only supported for bfloat16 input, got dtype enum value "
                                    f"{_TE_DTYPE_ENUM.get(activation_dtype, -1)}")

@@ -52,7 +52,7 @@ def write_state(recipe, gemms, steps, fp8_checkpoint):
     """The module's ``_extra_state`` tensor. `recipe`: the TE recipe of the module's last forward
     (None without quantization); `gemms`: per GEMM, its delayed-scaling state
     ({"input.scale", "input.amax_history", "weight.*", "grad_output.*"} float32 arrays) or None;
-    `steps`: the stochastic-rounding counter; `fp8_checkpoint`: whether the last forward quantized
+    `steps`: the stochastic-rounding counter (an int, or one per GEMM); `fp8_checkpoint`: whether the last forward quantized
     (or calibrated), TE's fp8_meta["fp8_checkpoint"]."""
     if not fp8_checkpoint or recipe is None:
         return empty_state()
@@ -68,7 +68,7 @@ def write_state(recipe, gemms, steps, fp8_checkpoint):
     fp8_max = recipe.fp8_format.value
     state["extra_fp8_variables"] = {"fp8_checkpoint": True, "num_gemms": len(gemms),
                                     "fp8_max_fwd": fp8_max.max_fwd, "fp8_max_bwd": fp8_max.max_bwd}
-    state[_OUR_KEY] = {"steps": int(steps)}
+    state[_OUR_KEY] = {"steps": [int(n) for n in steps] if isinstance(steps, (list, tuple)) else int(steps)}
     buffer = io.BytesIO()
     _TEPickler(buffer, protocol=4).dump(state)
     return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)

@@ -130,8 +130,35 @@ class TEModuleMixin:
                                  "the CPU, so tensors must be CPU tensors (move it with .cpu(), create modules with device='cpu')")
             if p.dtype not in _te_checks.PARAM_DTYPES:
                 raise TypeError(f"{module_name}.{name} must be float32, float16 or bfloat16, got {str(p.dtype).replace('torch.', '')}")
+
     def _te_activation_dtype(self, inp, autocast_dtype):
         return _te_checks.check_activation_dtype(self, inp.dtype, autocast_dtype)
+
+    def _te_prepare_forward(self, inp, module_name, width, width_name="in_features"):
+        """TE's prepare_forward for a module whose GEMMs check their own 2-D operands (run_gemm):
+        parameters made if deferred, the input a CPU tensor of TE's dtypes with `width` features,
+        TE's parameter-dtype rule outside torch autocast, and the FP8 checkpoint flag of this
+        forward. Returns (the input in the activation dtype, the region's recipe, that dtype)."""
+        from .. import quantization
+        from .base import _cpu_autocast_dtype
+        self._te_materialize()
+        if not torch.is_tensor(inp):
+            raise TypeError(f"{module_name}: the input must be a torch.Tensor, got {type(inp).__name__}")
+        autocast_dtype = _cpu_autocast_dtype()
+        self._te_check_parameters(module_name)
+        if inp.device.type != "cpu":
+            raise ValueError(f"{module_name}'s input is on device '{inp.device}': nvfp4.torch emulates the GPU numerics on "
+                             "the CPU, so tensors must be CPU tensors (move it with .cpu())")
+        if inp.dtype not in _te_checks.PARAM_DTYPES:
+            raise TypeError(f"{module_name}'s input must be float32, float16 or bfloat16, got {str(inp.dtype).replace('torch.', '')}")
+        dtype = self._te_activation_dtype(inp, autocast_dtype)  # TE's order: this rule, then the shapes
+        if inp.dim() < 1 or inp.shape[-1] != width:
+            raise ValueError(f"{module_name}: the input's last dimension must be {width} ({width_name}), "
+                             f"got shape {tuple(inp.shape)}")
+        recipe = quantization._current()[0]
+        calibrating = recipe is None and quantization.is_fp8_calibration()
+        self._te_note_forward(quantization.calibration_recipe() if calibrating else recipe, calibrating)
+        return (inp if inp.dtype == dtype else inp.to(dtype)), recipe, dtype
 
     def _te_note_forward(self, recipe, calibrating=False):
         """TE's fp8_meta["fp8_checkpoint"]: whether the last forward quantized (or calibrated)."""
@@ -144,16 +171,24 @@ class TEModuleMixin:
         units = self._te_units()
         states = [u.extra_state() for u in units]
         gemms = [{k: v.numpy() for k, v in s["scaling"].items()} or None for s in states]
-        return _te_extra_state.write_state(self._checkpoint_recipe, gemms, states[0]["steps"], self._fp8_checkpoint)
+        steps = [int(s["steps"]) for s in states]
+        steps = steps[0] if len(set(steps)) == 1 else steps  # one count, or one per GEMM when they differ
+        return _te_extra_state.write_state(self._checkpoint_recipe, gemms, steps, self._fp8_checkpoint)
 
     def set_extra_state(self, state):
         units = self._te_units()
         loaded = _te_extra_state.read_state(state, len(units), type(self).__name__)
         if loaded is None:
             return
-        for unit, scaling in zip(units, loaded["gemms"]):
-            steps = loaded["steps"] if loaded["steps"] is not None else unit.extra_state()["steps"]
-            unit.load_extra_state({"scaling": scaling or {}, "steps": steps})
+        counts = loaded["steps"]
+        if isinstance(counts, (list, tuple)):
+            if len(counts) != len(units):
+                raise ValueError(f"{type(self).__name__}._extra_state holds {len(counts)} step counts for {len(units)} GEMMs")
+        else:
+            counts = [counts] * len(units)
+        for unit, scaling, steps in zip(units, loaded["gemms"], counts):
+            steps = steps if steps is not None else unit.extra_state()["steps"]
+            unit.load_extra_state({"scaling": scaling or {}, "steps": int(steps)})
         if loaded["recipe"] is not None:
             self._checkpoint_recipe = loaded["recipe"]
         self._fp8_checkpoint = loaded["fp8_checkpoint"]
@@ -194,7 +229,8 @@ def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dt
     from .. import distributed as _dist
     from .. import quantization
     from ...common.recipe import CustomRecipe, DelayedScaling
-    _te_checks.check_quantized_gemm(recipe, x2d, tuple(weight.shape), activation_dtype)  # TE's refusals, before any change
+    _te_checks.check_quantized_gemm(recipe, x2d, tuple(weight.shape), activation_dtype,  # TE's refusals, before any change
+                                    shape_rule=getattr(unit, "te_fp8_shape_rule", True))
     if isinstance(recipe, CustomRecipe):
         resolved = _resolved_custom(recipe, name)
         with quantization.autocast(enabled=True, recipe=resolved):

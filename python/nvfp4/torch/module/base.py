@@ -14,7 +14,7 @@ from .._tensors import check_cpu, check_float
 # te.LayerNormMLP take their tensor-parallel arguments before this check (module/_parallel.py).
 _GPU_ONLY_DEFAULTS = {
     "sequence_parallel": (False, None), "fuse_wgrad_accumulation": (False,), "tp_group": (None,), "tp_size": (1,),
-    "get_rng_state_tracker": (None,), "rng_tracker_name": (None,), "parallel_mode": (None,), "parameters_split": (None,),
+    "get_rng_state_tracker": (None,), "rng_tracker_name": (None,), "parallel_mode": (None,),
     "ub_overlap_ag": (False,), "ub_overlap_rs": (False,), "ub_overlap_rs_dgrad": (False,), "ub_bulk_dgrad": (False,),
     "ub_bulk_wgrad": (False,), "ub_name": (None,), "ub_overlap_rs_fprop": (False,), "ub_overlap_ag_fprop": (False,),
     "delay_wgrad_compute": (False,), "symmetric_ar_type": (None,), "set_parallel_mode": (False,),

@@ -10,17 +10,22 @@ from typing import Optional
 import torch
 
 from .._tensors import check_cpu
+from . import _te_checks
 from . import base as _module
 from ._linear_unit import LinearUnit
+from ._te_module import TEModuleMixin, init_constant, init_normal
 
 __all__ = ["GroupedLinear"]
 
 
-class GroupedLinear(torch.nn.Module):
+class GroupedLinear(TEModuleMixin, torch.nn.Module):
     """TE's GroupedLinear. ``forward(inp, m_splits, is_first_microbatch=None)``: inp [tokens,
     in_features] (any leading shape, flattened to rows), m_splits num_gemms row counts (a list of
     ints or an int tensor) that add up to the rows; returns [tokens, out_features] (and with
-    return_bias the list of biases in the activation dtype). Extra keywords beyond TE's:
+    return_bias the list of biases in the activation dtype). On TE's module base (TEModuleMixin):
+    ``device="meta"`` and ``reset_parameters()``, quantized weights under quantized_model_init,
+    ``_extra_state`` in TE's layout of num_gemms GEMMs, TE's parameter-dtype rule outside torch
+    autocast; ``bias=False`` leaves TE's empty tensors ``bias0``, ... Extra keywords beyond TE's:
     ``seed`` (expert i draws its NVFP4 stochastic-rounding streams from seed + i), ``mode``,
     ``fp8_tensor_core``, ``promotion_interval`` (as te.Linear's)."""
 
@@ -44,31 +49,44 @@ class GroupedLinear(torch.nn.Module):
             raise ValueError("GroupedLinear: single_grouped_weight / single_grouped_bias / use_grouped_tensor (TE's "
                              "experimental native grouped-tensor path) are not supported by nvfp4.torch; the per-expert "
                              "parameters weight0.. / bias0.. are")
-        _module.resolve_device(device)
+        self.name = name
+        self._te_setup(device)
         if isinstance(num_gemms, bool) or not isinstance(num_gemms, int) or num_gemms <= 0:
             raise ValueError(f"GroupedLinear: num_gemms must be a positive int, got {num_gemms!r}")
         self.num_gemms = num_gemms
-        self.in_features, self.out_features = int(in_features), int(out_features)
-        if self.in_features <= 0 or self.out_features <= 0:
-            raise ValueError(f"GroupedLinear: in_features and out_features must be positive, got {in_features}, {out_features}")
-        self.params_dtype = _module.resolve_dtype(params_dtype)
+        self.in_features = _module.size_argument("GroupedLinear", "in_features", in_features)
+        self.out_features = _module.size_argument("GroupedLinear", "out_features", out_features)
+        dtype = _te_checks.canonical_dtype(params_dtype)
         self.use_bias, self.return_bias = bool(bias), bool(return_bias)
         self.apply_bias = self.use_bias and not self.return_bias
-        self.name = name
         for i in range(num_gemms):  # weight0, bias0, weight1, bias1, ...: TE's registration order
-            setattr(self, f"weight{i}", _module.new_weight((self.out_features, self.in_features), self.params_dtype,
-                                                           init_method))
+            self._te_parameter(f"weight{i}", (self.out_features, self.in_features), dtype, init_method or init_normal(),
+                               is_weight=True)
             if self.use_bias:
-                setattr(self, f"bias{i}", _module.new_vector(self.out_features, self.params_dtype, 0.0))
-        self._units = [LinearUnit(self.in_features, self.out_features, bias=self.apply_bias, params_dtype=self.params_dtype,
+                self._te_parameter(f"bias{i}", (self.out_features,), dtype, init_constant(0.0))
+            else:
+                setattr(self, f"bias{i}", torch.Tensor().to(dtype=dtype))  # TE: an empty tensor, not a parameter
+        self._units = [LinearUnit(self.in_features, self.out_features, bias=self.apply_bias, params_dtype=dtype,
                                   seed=seed + i, mode=mode, fp8_tensor_core=fp8_tensor_core,
                                   promotion_interval=promotion_interval) for i in range(num_gemms)]
+        for unit in self._units:
+            unit.te_fp8_shape_rule = False  # TE's GroupedLinear makes no assert_dim_for_fp8_exec; its quantizers' checks stay
+        if self._te_device.type != "meta":
+            self.reset_parameters()
+
+    def _te_units(self):
+        return list(self._units)
+
+    @property
+    def params_dtype(self):
+        """The parameters' dtype (it follows module.to(dtype))."""
+        return self.weight0.dtype
 
     def _weights(self):
         return [getattr(self, f"weight{i}") for i in range(self.num_gemms)]
 
     def _biases(self):
-        return [getattr(self, f"bias{i}") for i in range(self.num_gemms)] if self.use_bias else [None] * self.num_gemms
+        return [getattr(self, f"bias{i}") for i in range(self.num_gemms)]
 
     def forward(self, inp, m_splits, is_first_microbatch: Optional[bool] = None, out=None, dgrad_out=None):
         if out is not None or dgrad_out is not None:
@@ -86,31 +104,34 @@ class GroupedLinear(torch.nn.Module):
             raise ValueError(f"Shape of splits tensor ({sizes}) does not match number of GEMMs ({self.num_gemms}).")
         if any(s < 0 for s in splits):
             raise ValueError(f"GroupedLinear: m_splits must be non-negative, got {splits}")
-        _module.check_parameters(self, "GroupedLinear")
         if torch.is_tensor(inp) and inp.dim() >= 1 and inp.shape[-1] != self.in_features:
             raise ValueError(f"Input tensor (shape={tuple(inp.size())}) is not compatible with weight tensor "
                              f"(shape={(self.out_features, self.in_features)})")
-        x = _module.activation(inp, self.in_features, "GroupedLinear")
+        x, recipe, dtype = self._te_prepare_forward(inp, "GroupedLinear", self.in_features)
         x2d = x.reshape(-1, self.in_features)
         if sum(splits) != x2d.shape[0]:
             raise ValueError(f"GroupedLinear: m_splits add up to {sum(splits)} rows but the input has {x2d.shape[0]}")
+        for rows in splits:  # every expert's quantizer checks before the first expert runs: a refusal changes nothing
+            _te_checks.check_quantized_gemm(recipe, torch.empty(rows, self.in_features, device="meta"),
+                                            (self.out_features, self.in_features), dtype, shape_rule=False)
+        for unit in self._units:
+            unit.name = self.name or ""
         outputs = [unit.run(rows, weight, bias if self.apply_bias else None, is_first_microbatch)
                    for unit, rows, weight, bias in zip(self._units, torch.split(x2d, splits), self._weights(), self._biases())]
         y = torch.cat(outputs)  # an expert without tokens runs as a te.Linear on 0 rows: zero dW, db
-        if self.return_bias:
-            biases = [b.to(x.dtype) if b is not None else torch.empty(0, dtype=x.dtype) for b in self._biases()]
-            return y, biases
+        if self.return_bias:  # TE: each bias in the activation dtype (empty tensors without bias)
+            return y, [b.to(dtype) for b in self._biases()]
         return y
 
-    def get_extra_state(self):
-        return {"gemms": [unit.extra_state() for unit in self._units]}
-
     def set_extra_state(self, state):
-        if not isinstance(state, dict) or not isinstance(state.get("gemms"), list) or len(state["gemms"]) != self.num_gemms:
-            raise ValueError(f"GroupedLinear._extra_state must be what get_extra_state() returned "
-                             f"({{'gemms': [one state per GEMM, {self.num_gemms}]}})")
-        for unit, s in zip(self._units, state["gemms"]):
-            unit.load_extra_state(s)
+        """TE's format (module/_te_extra_state.py), or nvfp4.torch's earlier {"gemms": [...]}."""
+        if isinstance(state, dict) and "gemms" in state:
+            if not isinstance(state["gemms"], list) or len(state["gemms"]) != self.num_gemms:
+                raise ValueError(f"GroupedLinear._extra_state must hold one state per GEMM ({self.num_gemms})")
+            for unit, s in zip(self._units, state["gemms"]):
+                unit.load_extra_state(s)
+            return
+        super().set_extra_state(state)
 
     def extra_repr(self):
         return (f"num_gemms={self.num_gemms}, in_features={self.in_features}, out_features={self.out_features}, "

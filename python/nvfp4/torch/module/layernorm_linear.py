@@ -16,7 +16,8 @@ class LayerNormLinear(GemmModule):
 
     def __init__(self, in_features, out_features, eps=1e-5, *, bias=True, normalization="LayerNorm", init_method=None,
                  return_bias=False, params_dtype=None, return_layernorm_output=False, zero_centered_gamma=False,
-                 device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
+                 parameters_split=None, device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper",
+                 promotion_interval=128, **te_only):
         super().__init__()
         tp = TensorParallel.take("LayerNormLinear", te_only)  # parallel_mode, tp_group, tp_size, sequence_parallel
         _module.check_unsupported("LayerNormLinear", te_only)
@@ -38,7 +39,8 @@ class LayerNormLinear(GemmModule):
             self.layer_norm_bias = None
         self._init_gemm("LayerNormLinear", in_features, out_features, bias=bias, return_bias=return_bias,
                         params_dtype=params_dtype, init_method=init_method, seed=seed, mode=mode,
-                        fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval, tp=tp)
+                        fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval, tp=tp,
+                        parameters_split=parameters_split)
 
     def _norm_parameters(self):
         return [p for p in (self.layer_norm_weight, self.layer_norm_bias) if p is not None]
@@ -49,7 +51,7 @@ class LayerNormLinear(GemmModule):
         x, recipe, dtype = self._gemm_input(inp, "LayerNormLinear", check_input=False)
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
         y = self._gemm(ln_out, is_first_microbatch)
-        out = (y, self.bias) if self.return_bias else (y,)
+        out = (y, self._returned_bias(dtype)) if self.return_bias else (y,)
         if self.return_layernorm_output:
             out = out + (ln_out,)
         return out if len(out) > 1 else out[0]

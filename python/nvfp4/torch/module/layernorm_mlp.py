@@ -3,9 +3,11 @@ region's recipe, the norm and the activation in high precision (float32 math, pa
 
 import torch
 
+from . import _te_checks
 from . import base as _module
 from ._linear_unit import LinearUnit
-from ._parallel import TensorParallel, TensorParallelModule, divide
+from ._parallel import TensorParallel, TensorParallelModule, divide, set_tensor_model_parallel_attributes
+from ._te_module import TEModuleMixin, init_constant, init_normal
 from .layernorm import normalize
 
 __all__ = ["LayerNormMLP", "ACTIVATIONS"]
@@ -46,11 +48,14 @@ def _clamped_swiglu(a, b, params):
     return a * torch.sigmoid(alpha * a) * (b.clamp(min=-limit, max=limit) + offset)
 
 
-class LayerNormMLP(TensorParallelModule, torch.nn.Module):
+class LayerNormMLP(TEModuleMixin, TensorParallelModule, torch.nn.Module):
     """TE's LayerNormMLP: parameters ``layer_norm_weight``, ``layer_norm_bias``, ``fc1_weight``,
-    ``fc1_bias``, ``fc2_weight``, ``fc2_bias``; ``activation`` one of ACTIVATIONS (TE's "gelu" is
-    the tanh approximation, "glu" is sigmoid(a) * b); ``activation_params`` only for
-    "clamped_swiglu" (``limit``, ``alpha``, ``glu_linear_offset``, TE's defaults 7, 1.702, 1).
+    ``fc1_bias``, ``fc2_weight``, ``fc2_bias`` (TE's order; ``bias=False`` leaves TE's empty tensors);
+    ``activation`` one of ACTIVATIONS (TE's "gelu" is the tanh approximation, "glu" is
+    sigmoid(a) * b); ``activation_params`` only for "clamped_swiglu" (``limit``, ``alpha``,
+    ``glu_linear_offset``, TE's defaults 7, 1.702, 1). On TE's module base (TEModuleMixin):
+    ``device="meta"`` and ``reset_parameters()``, quantized weights under quantized_model_init,
+    ``_extra_state`` in TE's two-GEMM layout, TE's parameter-dtype rule outside torch autocast.
     Tensor parallelism as TE's: ``tp_group`` / ``tp_size`` split ffn_hidden_size over the group
     (``size_per_partition``); with ``set_parallel_mode=True`` fc1 is column-parallel and fc2
     row-parallel (its output all-reduced, or reduce-scattered with ``sequence_parallel``, whose
@@ -58,7 +63,7 @@ class LayerNormMLP(TensorParallelModule, torch.nn.Module):
 
     def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, *, bias=True, normalization="LayerNorm", activation="gelu",
                  activation_params=None, init_method=None, output_layer_init_method=None, return_bias=False, params_dtype=None,
-                 return_layernorm_output=False, zero_centered_gamma=False, device="cpu", seed=0, mode="exact",
+                 return_layernorm_output=False, zero_centered_gamma=False, device="cpu", name=None, seed=0, mode="exact",
                  fp8_tensor_core="hopper", promotion_interval=128, **te_only):
         super().__init__()
         set_parallel_mode = bool(te_only.pop("set_parallel_mode", False))
@@ -69,7 +74,8 @@ class LayerNormMLP(TensorParallelModule, torch.nn.Module):
             raise ValueError("LayerNormMLP(sequence_parallel=True) needs set_parallel_mode=True in nvfp4.torch (TE's "
                              "gathered rows are reduce-scattered only in that mode)")
         self.set_parallel_mode = set_parallel_mode
-        _module.resolve_device(device)
+        self.name = name
+        self._te_setup(device)
         if normalization not in ("LayerNorm", "RMSNorm"):
             raise ValueError(f"LayerNormMLP: normalization must be 'LayerNorm' or 'RMSNorm', got {normalization!r}")
         if activation not in ACTIVATIONS:
@@ -83,43 +89,76 @@ class LayerNormMLP(TensorParallelModule, torch.nn.Module):
         self.ffn_hidden_size = _module.size_argument("LayerNormMLP", "ffn_hidden_size", ffn_hidden_size)
         self.eps = float(eps)
         self.normalization, self.activation, self.zero_centered_gamma = normalization, activation, bool(zero_centered_gamma)
-        dtype = _module.resolve_dtype(params_dtype)
+        dtype = _te_checks.canonical_dtype(params_dtype)
         self.use_bias, self.return_bias, self.return_layernorm_output = bool(bias), bool(return_bias), bool(return_layernorm_output)
         self.size_per_partition = divide(self.ffn_hidden_size, self._tp.size)
         fc1_out = self.size_per_partition * (2 if ACTIVATIONS[activation][1] else 1)
-        self.layer_norm_weight = _module.new_vector(self.hidden_size, dtype, 0.0 if zero_centered_gamma else 1.0)
-        self.layer_norm_bias = _module.new_vector(self.hidden_size, dtype, 0.0) if normalization == "LayerNorm" else None
-        self.fc1_weight = _module.new_weight((fc1_out, self.hidden_size), dtype, init_method)
-        self.fc1_bias = _module.new_vector(fc1_out, dtype, 0.0) if self.use_bias else None
-        self.fc2_weight = _module.new_weight((self.hidden_size, self.size_per_partition), dtype, output_layer_init_method or init_method)
-        self.fc2_bias = _module.new_vector(self.hidden_size, dtype, 0.0) if self.use_bias else None
+        # TE's registration order and initialisers: fc1 from init_method, fc2 from
+        # output_layer_init_method (each TE's normal(0, 0.023) when not given), biases zero.
+        self._te_parameter("layer_norm_weight", (self.hidden_size,), dtype, init_constant(0.0 if zero_centered_gamma else 1.0))
+        if normalization == "LayerNorm":
+            self._te_parameter("layer_norm_bias", (self.hidden_size,), dtype, init_constant(0.0))
+        else:
+            self.layer_norm_bias = None
+        self._te_parameter("fc1_weight", (fc1_out, self.hidden_size), dtype, init_method or init_normal(), is_weight=True)
+        if self.use_bias:
+            self._te_parameter("fc1_bias", (fc1_out,), dtype, init_constant(0.0))
+        else:
+            self.fc1_bias = torch.Tensor().to(dtype=dtype)  # TE: an empty tensor, not a parameter
+        self._te_parameter("fc2_weight", (self.hidden_size, self.size_per_partition), dtype,
+                           output_layer_init_method or init_normal(), is_weight=True)
+        if self.use_bias:
+            self._te_parameter("fc2_bias", (self.hidden_size,), dtype, init_constant(0.0))
+        else:
+            self.fc2_bias = torch.Tensor().to(dtype=dtype)
         options = dict(params_dtype=dtype, mode=mode, fp8_tensor_core=fp8_tensor_core, promotion_interval=promotion_interval)
         self._fc1 = LinearUnit(self.hidden_size, fc1_out, bias=self.use_bias, seed=seed, **options)
         # set_parallel_mode: fc2's bias is added after the collective (TE: gemm_bias_unfused_add)
         self._fc2 = LinearUnit(self.size_per_partition, self.hidden_size, bias=self._fc2_fused_bias(), seed=seed + 1, **options)
+        if self._te_device.type != "meta":
+            self.reset_parameters()
+
+    def _te_units(self):
+        return [self._fc1, self._fc2]
+
+    def reset_parameters(self, defer_init=False):
+        """TE's: the parameters' values (module/_te_module.py), then TE's tensor-parallel attributes."""
+        super().reset_parameters(defer_init=defer_init)
+        if defer_init:
+            return
         self._tp.mark_parameters([], [], [p for p in (self.layer_norm_weight, self.layer_norm_bias) if p is not None])
-        for param, dim in ((self.fc1_weight, 0), (self.fc2_weight, 1), (self.fc1_bias, 0)):
-            if param is not None:
-                param.tensor_model_parallel, param.partition_dim, param.partition_stride = True, dim, 1
-        if self.fc2_bias is not None and set_parallel_mode:
-            self.fc2_bias.sequence_parallel = self._tp.sequence_parallel
+        set_tensor_model_parallel_attributes(self.fc1_weight, True, 0, 1)
+        set_tensor_model_parallel_attributes(self.fc2_weight, True, 1, 1)
+        if self.use_bias:
+            set_tensor_model_parallel_attributes(self.fc1_bias, True, 0, 1)
+            if self.set_parallel_mode:
+                self.fc2_bias.sequence_parallel = self._tp.sequence_parallel
 
     def _fc2_fused_bias(self):
         return self.use_bias and not self.return_bias and not self.set_parallel_mode
 
     @property
     def params_dtype(self):
-        """The parameters' dtype (it follows module.to(dtype); float32 or bfloat16)."""
+        """The parameters' dtype (it follows module.to(dtype))."""
         return self.fc1_weight.dtype
 
     def forward(self, inp, is_first_microbatch=None):
-        _module.check_parameters(self, "LayerNormMLP")
-        x = _module.activation(inp, self.hidden_size, "LayerNormMLP")
-        from .. import quantization
-        self._tp.check_forward(quantization._current()[0])
+        x, recipe, dtype = self._te_prepare_forward(inp, "LayerNormMLP", self.hidden_size)
+        self._tp.check_forward(recipe)
+        if recipe is not None and _te_checks.TE_STRICT:  # TE's, on the input, fc1's and fc2's weights at once
+            _te_checks.assert_dim_for_fp8_exec(x.reshape(-1, self.hidden_size), self.fc1_weight, self.fc2_weight)
+        fc1_bias = self.fc1_bias if self.use_bias else None
+        fc2_bias = self.fc2_bias if self.use_bias else None
         ln_out = normalize(x, self.normalization, self.layer_norm_weight, self.layer_norm_bias, self.eps, self.zero_centered_gamma)
         ln_total = self._tp.column_input(ln_out, reduce_grad=self.set_parallel_mode)  # TE: SP gathers, fc1's dgrad reduced
-        h = self._fc1.run(ln_total.reshape(-1, self.hidden_size), self.fc1_weight, self.fc1_bias, is_first_microbatch)
+        # Both GEMMs' quantizer checks before fc1 runs, so that a refusal of fc2's operands (MXFP8 /
+        # NVFP4 dims of ffn_hidden_size) leaves the module as it was (TE's order of messages).
+        rows = ln_total.reshape(-1, self.hidden_size).shape[0]
+        for width, weight in ((self.hidden_size, self.fc1_weight), (self.size_per_partition, self.fc2_weight)):
+            _te_checks.check_quantized_gemm(recipe, torch.empty(rows, width, device="meta"), tuple(weight.shape), dtype)
+        for unit in self._te_units():
+            unit.name = self.name or ""
+        h = self._fc1.run(ln_total.reshape(-1, self.hidden_size), self.fc1_weight, fc1_bias, is_first_microbatch)
         act, gated = ACTIVATIONS[self.activation]
         if self.activation == "clamped_swiglu":
             a, b = h.float().chunk(2, dim=-1)
@@ -129,23 +168,29 @@ class LayerNormMLP(TensorParallelModule, torch.nn.Module):
             h = (act(a) * b).to(x.dtype)
         else:
             h = act(h.float()).to(x.dtype)
-        y = self._fc2.run(h, self.fc2_weight, self.fc2_bias if self._fc2_fused_bias() else None, is_first_microbatch)
+        y = self._fc2.run(h, self.fc2_weight, fc2_bias if self._fc2_fused_bias() else None, is_first_microbatch)
         y = y.reshape(*ln_total.shape[:-1], self.hidden_size)
         if self.set_parallel_mode:
             y = self._tp.row_output(y)
             if self.use_bias and not self.return_bias:
                 y = y + self.fc2_bias.to(y.dtype)
-        # TE returns fc2's bias in the activation dtype (cast_if_needed)
-        out = (y, None if self.fc2_bias is None else self.fc2_bias.to(y.dtype)) if self.return_bias else (y,)
+        # TE returns fc2's bias in the activation dtype (cast_if_needed; an empty tensor without bias)
+        out = (y, self.fc2_bias.to(y.dtype)) if self.return_bias else (y,)
         if self.return_layernorm_output:
             out = out + (ln_out,)
         return out if len(out) > 1 else out[0]
 
-    def get_extra_state(self):
-        return {"fc1": self._fc1.extra_state(), "fc2": self._fc2.extra_state()}
-
     def set_extra_state(self, state):
-        if not isinstance(state, dict) or set(state) != {"fc1", "fc2"}:
-            raise ValueError("LayerNormMLP._extra_state must be what get_extra_state() returned ({'fc1': ..., 'fc2': ...})")
-        self._fc1.load_extra_state(state["fc1"])
-        self._fc2.load_extra_state(state["fc2"])
+        """TE's format (module/_te_extra_state.py), or nvfp4.torch's earlier {"fc1": ..., "fc2": ...}."""
+        if isinstance(state, dict) and set(state) == {"fc1", "fc2"}:
+            for unit, key in ((self._fc1, "fc1"), (self._fc2, "fc2")):
+                if not isinstance(state[key], dict) or "scaling" not in state[key]:
+                    raise ValueError(f"LayerNormMLP._extra_state[{key!r}] is not a GEMM state ({{'scaling': ..., 'steps': ...}})")
+            self._fc1.load_extra_state(state["fc1"])
+            self._fc2.load_extra_state(state["fc2"])
+            return
+        super().set_extra_state(state)
+
+    def extra_repr(self):
+        return (f"hidden_size={self.hidden_size}, ffn_hidden_size={self.ffn_hidden_size}, activation={self.activation}, "
+                f"normalization={self.normalization}, bias={self.use_bias}, params_dtype={self.params_dtype}")

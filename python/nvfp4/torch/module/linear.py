@@ -18,20 +18,34 @@ class GemmModule(TEModuleMixin, TensorParallelModule, torch.nn.Module):
     TE's checks before a forward."""
 
     def _init_gemm(self, name, in_features, out_features, *, bias, return_bias, params_dtype, init_method, seed, mode,
-                   fp8_tensor_core, promotion_interval, tp=None):
+                   fp8_tensor_core, promotion_interval, tp=None, parameters_split=None):
         """Makes the parameters (after any the subclass registered first) and the core. With
-        tensor parallelism in_features (row) or out_features (column) become this rank's share."""
+        tensor parallelism in_features (row) or out_features (column) become this rank's share.
+        parameters_split (TE's): the weight and bias held as one Parameter per named block of
+        rows (``query_weight``, ``key_weight``, ..., then ``query_bias``, ...), each initialised
+        by itself, concatenated for the GEMM."""
         self._tp = tp if tp is not None else TensorParallel(name)
         self.in_features = _module.size_argument(name, "in_features", in_features)
         self.out_features = _module.size_argument(name, "out_features", out_features)
+        self.weight_names, self.bias_names, self.parameter_split_sizes = split_parameters(self.out_features, parameters_split)
+        if self._tp.mode == "column":
+            for size in self.parameter_split_sizes:
+                if size % self._tp.size != 0:
+                    raise RuntimeError(f"Attempting to distribute a parameter with out_features={size} "
+                                       f"between {self._tp.size} tensor-parallel processes")
+            self.parameter_split_sizes = [size // self._tp.size for size in self.parameter_split_sizes]
         self.in_features, self.out_features = self._tp.split(self.in_features, self.out_features)
+        if len(self.parameter_split_sizes) > 1 and self.primary_weights_in_fp8:
+            raise RuntimeError("Splitting QuantizedTensor into multiple params is not supported")
         dtype = _te_checks.canonical_dtype(params_dtype)
         self.use_bias, self.return_bias = bool(bias), bool(return_bias)
-        self._te_parameter("weight", (self.out_features, self.in_features), dtype, init_method or init_normal(), is_weight=True)
-        if self.use_bias:
-            self._te_parameter("bias", (self.out_features,), dtype, init_constant(0.0))
-        else:
-            self.bias = torch.Tensor().to(dtype=dtype)  # TE: an empty tensor, not a parameter
+        for weight_name, size in zip(self.weight_names, self.parameter_split_sizes):  # weights together, as TE
+            self._te_parameter(weight_name, (size, self.in_features), dtype, init_method or init_normal(), is_weight=True)
+        for bias_name, size in zip(self.bias_names, self.parameter_split_sizes):
+            if self.use_bias:
+                self._te_parameter(bias_name, (size,), dtype, init_constant(0.0))
+            else:
+                setattr(self, bias_name, torch.Tensor().to(dtype=dtype))  # TE: an empty tensor, not a parameter
         # With return_bias the bias is returned, not added (TE: for a fused bias-add downstream); a
         # row-parallel layer adds it after the collective (TE: gemm_bias_unfused_add).
         self._unit = LinearUnit(self.in_features, self.out_features, bias=self._fused_bias(),
@@ -50,7 +64,22 @@ class GemmModule(TEModuleMixin, TensorParallelModule, torch.nn.Module):
     def reset_parameters(self, defer_init=False):
         super().reset_parameters(defer_init=defer_init)
         if not defer_init:
-            self._tp.mark_parameters([self.weight], [self.bias] if self.use_bias else [], self._norm_parameters())
+            self._tp.mark_parameters(self._weights(), self._biases() if self.use_bias else [], self._norm_parameters())
+
+    def _weights(self):
+        return [getattr(self, name) for name in self.weight_names]
+
+    def _biases(self):
+        return [getattr(self, name) for name in self.bias_names]
+
+    def _weight_tensor(self):
+        """The GEMM's weight: the parameter, or the split parameters concatenated (TE's noop_cat)."""
+        weights = self._weights()
+        return weights[0] if len(weights) == 1 else torch.cat(weights)
+
+    def _bias_tensor(self):
+        biases = self._biases()
+        return biases[0] if len(biases) == 1 else torch.cat(biases)
 
     def _norm_parameters(self):
         return []
@@ -58,7 +87,7 @@ class GemmModule(TEModuleMixin, TensorParallelModule, torch.nn.Module):
     @property
     def params_dtype(self):
         """The parameters' dtype (it follows module.to(dtype))."""
-        return self.weight.dtype
+        return getattr(self, self.weight_names[0]).dtype
 
     def _gemm_input(self, inp, module_name, check_input=True):
         """TE's checks before the GEMM, in TE's order (the parameters' dtype against the input's
@@ -88,44 +117,75 @@ class GemmModule(TEModuleMixin, TensorParallelModule, torch.nn.Module):
     def _gemm(self, x, is_first_microbatch):
         """The GEMM with TE's tensor-parallel communication around it (module/_parallel.py)."""
         self._tp.check_forward(quantization._current()[0])
-        bias = self.bias if self._fused_bias() else None
+        bias = self._bias_tensor() if self._fused_bias() else None
         if self._tp.mode == "column":
             x = self._tp.column_input(x)
         self._unit.name = self.name or ""
-        y = self._unit.run(x.reshape(-1, self.in_features), self.weight, bias, is_first_microbatch)
+        y = self._unit.run(x.reshape(-1, self.in_features), self._weight_tensor(), bias, is_first_microbatch)
         y = y.reshape(*x.shape[:-1], self.out_features)
         if self._tp.mode == "row":
             y = self._tp.row_output(y)
             if self.use_bias and not self.return_bias:
-                y = y + self.bias.to(y.dtype)
+                y = y + self._bias_tensor().to(y.dtype)
         return y
+
+    def _returned_bias(self, dtype):
+        """What return_bias returns: the bias in the activation dtype (TE's cast_if_needed; an empty
+        tensor without bias)."""
+        return self._bias_tensor().to(dtype)
 
 
 class Linear(GemmModule):
     """TE's Linear. ``weight`` [out_features, in_features] and ``bias`` [out_features] are Parameters of
     ``params_dtype`` (float32, float16 or bfloat16); ``device="meta"`` defers their values to
-    ``reset_parameters()``; inside ``quantized_model_init`` the weight is a QuantizedTensor. Extra
+    ``reset_parameters()``; inside ``quantized_model_init`` the weight is a QuantizedTensor.
+    ``parameters_split`` (TE's): the weight and bias as one Parameter per named block of rows
+    (``query_weight``, ..., ``query_bias``, ...; not on the meta device, as TE asserts). Extra
     keywords beyond TE's: ``seed`` (NVFP4 stochastic rounding streams), ``mode`` ("exact" tensor
     core, or "relaxed" fp32 chains), ``fp8_tensor_core`` ("hopper" | "blackwell"),
     ``promotion_interval`` (FP8 split accumulator, elements of K per promotion)."""
 
     def __init__(self, in_features, out_features, *, bias=True, init_method=None, return_bias=False, params_dtype=None,
-                 device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper", promotion_interval=128, **te_only):
+                 parameters_split=None, device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper",
+                 promotion_interval=128, **te_only):
         super().__init__()
         tp = TensorParallel.take("Linear", te_only)  # parallel_mode, tp_group, tp_size, sequence_parallel
         _module.check_unsupported("Linear", te_only)
         self.name = name
         self._te_setup(device)
+        if self._te_device.type == "meta" and parameters_split is not None:  # TE's assertion (Linear's only)
+            raise AssertionError("Cannot split module parameters on 'meta' device.")
         self._init_gemm("Linear", in_features, out_features, bias=bias, return_bias=return_bias, params_dtype=params_dtype,
                         init_method=init_method, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
-                        promotion_interval=promotion_interval, tp=tp)
+                        promotion_interval=promotion_interval, tp=tp, parameters_split=parameters_split)
 
     def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
         if fp8_output or fp8_grad:
             raise ValueError("Linear: fp8_output / fp8_grad (FP8 tensors between modules) are not supported by nvfp4.torch")
         x, recipe, dtype = self._gemm_input(inp, "Linear")
         y = self._gemm(x, is_first_microbatch)
-        return (y, self.bias) if self.return_bias else y
+        return (y, self._returned_bias(dtype)) if self.return_bias else y
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.use_bias}, params_dtype={self.params_dtype}"
+
+
+def split_parameters(out_features, parameters_split):
+    """TE's naming of a GEMM module's parameters (module/linear.py): None -> weight / bias; a tuple
+    of names -> equal blocks ``{name}_weight`` / ``{name}_bias`` (trailing underscores dropped); a
+    dict {name: rows}. Returns (weight names, bias names, block sizes)."""
+    if parameters_split is None:
+        return ["weight"], ["bias"], [out_features]
+    if not parameters_split:
+        raise ValueError("Cannot split weight buffer into 0 parameters")
+    if isinstance(parameters_split, dict):
+        items = list(parameters_split.items())
+    elif all(isinstance(name, str) for name in parameters_split):
+        items = [(name, out_features // len(parameters_split)) for name in parameters_split]
+    else:
+        raise TypeError("Invalid configuration for parameters split")
+    names = [name.rstrip("_") for name, _ in items]
+    sizes = [int(size) for _, size in items]
+    if sum(sizes) != out_features:
+        raise ValueError(f"Trying to split weight buffer (out_features={out_features}) with split sizes {sizes}")
+    return [f"{n}_weight" for n in names], [f"{n}_bias" for n in names], sizes
