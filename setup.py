@@ -53,9 +53,6 @@ class CMakeBuild(build_ext):
                                "(Debian / Ubuntu: apt install pybind11-dev python3-dev; the configure output above says which)")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built[0], target)
-        stub = build / "python" / "nvfp4" / "_nvfp4.pyi"  # written by the build (nvfp4._stubgen)
-        if stub.exists():
-            shutil.copy2(stub, target.parent / stub.name)
 
 
 # Build products under build/pip (ignored by git), not build/ or python/ (setuptools' defaults).
@@ -67,7 +64,7 @@ setup(
     options={"build": {"build_base": str(BUILD_BASE)}, "egg_info": {"egg_base": str(BUILD_BASE)}},
     package_dir={"": "python"},
     packages=find_packages("python", include=["nvfp4", "nvfp4.*"]),
-    package_data={"nvfp4": ["py.typed"]},
+    package_data={"nvfp4": ["py.typed", "_nvfp4.pyi"]},  # the extension's committed type stub
     ext_modules=[CMakeExtension("nvfp4._nvfp4")],
     cmdclass={"build_ext": CMakeBuild},
     zip_safe=False,

@@ -16,7 +16,9 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -285,12 +287,6 @@ class linear_core {
       l.backward(saved, dyv, dxv, g);
     });
   }
-  /// dX of the layer's last training forward (the owning Linear's backward(dy)).
-  py::array backward_last(const py::array& dy, py::array weight_grad, std::optional<py::array> bias_grad) {
-    return call_backward(dy, weight_grad, bias_grad, [&](nn::linear& l, auto dyv, auto dxv, const nn::linear_gradients& g) {
-      l.backward(dyv, dxv, g);
-    });
-  }
 
   /// The delayed-scaling state as {"<role>.scale": float32 [1], "<role>.amax_history": float32 [L]}
   /// (empty unless the recipe is DelayedScaling).
@@ -423,7 +419,39 @@ class owning_linear : public linear_core {
   std::optional<py::array> bias_arg() const { return has_bias() ? std::optional<py::array>(bias) : std::nullopt; }
   std::optional<py::array> bias_grad_arg() const { return has_bias() ? std::optional<py::array>(bias_grad) : std::nullopt; }
 
+  /// The training forward, kept for the calling thread's next backward.
+  py::array forward_for_this_thread(const py::array& x, const std::string& weight_cache) {
+    auto [y, saved] = forward(x, weight, bias_arg(), weight_cache);
+    const std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_[std::this_thread::get_id()] = std::move(saved);
+    return std::move(y);
+  }
+  /// dX of the calling thread's last training forward, which is then no longer kept (kept when
+  /// the backward refuses its arguments). Threads sharing the layer each differentiate their own
+  /// forward, so each gets the single-thread dX; the layer's weight_grad / bias_grad hold the dW /
+  /// db of the latest backward, whichever thread ran it.
+  py::array backward_of_this_thread(const py::array& dy) {
+    const std::thread::id thread = std::this_thread::get_id();
+    nn::saved_forward saved;
+    {
+      const std::lock_guard<std::mutex> lock(pending_mutex_);
+      const auto it = pending_.find(thread);
+      if (it == pending_.end())
+        throw error(errc::invalid_argument, "Linear.backward: this thread has no forward to differentiate (call forward first, in the "
+                                            "same thread: each thread's backward differentiates its own last forward)");
+      saved = it->second;
+    }
+    py::array dx = backward(saved, dy, weight_grad, bias_grad_arg());
+    const std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.erase(thread);
+    return dx;
+  }
+
   py::array weight, bias, weight_grad, bias_grad;
+
+ private:
+  std::mutex pending_mutex_;  // taken with the GIL held, never around a call that waits for it
+  std::unordered_map<std::thread::id, nn::saved_forward> pending_;
 };
 
 template <class Class>
@@ -539,7 +567,8 @@ void bind_nn(py::module_& m) {
   // The emulated TE Linear layer owning its parameters (per-call delayed-scaling updates, as before).
   py::class_<owning_linear> linear(m, "Linear",
                                    "An emulated TransformerEngine Linear layer Y = X W^T (+ b), forward and backward under a recipe, "
-                                   "fp32 master weights (numpy arrays); results depend on the seed only. Thread-safe (a lock per layer).");
+                                   "fp32 master weights (numpy arrays); results depend on the seed only. Thread-safe (a lock per layer); each "
+                                   "thread's backward differentiates that thread's last forward.");
   linear
       .def(py::init([](index_t in_features, index_t out_features, const py::object& recipe_object, bool bias, const std::string& dtype,
                        const std::string& mode, const std::string& fp8_tensor_core, index_t promotion_interval, std::uint64_t seed,
@@ -562,7 +591,7 @@ void bind_nn(py::module_& m) {
                     "the recipe (a copy); assigning one switches it (e.g. a BF16 cooldown)")
       .def("forward",
            [](owning_linear& l, const py::array& x, const std::string& weight_cache) {
-             return std::move(l.forward(x, l.weight, l.bias_arg(), weight_cache).first);
+             return l.forward_for_this_thread(x, weight_cache);
            },
            py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
            "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs. weight_cache: 'off', 'refresh' (keep the "
@@ -574,10 +603,9 @@ void bind_nn(py::module_& m) {
            py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
            "the forward's Y without saving for backward or touching delayed-scaling state (evaluation, inference)")
       .def("backward",
-           [](owning_linear& l, const py::array& dy) {
-             std::optional<py::array> bias_grad = l.bias_grad_arg();
-             return l.backward_last(dy, l.weight_grad, bias_grad);
-           },
-           py::arg("dy"), "dX for dY [M, out_features] of the last forward; dW and db into weight_grad / bias_grad");
+           [](owning_linear& l, const py::array& dy) { return l.backward_of_this_thread(dy); },
+           py::arg("dy"),
+           "dX for dY [M, out_features] of this thread's last forward (threads sharing the layer each differentiate their own); dW "
+           "and db into weight_grad / bias_grad");
   bind_common(linear);
 }

@@ -226,6 +226,62 @@ def test_threads_get_the_single_thread_bits(data):
     assert mismatches == []
 
 
+@pytest.mark.parametrize("recipe", [None, nvfp4.Float8CurrentScaling(), nvfp4.MXFP8BlockScaling()],
+                         ids=lambda r: nvfp4.recipe_name(r))
+def test_one_linear_shared_by_8_threads_gives_each_its_single_thread_dx(data, recipe):
+    # issue 39 item 4: nvfp4.Linear kept one last forward for the layer, so a thread's backward
+    # differentiated whichever thread's forward came last ('no forward to differentiate' in 12 of
+    # 240 pairs, silently wrong dX in others). Each thread's backward now takes its own forward.
+    rng = np.random.default_rng(5)
+    inputs = [(rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((32, 16)).astype(np.float32))
+              for _ in range(8)]
+    layer = nvfp4.Linear(64, 16, recipe, bias=True)
+    layer.weight[:] = data["w"]
+    layer.bias[:] = data["b"]
+    expected = []
+    for x, dy in inputs:
+        y = layer.forward(x)
+        expected.append((y.tobytes(), layer.backward(dy).tobytes()))
+    mismatches, errors = [], []
+    start = threading.Barrier(8)
+
+    def run(i):
+        x, dy = inputs[i]
+        start.wait()
+        try:
+            for _ in range(30):
+                y = layer.forward(x)
+                dx = layer.backward(dy)
+                if (y.tobytes(), dx.tobytes()) != expected[i]:
+                    mismatches.append(i)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and mismatches == []
+
+
+def test_linear_backward_needs_a_forward_of_its_own_thread(data):
+    layer = nvfp4.Linear(64, 16, nvfp4.Float8CurrentScaling())
+    layer.weight[:] = data["w"]
+    layer.forward(data["x"])
+    caught = []
+    t = threading.Thread(target=lambda: caught.append(pytest.raises(ValueError, layer.backward, data["dy"])))
+    t.start()
+    t.join()
+    assert "no forward to differentiate" in str(caught[0].value)
+    with pytest.raises(ValueError, match="expected 32x16"):  # a refused dY keeps the forward
+        layer.backward(data["dy"][:, :8])
+    dx = layer.backward(data["dy"])
+    assert dx.shape == (32, 64)
+    with pytest.raises(ValueError, match="no forward to differentiate"):  # a backward takes its forward
+        layer.backward(data["dy"])
+
+
 # ---- the saved forward (TE's ctx.save_for_backward): one per call -------------------------------
 
 EVERY_RECIPE = [None, nvfp4.NVFP4BlockScaling(), nvfp4.Float8CurrentScaling(), delayed(), nvfp4.Float8BlockScaling(),
