@@ -13,12 +13,10 @@ Float8BlockScaling) and ``fp4_quant_*`` (NVFP4BlockScaling) are instance attribu
 arguments (TE: class attributes and ``__post_init__`` assignments), and assigning one after
 construction takes effect at the next use, or raises there when the library cannot honour it.
 """
-from __future__ import annotations
-
 import dataclasses
 import enum
 import os
-from typing import Any, Callable, Hashable, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import nvfp4 as _lib
 
@@ -98,31 +96,31 @@ class Recipe:
     """Base class of the recipes (TE's ``Recipe``), with TE's classification helpers."""
 
     @classmethod
-    def nvfp4(cls) -> bool:
+    def nvfp4(cls):
         return issubclass(cls, NVFP4BlockScaling)
 
     @classmethod
-    def mxfp8(cls) -> bool:
+    def mxfp8(cls):
         return issubclass(cls, MXFP8BlockScaling)
 
     @classmethod
-    def delayed(cls) -> bool:
+    def delayed(cls):
         return issubclass(cls, DelayedScaling)
 
     @classmethod
-    def float8_current_scaling(cls) -> bool:
+    def float8_current_scaling(cls):
         return issubclass(cls, Float8CurrentScaling)
 
     @classmethod
-    def float8_per_tensor_scaling(cls) -> bool:
+    def float8_per_tensor_scaling(cls):
         return issubclass(cls, (DelayedScaling, Float8CurrentScaling))
 
     @classmethod
-    def float8_block_scaling(cls) -> bool:
+    def float8_block_scaling(cls):
         return issubclass(cls, Float8BlockScaling)
 
     @classmethod
-    def custom(cls) -> bool:
+    def custom(cls):
         return issubclass(cls, CustomRecipe)
 
 
@@ -139,7 +137,7 @@ class DelayedScaling(Recipe):
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
-    def __post_init__(self) -> None:
+    def __post_init__(self):
         _check_format(self)
         _check_backward_override(self)
         _reject(self.backward_override is not None, "Delayed scaling only supports backward_override=None.")
@@ -158,7 +156,7 @@ class Float8CurrentScaling(Recipe):
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
-    def __post_init__(self) -> None:
+    def __post_init__(self):
         # TE: class attributes built from the environment's default of use_power_2_scales, not from
         # the constructor argument; TE's GEMM modules read these (not use_power_2_scales).
         power_2 = _env_flag("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES")
@@ -178,7 +176,7 @@ class MXFP8BlockScaling(Recipe):
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
     enable_2d_quantization: bool = False  # weights in 32x32 blocks (TE: Linear / GroupedLinear weights only)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self):
         _check_format(self)
         _check_backward_override(self)
 
@@ -198,7 +196,7 @@ class Float8BlockScaling(Recipe):
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
-    def __post_init__(self) -> None:
+    def __post_init__(self):
         # TE: class attributes built from the environment's default of use_f32_scales (not the
         # constructor argument); TE's quantizers read these.
         power_2 = not _env_flag("NVTE_FP8_BLOCK_SCALING_FP32_SCALES")
@@ -227,7 +225,7 @@ class CustomRecipe(Recipe):
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
     quantization_alignment: int = 128
 
-    def __post_init__(self) -> None:
+    def __post_init__(self):
         _check_backward_override(self)
         if self.quantization_alignment <= 0:
             raise ValueError("CustomRecipe quantization_alignment must be positive.")
@@ -253,7 +251,7 @@ class NVFP4BlockScaling(Recipe):
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
-    def __post_init__(self) -> None:
+    def __post_init__(self):
         _reject(self.fp4_format != Format.E2M1, "Only E2M1 is supported for NVFP4 scaling")
         _reject(self.fp8_format != Format.E4M3, "Only E4M3 is supported for NVFP4 scaling")
         _check_backward_override(self)
@@ -301,8 +299,7 @@ def _require_default(recipe, name, default):
         raise ValueError(f"{type(recipe).__name__}.{name}={value!r} is not supported by this library (only {default!r})")
 
 
-def to_library(recipe: Optional[Recipe]) -> Union[_lib.NoQuantization, _lib.DelayedScaling, _lib.Float8CurrentScaling,
-                                                   _lib.Float8BlockScaling, _lib.MXFP8BlockScaling, _lib.NVFP4BlockScaling]:
+def to_library(recipe):
     """The library's recipe object for a TE recipe (None: nvfp4.NoQuantization()). Raises
     ValueError for a field it cannot honour, TypeError for an object that is no recipe."""
     if recipe is None:
@@ -427,7 +424,7 @@ def _nvfp4_switches(recipe, name):
     return not grad.random_hadamard_transform, not grad.stochastic_rounding, not weight.fp4_2d_quantization
 
 
-def recipe_key(recipe: Optional[Recipe]) -> Optional[Tuple[str, Hashable]]:
+def recipe_key(recipe):
     """What the library runs for `recipe`, as a hashable value: two recipes with equal keys run the
     same (class, fields, and the per-role QParams assigned after construction). A CustomRecipe is
     keyed by identity (its factory may be stateful), as TE keeps a custom recipe's state."""
