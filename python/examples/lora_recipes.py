@@ -318,22 +318,23 @@ def write_lora_table(out, results, meta, sizes):
 def arguments():
     p = sc.base_arguments(__doc__, CATALOG, steps=200, lr=2e-3)
     p.add_argument("--config", default=None,
-                   help="a Hugging Face config.json (Qwen3Config keys) for the pretrained model; default: the small "
-                        "built-in one (hidden 128, 4 layers, 8 query / 4 key-value heads of 16, intermediate 384, "
+                   help="a Hugging Face config.json (Qwen3Config keys) for the model to pretrain (default: the small "
+                        "built-in one: hidden 128, 4 layers, 8 query / 4 key-value heads of 16, intermediate 384, "
                         "vocabulary 256)")
     p.add_argument("--checkpoint", default=None,
                    help="a Hugging Face model directory (config.json + model.safetensors or shards) to fine-tune "
-                        "instead of pretraining one")
+                        "instead of pretraining one (default: none, pretrain one)")
     p.add_argument("--pretrain-steps", type=int, default=300, help="BF16 pretraining steps of the base model")
     p.add_argument("--pretrain-lr", type=float, default=3e-3, help="peak learning rate of the pretraining")
     p.add_argument("--lora-rank", type=int, default=16, help="adapter rank r")
     p.add_argument("--lora-alpha", type=float, default=32.0, help="adapter scale alpha (the update is alpha / r * B A x)")
     p.add_argument("--lora-targets", default=",".join(qd.LORA_TARGETS), help="projections that get adapters")
     p.add_argument("--skip-quant-first-layers", type=int, default=None,
-                   help="for every run: keep the first N decoder layers in BF16 (storage and GEMMs); default: the "
-                        "run's own setting (1 for nvfp4_base_nvfp4_skip, else 0)")
+                   help="for every run: keep the first N decoder layers in BF16, storage and GEMMs (default: each "
+                        "run's own setting, 1 for nvfp4_base_nvfp4_skip, else 0)")
     p.add_argument("--skip-quant-last-layers", type=int, default=None,
-                   help="for every run: keep the last N decoder layers in BF16; default: the run's own setting")
+                   help="for every run: keep the last N decoder layers in BF16 (default: each run's own setting, 1 "
+                        "for nvfp4_base_nvfp4_skip, else 0)")
     p.add_argument("--recompute-block", action="store_true",
                    help="recompute every decoder layer's forward in the backward, in every run")
     p.add_argument("--seq", type=int, default=64, help="sequence length in bytes")

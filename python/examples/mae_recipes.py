@@ -41,6 +41,12 @@ CATALOG = {
 }
 IMAGE, PATCH, CHANNELS = 32, 4, 3
 PATCHES, PATCH_DIM = (IMAGE // PATCH) ** 2, PATCH * PATCH * CHANNELS
+# The patch embedding and the pixel head work on the 48 values of a patch followed by 16 zeros: TE's
+# MXFP8 quantizer takes only dims divisible by 32 (pytorch/csrc/quantizer.cpp). The weights that
+# meet the padding start at zero and stay there (no gradient reaches them: the embedding's extra
+# inputs are zero, the head's extra outputs are not in the loss), so they change no product, amax
+# or scale: the model is the 48-feature one.
+PATCH_FEATURES = 64
 
 
 def make_images(count, seed):
@@ -84,7 +90,7 @@ def unpatchify(patches):  # [B, 64, 48] -> [B, 3, 32, 32]
 class MAE(nn.Module):
     def __init__(self, width, depth, decoder_width, decoder_depth, heads, mode="exact"):
         super().__init__()
-        self.patch_embed = te.Linear(PATCH_DIM, width, mode=mode)
+        self.patch_embed = te.Linear(PATCH_FEATURES, width, mode=mode)
         self.pos = nn.Parameter(torch.randn(1, PATCHES, width) * 0.02)
         self.encoder = nn.ModuleList(sc.Block(width, heads, norm="layernorm", activation="gelu", causal=False, mode=mode)
                                      for _ in range(depth))
@@ -95,14 +101,20 @@ class MAE(nn.Module):
         self.decoder = nn.ModuleList(sc.Block(decoder_width, heads, norm="layernorm", activation="gelu", causal=False, mode=mode)
                                      for _ in range(decoder_depth))
         self.decoder_norm = te.LayerNorm(decoder_width)
-        self.to_pixels = te.Linear(decoder_width, PATCH_DIM, mode=mode)
+        self.to_pixels = te.Linear(decoder_width, PATCH_FEATURES, mode=mode)
+        with torch.no_grad():
+            self.patch_embed.weight[:, PATCH_DIM:] = 0
+            self.to_pixels.weight[PATCH_DIM:] = 0
+            if self.to_pixels.bias is not None:
+                self.to_pixels.bias[PATCH_DIM:] = 0
 
     def forward(self, patches, keep):
         """patches [B, 64, 48]; keep [B, V] indices of the visible patches. Returns the predicted
         patches [B, 64, 48]."""
         b, v = keep.shape
         w = self.pos.shape[-1]
-        x = self.patch_embed(patches.reshape(-1, PATCH_DIM)).reshape(b, PATCHES, w) + self.pos
+        features = torch.nn.functional.pad(patches.reshape(-1, PATCH_DIM), (0, PATCH_FEATURES - PATCH_DIM))
+        x = self.patch_embed(features).reshape(b, PATCHES, w) + self.pos
         x = torch.gather(x, 1, keep[..., None].expand(b, v, w))
         for block in self.encoder:
             x = block(x)
@@ -113,7 +125,8 @@ class MAE(nn.Module):
         full = full.scatter(1, keep[..., None].expand(b, v, dw), x.to(full.dtype)) + self.decoder_pos
         for block in self.decoder:
             full = block(full)
-        return self.to_pixels(self.decoder_norm(full).reshape(b * PATCHES, dw)).reshape(b, PATCHES, PATCH_DIM)
+        pixels = self.to_pixels(self.decoder_norm(full).reshape(b * PATCHES, dw))[:, :PATCH_DIM]
+        return pixels.reshape(b, PATCHES, PATCH_DIM)
 
 
 def random_keep(generator, batch, visible):
@@ -191,9 +204,9 @@ def train(run, args, train_images, val_images, val_keep):
         scaling_digest=sc.scaling_digest(model)), pred
 
 
-def write_grid(path, images, keep, predictions, shown):
+def write_grid(path, images, keep, predictions, shown, meta):
     """One row per recipe: `shown` originals | the same with hidden patches greyed | reconstructions
-    (visible patches pasted back, as MAE papers show them)."""
+    (visible patches pasted back, as MAE papers show them); the run's provenance underneath."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -215,7 +228,9 @@ def write_grid(path, images, keep, predictions, shown):
         axes[row][0].set_ylabel(name, fontsize=9)
     for j, title in enumerate(("originals", "visible patches", "reconstructions")):
         axes[0][j * shown].set_title(title, fontsize=9, loc="left")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.text(0.01, 0.005, f"{meta['steps']} steps, seed {meta['seed']}; {meta['machine']}, {meta['isa']}; "
+                          f"commit {meta['commit']}", fontsize=7, color="#555555")
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -271,7 +286,7 @@ def main():
     sr.write_reports(args.out, "mae_recipes", results, ["train_loss", "val_loss", "grad_norm", "amax", "step_seconds"],
                      meta, baseline="bf16" if "bf16" in predictions else None, quality="val_loss",
                      quality_label="val MSE", difference_format="{:+.5f}")
-    write_grid(os.path.join(args.out, "mae_recon.png"), val_images, val_keep, predictions, shown=6)
+    write_grid(os.path.join(args.out, "mae_recon.png"), val_images, val_keep, predictions, shown=6, meta=meta)
     written = "mae_recipes.csv, .json, .png, _table.md and mae_recon.png"
     if world > 1:
         sr.write_ddp_smoke(args.out, results, meta)

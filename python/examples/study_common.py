@@ -96,7 +96,13 @@ def parse_runs(text, catalog):
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The module docstring as written, and every option's default after its help."""
+    """The module docstring as written, and every option's default after its help (an option whose
+    help states its default in words keeps its words)."""
+
+    def _get_help_string(self, action):
+        if "(default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def runs_epilog(catalog):

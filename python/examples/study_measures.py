@@ -75,6 +75,7 @@ class ActivationMeter:
 
     def __init__(self, model):
         self.model, self.linear_inputs, self.saved, self.paused = model, [], {}, False
+        self.inside_gemm = 0  # > 0 inside a te.Linear's forward: what it saves is counted as its input
         self.params = {p.storage().data_ptr() for p in model.parameters()}
 
     @contextlib.contextmanager
@@ -91,24 +92,31 @@ class ActivationMeter:
         self.saved[t.storage().data_ptr()] = t.storage().nbytes()
 
     def _pack(self, t):
-        if t.layout == torch.strided and t.device.type == "cpu":
+        # te.Linear saves its input through autograd as TE's ctx.save_for_backward does; that input
+        # is counted in the recipe's format (linear_inputs), its weight among the weight copies.
+        if self.inside_gemm == 0 and t.layout == torch.strided and t.device.type == "cpu":
             s = t.storage()
             if s.data_ptr() not in self.params:
                 self.saved[s.data_ptr()] = s.nbytes()
         return t
 
     def __enter__(self):
-        self.handles = [m.register_forward_pre_hook(self._linear_hook(n)) for n, m in self.model.named_modules()
-                        if isinstance(m, sc.gemm_types())]
+        gemms = [(n, m) for n, m in self.model.named_modules() if isinstance(m, sc.gemm_types())]
+        self.handles = [m.register_forward_pre_hook(self._linear_hook(n)) for n, m in gemms]
+        self.handles += [m.register_forward_hook(self._leave_gemm) for _, m in gemms]
         self.hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
         self.hooks.__enter__()
         return self
 
     def _linear_hook(self, name):
         def hook(module, inputs):
+            self.inside_gemm += 1
             if torch.is_grad_enabled() and not self.paused:
                 self.linear_inputs.append((name, inputs[0].numel()))
         return hook
+
+    def _leave_gemm(self, module, inputs, output):
+        self.inside_gemm -= 1
 
     def __exit__(self, *exc):
         self.hooks.__exit__(*exc)
