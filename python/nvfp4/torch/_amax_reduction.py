@@ -22,14 +22,20 @@ max keeps or drops a NaN depending on its position).
 An exception that ends a region skips the collective (a rank that fails must not wait on peers
 that will not reach it): its layers update from their own amaxes, as in one process.
 """
+from __future__ import annotations
+
 import threading
 import weakref
 import zlib
+from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from ..common.recipe import DelayedScaling
+
+if TYPE_CHECKING:  # for the annotations only: the module imports nothing more at run time
+    from .module._linear_unit import LinearUnit
 
 __all__ = ["note_forward", "end_forward", "end_backward", "reduction_group"]
 
@@ -42,7 +48,7 @@ _groups_lock = threading.Lock()
 _NO_GROUP = object()  # a layer that never ran in a region since it was made: TE's None, the default group
 
 
-def note_forward(unit, group):
+def note_forward(unit: LinearUnit, group: Optional[torch.distributed.ProcessGroup]) -> None:
     """Records the amax reduction group of the region `unit` runs in now (TE: fp8_meta["fp8_group"])."""
     with _groups_lock:
         _groups[unit] = group
@@ -53,7 +59,8 @@ def _group_of(unit):
         return _groups.get(unit, _NO_GROUP)
 
 
-def reduction_group(group):
+def reduction_group(group: Optional[torch.distributed.ProcessGroup]
+                    ) -> Tuple[bool, Optional[torch.distributed.ProcessGroup]]:
     """(True, group) when TE reduces over `group` (None: the default group), else (False, None)."""
     import torch.distributed as dist
     if group is _NO_GROUP:
@@ -83,13 +90,14 @@ def _reduced_units(units):
     return list(partitions.values())
 
 
-def collective_error(what, error):
+def collective_error(what: str, error: BaseException) -> RuntimeError:
     """A collective that failed: the peer is gone, stuck or ran something else."""
     return RuntimeError(f"nvfp4.torch: {what} failed: a rank of the group did not take part in it (it raised, exited, "
                         f"or ran another collective first); torch.distributed said: {error}")
 
 
-def check_same_everywhere(group, signature, what, describe):
+def check_same_everywhere(group: Optional[torch.distributed.ProcessGroup], signature: Tuple[int, ...], what: str,
+                          describe: Callable[[Tuple[int, ...]], str]) -> None:
     """All-gathers `signature` (a tuple of ints) over `group` and raises, on every rank alike, when
     the ranks' signatures differ; describe(signature) says what one rank's means."""
     import torch.distributed as dist
@@ -147,7 +155,7 @@ def _reduce(units, roles, direction):
                 unit.core.load_scaling_state_dict(state)
 
 
-def end_forward(units, grad_enabled, failed=False):
+def end_forward(units: Sequence[LinearUnit], grad_enabled: bool, failed: bool = False) -> None:
     """The outermost region's exit for its layers: reduce (grad enabled, no exception), then update."""
     if grad_enabled and not failed:
         _reduce(units, _FORWARD_ROLES, "forward")
@@ -155,7 +163,7 @@ def end_forward(units, grad_enabled, failed=False):
         unit.end_forward_region(grad_enabled)
 
 
-def end_backward(units):
+def end_backward(units: Sequence[LinearUnit]) -> None:
     """The end of the backward of a region's first module: reduce the grad_output amaxes, then update."""
     _reduce(units, _BACKWARD_ROLES, "backward")
     for unit in units:

@@ -3,9 +3,12 @@ built inside the region hold their weights as quantized tensors (the recipe's we
 applied to the initial values), optionally keeping the initial values on the CPU for master weights
 (``preserve_high_precision_init_val``). The region's state is per thread, as nvfp4.torch's autocast
 region is (TE's is process-wide)."""
+from __future__ import annotations
+
 import contextlib
 import threading
 import warnings
+from typing import Iterator, Optional
 
 from ..common.recipe import DelayedScaling, Recipe
 
@@ -22,22 +25,23 @@ class _State(threading.local):
 _state = _State()
 
 
-def with_fp8_parameters():
+def with_fp8_parameters() -> bool:
     """Whether modules made now keep their weights quantized."""
     return _state.fp8_parameters
 
 
-def with_high_precision_init_val():
+def with_high_precision_init_val() -> bool:
     return _state.high_precision_init_val
 
 
-def model_init_recipe():
+def model_init_recipe() -> Recipe:
     """The recipe whose weight quantizer makes the quantized weights (TE's default when None)."""
     return _state.recipe if _state.recipe is not None else DelayedScaling()
 
 
 @contextlib.contextmanager
-def quantized_model_init(enabled=True, recipe=None, preserve_high_precision_init_val=False):
+def quantized_model_init(enabled: bool = True, recipe: Optional[Recipe] = None,
+                         preserve_high_precision_init_val: bool = False) -> Iterator[None]:
     """Modules created in this region keep only quantized copies of their weights (QuantizedTensor
     parameters). With preserve_high_precision_init_val, each such weight also keeps its initial
     high-precision values on the CPU: ``weight.get_high_precision_init_val()`` /
@@ -54,7 +58,8 @@ def quantized_model_init(enabled=True, recipe=None, preserve_high_precision_init
 
 
 @contextlib.contextmanager
-def fp8_model_init(enabled=True, recipe=None, preserve_high_precision_init_val=False):
+def fp8_model_init(enabled: bool = True, recipe: Optional[Recipe] = None,
+                   preserve_high_precision_init_val: bool = False) -> Iterator[None]:
     """TE 1.x's name for quantized_model_init (deprecated in TE, with its warning)."""
     warnings.warn("fp8_model_init is deprecated and will be removed in a future release. Use quantized_model_init("
                   "enabled=..., recipe=..., preserve_high_precision_init_val=...) instead.", category=DeprecationWarning,

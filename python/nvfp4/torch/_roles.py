@@ -1,8 +1,10 @@
 """The identities TE gives its quantizer slots and the requests a CustomRecipe factory may return
 (TE: transformer_engine/pytorch/quantization.py QuantizerRole, QuantizerRequest,
 DelayedScalingRequest); re-exported by nvfp4.torch at TE's names."""
+from __future__ import annotations
+
 import dataclasses
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from ..common.recipe import Format
 
@@ -17,7 +19,7 @@ class QuantizerRole:
     tensor_type: str = ""
     name: str = ""
 
-    def __str__(self):
+    def __str__(self) -> str:
         parts = [f"{field}={getattr(self, field)}" for field in ("module_type", "tensor_type", "name") if getattr(self, field)]
         return "|".join(parts) if parts else "QuantizerRole()"
 
@@ -38,7 +40,7 @@ class DelayedScalingRequest(QuantizerRequest):
     reduce_amax: bool = True
 
 
-def linear_roles(name="", module_type="linear"):
+def linear_roles(name: str = "", module_type: str = "linear") -> List[Optional[QuantizerRole]]:
     """TE's slots of one GEMM module (module/linear.py get_quantizer_roles): forward input, weight,
     output (None: its consumer is unknown), backward grad_output, grad_input (None)."""
     return [QuantizerRole(module_type, "input", name), QuantizerRole(module_type, "weight", name), None,

@@ -2,7 +2,10 @@
 (values as TE's C++ ``transformer_engine::DType``: common/include/transformer_engine/
 transformer_engine.h), and the maps between it and torch dtypes. FP8 torch dtypes exist from
 torch 2.1; with an older torch only the other entries are mapped."""
+from __future__ import annotations
+
 import enum
+from typing import SupportsInt
 
 import torch
 
@@ -21,7 +24,7 @@ class DType(enum.IntEnum):
     kFloat4E2M1 = 10
 
     @classmethod
-    def cast(cls, dtype):
+    def cast(cls, dtype: SupportsInt) -> DType:
         """A DType from a DType or anything with its integer value (TE also takes its pybind enum)."""
         return dtype if isinstance(dtype, cls) else cls(int(dtype))
 

@@ -18,11 +18,14 @@ The tensor-parallel collectives TE's modules use, with TE's names and signatures
 ``get_distributed_world_size``, ``get_distributed_rank``, ``set_tensor_model_parallel_attributes``,
 ``split_tensor_into_1d_equal_chunks``, ``gather_split_1d_tensor``), are module/_parallel.py's: they
 complete before returning (the handle is None) and sum in rank order in the tensor's dtype."""
+from __future__ import annotations
+
 import collections
 import contextlib
 import threading
 import warnings
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator
 
 import torch
 import torch.utils.checkpoint
@@ -30,6 +33,9 @@ import torch.utils.checkpoint
 from .module._parallel import (allreduce, gather_along_first_dim, gather_split_1d_tensor, get_distributed_rank,  # noqa: F401
                                get_distributed_world_size, reduce_scatter_along_first_dim,
                                set_tensor_model_parallel_attributes, split_tensor_into_1d_equal_chunks)
+
+if TYPE_CHECKING:  # for the annotations only: the module imports nothing more at run time
+    from .module._linear_unit import LinearUnit
 
 __all__ = ["checkpoint", "CudaRNGStatesTracker", "is_fp8_activation_recompute_enabled", "in_fp8_activation_recompute_phase",
            "activation_recompute_forward", "gather_along_first_dim", "reduce_scatter_along_first_dim", "allreduce",
@@ -46,19 +52,19 @@ class _RecomputeState(threading.local):
 _recompute = _RecomputeState()
 
 
-def is_fp8_activation_recompute_enabled():
+def is_fp8_activation_recompute_enabled() -> bool:
     """Whether a checkpointed forward runs now with quantization enabled (TE's name)."""
     from . import quantization
     return _recompute.in_region and quantization.is_fp8_enabled()
 
 
-def in_fp8_activation_recompute_phase():
+def in_fp8_activation_recompute_phase() -> bool:
     """Whether checkpoint's recompute (in backward) runs now."""
     return _recompute.phase
 
 
 @contextlib.contextmanager
-def activation_recompute_forward(activation_recompute=False, recompute_phase=False):
+def activation_recompute_forward(activation_recompute: bool = False, recompute_phase: bool = False) -> Iterator[None]:
     """Marks a checkpointed forward (recompute_phase=False) or its recompute (True)."""
     saved = (_recompute.in_region, _recompute.phase)
     _recompute.in_region, _recompute.phase = bool(activation_recompute), bool(recompute_phase)
@@ -74,17 +80,17 @@ class ScalingStash:
     """A layer's delayed-scaling state at each checkpointed forward, in call order (TE:
     FP8GlobalStateManager.copy_forward_fp8_meta_tensors_for_recompute), for the recomputes."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._saved = collections.deque()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._saved)
 
-    def push(self, state):
+    def push(self, state: Dict[str, Any]) -> None:
         self._saved.append(state)
 
     @contextlib.contextmanager
-    def recompute(self, get_state, set_state):
+    def recompute(self, get_state: Callable[[], Dict[str, Any]], set_state: Callable[[Dict[str, Any]], None]) -> Iterator[None]:
         """Runs the body with the state of the matching checkpointed forward, then puts back the
         state the layer has now (TE: get_old_fp8_meta_tensors_for_recompute, restore_fp8_meta_tensors)."""
         if not self._saved:
@@ -101,7 +107,7 @@ class ScalingStash:
 _stashes = weakref.WeakKeyDictionary()
 
 
-def scaling_stash(unit):
+def scaling_stash(unit: LinearUnit) -> ScalingStash:
     """The ScalingStash of one GEMM layer (a LinearUnit)."""
     stash = _stashes.get(unit)
     if stash is None:
@@ -126,7 +132,7 @@ def _te_modules():
     return tuple(classes)
 
 
-def has_te_modules(network):
+def has_te_modules(network: Callable[..., Any]) -> bool:
     """Whether `network` holds a TE module (a callable that is no torch Module may: assumed so, as TE)."""
     if isinstance(network, torch.nn.Module):
         classes = _te_modules()
@@ -223,7 +229,7 @@ class _CheckpointFunction(torch.autograd.Function):
         return (None, None, None, None, None) + tuple(a.grad if torch.is_tensor(a) else None for a in detached)
 
 
-def checkpoint(function, *args, **kwargs):
+def checkpoint(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """TE's checkpoint(function, *args, distribute_saved_activations=False, get_rng_state_tracker=None,
     tp_group=None, use_reentrant=True, **kwargs): `function(*args, **kwargs)`, its activations
     recomputed in backward with the forward's quantization state (see the module docstring)."""
@@ -260,20 +266,20 @@ class CudaRNGStatesTracker:
     """Named RNG states (TE's, for model-parallel dropout): ``add(name, seed)`` makes one, ``fork(name)``
     runs a block with it as torch's default (CPU) generator state and keeps where it got to."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.reset()
 
-    def reset(self):
+    def reset(self) -> None:
         self.states_ = {}
         self.seeds_ = set()
 
-    def get_states(self):
+    def get_states(self) -> Dict[str, torch.Tensor]:
         return dict(self.states_)
 
-    def set_states(self, states):
+    def set_states(self, states: Dict[str, torch.Tensor]) -> None:
         self.states_ = states
 
-    def add(self, name, seed):
+    def add(self, name: str, seed: int) -> None:
         if seed in self.seeds_:
             raise RuntimeError(f"seed {seed} already exists")
         self.seeds_.add(seed)
@@ -285,7 +291,7 @@ class CudaRNGStatesTracker:
         torch.set_rng_state(original)
 
     @contextlib.contextmanager
-    def fork(self, name="model-parallel-rng"):
+    def fork(self, name: str = "model-parallel-rng") -> Iterator[None]:
         if name not in self.states_:
             raise KeyError(f"cuda rng state {name} is not added")
         original = torch.get_rng_state()

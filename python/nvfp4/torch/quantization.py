@@ -12,8 +12,12 @@ reach layers called from another, and each thread's outermost exit ends the forw
 layers that thread called. TE keeps it process-wide (FP8GlobalStateManager's class attributes,
 transformer_engine/pytorch/quantization.py), which on a GPU is one training thread's state anyway.
 """
+from __future__ import annotations
+
 import threading
 import warnings
+from types import TracebackType
+from typing import Optional, Tuple, Type, Union
 
 import torch
 
@@ -66,13 +70,13 @@ class _State(threading.local):
 _state = _State()
 
 
-def get_default_fp8_recipe():
+def get_default_fp8_recipe() -> Recipe:
     """The recipe of a region opened without one: DelayedScaling(), TE's default on Hopper (the
     GPU whose FP8 numerics this library emulates by default)."""
     return DelayedScaling()
 
 
-def get_default_recipe():
+def get_default_recipe() -> Recipe:
     """TE 2.x's name for get_default_fp8_recipe."""
     return get_default_fp8_recipe()
 
@@ -81,44 +85,44 @@ def _available(return_reason):
     return (True, "") if return_reason else True
 
 
-def is_fp8_available(return_reason=False):
+def is_fp8_available(return_reason: bool = False) -> Union[bool, Tuple[bool, str]]:
     """Whether delayed and current per-tensor FP8 scaling run: always here (emulated), with TE's
     signature ((True, "") with return_reason)."""
     return _available(return_reason)
 
 
-def is_mxfp8_available(return_reason=False):
+def is_mxfp8_available(return_reason: bool = False) -> Union[bool, Tuple[bool, str]]:
     """Whether MXFP8 runs: always here (TE answers False below compute capability 10.0)."""
     return _available(return_reason)
 
 
-def is_fp8_block_scaling_available(return_reason=False):
+def is_fp8_block_scaling_available(return_reason: bool = False) -> Union[bool, Tuple[bool, str]]:
     """Whether FP8 block scaling runs: always here."""
     return _available(return_reason)
 
 
-def is_nvfp4_available(return_reason=False):
+def is_nvfp4_available(return_reason: bool = False) -> Union[bool, Tuple[bool, str]]:
     """Whether NVFP4 runs: always here (TE answers False below compute capability 10.0)."""
     return _available(return_reason)
 
 
-def is_fp8_enabled():
+def is_fp8_enabled() -> bool:
     """Whether the calling thread runs inside an enabled autocast region."""
     return _state.enabled
 
 
-def get_fp8_recipe():
+def get_fp8_recipe() -> Recipe:
     """The recipe of the calling thread's current region (the default recipe outside any)."""
     return _state.recipe if _state.recipe is not None else get_default_fp8_recipe()
 
 
-def is_fp8_calibration():
+def is_fp8_calibration() -> bool:
     """Whether the calling thread's innermost region has calibrating=True (TE's
     FP8GlobalStateManager.is_fp8_calibration)."""
     return _state.calibrating
 
 
-def calibration_recipe():
+def calibration_recipe() -> Optional[Recipe]:
     """The recipe a calibrating region records statistics for (TE's default recipe when it gave none)."""
     return _state.calibration_recipe
 
@@ -138,12 +142,13 @@ class autocast:
 
     __slots__ = ("_enabled", "_calibrating", "_recipe", "_amax_reduction_group", "_graph", "_saved")
 
-    def __init__(self, enabled=True, calibrating=False, recipe=None, amax_reduction_group=None, _graph=False):
+    def __init__(self, enabled: bool = True, calibrating: bool = False, recipe: Optional[Recipe] = None,
+                 amax_reduction_group: Optional[torch.distributed.ProcessGroup] = None, _graph: bool = False) -> None:
         self._enabled, self._calibrating, self._recipe = enabled, calibrating, recipe
         self._amax_reduction_group, self._graph = amax_reduction_group, _graph
         self._saved = None
 
-    def __enter__(self):
+    def __enter__(self) -> autocast:
         if self._saved is not None:
             raise RuntimeError("autocast context manager cannot be entered more than once concurrently")
         if self._graph:
@@ -165,7 +170,8 @@ class autocast:
         _state.group = self._amax_reduction_group
         return self
 
-    def __exit__(self, exc_type, exc_value, traceback):
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> bool:
         enabled, recipe, calibrating, calibration, group, outermost = self._saved
         self._saved = None
         _state.enabled, _state.recipe, _state.calibrating, _state.calibration_recipe = enabled, recipe, calibrating, calibration
@@ -179,7 +185,8 @@ class autocast:
         return False
 
 
-def fp8_autocast(enabled=True, calibrating=False, fp8_recipe=None, fp8_group=None, _graph=False):
+def fp8_autocast(enabled: bool = True, calibrating: bool = False, fp8_recipe: Optional[Recipe] = None,
+                 fp8_group: Optional[torch.distributed.ProcessGroup] = None, _graph: bool = False) -> autocast:
     """TE 1.x's name for ``autocast`` (``fp8_recipe`` -> ``recipe``, ``fp8_group`` -> ``amax_reduction_group``),
     deprecated in TE with this warning."""
     warnings.warn("fp8_autocast is deprecated and will be removed in a future release. Use autocast(enabled=..., "

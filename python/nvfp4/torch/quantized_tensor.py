@@ -5,8 +5,11 @@ one, columnwise) and standing for their dequantized values in any torch operatio
 an operation reads the dequantized values, an in-place one (optimizer updates, ``copy_``)
 re-quantizes the result into the tensor, ``detach()`` shares the bytes. The concrete classes are in
 nvfp4.torch.tensor. CPU tensors only; the quantization is the library's, bit for bit TE's."""
+from __future__ import annotations
+
 import abc
 import copy
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -27,7 +30,7 @@ class _Bytes:
         self.rowwise, self.columnwise, self.quantizer, self.source = rowwise, columnwise, quantizer, source
 
 
-def high_precision_values(tensor):
+def high_precision_values(tensor: torch.Tensor) -> torch.Tensor:
     """What a GEMM module quantizes for a weight: a QuantizedTensor's source values (quantizing
     them again with the same recipe gives exactly its bytes, which TE's GEMM reads directly), or its
     dequantized values when it has none; any other tensor as it is."""
@@ -58,28 +61,28 @@ class Quantizer(abc.ABC):
     bfloat16 CPU tensor; ``rowwise_usage`` / ``columnwise_usage`` say which copies it keeps (the
     columnwise one is what a backward GEMM reads)."""
 
-    def __init__(self, *, rowwise=True, columnwise=True):
+    def __init__(self, *, rowwise: bool = True, columnwise: bool = True) -> None:
         self.rowwise_usage, self.columnwise_usage = bool(rowwise), bool(columnwise)
         self.internal = False
         self.optimize_for_gemm = False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"{type(self).__name__}(rowwise_usage={self.rowwise_usage}, columnwise_usage={self.columnwise_usage}, "
                 f"internal={self.internal}, )")
 
-    def set_usage(self, *, rowwise=None, columnwise=None):
+    def set_usage(self, *, rowwise: Optional[bool] = None, columnwise: Optional[bool] = None) -> None:
         if rowwise is not None:
             self.rowwise_usage = bool(rowwise)
         if columnwise is not None:
             self.columnwise_usage = bool(columnwise)
 
-    def get_usages(self):
+    def get_usages(self) -> Dict[str, bool]:
         return {"rowwise": self.rowwise_usage, "columnwise": self.columnwise_usage}
 
-    def copy(self):
+    def copy(self) -> Quantizer:
         return copy.copy(self)
 
-    def calibrate(self, tensor):
+    def calibrate(self, tensor: torch.Tensor) -> None:
         """Records what calibration needs from `tensor` without quantizing (TE: delayed scaling's amax)."""
 
     @abc.abstractmethod
@@ -90,7 +93,8 @@ class Quantizer(abc.ABC):
     def _tensor_class(self):
         """The QuantizedTensor subclass this quantizer makes."""
 
-    def quantize(self, tensor, *, out=None, dtype=None):
+    def quantize(self, tensor: torch.Tensor, *, out: Optional[QuantizedTensor] = None,
+                 dtype: Optional[torch.dtype] = None) -> QuantizedTensor:
         """A QuantizedTensor of `tensor`'s values (nominal dtype `dtype`, default the tensor's), or the
         bytes written into `out`."""
         if out is not None:
@@ -101,10 +105,11 @@ class Quantizer(abc.ABC):
         return self._tensor_class()(tuple(tensor.shape), dtype or tensor.dtype,
                                     _Bytes(rowwise, columnwise, self, tensor.detach().clone()), requires_grad=False)
 
-    def __call__(self, tensor):
+    def __call__(self, tensor: torch.Tensor) -> QuantizedTensor:
         return self.quantize(tensor)
 
-    def update_quantized(self, src, dst, *, noop_flag=None):
+    def update_quantized(self, src: torch.Tensor, dst: QuantizedTensor, *,
+                         noop_flag: Optional[torch.Tensor] = None) -> QuantizedTensor:
         """Quantizes `src` into `dst` in place (its bytes replaced; views sharing them see the change)."""
         if noop_flag is not None and bool(noop_flag.item()):
             return dst
@@ -114,7 +119,9 @@ class Quantizer(abc.ABC):
         dst._bytes.quantizer, dst._bytes.source = self, src.detach().clone()
         return dst
 
-    def make_empty(self, shape, *, dtype=torch.float32, device=None, requires_grad=False, pin_memory=False):
+    def make_empty(self, shape: Iterable[int], *, dtype: torch.dtype = torch.float32,
+                   device: Optional[Union[torch.device, str]] = None, requires_grad: bool = False,
+                   pin_memory: bool = False) -> QuantizedTensor:
         """A quantized tensor of zeros (TE allocates uninitialised buffers; zeros are a valid value)."""
         out = self.quantize(torch.zeros(tuple(shape), dtype=torch.float32), dtype=dtype)
         out.requires_grad_(requires_grad)
@@ -140,7 +147,8 @@ class QuantizedTensor(torch.Tensor):
     stands for its dequantized values (in the nominal ``dtype``)."""
 
     @staticmethod
-    def __new__(cls, shape, dtype, data, *, requires_grad=False):
+    def __new__(cls, shape: Iterable[int], dtype: torch.dtype, data: _Bytes, *,
+                requires_grad: bool = False) -> QuantizedTensor:
         self = torch.Tensor._make_wrapper_subclass(cls, tuple(shape), dtype=dtype, device=torch.device("cpu"),
                                                    requires_grad=requires_grad)
         self._bytes = data
@@ -153,10 +161,10 @@ class QuantizedTensor(torch.Tensor):
     def _get_quantizer(self):
         return self._bytes.quantizer
 
-    def get_usages(self):
+    def get_usages(self) -> Dict[str, bool]:
         return {"rowwise": self._bytes.rowwise is not None, "columnwise": self._bytes.columnwise is not None}
 
-    def dequantize(self, *, dtype=None):
+    def dequantize(self, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
         """The values: float32 from the library's dequantize, in `dtype` (default the nominal dtype)."""
         shape = tuple(self.shape)
         if self._bytes.rowwise is not None:
@@ -165,31 +173,32 @@ class QuantizedTensor(torch.Tensor):
             values = torch.from_numpy(self._bytes.quantizer._dequantize(self._bytes.columnwise)).t()
         return values.reshape(shape).to(dtype or self.dtype)
 
-    def quantize_(self, tensor):
+    def quantize_(self, tensor: torch.Tensor) -> QuantizedTensor:
         self._bytes.quantizer.update_quantized(tensor.dequantize() if isinstance(tensor, QuantizedTensor) else tensor, self)
         return self
 
-    def detach(self):
+    def detach(self) -> QuantizedTensor:
         return type(self)(self.shape, self.dtype, self._bytes, requires_grad=False)
 
-    def __repr__(self, *, tensor_contents=None):
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
         return f"{type(self).__name__}(data={self.dequantize()})"
 
-    def float(self):
+    def float(self) -> torch.Tensor:
         return self.dequantize(dtype=torch.float32)
 
-    def bfloat16(self):
+    def bfloat16(self) -> torch.Tensor:
         return self.dequantize(dtype=torch.bfloat16)
 
-    def half(self):
+    def half(self) -> torch.Tensor:
         return self.dequantize(dtype=torch.float16)
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: int) -> Tuple[Callable[..., QuantizedTensor], Tuple[Any, ...]]:
         return _rebuild, (type(self), tuple(self.shape), self.dtype, self._bytes.rowwise, self._bytes.columnwise,
                           self._bytes.quantizer, self.requires_grad, self._bytes.source)
 
     @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(cls, func: Callable[..., Any], types: Tuple[type, ...], args: Tuple[Any, ...] = (),
+                           kwargs: Optional[Dict[str, Any]] = None) -> Any:
         kwargs = kwargs or {}
         aten = torch.ops.aten
         if func is aten.detach.default:
@@ -224,10 +233,12 @@ def _rebuild(cls, shape, dtype, rowwise, columnwise, quantizer, requires_grad, s
     return out
 
 
-def prepare_for_saving(*tensors):
+def prepare_for_saving(*tensors: Optional[torch.Tensor]) -> Tuple[List[Optional[torch.Tensor]], List[Optional[torch.Tensor]]]:
     """TE's helper for autograd contexts: plain tensors here, nothing to split."""
     return list(tensors), list(tensors)
 
 
-def restore_from_saved(tensors, saved_tensors, return_saved_tensors=False):
+def restore_from_saved(tensors: List[Optional[torch.Tensor]], saved_tensors: List[Optional[torch.Tensor]],
+                       return_saved_tensors: bool = False
+                       ) -> Union[List[Optional[torch.Tensor]], Tuple[List[Optional[torch.Tensor]], List[Optional[torch.Tensor]]]]:
     return (tensors, saved_tensors) if return_saved_tensors else tensors

@@ -13,10 +13,12 @@ Float8BlockScaling) and ``fp4_quant_*`` (NVFP4BlockScaling) are instance attribu
 arguments (TE: class attributes and ``__post_init__`` assignments), and assigning one after
 construction takes effect at the next use, or raises there when the library cannot honour it.
 """
+from __future__ import annotations
+
 import dataclasses
 import enum
 import os
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, Hashable, NamedTuple, Optional, Tuple, Union
 
 import nvfp4 as _lib
 
@@ -96,31 +98,31 @@ class Recipe:
     """Base class of the recipes (TE's ``Recipe``), with TE's classification helpers."""
 
     @classmethod
-    def nvfp4(cls):
+    def nvfp4(cls) -> bool:
         return issubclass(cls, NVFP4BlockScaling)
 
     @classmethod
-    def mxfp8(cls):
+    def mxfp8(cls) -> bool:
         return issubclass(cls, MXFP8BlockScaling)
 
     @classmethod
-    def delayed(cls):
+    def delayed(cls) -> bool:
         return issubclass(cls, DelayedScaling)
 
     @classmethod
-    def float8_current_scaling(cls):
+    def float8_current_scaling(cls) -> bool:
         return issubclass(cls, Float8CurrentScaling)
 
     @classmethod
-    def float8_per_tensor_scaling(cls):
+    def float8_per_tensor_scaling(cls) -> bool:
         return issubclass(cls, (DelayedScaling, Float8CurrentScaling))
 
     @classmethod
-    def float8_block_scaling(cls):
+    def float8_block_scaling(cls) -> bool:
         return issubclass(cls, Float8BlockScaling)
 
     @classmethod
-    def custom(cls):
+    def custom(cls) -> bool:
         return issubclass(cls, CustomRecipe)
 
 
@@ -137,7 +139,7 @@ class DelayedScaling(Recipe):
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_format(self)
         _check_backward_override(self)
         _reject(self.backward_override is not None, "Delayed scaling only supports backward_override=None.")
@@ -156,7 +158,7 @@ class Float8CurrentScaling(Recipe):
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # TE: class attributes built from the environment's default of use_power_2_scales, not from
         # the constructor argument; TE's GEMM modules read these (not use_power_2_scales).
         power_2 = _env_flag("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES")
@@ -176,7 +178,7 @@ class MXFP8BlockScaling(Recipe):
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
     enable_2d_quantization: bool = False  # weights in 32x32 blocks (TE: Linear / GroupedLinear weights only)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_format(self)
         _check_backward_override(self)
 
@@ -196,7 +198,7 @@ class Float8BlockScaling(Recipe):
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # TE: class attributes built from the environment's default of use_f32_scales (not the
         # constructor argument); TE's quantizers read these.
         power_2 = not _env_flag("NVTE_FP8_BLOCK_SCALING_FP32_SCALES")
@@ -225,7 +227,7 @@ class CustomRecipe(Recipe):
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
     quantization_alignment: int = 128
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_backward_override(self)
         if self.quantization_alignment <= 0:
             raise ValueError("CustomRecipe quantization_alignment must be positive.")
@@ -251,7 +253,7 @@ class NVFP4BlockScaling(Recipe):
     fp8_mha: bool = False
     backward_override: Optional[str] = dataclasses.field(default_factory=lambda: os.getenv("NVTE_BACKWARD_OVERRIDE", None))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _reject(self.fp4_format != Format.E2M1, "Only E2M1 is supported for NVFP4 scaling")
         _reject(self.fp8_format != Format.E4M3, "Only E4M3 is supported for NVFP4 scaling")
         _check_backward_override(self)
@@ -299,7 +301,8 @@ def _require_default(recipe, name, default):
         raise ValueError(f"{type(recipe).__name__}.{name}={value!r} is not supported by this library (only {default!r})")
 
 
-def to_library(recipe):
+def to_library(recipe: Optional[Recipe]) -> Union[_lib.NoQuantization, _lib.DelayedScaling, _lib.Float8CurrentScaling,
+                                                   _lib.Float8BlockScaling, _lib.MXFP8BlockScaling, _lib.NVFP4BlockScaling]:
     """The library's recipe object for a TE recipe (None: nvfp4.NoQuantization()). Raises
     ValueError for a field it cannot honour, TypeError for an object that is no recipe."""
     if recipe is None:
@@ -424,7 +427,7 @@ def _nvfp4_switches(recipe, name):
     return not grad.random_hadamard_transform, not grad.stochastic_rounding, not weight.fp4_2d_quantization
 
 
-def recipe_key(recipe):
+def recipe_key(recipe: Optional[Recipe]) -> Optional[Tuple[str, Hashable]]:
     """What the library runs for `recipe`, as a hashable value: two recipes with equal keys run the
     same (class, fields, and the per-role QParams assigned after construction). A CustomRecipe is
     keyed by identity (its factory may be stateful), as TE keeps a custom recipe's state."""

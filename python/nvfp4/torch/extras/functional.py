@@ -3,6 +3,10 @@ and out (CPU tensors; float32 read in place, bfloat16 passed as its bits without
 are float32 tensors over the returned arrays' memory, or bfloat16 where out_dtype="bfloat16").
 The quantized objects are the extension's own (nvfp4.QuantizedTensor, nvfp4.Fp8Tensor); reference:
 docs/python.md. (Not TE's ``te.ops``, its fusible-operation API, which is not provided.)"""
+from __future__ import annotations
+
+from typing import Any, Tuple, Union
+
 import numpy as np
 import torch
 
@@ -14,7 +18,7 @@ __all__ = ["to_numpy", "quantize", "quantize_rowwise_and_columnwise", "quantize_
            "quantize_fp8_blockwise", "dequantize", "gemm", "fp8_gemm", "mxfp8_gemm"]
 
 
-def to_numpy(x, what="x"):
+def to_numpy(x: torch.Tensor, what: str = "x") -> np.ndarray:
     """A 2-D CPU float32 / bfloat16 tensor as the extension's input array: float32 read in place
     (any strides), bfloat16 as uint16 bits (a contiguous tensor is not copied)."""
     if not torch.is_tensor(x):
@@ -33,28 +37,29 @@ def _tensor(a):
     return torch.from_numpy(a)
 
 
-def quantize(x, format="nvfp4_1x16", **options):
+def quantize(x: torch.Tensor, format: str = "nvfp4_1x16", **options: Any) -> _lib.QuantizedTensor:
     """nvfp4.quantize of a torch tensor (same keywords): a QuantizedTensor."""
     return _lib.quantize(to_numpy(x), format, **options)
 
 
-def quantize_rowwise_and_columnwise(x, format="nvfp4_1x16", **options):
+def quantize_rowwise_and_columnwise(x: torch.Tensor, format: str = "nvfp4_1x16",
+                                    **options: Any) -> Tuple[_lib.QuantizedTensor, _lib.QuantizedTensor]:
     return _lib.quantize_rowwise_and_columnwise(to_numpy(x), format, **options)
 
 
-def quantize_fp8_current(x, format="e4m3", **options):
+def quantize_fp8_current(x: torch.Tensor, format: str = "e4m3", **options: Any) -> _lib.Fp8Tensor:
     return _lib.quantize_fp8_current(to_numpy(x), format, **options)
 
 
-def quantize_fp8_with_scale(x, format="e4m3", **options):
+def quantize_fp8_with_scale(x: torch.Tensor, format: str = "e4m3", **options: Any) -> _lib.Fp8Tensor:
     return _lib.quantize_fp8_with_scale(to_numpy(x), format, **options)
 
 
-def quantize_fp8_blockwise(x, format="e4m3", block="1x128", **options):
+def quantize_fp8_blockwise(x: torch.Tensor, format: str = "e4m3", block: str = "1x128", **options: Any) -> _lib.Fp8Tensor:
     return _lib.quantize_fp8_blockwise(to_numpy(x), format, block, **options)
 
 
-def dequantize(q):
+def dequantize(q: Union[_lib.QuantizedTensor, _lib.Fp8Tensor]) -> torch.Tensor:
     """float32 tensor [rows, cols] of a QuantizedTensor or Fp8Tensor."""
     return torch.from_numpy(_lib.dequantize(q))
 
@@ -69,15 +74,15 @@ def _c(options):
     return options
 
 
-def gemm(a, b, **options):
+def gemm(a: _lib.QuantizedTensor, b: _lib.QuantizedTensor, **options: Any) -> torch.Tensor:
     """nvfp4.gemm (a @ b.T of two quantized FP4 tensors) as a tensor."""
     return _tensor(_lib.gemm(a, b, **_c(options)))
 
 
-def fp8_gemm(a, b, **options):
+def fp8_gemm(a: _lib.Fp8Tensor, b: _lib.Fp8Tensor, **options: Any) -> torch.Tensor:
     """nvfp4.fp8_gemm (a @ b.T of two Fp8Tensors, as TE's FP8 GEMM) as a tensor."""
     return _tensor(_lib.fp8_gemm(a, b, **_c(options)))
 
 
-def mxfp8_gemm(a, b, **options):
+def mxfp8_gemm(a: _lib.QuantizedTensor, b: _lib.QuantizedTensor, **options: Any) -> torch.Tensor:
     return _tensor(_lib.mxfp8_gemm(a, b, **_c(options)))

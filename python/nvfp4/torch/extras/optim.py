@@ -22,8 +22,11 @@ The contracts (docs/errors.md, "The Python layer's guarantees"):
 - Each parameter's state records the storage it was written in (``state_dtype``), so a group's
   ``state_dtype`` may change between steps: the next step reads the old storage and writes the new.
 """
+from __future__ import annotations
+
 import math
 import numbers
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 
 import torch
 
@@ -136,7 +139,7 @@ class _LowPrecisionStateOptimizer(torch.optim.Optimizer):
             p.copy_(w)
             self.state[p] = state
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Restores a state_dict() as it was saved: every state tensor keeps its dtype and bits (a
         copy), the groups' settings are the saved ones. The state is checked against the parameters
         before anything changes; a state_dict that does not fit raises ValueError."""
@@ -216,7 +219,9 @@ class AdamW(_LowPrecisionStateOptimizer):
     def _moments(state_dtype):
         return ("exp_avg", "exp_avg_sq_sqrt") if state_dtype in _FP8 else ("exp_avg", "exp_avg_sq")
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, *, state_dtype="float32"):
+    def __init__(self, params: Iterable[Union[torch.Tensor, Dict[str, Any]]], lr: Union[float, torch.Tensor] = 1e-3,
+                 betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2, *,
+                 state_dtype: str = "float32") -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, state_dtype=state_dtype)
         self._check_group(defaults)
         defaults["betas"] = tuple(betas)
@@ -259,7 +264,7 @@ class AdamW(_LowPrecisionStateOptimizer):
         return w.to(p.dtype), new
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Optional[Callable[[], float]] = None) -> Optional[float]:
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -297,7 +302,9 @@ class Muon(_LowPrecisionStateOptimizer):
     def _moments(state_dtype):
         return ("momentum_buffer",)
 
-    def __init__(self, params, lr=0.02, momentum=0.95, nesterov=True, ns_steps=5, weight_decay=0.0, *, state_dtype="float32"):
+    def __init__(self, params: Iterable[Union[torch.Tensor, Dict[str, Any]]], lr: Union[float, torch.Tensor] = 0.02,
+                 momentum: float = 0.95, nesterov: bool = True, ns_steps: int = 5, weight_decay: float = 0.0, *,
+                 state_dtype: str = "float32") -> None:
         defaults = dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps, weight_decay=weight_decay,
                         state_dtype=state_dtype)
         self._check_group(defaults)
@@ -334,7 +341,7 @@ class Muon(_LowPrecisionStateOptimizer):
         return w.to(p.dtype), new
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Optional[Callable[[], float]] = None) -> Optional[float]:
         loss = None
         if closure is not None:
             with torch.enable_grad():

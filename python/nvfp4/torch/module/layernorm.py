@@ -7,7 +7,10 @@ an int or a tuple of the input's inner dims (``hidden_size`` and ``params_dtype`
 deprecated spellings), the computation in torch autocast's dtype or else the weight's (the input is
 cast to it and the output has it), ``device="meta"`` defers initialisation to
 ``reset_parameters()`` (or to the first forward, as TE's op does)."""
+from __future__ import annotations
+
 import math
+import typing
 import warnings
 from collections.abc import Iterable
 
@@ -18,7 +21,8 @@ from . import _te_checks
 __all__ = ["LayerNorm", "normalize"]
 
 
-def normalize(x, kind, weight, bias, eps, zero_centered_gamma):
+def normalize(x: torch.Tensor, kind: str, weight: torch.Tensor, bias: typing.Optional[torch.Tensor], eps: float,
+              zero_centered_gamma: bool) -> torch.Tensor:
     """x normalised over its last weight.dim() dimensions ("LayerNorm" or "RMSNorm"), in float32,
     returned in x's dtype."""
     inner = tuple(weight.shape)
@@ -47,8 +51,11 @@ class _Norm(torch.nn.Module):
     kind = None
     _has_bias = False
 
-    def __init__(self, normalized_shape=None, eps=1e-5, sequence_parallel=None, params_dtype=None, zero_centered_gamma=False,
-                 hidden_size=None, *, device=None, dtype=None, sm_margin=0):
+    def __init__(self, normalized_shape: typing.Union[typing.Iterable[int], int, None] = None, eps: float = 1e-5,
+                 sequence_parallel: typing.Optional[bool] = None, params_dtype: typing.Optional[torch.dtype] = None,
+                 zero_centered_gamma: bool = False, hidden_size: typing.Optional[int] = None, *,
+                 device: typing.Union[torch.device, str, None] = None, dtype: typing.Optional[torch.dtype] = None,
+                 sm_margin: typing.Union[int, typing.Dict[str, int]] = 0) -> None:
         super().__init__()
         if normalized_shape is None:
             if hidden_size is None:
@@ -78,11 +85,11 @@ class _Norm(torch.nn.Module):
             self.reset_parameters()
 
     @property
-    def hidden_size(self):
+    def hidden_size(self) -> int:
         """The number of elements normalised together (the old single-int spelling)."""
         return math.prod(self.normalized_shape)
 
-    def reset_parameters(self, defer_init=None):
+    def reset_parameters(self, defer_init: typing.Optional[bool] = None) -> None:
         """TE's initialisation: weight ones (zeros with zero_centered_gamma), bias zeros; parameters
         on the meta device are made on the CPU first."""
         if defer_init is not None:
@@ -102,7 +109,7 @@ class _Norm(torch.nn.Module):
                 param.sequence_parallel = self.sequence_parallel
             setattr(self, name, param)
 
-    def forward(self, inp):
+    def forward(self, inp: torch.Tensor) -> torch.Tensor:
         if self.weight.device.type == "meta":
             self.reset_parameters()  # TE's op initialises deferred parameters at its first forward
         if not torch.is_tensor(inp):
@@ -122,7 +129,7 @@ class _Norm(torch.nn.Module):
         x = inp if inp.dtype == dtype else inp.to(dtype)
         return normalize(x, self.kind, self.weight, self.bias, self.eps, self.zero_centered_gamma)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, zero_centered_gamma={self.zero_centered_gamma}"
 
 

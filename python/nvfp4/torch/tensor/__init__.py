@@ -16,6 +16,10 @@ does, by the library's quantizers:
 Each makes the matching QuantizedTensor (Float8Tensor, MXFP8Tensor, Float8BlockwiseQTensor,
 NVFP4Tensor). ``resolve_custom_recipe`` turns a CustomRecipe into the built-in recipe its factory's
 quantizers amount to."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional, Sequence, Union
+
 import numpy as np
 import torch
 
@@ -24,6 +28,9 @@ import nvfp4 as _lib
 from ...common import recipe as _recipe
 from ..constants import DType
 from ..quantized_tensor import QuantizedTensor, QuantizedTensorStorage, Quantizer
+
+if TYPE_CHECKING:  # for the annotations only: resolve_custom_recipe imports _roles where it runs, as before
+    from .._roles import QuantizerRole
 
 __all__ = ["Quantizer", "QuantizedTensor", "QuantizedTensorStorage", "Float8Quantizer", "Float8CurrentScalingQuantizer",
            "MXFP8Quantizer", "Float8BlockQuantizer", "NVFP4Quantizer", "Float8Tensor", "MXFP8Tensor",
@@ -93,7 +100,8 @@ class Float8Quantizer(_LibraryQuantizer):
     """Delayed scaling: quantizes with ``scale`` (a one-element float32 tensor, read at each call) and
     max-merges each tensor's amax into ``amax`` (TE: a view of the amax history's current row)."""
 
-    def __init__(self, scale, amax, fp8_dtype, *, rowwise=True, columnwise=True):
+    def __init__(self, scale: torch.Tensor, amax: torch.Tensor, fp8_dtype: Union[DType, int], *, rowwise: bool = True,
+                 columnwise: bool = True) -> None:
         super().__init__(rowwise=rowwise, columnwise=columnwise)
         self.scale, self.amax, self.dtype = scale, amax, _fp8(fp8_dtype)
 
@@ -103,7 +111,7 @@ class Float8Quantizer(_LibraryQuantizer):
             if not (current >= amax):  # NaN kept, as TE's atomic max of a NaN amax
                 self.amax.reshape(-1)[0] = amax
 
-    def calibrate(self, tensor):
+    def calibrate(self, tensor: torch.Tensor) -> None:
         self._record(float(torch.as_tensor(tensor).detach().abs().max().float()) if tensor.numel() else 0.0)
 
     def _quantize_2d(self, x):
@@ -120,9 +128,10 @@ class Float8CurrentScalingQuantizer(_LibraryQuantizer):
     """Current scaling: scale = fp8_max / max(amax, amax_epsilon), a power of two with
     force_pow_2_scales."""
 
-    def __init__(self, fp8_dtype, device=None, *, rowwise=True, columnwise=True, use_existing_amax=False,
-                 with_amax_reduction=False, amax_reduction_group=None, force_pow_2_scales=False, amax_epsilon=0.0,
-                 scale=None, amax=None):
+    def __init__(self, fp8_dtype: Union[DType, int], device: Optional[Union[torch.device, str]] = None, *, rowwise: bool = True,
+                 columnwise: bool = True, use_existing_amax: bool = False, with_amax_reduction: bool = False,
+                 amax_reduction_group: Optional[torch.distributed.ProcessGroup] = None, force_pow_2_scales: bool = False,
+                 amax_epsilon: float = 0.0, scale: Optional[torch.Tensor] = None, amax: Optional[torch.Tensor] = None) -> None:
         super().__init__(rowwise=rowwise, columnwise=columnwise)
         if use_existing_amax or with_amax_reduction:
             raise ValueError("Float8CurrentScalingQuantizer: use_existing_amax / with_amax_reduction are not supported "
@@ -139,7 +148,8 @@ class Float8CurrentScalingQuantizer(_LibraryQuantizer):
 
 
 class MXFP8Quantizer(_LibraryQuantizer):
-    def __init__(self, fp8_dtype, *, rowwise=True, columnwise=True, with_2d_quantization=False):
+    def __init__(self, fp8_dtype: Union[DType, int], *, rowwise: bool = True, columnwise: bool = True,
+                 with_2d_quantization: bool = False) -> None:
         super().__init__(rowwise=rowwise, columnwise=columnwise)
         self.dtype, self.with_2d_quantization = _fp8(fp8_dtype), bool(with_2d_quantization)
         if self.with_2d_quantization:
@@ -156,7 +166,8 @@ class MXFP8Quantizer(_LibraryQuantizer):
 
 
 class Float8BlockQuantizer(_LibraryQuantizer):
-    def __init__(self, fp8_dtype, *, rowwise, columnwise, amax_epsilon=0.0, force_pow_2_scales=True, block_scaling_dim=2):
+    def __init__(self, fp8_dtype: Union[DType, int], *, rowwise: bool, columnwise: bool, amax_epsilon: float = 0.0,
+                 force_pow_2_scales: bool = True, block_scaling_dim: int = 2) -> None:
         super().__init__(rowwise=rowwise, columnwise=columnwise)
         if block_scaling_dim not in (1, 2):
             raise ValueError(f"Unsupported block scaling dim {block_scaling_dim}")
@@ -176,10 +187,11 @@ class Float8BlockQuantizer(_LibraryQuantizer):
 
 
 class NVFP4Quantizer(_LibraryQuantizer):
-    def __init__(self, fp4_dtype=DType.kFloat4E2M1, rowwise=True, columnwise=True, with_amax_reduction=False,
-                 amax_reduction_group=None, with_rht=False, with_post_rht_amax=False, with_2d_quantization=False,
-                 stochastic_rounding=False, row_scaled_nvfp4=False, nvfp4_use_4over6=False, nvfp4_e4m3_max=448,
-                 nvfp4_4over6_err_mode="MAE", with_random_sign_mask=True):
+    def __init__(self, fp4_dtype: Union[DType, int] = DType.kFloat4E2M1, rowwise: bool = True, columnwise: bool = True,
+                 with_amax_reduction: bool = False, amax_reduction_group: Optional[torch.distributed.ProcessGroup] = None,
+                 with_rht: bool = False, with_post_rht_amax: bool = False, with_2d_quantization: bool = False,
+                 stochastic_rounding: bool = False, row_scaled_nvfp4: bool = False, nvfp4_use_4over6: bool = False,
+                 nvfp4_e4m3_max: int = 448, nvfp4_4over6_err_mode: str = "MAE", with_random_sign_mask: bool = True) -> None:
         super().__init__(rowwise=rowwise, columnwise=columnwise)
         if DType.cast(fp4_dtype) != DType.kFloat4E2M1:
             raise ValueError(f"fp4_dtype must be DType.kFloat4E2M1, got {fp4_dtype!r}")
@@ -214,7 +226,7 @@ class NVFP4Quantizer(_LibraryQuantizer):
 _GEMM_ROLES = ("input", "weight", "grad_output")
 
 
-def resolve_custom_recipe(recipe, roles):
+def resolve_custom_recipe(recipe: _recipe.CustomRecipe, roles: Sequence[Optional[QuantizerRole]]) -> _recipe.Recipe:
     """The built-in recipe a CustomRecipe amounts to for one GEMM: ``recipe.qfactory`` is called for
     each of TE's quantizer slots (`roles`: forward input, weight, output, backward grad_output,
     grad_input; QuantizerRole or None, as TE's module gives them), and the quantizers of the three
