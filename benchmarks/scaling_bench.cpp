@@ -14,6 +14,7 @@
 #include "nvfp4/formats/e5m2.hpp"
 #include "nvfp4/scaling/bulk_codecs.hpp"
 #include "nvfp4/scaling/four_over_six.hpp"
+#include "nvfp4/scaling/fp8_quantize.hpp"
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 
@@ -158,6 +159,116 @@ void BM_quantize_mxfp8_te(benchmark::State& state) {
   report(state, 8.0 + 1.0 + 1.0 / 32);
 }
 
+/// MXFP8 by TE's rule from bf16 (a bf16 layer's tensors as stored), rowwise or columnwise.
+template <bool Columnwise>
+void BM_quantize_mxfp8_te_bf16(benchmark::State& state) {
+  set_threads(state);
+  static const std::vector<bf16> values = [] {
+    std::vector<bf16> v;
+    v.reserve(source().size());
+    for (float f : source()) v.push_back(bf16::from_float(f));
+    return v;
+  }();
+  const auto view = matrix_view<const bf16>::row_major(values.data(), kRows, kCols);
+  quantized_tensor<mxfp8> q;
+  for (auto _ : state) {
+    if (Columnwise) quantize_mxfp8_te_into(view.transposed(), q, quantized_axis::columnwise);
+    else quantize_mxfp8_te_into(view, q);
+    benchmark::DoNotOptimize(q.data().data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 4.0 + 1.0 + 1.0 / 32);
+}
+
+/// Both MXFP8 copies of one tensor, as the MXFP8 recipe's policy makes them for X, W and dY (the
+/// rowwise copy, then the columnwise one of xᵀ, into tensors kept across iterations).
+void BM_quantize_mxfp8_te_both_copies(benchmark::State& state) {
+  set_threads(state);
+  quantized_tensor<mxfp8> row, col;
+  for (auto _ : state) {
+    quantize_mxfp8_te_into(source_view(), row);
+    quantize_mxfp8_te_into(source_view().transposed(), col, quantized_axis::columnwise);
+    benchmark::DoNotOptimize(row.data().data());
+    benchmark::DoNotOptimize(col.data().data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 2 * (8.0 + 1.0 + 1.0 / 32));
+}
+
+/// The same two copies by quantize_mxfp8_te_both_into: one amax pass, each tile read once and
+/// quantized both ways.
+void BM_quantize_mxfp8_te_both_into(benchmark::State& state) {
+  set_threads(state);
+  quantized_tensor<mxfp8> row, col;
+  for (auto _ : state) {
+    quantize_mxfp8_te_both_into(source_view(), row, col);
+    benchmark::DoNotOptimize(row.data().data());
+    benchmark::DoNotOptimize(col.data().data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 8.0 + 2.0 + 2.0 / 32);
+}
+
+/// FP8 block scaling (quantize_fp8_blockwise: TE's Float8BlockScaling quantizer, E4M3, power-of-two
+/// scales): 1x128 blocks (X, dY) or 128x128 (W), the rowwise copy or the columnwise one (of xᵀ),
+/// amax pass included.
+template <fp8_block_shape Shape, bool Columnwise>
+void BM_quantize_fp8_block(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) {
+    auto q = Columnwise ? quantize_fp8_blockwise(source_view().transposed(), fp8_format::e4m3, Shape, {.power_2_scale = true},
+                                                 quantized_axis::columnwise)
+                        : quantize_fp8_blockwise(source_view(), fp8_format::e4m3, Shape);
+    benchmark::DoNotOptimize(q.codes().data());
+  }
+  report(state, 8.0 + 1.0);
+}
+
+/// Both FP8 block copies of one tensor, as the Float8BlockScaling policy makes them (the rowwise
+/// copy, then the columnwise one of xᵀ, each a fresh tensor).
+template <fp8_block_shape Shape>
+void BM_quantize_fp8_block_both_copies(benchmark::State& state) {
+  set_threads(state);
+  for (auto _ : state) {
+    auto row = quantize_fp8_blockwise(source_view(), fp8_format::e4m3, Shape);
+    auto col = quantize_fp8_blockwise(source_view().transposed(), fp8_format::e4m3, Shape, {.power_2_scale = true},
+                                      quantized_axis::columnwise);
+    benchmark::DoNotOptimize(row.codes().data());
+    benchmark::DoNotOptimize(col.codes().data());
+  }
+  report(state, 2 * (8.0 + 1.0));
+}
+
+/// The same two copies by quantize_fp8_blockwise_both_into: one amax pass, each 128 x 128 tile
+/// read once and quantized both ways, into tensors kept across iterations (what the policy can
+/// call instead of the two by-value calls above).
+template <fp8_block_shape Shape>
+void BM_quantize_fp8_block_both_into(benchmark::State& state) {
+  set_threads(state);
+  fp8_tensor row, col;
+  for (auto _ : state) {
+    quantize_fp8_blockwise_both_into(source_view(), fp8_format::e4m3, Shape, {.power_2_scale = true}, row, col);
+    benchmark::DoNotOptimize(row.codes().data());
+    benchmark::DoNotOptimize(col.codes().data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 8.0 + 2.0);
+}
+
+/// One copy by quantize_fp8_blockwise_into (kept tensor: no allocation or zero-fill).
+template <fp8_block_shape Shape, bool Columnwise>
+void BM_quantize_fp8_block_into(benchmark::State& state) {
+  set_threads(state);
+  fp8_tensor q;
+  for (auto _ : state) {
+    if (Columnwise) quantize_fp8_blockwise_into(source_view().transposed(), fp8_format::e4m3, Shape, {.power_2_scale = true}, q, quantized_axis::columnwise);
+    else quantize_fp8_blockwise_into(source_view(), fp8_format::e4m3, Shape, {.power_2_scale = true}, q);
+    benchmark::DoNotOptimize(q.codes().data());
+    benchmark::ClobberMemory();
+  }
+  report(state, 8.0 + 1.0);
+}
+
 /// quantize_with_amax alone (the amax known, as for a columnwise copy sharing the rowwise amax).
 void BM_quantize_with_amax_nvfp4_1x16(benchmark::State& state) {
   set_threads(state);
@@ -272,6 +383,20 @@ BENCHMARK_TEMPLATE(BM_quantize, mxfp8)->Apply(thread_args);
 BENCHMARK(BM_quantize_nvfp4_1x16_columnwise)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize_mxfp8_te, false)->Name("BM_quantize_mxfp8_te_rowwise")->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize_mxfp8_te, true)->Name("BM_quantize_mxfp8_te_columnwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_mxfp8_te_bf16, false)->Name("BM_quantize_mxfp8_te_bf16_rowwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_mxfp8_te_bf16, true)->Name("BM_quantize_mxfp8_te_bf16_columnwise")->Apply(thread_args);
+BENCHMARK(BM_quantize_mxfp8_te_both_copies)->Apply(thread_args);
+BENCHMARK(BM_quantize_mxfp8_te_both_into)->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_1x128, false)->Name("BM_quantize_fp8_block_1x128_rowwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_1x128, true)->Name("BM_quantize_fp8_block_1x128_columnwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_128x128, false)->Name("BM_quantize_fp8_block_128x128_rowwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_128x128, true)->Name("BM_quantize_fp8_block_128x128_columnwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_copies, fp8_block_shape::block_1x128)->Name("BM_quantize_fp8_block_1x128_both_copies")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_copies, fp8_block_shape::block_128x128)->Name("BM_quantize_fp8_block_128x128_both_copies")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_into, fp8_block_shape::block_1x128, false)->Name("BM_quantize_fp8_block_into_1x128_rowwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_into, fp8_block_shape::block_1x128, true)->Name("BM_quantize_fp8_block_into_1x128_columnwise")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_into, fp8_block_shape::block_1x128)->Name("BM_quantize_fp8_block_both_into_1x128")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_into, fp8_block_shape::block_128x128)->Name("BM_quantize_fp8_block_both_into_128x128")->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize_4over6, nvfp4_1x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize_4over6, nvfp4_16x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_dequantize, nvfp4_1x16)->Apply(thread_args);

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nvfp4/scaling/fp8_quantize.hpp"
@@ -19,7 +21,9 @@ namespace {
 
 
 bool same(const fp8_tensor& a, const fp8_tensor& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && std::equal(a.codes().begin(), a.codes().end(), b.codes().begin()) &&
+  return a.rows() == b.rows() && a.cols() == b.cols() && a.format() == b.format() && a.block_rows() == b.block_rows() &&
+         a.block_cols() == b.block_cols() && a.axis() == b.axis() && a.codes().size() == b.codes().size() &&
+         a.scale_inv().size() == b.scale_inv().size() && std::equal(a.codes().begin(), a.codes().end(), b.codes().begin()) &&
          std::equal(a.scale_inv().begin(), a.scale_inv().end(), b.scale_inv().begin()) && a.amax() == b.amax() && a.scale() == b.scale();
 }
 
@@ -121,6 +125,154 @@ TEST(Fp8Quantize, FastEqualsReference) {
                          reference::quantize_fp8_blockwise(vb.transposed(), f, shape, {.amax_epsilon = 1e-3f})));
       }
     }
+  }
+}
+
+/// Values for the block paths: magnitudes over a wide range, with blocks of zeros (scale 1),
+/// blocks of tiny values (max_fp8 / amax overflows: the input type's largest finite scale),
+/// values near the input type's largest finite and subnormals sprinkled in.
+template <class T>
+std::vector<T> block_test_values(index_t rows, index_t cols, unsigned seed) {
+  std::mt19937 gen{seed};
+  std::lognormal_distribution<float> wide(0.0f, 6.0f);
+  const float largest = std::is_same_v<T, bf16> ? bf16::from_bits(0x7F7F).to_float() : FLT_MAX;
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for (auto& v : x) v = (gen() & 1 ? -1.0f : 1.0f) * std::min(wide(gen), 1e30f);
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < cols; ++c) {
+      float& v = x[static_cast<std::size_t>(r * cols + c)];
+      if (c >= 128 && c < 256 && r % 3 == 0) v = 0.0f;                               // zero blocks
+      if (c < 128 && r % 5 == 1) v = std::ldexp(v > 0 ? 1.0f : -1.0f, -130 - static_cast<int>(c % 8));  // tiny blocks
+      if ((r * cols + c) % 211 == 7) v = (c % 2 ? -1.0f : 1.0f) * largest;
+      if ((r * cols + c) % 173 == 5) v = std::numeric_limits<float>::denorm_min();
+    }
+  std::vector<T> out;
+  for (float v : x) {
+    if constexpr (std::is_same_v<T, bf16>) out.push_back(bf16::from_float(v));
+    else out.push_back(v);
+  }
+  return out;
+}
+
+/// Views of the same values: row-major, a window of a wider buffer (contiguous rows 3 elements
+/// longer than the view's, starting 2 in), one with both strides above 1 (every other column of a
+/// row-major buffer twice as wide); and their transposes (contiguous columns).
+template <class T>
+struct block_views {
+  std::vector<T> values, padded, wide;
+  matrix_view<const T> row_major, window, strided;
+  block_views(index_t rows, index_t cols, unsigned seed)
+      : values(block_test_values<T>(rows, cols, seed)), padded(static_cast<std::size_t>(rows * (cols + 3) + 2)), wide(values.size() * 2) {
+    for (std::size_t i = 0; i < values.size(); ++i) wide[2 * i] = values[i];
+    for (index_t r = 0; r < rows; ++r)
+      std::copy_n(values.begin() + r * cols, cols, padded.begin() + 2 + r * (cols + 3));
+    row_major = matrix_view<const T>::row_major(values.data(), rows, cols);
+    window = matrix_view<const T>(padded.data() + 2, rows, cols, cols + 3, 1);
+    strided = matrix_view<const T>(wide.data(), rows, cols, 2 * cols, 2);
+  }
+};
+
+template <class T>
+void expect_block_paths_equal_reference(index_t rows, index_t cols) {
+  const block_views<T> v(rows, cols, static_cast<unsigned>(rows * 31 + cols));
+  const std::pair<fp8_format, fp8_scale_options> rules[] = {{fp8_format::e4m3, {.power_2_scale = true}},
+                                                            {fp8_format::e5m2, {.power_2_scale = false, .amax_epsilon = 1e-3f}}};
+  for (const auto& [f, o] : rules)
+    for (auto shape : {fp8_block_shape::block_1x128, fp8_block_shape::block_128x128})
+      for (matrix_view<const T> x :
+           {v.row_major, v.row_major.transposed(), v.window, v.window.transposed(), v.strided, v.strided.transposed()}) {
+          SCOPED_TRACE(std::string(fp8_format_name(f)) + (shape == fp8_block_shape::block_1x128 ? " 1x128 " : " 128x128 ") + std::to_string(x.rows()) +
+                       "x" + std::to_string(x.cols()) + " strides " + std::to_string(x.row_stride()) + "," + std::to_string(x.col_stride()) +
+                       (o.power_2_scale ? " pow2" : " fp32 scales"));
+          const fp8_tensor want = reference::quantize_fp8_blockwise(x, f, shape, o);
+          EXPECT_TRUE(same(quantize_fp8_blockwise(x, f, shape, o), want));
+          // Both copies in one pass: x's and xᵀ's.
+          fp8_tensor row, col;
+          quantize_fp8_blockwise_both_into(x, f, shape, o, row, col);
+          EXPECT_TRUE(same(row, want));
+          EXPECT_TRUE(same(col, reference::quantize_fp8_blockwise(x.transposed(), f, shape, o, quantized_axis::columnwise)));
+          EXPECT_EQ(row.axis(), quantized_axis::rowwise);
+          EXPECT_EQ(col.axis(), quantized_axis::columnwise);
+        }
+}
+
+TEST(Fp8Quantize, BlockTilesEqualTheReferenceAtEveryEdge) {
+  // Around the 128 x 128 tiles and their blocks: single elements, a row one past a block, whole
+  // tiles, ragged tiles both ways, several tiles; extremes in every block (block_test_values).
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{1, 1}, {1, 129}, {127, 128}, {128, 128}, {129, 257}, {300, 131}, {130, 600}}) {
+    // One thread, and two and three where there are tiles to share.
+    for (int threads : {1, 2, 3}) {
+      if (threads > 1 && rows * cols < 128 * 256) continue;
+      test::set_threads(threads);
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      expect_block_paths_equal_reference<float>(rows, cols);
+      expect_block_paths_equal_reference<bf16>(rows, cols);
+    }
+  }
+  test::set_threads(2);
+}
+
+TEST(Fp8Quantize, BlockPathsOfAnAllZeroTensor) {
+  // amax 0 everywhere (zeros of both signs): scale 1 (or 1 / epsilon's quotient), codes of +-0.
+  std::vector<float> x(static_cast<std::size_t>(130 * 200), 0.0f);
+  for (std::size_t i = 0; i < x.size(); i += 3) x[i] = -0.0f;
+  const auto v = matrix_view<const float>::row_major(x.data(), 130, 200);
+  for (const fp8_scale_options o : {fp8_scale_options{.power_2_scale = true}, fp8_scale_options{.power_2_scale = false, .amax_epsilon = 0.5f}})
+    for (auto shape : {fp8_block_shape::block_1x128, fp8_block_shape::block_128x128})
+      for (matrix_view<const float> view : {v, v.transposed()}) {
+        const fp8_tensor want = reference::quantize_fp8_blockwise(view, fp8_format::e4m3, shape, o);
+        EXPECT_EQ(want.code(0, 0), 0x80);  // -0 keeps its sign
+        EXPECT_EQ(want.scale_inv()[0], o.amax_epsilon > 0 ? 0.5f / 448.0f : 1.0f);
+        EXPECT_TRUE(same(quantize_fp8_blockwise(view, fp8_format::e4m3, shape, o), want));
+        fp8_tensor row, col;
+        quantize_fp8_blockwise_both_into(view, fp8_format::e4m3, shape, o, row, col);
+        EXPECT_TRUE(same(row, want));
+        EXPECT_TRUE(same(col, reference::quantize_fp8_blockwise(view.transposed(), fp8_format::e4m3, shape, o, quantized_axis::columnwise)));
+      }
+}
+
+TEST(Fp8Quantize, BlockIntoReusesAKeptTensorAndWritesEveryByte) {
+  // Larger, smaller, larger again, and another shape / format / axis: each result equals a fresh
+  // reference, whatever the kept tensor held (stale codes and scales written over).
+  fp8_tensor q, row, col;
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{300, 260}, {130, 140}, {300, 260}, {260, 300}}) {
+    const block_views<float> v(rows, cols, 5);
+    for (auto shape : {fp8_block_shape::block_1x128, fp8_block_shape::block_128x128}) {
+      std::fill(q.codes().begin(), q.codes().end(), std::uint8_t{0xAA});
+      std::fill(q.scale_inv().begin(), q.scale_inv().end(), std::numeric_limits<float>::quiet_NaN());
+      const std::uint8_t* storage = q.codes().data();
+      const bool same_shape = q.rows() == rows && q.cols() == cols && q.block_rows() == fp8_block_rows(shape);
+      quantize_fp8_blockwise_into(v.row_major, fp8_format::e4m3, shape, {.power_2_scale = true}, q);
+      EXPECT_TRUE(same(q, reference::quantize_fp8_blockwise(v.row_major, fp8_format::e4m3, shape)));
+      if (same_shape) {
+        EXPECT_EQ(q.codes().data(), storage) << "a kept tensor of the same shape is reused";
+      }
+      quantize_fp8_blockwise_into(v.row_major.transposed(), fp8_format::e5m2, shape, {}, q, quantized_axis::columnwise);
+      EXPECT_TRUE(same(q, reference::quantize_fp8_blockwise(v.row_major.transposed(), fp8_format::e5m2, shape, {}, quantized_axis::columnwise)));
+      EXPECT_EQ(q.axis(), quantized_axis::columnwise);
+      std::fill(col.codes().begin(), col.codes().end(), std::uint8_t{0x55});
+      quantize_fp8_blockwise_both_into(v.row_major, fp8_format::e4m3, shape, {.power_2_scale = true}, row, col);
+      EXPECT_TRUE(same(row, reference::quantize_fp8_blockwise(v.row_major, fp8_format::e4m3, shape)));
+      EXPECT_TRUE(same(col, reference::quantize_fp8_blockwise(v.row_major.transposed(), fp8_format::e4m3, shape, {.power_2_scale = true},
+                                                              quantized_axis::columnwise)));
+    }
+  }
+}
+
+TEST(Fp8Quantize, BlockNonFiniteInputLeavesKeptTensorsUntouched) {
+  const block_views<float> v(130, 140, 9);
+  fp8_tensor row, col;
+  quantize_fp8_blockwise_both_into(v.row_major, fp8_format::e4m3, fp8_block_shape::block_1x128, {.power_2_scale = true}, row, col);
+  const fp8_tensor row_before = row, col_before = col;
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> x = v.values;
+    x[140 * 129 + 139] = bad;  // the last element: found only after every tile is done, if it were found in the pass
+    const auto xv = matrix_view<const float>::row_major(x.data(), 130, 140);
+    EXPECT_THROW(quantize_fp8_blockwise_both_into(xv, fp8_format::e4m3, fp8_block_shape::block_1x128, {.power_2_scale = true}, row, col),
+                 non_finite_error);
+    EXPECT_THROW(quantize_fp8_blockwise_into(xv.transposed(), fp8_format::e4m3, fp8_block_shape::block_128x128, {}, col), non_finite_error);
+    EXPECT_TRUE(same(row, row_before));
+    EXPECT_TRUE(same(col, col_before));
   }
 }
 

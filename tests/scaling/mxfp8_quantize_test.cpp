@@ -2,7 +2,7 @@
 // (powers of two, just above, subnormals, saturation, specials), the block scale as a product with
 // the rounded reciprocal, elements by the exact reciprocal, both copies from the high-precision
 // tensor, fast == reference on every ISA build (rows, and the columnwise copies' walk across
-// lanes, at 1 and 2 threads), bad input.
+// lanes, at 1, 2 and 3 threads; both copies from one pass; kept tensors reused), bad input.
 // NVFP4_TEST_ALL_ISAS
 #include <gtest/gtest.h>
 
@@ -24,7 +24,9 @@ template <class Format>
 bool same(const quantized_tensor<Format>& a, const quantized_tensor<Format>& b) {
   const auto* da = reinterpret_cast<const std::uint8_t*>(a.data().data());
   const auto* db = reinterpret_cast<const std::uint8_t*>(b.data().data());
-  return a.rows() == b.rows() && a.cols() == b.cols() && std::equal(da, da + a.data().size(), db) &&
+  return a.rows() == b.rows() && a.cols() == b.cols() && a.axis() == b.axis() && a.amax() == b.amax() &&
+         a.encode_scale() == b.encode_scale() && a.decode_scale() == b.decode_scale() && a.data().size() == b.data().size() &&
+         a.scales().size() == b.scales().size() && std::equal(da, da + a.data().size(), db) &&
          std::equal(a.scales().begin(), a.scales().end(), b.scales().begin());
 }
 
@@ -102,9 +104,9 @@ std::vector<float> mxfp8_test_values(index_t rows, index_t cols, unsigned seed) 
 }
 
 TEST(Mxfp8Quantize, FastEqualsReference) {
-  // Shapes around the row kernel's partial block and the columnwise walk (scaling/detail/
-  // column_bands.hpp): 1100 x 70's copy has two groups of bands and view rows past the last
-  // vector; 40 x 300's, two chunks of view rows and a partial block; 5 x 33, no whole block.
+  // Shapes around the 32 x 128 source tiles (scaling/detail/mxfp8_tiles.hpp) and their partial
+  // blocks: 1100 x 70's copy has ragged tiles both ways; 40 x 300's, a partial block and a tile
+  // row of 8; 5 x 33, no whole block.
   for (auto [rows, cols] : {std::pair<index_t, index_t>{5, 33}, {130, 100}, {260, 300}, {1100, 70}, {40, 300}, {64, 64}}) {
     const std::vector<float> x = mxfp8_test_values(rows, cols, static_cast<unsigned>(rows * 7 + cols));
     std::vector<bf16> xb;
@@ -123,6 +125,84 @@ TEST(Mxfp8Quantize, FastEqualsReference) {
     }
   }
   test::set_threads(2);
+}
+
+TEST(Mxfp8Quantize, BothCopiesInOnePassEqualTheTwoReferences) {
+  // quantize_mxfp8_te_both_into(x) = quantize_mxfp8_te(x) and quantize_mxfp8_te(xᵀ): x row-major,
+  // x with contiguous columns, a window of a wider buffer (rows 3 elements longer, 2 in), and x
+  // with both strides above 1 (every other column of a buffer twice as wide: the path that
+  // gathers), float and bf16, around the 32 x 128 tiles' edges, on 1, 2 and 3 threads.
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{1, 1}, {5, 33}, {31, 129}, {32, 128}, {70, 300}, {130, 100}}) {
+    const std::vector<float> x = mxfp8_test_values(rows, cols, static_cast<unsigned>(rows + 13 * cols));
+    std::vector<float> wide(2 * x.size()), padded(static_cast<std::size_t>(rows * (cols + 3) + 2));
+    std::vector<bf16> xb;
+    for (std::size_t i = 0; i < x.size(); ++i) wide[2 * i] = x[i];
+    for (index_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * cols, cols, padded.begin() + 2 + r * (cols + 3));
+    for (float f : x) xb.push_back(bf16::from_float(f));
+    const auto v = matrix_view<const float>::row_major(x.data(), rows, cols);
+    const auto window = matrix_view<const float>(padded.data() + 2, rows, cols, cols + 3, 1);
+    const auto strided = matrix_view<const float>(wide.data(), rows, cols, 2 * cols, 2);
+    const auto vb = matrix_view<const bf16>::row_major(xb.data(), rows, cols);
+    for (int threads : {1, 2, 3}) {
+      test::set_threads(threads);
+      SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + ", threads " + std::to_string(threads));
+      const auto check = [](auto view) {
+        quantized_tensor<mxfp8> row, col;
+        quantize_mxfp8_te_both_into(view, row, col);
+        EXPECT_TRUE(same(row, reference::quantize_mxfp8_te<mxfp8>(view)));
+        EXPECT_TRUE(same(col, reference::quantize_mxfp8_te<mxfp8>(view.transposed(), quantized_axis::columnwise)));
+        EXPECT_EQ(col.axis(), quantized_axis::columnwise);
+        quantized_tensor<mxfp8_e5m2> row5, col5;
+        quantize_mxfp8_te_both_into(view, row5, col5);
+        EXPECT_TRUE(same(row5, reference::quantize_mxfp8_te<mxfp8_e5m2>(view)));
+        EXPECT_TRUE(same(col5, reference::quantize_mxfp8_te<mxfp8_e5m2>(view.transposed(), quantized_axis::columnwise)));
+      };
+      check(v);
+      check(v.transposed());
+      check(window);
+      check(window.transposed());
+      check(strided);
+      check(vb);
+      check(vb.transposed());
+      EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(strided), reference::quantize_mxfp8_te<mxfp8>(strided)));
+    }
+  }
+  test::set_threads(2);
+}
+
+TEST(Mxfp8Quantize, IntoReusesAKeptTensorAndWritesEveryByte) {
+  quantized_tensor<mxfp8> q, row, col;
+  for (auto [rows, cols] : {std::pair<index_t, index_t>{70, 300}, {40, 64}, {70, 300}}) {
+    const std::vector<float> x = mxfp8_test_values(rows, cols, 21);
+    const auto v = matrix_view<const float>::row_major(x.data(), rows, cols);
+    for (auto* kept : {&q, &row, &col}) {  // stale bytes everywhere
+      std::fill(kept->data().begin(), kept->data().end(), e4m3::from_bits(0x55));
+      std::fill(kept->scales().begin(), kept->scales().end(), e8m0::from_bits(0xAA));
+    }
+    const auto* storage = q.data().data();
+    const bool same_shape = q.rows() == rows && q.cols() == cols && q.axis() == quantized_axis::rowwise;
+    quantize_mxfp8_te_into(v, q);
+    EXPECT_TRUE(same(q, reference::quantize_mxfp8_te<mxfp8>(v)));
+    if (same_shape) {
+      EXPECT_EQ(q.data().data(), storage) << "a kept tensor of the same shape is reused";
+    }
+    quantize_mxfp8_te_both_into(v, row, col);
+    EXPECT_TRUE(same(row, reference::quantize_mxfp8_te<mxfp8>(v)));
+    EXPECT_TRUE(same(col, reference::quantize_mxfp8_te<mxfp8>(v.transposed(), quantized_axis::columnwise)));
+  }
+}
+
+TEST(Mxfp8Quantize, NonFiniteInputLeavesKeptTensorsUntouched) {
+  std::vector<float> x = mxfp8_test_values(40, 70, 8);
+  const auto v = matrix_view<const float>::row_major(x.data(), 40, 70);
+  quantized_tensor<mxfp8> row, col;
+  quantize_mxfp8_te_both_into(v, row, col);
+  const auto row_before = row, col_before = col;
+  x.back() = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(quantize_mxfp8_te_both_into(v, row, col), non_finite_error);
+  EXPECT_THROW(quantize_mxfp8_te_into(v.transposed(), col, quantized_axis::columnwise), non_finite_error);
+  EXPECT_TRUE(same(row, row_before));
+  EXPECT_TRUE(same(col, col_before));
 }
 
 TEST(Mxfp8Quantize, BadInput) {

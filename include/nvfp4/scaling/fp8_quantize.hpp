@@ -16,6 +16,7 @@
 
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/scaling/bulk_codecs.hpp"
+#include "nvfp4/scaling/detail/fp8_block_tiles.hpp"
 #include "nvfp4/scaling/fp8_tensor.hpp"
 #include "nvfp4/scaling/quantize.hpp"
 #include "nvfp4/simd/panels.hpp"
@@ -294,50 +295,130 @@ fp8_tensor quantize_fp8_current(matrix_view<const T> x, fp8_format format, const
   return q;
 }
 
-/// FP8 block scaling (Float8BlockScaling): same result as reference::quantize_fp8_blockwise.
-/// Throws non_finite_error on NaN/Inf.
-template <quantizer_input T>
-fp8_tensor quantize_fp8_blockwise(matrix_view<const T> x, fp8_format format, fp8_block_shape shape,
-                                  const fp8_scale_options& options = {.power_2_scale = true},
-                                  quantized_axis axis = quantized_axis::rowwise) {
-  detail::check_input_view(x, "quantize input");
-  const float x_amax = amax(x);
+namespace detail {
+
+/// fp8_scale_from_amax bound to a block quantization's format, options and input type.
+struct fp8_block_rule {
+  float max_fp8, epsilon, value_for_inf;
+  bool power_2;
+  float operator()(float amax) const { return fp8_scale_from_amax(amax, max_fp8, power_2, epsilon, value_for_inf); }
+};
+
+/// out as a block-scaled [rows, cols] tensor of this format, shape and axis: kept where it is one
+/// already (every code and scale is then written over), else made anew.
+inline void reuse_or_make_blocks(fp8_tensor& out, index_t rows, index_t cols, fp8_format format, fp8_block_shape shape, quantized_axis axis) {
   const index_t block_rows = fp8_block_rows(shape);
-  fp8_tensor q(x.rows(), x.cols(), format, block_rows, fp8_block_size, axis);
-  const index_t scale_cols = q.scale_cols();
-  const bool parallel = simd::worth_parallel(x.size());
-  // Work is split by block rows, so each block's amax and codes belong to one thread.
-  simd::parallel_ranges(q.scale_rows(), parallel, [&](index_t begin, index_t end) {
+  if (!out.per_tensor() && out.rows() == rows && out.cols() == cols && out.format() == format && out.axis() == axis &&
+      out.block_rows() == block_rows && out.block_cols() == fp8_block_size && out.codes().size() == static_cast<std::size_t>(rows * cols))
+    return;
+  out = fp8_tensor(rows, cols, format, block_rows, fp8_block_size, axis);
+}
+
+/// The block quantization of a view whose rows and columns are both strided (neither x nor xᵀ has
+/// contiguous rows): block rows in parallel, elements gathered a row at a time.
+template <quantizer_input T>
+void quantize_fp8_blocks_strided(matrix_view<const T> x, fp8_block_shape shape, const fp8_block_rule& rule, fp8_tensor& q) {
+  const index_t block_rows = fp8_block_rows(shape), scale_cols = q.scale_cols();
+  simd::parallel_ranges(q.scale_rows(), simd::worth_parallel(x.size()), [&](index_t begin, index_t end) {
     std::vector<float> row(static_cast<std::size_t>(x.cols())), scaled(static_cast<std::size_t>(fp8_block_size));
     std::vector<float> block_amax(static_cast<std::size_t>(scale_cols)), scales(static_cast<std::size_t>(scale_cols));
     for (index_t br = begin; br < end; ++br) {
       const index_t r0 = br * block_rows, r1 = std::min(r0 + block_rows, x.rows());
       std::fill(block_amax.begin(), block_amax.end(), 0.0f);
       for (index_t r = r0; r < r1; ++r) {
-        const float* values = detail::load_row(x, r, 0, x.cols(), row.data());
+        const float* values = load_row(x, r, 0, x.cols(), row.data());
         for (index_t c = 0; c < x.cols(); ++c) {
           float& m = block_amax[static_cast<std::size_t>(c / fp8_block_size)];
           m = std::max(m, std::fabs(values[c]));
         }
       }
       for (index_t bc = 0; bc < scale_cols; ++bc) {
-        const float scale = fp8_scale_from_amax(block_amax[static_cast<std::size_t>(bc)], fp8_max(format), options.power_2_scale,
-                                                options.amax_epsilon, input_max_finite<T>());
-        scales[static_cast<std::size_t>(bc)] = scale;
-        q.scale_inv()[static_cast<std::size_t>(br * scale_cols + bc)] = 1.0f / scale;
+        scales[static_cast<std::size_t>(bc)] = rule(block_amax[static_cast<std::size_t>(bc)]);
+        q.scale_inv()[static_cast<std::size_t>(br * scale_cols + bc)] = 1.0f / scales[static_cast<std::size_t>(bc)];
       }
       for (index_t r = r0; r < r1; ++r) {
-        const float* values = detail::load_row(x, r, 0, x.cols(), row.data());
-        for (index_t c0 = 0; c0 < x.cols(); c0 += fp8_block_size) {
-          const index_t n = std::min(fp8_block_size, x.cols() - c0);
-          detail::encode_fp8_scaled(values + c0, n, scales[static_cast<std::size_t>(c0 / fp8_block_size)], format, scaled.data(),
-                                    q.codes().data() + r * x.cols() + c0);
-        }
+        const float* values = load_row(x, r, 0, x.cols(), row.data());
+        for (index_t c0 = 0; c0 < x.cols(); c0 += fp8_block_size)
+          encode_fp8_scaled(values + c0, std::min(fp8_block_size, x.cols() - c0), scales[static_cast<std::size_t>(c0 / fp8_block_size)],
+                            q.format(), scaled.data(), q.codes().data() + r * x.cols() + c0);
       }
     }
   });
-  q.set_amax(x_amax);
+}
+
+/// Where a copy of a tile walk goes (fp8_block_tiles::copy_out) in q.
+inline fp8_block_tiles::copy_out tile_copy_of(fp8_tensor& q) {
+  return {q.codes().data(), q.cols(), q.scale_inv().data(), q.scale_cols()};
+}
+
+/// FP8 block quantization of x into `along_rows` (blocks along x's rows: x's rowwise copy) and/or
+/// `along_cols` (blocks along x's columns: the copy of xᵀ), each already of its shape; the
+/// input checked and the tensor amax recorded by the caller. Through the tile walk where x or xᵀ
+/// has contiguous rows, else gathered (quantize_fp8_blocks_strided).
+template <quantizer_input T>
+void quantize_fp8_blocks(matrix_view<const T> x, fp8_format format, fp8_block_shape shape, const fp8_scale_options& options,
+                         fp8_tensor* along_rows, fp8_tensor* along_cols) {
+  const fp8_block_rule rule{fp8_max(format), options.amax_epsilon, input_max_finite<T>(), options.power_2_scale};
+  if (x.empty()) return;
+  fp8_block_tiles::job<fp8_block_rule> job{.square = shape == fp8_block_shape::block_128x128, .e4m3 = format == fp8_format::e4m3, .rule = &rule, .rows = {}, .cols = {}};
+  const bool parallel = simd::worth_parallel(x.size());
+  if (x.rows_contiguous()) {
+    if (along_rows) job.rows = tile_copy_of(*along_rows);
+    if (along_cols) job.cols = tile_copy_of(*along_cols);
+    fp8_block_tiles::quantize(x.data(), x.row_stride(), x.rows(), x.cols(), job, parallel);
+  } else if (x.row_stride() == 1) {
+    // x = sourceᵀ of a source with contiguous rows: x's blocks run down the source's columns.
+    if (along_rows) job.cols = tile_copy_of(*along_rows);
+    if (along_cols) job.rows = tile_copy_of(*along_cols);
+    fp8_block_tiles::quantize(x.data(), x.col_stride(), x.cols(), x.rows(), job, parallel);
+  } else {
+    if (along_rows) quantize_fp8_blocks_strided(x, shape, rule, *along_rows);
+    if (along_cols) quantize_fp8_blocks_strided(x.transposed(), shape, rule, *along_cols);
+  }
+}
+
+}  // namespace detail
+
+/// FP8 block scaling (Float8BlockScaling): same result as reference::quantize_fp8_blockwise.
+/// Throws non_finite_error on NaN/Inf. The into form writes `out`, a tensor the caller keeps:
+/// its storage is reused where it is already a block-scaled copy of x's shape, format, block
+/// shape and axis (nothing allocated or zero-filled), else made anew; out is untouched on error.
+template <quantizer_input T>
+void quantize_fp8_blockwise_into(matrix_view<const T> x, fp8_format format, fp8_block_shape shape, const fp8_scale_options& options,
+                                 fp8_tensor& out, quantized_axis axis = quantized_axis::rowwise) {
+  detail::check_input_view(x, "quantize input");
+  const float x_amax = amax(x);
+  detail::reuse_or_make_blocks(out, x.rows(), x.cols(), format, shape, axis);
+  detail::quantize_fp8_blocks(x, format, shape, options, &out, nullptr);
+  out.set_scale(1.0f);
+  out.set_amax(x_amax);
+}
+template <quantizer_input T>
+fp8_tensor quantize_fp8_blockwise(matrix_view<const T> x, fp8_format format, fp8_block_shape shape,
+                                  const fp8_scale_options& options = {.power_2_scale = true},
+                                  quantized_axis axis = quantized_axis::rowwise) {
+  fp8_tensor q;
+  quantize_fp8_blockwise_into(x, format, shape, options, q, axis);
   return q;
+}
+
+/// Both copies of x that TE's Float8BlockScaling quantizer makes for a GEMM operand used twice:
+/// `rowwise` = quantize_fp8_blockwise(x, ...) and `columnwise` = quantize_fp8_blockwise(xᵀ, ...,
+/// quantized_axis::columnwise), the same bytes, from one read of x (each 128 x 128 tile of x
+/// quantized both ways while it is in cache) and one amax pass. Both tensors are reused as the
+/// into form reuses out; throws as it does, before either is written.
+template <quantizer_input T>
+void quantize_fp8_blockwise_both_into(matrix_view<const T> x, fp8_format format, fp8_block_shape shape, const fp8_scale_options& options,
+                                      fp8_tensor& rowwise, fp8_tensor& columnwise) {
+  detail::check_input_view(x, "quantize input");
+  const float x_amax = amax(x);
+  detail::reuse_or_make_blocks(rowwise, x.rows(), x.cols(), format, shape, quantized_axis::rowwise);
+  detail::reuse_or_make_blocks(columnwise, x.cols(), x.rows(), format, shape, quantized_axis::columnwise);
+  detail::quantize_fp8_blocks(x, format, shape, options, &rowwise, &columnwise);
+  for (fp8_tensor* q : {&rowwise, &columnwise}) {
+    q->set_scale(1.0f);
+    q->set_amax(x_amax);
+  }
 }
 
 /// Dequantizes q into out (same shape): decode(code) * the block's scale_inv.
