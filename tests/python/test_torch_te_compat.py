@@ -699,6 +699,14 @@ def test_parameters_split_refusals_are_tes():
         te.Linear(32, 48, parameters_split=(16, 32))
     with pytest.raises(AssertionError, match=r"^Cannot split module parameters on 'meta' device\.$"):
         te.Linear(32, 48, parameters_split=("a", "b"), device="meta")
+    # column parallelism: TE divides out_features first, then each block over the ranks
+    with pytest.raises(ValueError, match=r"^9 is not divisible by 2$"):
+        te.Linear(16, 9, parallel_mode="column", tp_size=2, parameters_split={"a": 3, "b": 6})
+    with pytest.raises(RuntimeError, match=r"^Attempting to distribute a parameter with out_features=3 between 2 "
+                                           r"tensor-parallel processes$"):
+        te.Linear(16, 12, parallel_mode="column", tp_size=2, parameters_split={"a": 3, "b": 9})
+    column = te.Linear(16, 12, parallel_mode="column", tp_size=2, parameters_split={"a": 4, "b": 8})
+    assert (column.a_weight.shape, column.b_weight.shape, column.b_bias.shape) == ((2, 16), (4, 16), (4,))
     with pytest.raises(RuntimeError, match=r"^Splitting QuantizedTensor into multiple params is not supported$"):
         with te.quantized_model_init(recipe=R.Float8CurrentScaling()):
             te.Linear(32, 48, parameters_split=("a", "b"))

@@ -27,14 +27,15 @@ class GemmModule(TEModuleMixin, TensorParallelModule, torch.nn.Module):
         self._tp = tp if tp is not None else TensorParallel(name)
         self.in_features = _module.size_argument(name, "in_features", in_features)
         self.out_features = _module.size_argument(name, "out_features", out_features)
-        self.weight_names, self.bias_names, self.parameter_split_sizes = split_parameters(self.out_features, parameters_split)
+        total_out = self.out_features
+        self.in_features, self.out_features = self._tp.split(self.in_features, self.out_features)  # TE: divide() first
+        self.weight_names, self.bias_names, self.parameter_split_sizes = split_parameters(total_out, parameters_split)
         if self._tp.mode == "column":
             for size in self.parameter_split_sizes:
                 if size % self._tp.size != 0:
                     raise RuntimeError(f"Attempting to distribute a parameter with out_features={size} "
                                        f"between {self._tp.size} tensor-parallel processes")
             self.parameter_split_sizes = [size // self._tp.size for size in self.parameter_split_sizes]
-        self.in_features, self.out_features = self._tp.split(self.in_features, self.out_features)
         if len(self.parameter_split_sizes) > 1 and self.primary_weights_in_fp8:
             raise RuntimeError("Splitting QuantizedTensor into multiple params is not supported")
         dtype = _te_checks.canonical_dtype(params_dtype)
