@@ -309,7 +309,7 @@ def test_input_checks_use_tes_messages():
         dpa(q, k, v, qkv_format="bhsd")
     with pytest.raises(ValueError, match="Attention mask type foo is not supported"):
         dpa(q, k, v, attn_mask_type="foo")
-    with pytest.raises(TypeError, match="float32 or bfloat16"):
+    with pytest.raises(TypeError, match="float32 or bfloat16 or float16"):
         dpa(q.double(), k.double(), v.double())
     with pytest.raises(ValueError, match="inference_params"):
         dpa(q, k, v, inference_params=object())
@@ -547,3 +547,44 @@ def test_qk_layer_scaling_is_tes_fp16_only_trick(monkeypatch):
     scaled = backends.attention(q, k, v, scale=1 / math.sqrt(8), mask=causal(6, 6), zero_masked_probs=False, dropout=0.0,
                                 training=False, layer_number=3, apply_qk_layer_scaling=True)
     assert torch.allclose(scaled.reshape(plain.shape), plain, atol=1e-6)
+
+
+# ---- float16 (TE's quickstart and test matrices run it) ------------------------------------------
+
+def test_float16_attention_is_the_float32_core_rounded_once():
+    # The core computes in float32 and rounds once (backends.py): on float16 values, the float32
+    # call's results rounded to float16, forward and backward.
+    torch.manual_seed(20)
+    dpa = te.DotProductAttention(4, 16, num_gqa_groups=2, attention_dropout=0.0, qkv_format="bshd")
+    q, k, v = (t.half() for t in qkv(2, 24, 24, 4, 2, 16))
+    dy = torch.randn(2, 24, 64).half()
+    outs = []
+    for dtype in (torch.float16, torch.float32):
+        inputs = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
+        y = dpa(*inputs, attn_mask_type="causal")
+        y.backward(dy.to(dtype))
+        outs.append([y.detach()] + [t.grad for t in inputs])
+    assert all(a.dtype == torch.float16 for a in outs[0])
+    for a, b in zip(*outs):
+        assert torch.equal(a, b.half())
+
+
+def test_float16_transformer_layer_trains_with_hidden_dropout():
+    # torch 1.13 has no float16 Bernoulli on the CPU: the hidden dropout of a float16 layer is the
+    # float32 dropout of the same values (the same mask from torch's generator) rounded once.
+    from nvfp4.torch.transformer import dropout
+    x = torch.randn(8, 2, 64).half()
+    torch.manual_seed(21)
+    got = dropout(x, 0.25, True)
+    torch.manual_seed(21)
+    assert torch.equal(got, torch.nn.functional.dropout(x.float(), p=0.25, training=True).half())
+    assert torch.equal(dropout(x, 0.25, False), x)
+    torch.manual_seed(22)
+    layer = te.TransformerLayer(64, 128, 4, params_dtype=torch.float16)
+    xi = x.clone().requires_grad_()
+    with te.autocast(recipe=te_recipe.Float8CurrentScaling()):
+        y = layer(xi)
+    y.float().sum().backward()
+    assert y.dtype == xi.grad.dtype == torch.float16
+    assert torch.isfinite(y.float()).all() and torch.isfinite(xi.grad.float()).all()
+    assert all(p.grad is not None and p.grad.dtype == torch.float16 for p in layer.parameters())

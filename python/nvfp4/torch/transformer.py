@@ -21,6 +21,16 @@ __all__ = ["TransformerLayer"]
 LayerTypes = ("encoder", "decoder")
 
 
+def dropout(t, p, training):
+    """torch's dropout; float16 (torch 1.13 has no float16 Bernoulli on the CPU) as the float32 one
+    on the same values, rounded once: the same mask from torch's generator (drawn on a float32
+    tensor of t's shape, as torch's dropout draws it), and the GPU's fused dropout computes
+    x * mask * scale in float32 before its one rounding too."""
+    if t.dtype != torch.float16 or not training or p == 0.0:
+        return torch.nn.functional.dropout(t, p=p, training=training)
+    return torch.nn.functional.dropout(t.float(), p=p, training=True).to(torch.float16)
+
+
 class DropPath(torch.nn.Module):
     """Stochastic depth per sample (TE's DropPath): in training, each sample's branch is kept with
     probability 1 - drop_prob and scaled by 1 / (1 - drop_prob)."""
@@ -232,7 +242,7 @@ class TransformerLayer(torch.nn.Module):
         activations' dtype."""
         if bias is not None and bias.numel() != 0:
             hidden_state = hidden_state + bias
-        out = torch.nn.functional.dropout(hidden_state, p=self.hidden_dropout, training=self.training)
+        out = dropout(hidden_state, self.hidden_dropout, self.training)
         if drop_path is not None:
             out = drop_path(out)
         return residual + out

@@ -16,6 +16,10 @@ from ...module import base as _module
 from . import backends
 from . import utils as dpa_utils
 
+# TE's dtypes; the core computes in float32 and rounds once to the activation dtype (backends.py),
+# so float16 needs no float16 CPU kernel (torch 1.13 has none for matmul / softmax)
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
 __all__ = ["DotProductAttention"]
 
 # TE arguments for tensor / context parallelism and the GPU's RNG tracker: one process on the CPU
@@ -190,11 +194,11 @@ class DotProductAttention(torch.nn.Module):
         for t, what in ((query_layer, "query_layer"), (key_layer, "key_layer"), (value_layer, "value_layer")):
             if not torch.is_tensor(t):
                 raise TypeError(f"DotProductAttention: {what} must be a torch.Tensor, got {type(t).__name__}")
-            check_float(t, f"DotProductAttention's {what}")
+            check_float(t, f"DotProductAttention's {what}", _DTYPES)
         if not (query_layer.dtype == key_layer.dtype == value_layer.dtype):
             raise ValueError("Queries, keys and values must have the same data type!")
         dtype = _module.activation_dtype(query_layer)  # TE's rule: torch autocast's dtype, else the input's
-        check_float(torch.empty(0, dtype=dtype), "DotProductAttention's activation dtype (torch autocast's)")
+        check_float(torch.empty(0, dtype=dtype), "DotProductAttention's activation dtype (torch autocast's)", _DTYPES)
         query_layer, key_layer, value_layer = (t.to(dtype) for t in (query_layer, key_layer, value_layer))
         if key_layer.shape[:-1] != value_layer.shape[:-1]:
             raise ValueError("Keys and values must have the same batch size, sequence length and number of heads!")
@@ -292,7 +296,7 @@ class DotProductAttention(torch.nn.Module):
             bias = dpa_utils.alibi_bias(q.shape[2], sq, sk, alibi_slopes, actual_q if padded else None,
                                         actual_kv if padded else None, bottom_right_diagonal)
         elif bias is not None:
-            check_float(bias, "core_attention_bias")
+            check_float(bias, "core_attention_bias", _DTYPES)
             if not _bias_shape_ok(bias, batch_size, q.shape[2]):
                 raise ValueError("core_attention_bias must be in one of {bhss, 1hss, b1ss, 11ss, 111s} shapes")
         offset = self.softmax_offset
