@@ -3,10 +3,13 @@
 // policy used on its own (its role quantizers, then its GEMMs) computes what its header says from
 // the public quantizers and GEMMs (the expected values come from those functions, which the golden
 // tests check against TE); a kept W's packed fprop operand gives the bits of the plain one;
-// delayed scaling's state hooks.
+// delayed scaling's state hooks; the block-scaled recipes' role copies (made two at a time) are
+// the public quantizers' copies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -108,6 +111,83 @@ TEST(RecipePolicy, CurrentScalingComposesThePublicQuantizers) {
   std::vector<float> y_packed(s.m * s.n);
   policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, false), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n));
   EXPECT_EQ(bits(y_packed), bits(want));
+}
+
+bool same_fp8(const fp8_tensor& a, const fp8_tensor& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && a.format() == b.format() && a.axis() == b.axis() &&
+         a.block_rows() == b.block_rows() && a.amax() == b.amax() && a.scale() == b.scale() &&
+         std::ranges::equal(a.codes(), b.codes()) && std::ranges::equal(a.scale_inv(), b.scale_inv());
+}
+template <class Format>
+bool same_mx(const quantized_tensor<Format>& a, const quantized_tensor<Format>& b) {
+  const auto bytes = [](const auto& q) { return std::span(reinterpret_cast<const std::uint8_t*>(q.data().data()), q.data().size()); };
+  const auto scales = [](const auto& q) { return std::span(reinterpret_cast<const std::uint8_t*>(q.scales().data()), q.scales().size()); };
+  return a.rows() == b.rows() && a.cols() == b.cols() && a.axis() == b.axis() && a.amax() == b.amax() &&
+         std::ranges::equal(bytes(a), bytes(b)) && std::ranges::equal(scales(a), scales(b));
+}
+
+// Float8BlockScaling's role copies (the rowwise copy, and the columnwise one of the transpose from
+// the same read) are quantize_fp8_blockwise's with the role's block shape, options and format, on
+// shapes of several 128 x 128 tiles with ragged edges; a second step with other values into the
+// policy's kept tensors gives that step's copies.
+TEST(RecipePolicy, Float8BlockScalingCopiesAreTheQuantizers) {
+  const index_t m = 130, n = 136, k = 260;
+  float8_block_scaling r;
+  r.fp8_format = recipe_format::hybrid;  // E5M2 dY copies
+  float8_block_scaling_policy policy(r);
+  const linear_context c{.in_features = k, .out_features = n};
+  const auto quantized = [&](tensor_role role, matrix_view<const float> v, bool columnwise) {
+    const fp8_format f = role == tensor_role::grad_output ? fp8_format::e5m2 : fp8_format::e4m3;
+    return columnwise ? quantize_fp8_blockwise(v.transposed(), f, r.block_shape(role), r.scale_options(role), quantized_axis::columnwise)
+                      : quantize_fp8_blockwise(v, f, r.block_shape(role), r.scale_options(role));
+  };
+  float8_block_scaling_policy::weight_operands ops;
+  float8_block_scaling_policy::saved_input saved;
+  for (unsigned step = 0; step < 2; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const auto x = random_values(m * k, 20 + step, {.sigma = 1.0 + step}), w = random_values(n * k, 30 + step),
+               dy = random_values(m * n, 40 + step, {.log2_spread = 4.0});
+    policy.quantize_weight(c, view(w, n, k), /*columnwise=*/true, true, ops);
+    EXPECT_TRUE(same_fp8(ops.row.plain, quantized(tensor_role::weight, view(w, n, k), false)));
+    EXPECT_TRUE(same_fp8(ops.col, quantized(tensor_role::weight, view(w, n, k), true)));
+    EXPECT_TRUE(same_fp8(policy.quantize_input(c, view(x, m, k), &saved, true), quantized(tensor_role::input, view(x, m, k), false)));
+    EXPECT_TRUE(same_fp8(saved.x_col, quantized(tensor_role::input, view(x, m, k), true)));
+    EXPECT_TRUE(same_fp8(policy.quantize_input(c, view(x, m, k), nullptr, false), quantized(tensor_role::input, view(x, m, k), false)));
+    const auto& g = policy.quantize_gradient(c, view(dy, m, n));
+    EXPECT_TRUE(same_fp8(g.row, quantized(tensor_role::grad_output, view(dy, m, n), false)));
+    EXPECT_TRUE(same_fp8(g.col, quantized(tensor_role::grad_output, view(dy, m, n), true)));
+  }
+  // A weight for inference only: the rowwise copy alone.
+  float8_block_scaling_policy::weight_operands inference;
+  const auto w = random_values(n * k, 50);
+  policy.quantize_weight(c, view(w, n, k), /*columnwise=*/false, false, inference);
+  EXPECT_TRUE(same_fp8(inference.row.plain, quantized(tensor_role::weight, view(w, n, k), false)));
+  EXPECT_TRUE(inference.col.codes().empty());
+}
+
+// MXFP8BlockScaling's role copies are quantize_mxfp8_te's of the tensor and of its transpose (dY
+// in E5M2 under HYBRID), over two steps into the kept tensors.
+TEST(RecipePolicy, Mxfp8CopiesAreTheQuantizers) {
+  const index_t m = 70, n = 72, k = 300;
+  mxfp8_block_scaling hybrid;
+  hybrid.fp8_format = recipe_format::hybrid;
+  mxfp8_block_scaling_policy policy(hybrid);
+  const linear_context c{.in_features = k, .out_features = n};
+  mxfp8_block_scaling_policy::weight_operands ops;
+  mxfp8_block_scaling_policy::saved_input saved;
+  for (unsigned step = 0; step < 2; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const auto x = random_values(m * k, 60 + step, {.sigma = 1.0 + step}), w = random_values(n * k, 70 + step),
+               dy = random_values(m * n, 80 + step, {.log2_spread = 4.0});
+    policy.quantize_weight(c, view(w, n, k), /*columnwise=*/true, true, ops);
+    EXPECT_TRUE(same_mx(ops.row.plain, quantize_mxfp8_te<mxfp8>(view(w, n, k))));
+    EXPECT_TRUE(same_mx(ops.col, quantize_mxfp8_te<mxfp8>(view(w, n, k).transposed(), quantized_axis::columnwise)));
+    EXPECT_TRUE(same_mx(policy.quantize_input(c, view(x, m, k), &saved, true), quantize_mxfp8_te<mxfp8>(view(x, m, k))));
+    EXPECT_TRUE(same_mx(saved.x_col, quantize_mxfp8_te<mxfp8>(view(x, m, k).transposed(), quantized_axis::columnwise)));
+    const auto& g = std::get<mxfp8_block_scaling_policy::gradient_pair<mxfp8_e5m2>>(policy.quantize_gradient(c, view(dy, m, n)));
+    EXPECT_TRUE(same_mx(g.row, quantize_mxfp8_te<mxfp8_e5m2>(view(dy, m, n))));
+    EXPECT_TRUE(same_mx(g.col, quantize_mxfp8_te<mxfp8_e5m2>(view(dy, m, n).transposed(), quantized_axis::columnwise)));
+  }
 }
 
 // Delayed scaling: quantization with the state's scale, the amax recorded only when asked; the

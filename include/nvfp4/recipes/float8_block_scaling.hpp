@@ -2,7 +2,8 @@
 // common/recipe/__init__.py, DeepSeek-V3 style): FP8 with fp32 scales per 1x128 block ("1D") or
 // per 128x128 block ("2D"), power-of-two scales by default, split accumulation in every GEMM; and
 // its policy: quantize_fp8_blockwise of each tensor and of its transpose with the role's block
-// shape and scale options; fp8_gemm with the recipe's split-accumulator flags.
+// shape and scale options (both copies from one read, quantize_fp8_blockwise_both_into, into
+// storage kept from step to step); fp8_gemm with the recipe's split-accumulator flags.
 #pragma once
 
 #include <string>
@@ -95,18 +96,15 @@ class float8_block_scaling_policy : public policy_base {
   const float8_block_scaling& recipe() const { return recipe_; }
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
-    out.row.plain = copy(tensor_role::weight, w, false);
-    if (columnwise) out.col = copy(tensor_role::weight, w, true);
+    copies(tensor_role::weight, w, out.row.plain, columnwise ? &out.col : nullptr);
   }
   void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
-    x_row_ = copy(tensor_role::input, x, false);
-    if (saved) saved->x_col = copy(tensor_role::input, x, true);
+    copies(tensor_role::input, x, x_row_, saved ? &saved->x_col : nullptr);
     return x_row_;
   }
   const gradient_operands& quantize_gradient(const linear_context&, matrix_view<const float> dy) {
-    g_.row = copy(tensor_role::grad_output, dy, false);
-    g_.col = copy(tensor_role::grad_output, dy, true);
+    copies(tensor_role::grad_output, dy, g_.row, &g_.col);
     return g_;
   }
   void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
@@ -121,11 +119,13 @@ class float8_block_scaling_policy : public policy_base {
 
  private:
   using gemms = fp8_gemms<float8_block_scaling>;
-  /// A role's rowwise copy of v, or its columnwise copy (of vᵀ).
-  fp8_tensor copy(tensor_role role, matrix_view<const float> v, bool columnwise) const {
+  /// A role's rowwise copy of v into `row` and, where `col` is given, its columnwise copy (of vᵀ):
+  /// both from one read of v (quantize_fp8_blockwise_both_into), into tensors kept from step to
+  /// step.
+  void copies(tensor_role role, matrix_view<const float> v, fp8_tensor& row, fp8_tensor* col) const {
     const fp8_format f = role_format(recipe_.fp8_format, role);
-    return columnwise ? quantize_fp8_blockwise(v.transposed(), f, recipe_.block_shape(role), recipe_.scale_options(role), quantized_axis::columnwise)
-                      : quantize_fp8_blockwise(v, f, recipe_.block_shape(role), recipe_.scale_options(role));
+    if (col) quantize_fp8_blockwise_both_into(v, f, recipe_.block_shape(role), recipe_.scale_options(role), row, *col);
+    else quantize_fp8_blockwise_into(v, f, recipe_.block_shape(role), recipe_.scale_options(role), row);
   }
   float8_block_scaling recipe_;
   fp8_tensor x_row_;

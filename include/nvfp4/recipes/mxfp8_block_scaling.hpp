@@ -2,9 +2,10 @@
 // common/recipe/__init__.py): blocks of 32 with an E8M0 scale by TE's round-up rule
 // (scaling/mxfp8_quantize.hpp), both copies of every tensor quantized from the high-precision
 // tensor, the GEMMs as Blackwell's kind::mxf8f6f4 computes them; and its policy: quantize_mxfp8_te
-// of each tensor and of its transpose; X and W E4M3 for both formats TE allows (E4M3, HYBRID), dY
-// in the recipe's backward format; mxfp8_gemm. Every copy is written into storage kept from step
-// to step (the layer's W operands and saved X, this policy's X and dY copies).
+// of each tensor and of its transpose (both from one read: quantize_mxfp8_te_both_into); X and W
+// E4M3 for both formats TE allows (E4M3, HYBRID), dY in the recipe's backward format;
+// mxfp8_gemm. Every copy is written into storage kept from step to step (the layer's W operands
+// and saved X, this policy's X and dY copies).
 #pragma once
 
 #include <span>
@@ -73,20 +74,17 @@ class mxfp8_block_scaling_policy : public policy_base {
   const mxfp8_block_scaling& recipe() const { return recipe_; }
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
-    quantize_mxfp8_te_into(w, out.row.plain);
-    if (columnwise) quantize_mxfp8_te_into(w.transposed(), out.col, quantized_axis::columnwise);
+    if (columnwise) quantize_mxfp8_te_both_into(w, out.row.plain, out.col);
+    else quantize_mxfp8_te_into(w, out.row.plain);
   }
   void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
-    quantize_mxfp8_te_into(x, x_row_);
-    if (saved) quantize_mxfp8_te_into(x.transposed(), saved->x_col, quantized_axis::columnwise);
+    if (saved) quantize_mxfp8_te_both_into(x, x_row_, saved->x_col);
+    else quantize_mxfp8_te_into(x, x_row_);
     return x_row_;
   }
   const gradient_operands& quantize_gradient(const linear_context&, matrix_view<const float> dy) {
-    std::visit([&](auto& g) {
-      quantize_mxfp8_te_into(dy, g.row);
-      quantize_mxfp8_te_into(dy.transposed(), g.col, quantized_axis::columnwise);
-    }, g_);
+    std::visit([&](auto& g) { quantize_mxfp8_te_both_into(dy, g.row, g.col); }, g_);
     return g_;
   }
   void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
