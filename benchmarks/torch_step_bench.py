@@ -6,7 +6,8 @@ Rows, each timed in the same process for a given thread count:
   torch_bf16_matmul / torch_fp32_matmul   X @ W^T alone (oneDNN / MKL through torch)
   torch_bf16_step / torch_fp32_step       torch.nn.Linear, bf16 or fp32 parameters and input
   te_<recipe>_<mode>_step                 nvfp4.torch.Linear(mode=...) under fp8_autocast(recipe),
-                                          bf16 parameters and input (TE's usual setting)
+                                          bf16 parameters and input (TE's usual setting); recipe
+                                          "none": outside any region (the bf16 layer's own GEMMs)
 A step is y = layer(x); y.backward(dy) with fresh gradients; its GEMMs are fprop, dgrad and wgrad
 of an M x N x K Linear (3 * 2MNK FLOP). Each thread count runs in its own process (OpenMP's
 thread count is read at start: OMP_NUM_THREADS), so the library and torch run with the same count.
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import time
 
-RECIPES = ["nvfp4", "fp8_current", "mxfp8", "fp8_block", "delayed"]
+RECIPES = ["none", "nvfp4", "fp8_current", "mxfp8", "fp8_block", "delayed"]
 
 
 def recipe_module():
@@ -39,6 +40,8 @@ def recipe_module():
 
 
 def make_recipe(name):
+    if name == "none":
+        return None
     r = recipe_module()
     return {"nvfp4": lambda: r.NVFP4BlockScaling(), "fp8_current": lambda: r.Float8CurrentScaling(),
             "mxfp8": lambda: r.MXFP8BlockScaling(), "fp8_block": lambda: r.Float8BlockScaling(),
@@ -100,7 +103,7 @@ def worker(args):
                 def te_step():
                     x.grad = None
                     layer.zero_grad(set_to_none=True)
-                    with te.fp8_autocast(enabled=True, fp8_recipe=recipe):
+                    with te.fp8_autocast(enabled=recipe is not None, fp8_recipe=recipe):
                         y = layer(x)
                     y.backward(dy)
 
