@@ -164,7 +164,12 @@ TEST(Mxfp8Quantize, BothCopiesInOnePassEqualTheTwoReferences) {
       check(strided);
       check(vb);
       check(vb.transposed());
-      EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(strided), reference::quantize_mxfp8_te<mxfp8>(strided)));
+      // One copy at a time: float rows in place (row-major, the window), the transposes and the
+      // gathered view.
+      for (const auto& one : {v, v.transposed(), window, window.transposed(), strided}) {
+        EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8>(one), reference::quantize_mxfp8_te<mxfp8>(one)));
+        EXPECT_TRUE(same(quantize_mxfp8_te<mxfp8_e5m2>(one), reference::quantize_mxfp8_te<mxfp8_e5m2>(one)));
+      }
     }
   }
   test::set_threads(2);
