@@ -13,6 +13,8 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (Debian: a
 import nvfp4.torch  # noqa: E402,F401
 from nvfp4.torch._roles import QuantizerRole  # noqa: E402
 from nvfp4.torch.module._linear_unit import LinearUnit  # noqa: E402
+from nvfp4.torch.quantized_tensor import QuantizedTensor, Quantizer  # noqa: E402
+from nvfp4.common.recipe import Recipe  # noqa: E402
 
 MODULES = [
     "nvfp4.common", "nvfp4.common.recipe",
@@ -22,12 +24,21 @@ MODULES = [
     "nvfp4.torch._tensors", "nvfp4.torch._roles", "nvfp4.torch.constants",
     "nvfp4.torch.extras.optim", "nvfp4.torch.extras.functional",
     "nvfp4.torch.module.layernorm", "nvfp4.torch.module.rmsnorm",
+    "nvfp4.torch.module.linear", "nvfp4.torch.module.layernorm_linear", "nvfp4.torch.module.layernorm_mlp",
+    "nvfp4.torch.module.grouped_linear", "nvfp4.torch.module.base", "nvfp4.torch.module._te_module",
+    "nvfp4.torch.module._parallel", "nvfp4.torch.module._linear_unit", "nvfp4.torch.module._te_checks",
+    "nvfp4.torch.module._te_extra_state",
+    "nvfp4.torch.attention.dot_product_attention.dot_product_attention",
+    "nvfp4.torch.attention.dot_product_attention.backends", "nvfp4.torch.attention.dot_product_attention.utils",
+    "nvfp4.torch.attention.multi_head_attention", "nvfp4.torch.attention.rope", "nvfp4.torch.transformer",
 ]
 
 # Names the modules import only under `if TYPE_CHECKING:` (annotating must not add run-time
-# imports: _amax_reduction / distributed name te.Linear's LinearUnit, tensor names QuantizerRole);
+# imports: _amax_reduction / distributed / module._te_module name te.Linear's LinearUnit, tensor names
+# QuantizerRole, module._parallel / module._te_module name Recipe, Quantizer and QuantizedTensor);
 # get_type_hints is given them here.
-TYPE_CHECKING_NAMES = {"LinearUnit": LinearUnit, "QuantizerRole": QuantizerRole}
+TYPE_CHECKING_NAMES = {"LinearUnit": LinearUnit, "QuantizerRole": QuantizerRole, "Quantizer": Quantizer,
+                       "QuantizedTensor": QuantizedTensor, "Recipe": Recipe}
 
 # Dunders that are part of a public class's protocol (constructors, call, context manager).
 PROTOCOL_DUNDERS = ("__init__", "__new__", "__call__", "__enter__", "__exit__")
@@ -119,6 +130,34 @@ def test_the_walk_reaches_the_public_surface():
         "nvfp4.torch.extras.optim.AdamW.step", "nvfp4.torch.extras.optim._LowPrecisionStateOptimizer.load_state_dict",
         "nvfp4.torch.extras.functional.quantize", "nvfp4.torch.module.layernorm._Norm.__init__",
         "nvfp4.torch.module.layernorm._Norm.hidden_size",
+        "nvfp4.torch.module.linear.Linear.__init__", "nvfp4.torch.module.linear.Linear.forward",
+        "nvfp4.torch.module.linear.GemmModule.reset_parameters", "nvfp4.torch.module.linear.split_parameters",
+        "nvfp4.torch.module.layernorm_linear.LayerNormLinear.__init__",
+        "nvfp4.torch.module.layernorm_linear.LayerNormLinear.forward",
+        "nvfp4.torch.module.layernorm_mlp.LayerNormMLP.__init__", "nvfp4.torch.module.layernorm_mlp.LayerNormMLP.forward",
+        "nvfp4.torch.module.grouped_linear.GroupedLinear.__init__",
+        "nvfp4.torch.module.grouped_linear.GroupedLinear.forward",
+        "nvfp4.torch.module._te_module.TEModuleMixin.get_extra_state",
+        "nvfp4.torch.module._te_module.TEModuleMixin.set_extra_state", "nvfp4.torch.module._te_module.run_gemm",
+        "nvfp4.torch.module._parallel.TensorParallelModule.set_tensor_parallel_group",
+        "nvfp4.torch.module._parallel.gather_along_first_dim", "nvfp4.torch.module._parallel.allreduce",
+        "nvfp4.torch.module._parallel.TensorParallel.__init__", "nvfp4.torch.module._linear_unit.LinearUnit.__init__",
+        "nvfp4.torch.module._linear_unit.LinearUnit.backward", "nvfp4.torch.module._te_checks.check_quantized_gemm",
+        "nvfp4.torch.module._te_extra_state.read_state", "nvfp4.torch.module.base.size_argument",
+        "nvfp4.torch.attention.dot_product_attention.dot_product_attention.DotProductAttention.__init__",
+        "nvfp4.torch.attention.dot_product_attention.dot_product_attention.DotProductAttention.forward",
+        "nvfp4.torch.attention.dot_product_attention.backends.attention",
+        "nvfp4.torch.attention.dot_product_attention.utils.get_full_mask",
+        "nvfp4.torch.attention.multi_head_attention.MultiheadAttention.__init__",
+        "nvfp4.torch.attention.multi_head_attention.MultiheadAttention.forward",
+        "nvfp4.torch.attention.rope.RotaryPositionEmbedding.forward", "nvfp4.torch.attention.rope.apply_rotary_pos_emb",
+        "nvfp4.torch.transformer.TransformerLayer.__init__", "nvfp4.torch.transformer.TransformerLayer.forward",
+        "nvfp4.torch.transformer.DropPath.forward",
     ]
     assert [name for name in expected if name not in seen] == []
     assert "nvfp4.torch.module.layernorm._Norm.__init__" in public_callables("nvfp4.torch.module.rmsnorm")
+    # te.Linear's inherited surface (GemmModule, TEModuleMixin, TensorParallelModule) and the
+    # tensor-parallel helpers nvfp4.torch.distributed re-exports are walked from their users too.
+    assert "nvfp4.torch.module._parallel.TensorParallelModule.tp_group" in public_callables("nvfp4.torch.module.linear")
+    assert "nvfp4.torch.module._parallel.gather_along_first_dim" in public_callables("nvfp4.torch.distributed")
+    assert len(seen) >= 234  # the public callables walked when this was written: the walk does not shrink

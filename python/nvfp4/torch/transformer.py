@@ -3,7 +3,9 @@
 path and the pre / post layernorm arrangements, following TE's transformer_engine/pytorch/
 transformer.py (signature, defaults, submodule names). The GEMMs are the library's emulation of
 the region's recipe; norms, activations, attention, dropout and the adds are torch operations."""
-from typing import Optional
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 
@@ -21,7 +23,7 @@ __all__ = ["TransformerLayer"]
 LayerTypes = ("encoder", "decoder")
 
 
-def dropout(t, p, training):
+def dropout(t: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """torch's dropout; float16 (torch 1.13 has no float16 Bernoulli on the CPU) as the float32 one
     on the same values, rounded once: the same mask from torch's generator (drawn on a float32
     tensor of t's shape, as torch's dropout draws it), and the GPU's fused dropout computes
@@ -39,7 +41,7 @@ class DropPath(torch.nn.Module):
         super().__init__()
         self.drop_prob = drop_prob
 
-    def forward(self, hidden_state):
+    def forward(self, hidden_state: torch.Tensor) -> torch.Tensor:
         if self.drop_prob == 0.0 or not self.training:
             return hidden_state
         keep_prob = 1 - self.drop_prob
@@ -56,11 +58,14 @@ class TransformerLayer(torch.nn.Module):
 
     def __init__(self, hidden_size: int, ffn_hidden_size: int, num_attention_heads: int,
                  num_gqa_groups: Optional[int] = None, layernorm_epsilon: float = 1e-5, hidden_dropout: float = 0.1,
-                 attention_dropout: float = 0.1, init_method=None, output_layer_init_method=None,
-                 layer_number: Optional[int] = None, kv_channels: Optional[int] = None, self_attn_mask_type: str = "causal",
-                 window_size=None, bottom_right_diagonal: Optional[bool] = None, enc_dec_attn_mask_type: str = "no_mask",
-                 enc_dec_bottom_right_diagonal: Optional[bool] = None, enc_dec_window_size=None, tp_group=None,
-                 tp_size: int = 1, params_dtype: Optional[torch.dtype] = None, get_rng_state_tracker=None,
+                 attention_dropout: float = 0.1, init_method: Optional[Callable] = None,
+                 output_layer_init_method: Optional[Callable] = None, layer_number: Optional[int] = None,
+                 kv_channels: Optional[int] = None, self_attn_mask_type: str = "causal",
+                 window_size: Optional[Tuple[int, int]] = None, bottom_right_diagonal: Optional[bool] = None,
+                 enc_dec_attn_mask_type: str = "no_mask", enc_dec_bottom_right_diagonal: Optional[bool] = None,
+                 enc_dec_window_size: Optional[Tuple[int, int]] = None,
+                 tp_group: Optional[torch.distributed.ProcessGroup] = None, tp_size: int = 1,
+                 params_dtype: Optional[torch.dtype] = None, get_rng_state_tracker: Optional[Callable] = None,
                  fuse_wgrad_accumulation: bool = False, seq_length: Optional[int] = None,
                  micro_batch_size: Optional[int] = None, sequence_parallel: bool = False,
                  apply_residual_connection_post_layernorm: bool = False, output_layernorm: bool = False,
@@ -69,8 +74,9 @@ class TransformerLayer(torch.nn.Module):
                  zero_centered_gamma: bool = False, qkv_weight_interleaved: bool = True, ub_tp_comm_overlap: bool = False,
                  ub_overlap_ag: bool = True, ub_overlap_rs: bool = True, ub_overlap_rs_dgrad: bool = False,
                  ub_bulk_dgrad: bool = True, ub_bulk_wgrad: bool = True, bias: bool = True, activation: str = "gelu",
-                 activation_params: Optional[dict] = None, normalization: str = "LayerNorm", device="cpu",
-                 attn_input_format: str = "sbhd", name: str = None, qk_norm_type: Optional[str] = None,
+                 activation_params: Optional[dict] = None, normalization: str = "LayerNorm",
+                 device: Union[torch.device, str] = "cpu", attn_input_format: str = "sbhd", name: Optional[str] = None,
+                 qk_norm_type: Optional[str] = None,
                  qk_norm_eps: float = 1e-6, qk_norm_before_rope: bool = False, softmax_type: str = "vanilla",
                  seed: int = 0, mode: str = "exact", fp8_tensor_core: str = "hopper", promotion_interval: int = 128) -> None:
         super().__init__()
@@ -144,17 +150,24 @@ class TransformerLayer(torch.nn.Module):
             self.layernorm = norm(hidden_size, eps=layernorm_epsilon, params_dtype=params_dtype,
                                   zero_centered_gamma=zero_centered_gamma, device=device)
 
-    def set_tensor_parallel_group(self, tp_group):
+    def set_tensor_parallel_group(self, tp_group: Optional[torch.distributed.ProcessGroup]) -> None:
         check_parallel_defaults("TransformerLayer.set_tensor_parallel_group", tp_group=tp_group)
 
-    def forward(self, hidden_states, attention_mask=None, self_attn_mask_type: Optional[str] = None, window_size=None,
-                bottom_right_diagonal: Optional[bool] = None, encoder_output=None, enc_dec_attn_mask=None,
-                enc_dec_attn_mask_type: Optional[str] = None, enc_dec_window_size=None,
+    def forward(self, hidden_states: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                self_attn_mask_type: Optional[str] = None, window_size: Optional[Tuple[int, int]] = None,
+                bottom_right_diagonal: Optional[bool] = None, encoder_output: Optional[torch.Tensor] = None,
+                enc_dec_attn_mask: Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
+                enc_dec_attn_mask_type: Optional[str] = None, enc_dec_window_size: Optional[Tuple[int, int]] = None,
                 enc_dec_bottom_right_diagonal: Optional[bool] = None, is_first_microbatch: Optional[bool] = None,
-                checkpoint_core_attention: bool = False, inference_params=None, rotary_pos_emb=None,
-                core_attention_bias_type: str = "no_bias", core_attention_bias=None, alibi_slopes=None, cu_seqlens_q=None,
-                cu_seqlens_kv=None, cu_seqlens_q_padded=None, cu_seqlens_kv_padded=None, max_seqlen_q: Optional[int] = None,
-                max_seqlen_kv: Optional[int] = None, fast_zero_fill: bool = True, pad_between_seqs: Optional[bool] = None):
+                checkpoint_core_attention: bool = False, inference_params: Any = None,
+                rotary_pos_emb: Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
+                core_attention_bias_type: str = "no_bias", core_attention_bias: Optional[torch.Tensor] = None,
+                alibi_slopes: Optional[torch.Tensor] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
+                cu_seqlens_kv: Optional[torch.Tensor] = None, cu_seqlens_q_padded: Optional[torch.Tensor] = None,
+                cu_seqlens_kv_padded: Optional[torch.Tensor] = None, max_seqlen_q: Optional[int] = None,
+                max_seqlen_kv: Optional[int] = None, fast_zero_fill: bool = True, pad_between_seqs: Optional[bool] = None
+                ) -> torch.Tensor:
+
         """TE's forward: hidden_states [s, b, hidden] (attn_input_format "sbhd"; [b, s, hidden] for
         "bshd", [t, hidden] for "thd") -> the same shape."""
         self_attn_mask_type = self.self_attn_mask_type if self_attn_mask_type is None else self_attn_mask_type

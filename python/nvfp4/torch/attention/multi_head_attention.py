@@ -4,8 +4,10 @@ and the output projection (te.Linear), with TE's signature, defaults, submodule 
 names (TE's transformer_engine/pytorch/attention/multi_head_attention.py), so state_dicts line
 up. The projections are the library's emulated GEMMs under the region's recipe, exactly as the
 standalone te.Linear / te.LayerNormLinear quantize."""
+from __future__ import annotations
+
 import collections
-from typing import Optional
+from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 
@@ -27,11 +29,11 @@ class L2Normalization(torch.nn.Module):
     """TE's L2Normalization (ops/basic/l2normalization.py): x / sqrt(sum(x^2) + eps) over the last
     dimension, in float32, the result in x's dtype. No parameters."""
 
-    def __init__(self, eps=1e-6):
+    def __init__(self, eps: float = 1e-6) -> None:
         super().__init__()
         self.eps = float(eps)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()
         return (x32 * torch.rsqrt(x32.pow(2).sum(dim=-1, keepdim=True) + self.eps)).to(x.dtype)
 
@@ -50,17 +52,20 @@ class MultiheadAttention(torch.nn.Module):
     projection: ``seed``, ``mode``, ``fp8_tensor_core``, ``promotion_interval`` (as te.Linear's)."""
 
     def __init__(self, hidden_size: int, num_attention_heads: int, kv_channels: Optional[int] = None,
-                 attention_dropout: float = 0.1, layernorm_epsilon: float = 1e-5, init_method=None,
-                 output_layer_init_method=None, layer_number: Optional[int] = None, attn_mask_type: str = "causal",
-                 window_size=None, bottom_right_diagonal: Optional[bool] = None, tp_group=None, tp_size: int = 1,
-                 num_gqa_groups: Optional[int] = None, fuse_wgrad_accumulation: bool = False, get_rng_state_tracker=None,
+                 attention_dropout: float = 0.1, layernorm_epsilon: float = 1e-5, init_method: Optional[Callable] = None,
+                 output_layer_init_method: Optional[Callable] = None, layer_number: Optional[int] = None,
+                 attn_mask_type: str = "causal", window_size: Optional[Tuple[int, int]] = None,
+                 bottom_right_diagonal: Optional[bool] = None, tp_group: Optional[torch.distributed.ProcessGroup] = None,
+                 tp_size: int = 1, num_gqa_groups: Optional[int] = None, fuse_wgrad_accumulation: bool = False,
+                 get_rng_state_tracker: Optional[Callable] = None,
                  sequence_parallel: bool = False, params_dtype: Optional[torch.dtype] = None, return_bias: bool = False,
                  return_layernorm_output: bool = False, input_layernorm: bool = False, attention_type: str = "self",
                  set_parallel_mode: bool = False, fuse_qkv_params: bool = False, zero_centered_gamma: bool = False,
                  qkv_weight_interleaved: bool = True, rotary_pos_interleaved: bool = False, ub_overlap_ag: bool = False,
                  ub_overlap_rs: bool = False, ub_overlap_rs_dgrad: bool = False, ub_bulk_dgrad: bool = False,
-                 ub_bulk_wgrad: bool = False, bias: bool = True, normalization: str = "LayerNorm", device="cpu",
-                 qkv_format: str = "sbhd", name: str = None, qk_norm_type: Optional[str] = None, qk_norm_eps: float = 1e-6,
+                 ub_bulk_wgrad: bool = False, bias: bool = True, normalization: str = "LayerNorm",
+                 device: Union[torch.device, str] = "cpu", qkv_format: str = "sbhd", name: Optional[str] = None,
+                 qk_norm_type: Optional[str] = None, qk_norm_eps: float = 1e-6,
                  qk_norm_before_rope: bool = False, seq_length: Optional[int] = None, micro_batch_size: Optional[int] = None,
                  softmax_type: str = "vanilla", seed: int = 0, mode: str = "exact", fp8_tensor_core: str = "hopper",
                  promotion_interval: int = 128) -> None:
@@ -158,15 +163,23 @@ class MultiheadAttention(torch.nn.Module):
                     cls(self.hidden_size_per_attention_head, eps=eps, params_dtype=self.params_dtype, device=device))
         raise ValueError(f"Unsupported QK norm type: {qk_norm_type}. Supported types: ['L2Normalization', 'RMSNorm', 'LayerNorm']")
 
-    def set_tensor_parallel_group(self, tp_group):
+    def set_tensor_parallel_group(self, tp_group: Optional[torch.distributed.ProcessGroup]) -> None:
         check_parallel_defaults("MultiheadAttention.set_tensor_parallel_group", tp_group=tp_group)
 
-    def forward(self, hidden_states, attention_mask=None, encoder_output=None, attn_mask_type: Optional[str] = None,
-                window_size=None, bottom_right_diagonal: Optional[bool] = None, is_first_microbatch: Optional[bool] = None,
-                checkpoint_core_attention: bool = False, inference_params=None, rotary_pos_emb=None,
-                core_attention_bias_type: str = "no_bias", core_attention_bias=None, alibi_slopes=None, cu_seqlens_q=None,
-                cu_seqlens_kv=None, cu_seqlens_q_padded=None, cu_seqlens_kv_padded=None, max_seqlen_q: Optional[int] = None,
-                max_seqlen_kv: Optional[int] = None, fast_zero_fill: bool = True, pad_between_seqs: Optional[bool] = None):
+    def forward(self, hidden_states: torch.Tensor,
+                attention_mask: Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
+                encoder_output: Optional[torch.Tensor] = None, attn_mask_type: Optional[str] = None,
+                window_size: Optional[Tuple[int, int]] = None, bottom_right_diagonal: Optional[bool] = None,
+                is_first_microbatch: Optional[bool] = None, checkpoint_core_attention: bool = False,
+                inference_params: Any = None,
+                rotary_pos_emb: Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
+                core_attention_bias_type: str = "no_bias", core_attention_bias: Optional[torch.Tensor] = None,
+                alibi_slopes: Optional[torch.Tensor] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
+                cu_seqlens_kv: Optional[torch.Tensor] = None, cu_seqlens_q_padded: Optional[torch.Tensor] = None,
+                cu_seqlens_kv_padded: Optional[torch.Tensor] = None, max_seqlen_q: Optional[int] = None,
+                max_seqlen_kv: Optional[int] = None, fast_zero_fill: bool = True, pad_between_seqs: Optional[bool] = None
+                ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
+
         """TE's forward: hidden_states [sq, b, hidden] (sbhd; [b, sq, hidden] for bshd, [t, hidden]
         for thd) -> the projection's output, then the bias with return_bias and the layernorm
         output with input_layernorm and return_layernorm_output."""

@@ -7,6 +7,8 @@ rotate(t) * sin`` in float32, the result rounded once to t's dtype. The unfused 
 Python code: cos / sin rounded to t's dtype first and the arithmetic done in t's dtype. cos, sin
 and the products are torch's CPU kernels (the GPU's sincosf and its fused multiply-adds may
 differ in the last bit)."""
+from __future__ import annotations
+
 from typing import Optional, Union
 
 import torch
@@ -21,7 +23,7 @@ class RotaryPositionEmbedding(torch.nn.Module):
 
     def __init__(self, dim: int, rotary_percent: float = 1.0, seq_len_interpolation_factor: Optional[int] = None,
                  pretrained_max_position_embeddings: Optional[int] = None, rotary_base: float = 10000.0,
-                 interleaved: bool = False):
+                 interleaved: bool = False) -> None:
         super().__init__()
         if rotary_percent < 1.0:
             dim = int(dim * rotary_percent)
@@ -32,7 +34,8 @@ class RotaryPositionEmbedding(torch.nn.Module):
         self.pretrained_max_position_embeddings = pretrained_max_position_embeddings
         self.interleaved = interleaved
 
-    def forward(self, max_seq_len: int, offset: int = 0):
+    def forward(self, max_seq_len: int, offset: int = 0) -> torch.Tensor:
+
         # Positions and angles in float32 whatever autocast says (TE disables autocast here too).
         seq = torch.arange(max_seq_len, device=self.inv_freq.device, dtype=self.inv_freq.dtype) + offset
         if self.pretrained_max_position_embeddings is not None and self.seq_len_interpolation_factor is not None:

@@ -7,7 +7,10 @@ they are, bfloat16 ones (and bfloat16 inputs and gradients) as their bits by a b
 float32 copy. Each training call keeps its own forward's state for its backward (the core's
 SavedForward, as TE's ctx.save_for_backward), so calls and backwards may interleave in any order
 and from any thread."""
+from __future__ import annotations
+
 import threading
+from typing import Any, Dict, Optional
 
 import numpy as np
 import torch
@@ -16,7 +19,7 @@ import nvfp4 as _lib
 
 from .. import quantization
 from .._tensors import check_float, core_array, from_core, from_float32
-from ...common.recipe import DelayedScaling, recipe_key, to_library
+from ...common.recipe import DelayedScaling, Recipe, recipe_key, to_library
 
 _WEIGHT_CACHE = {None: "off", True: "refresh", False: "reuse"}
 
@@ -30,8 +33,8 @@ def _recipe_key(recipe):
 class LinearUnit:
     """A LinearCore plus what the torch side tracks about it."""
 
-    def __init__(self, in_features, out_features, *, bias, params_dtype, seed=0, mode="exact",
-                 fp8_tensor_core="hopper", promotion_interval=128):
+    def __init__(self, in_features: int, out_features: int, *, bias: bool, params_dtype: torch.dtype, seed: int = 0,
+                 mode: str = "exact", fp8_tensor_core: str = "hopper", promotion_interval: int = 128) -> None:
         if not hasattr(_lib, "LinearCore"):
             raise ImportError("this build of the nvfp4 extension has no LinearCore (rebuild the nvfp4_python target)")
         self.in_features, self.out_features, self.has_bias = in_features, out_features, bias
@@ -68,7 +71,7 @@ class LinearUnit:
         return _lib.LinearCore(self.in_features, self.out_features, None,
                                dtype="bf16" if dtype == torch.bfloat16 else "fp32", **self._options)
 
-    def follow_dtype(self, dtype):
+    def follow_dtype(self, dtype: torch.dtype) -> None:
         """When the activation dtype changes (TE's rule: torch autocast's dtype, else the input's):
         a core of that dtype, with the old one's recipe, delayed-scaling state and step count."""
         if dtype == self.dtype:
@@ -80,7 +83,7 @@ class LinearUnit:
         self.load_extra_state(state)
 
     # ---- the recipe of the region --------------------------------------------------------------
-    def use_recipe(self, recipe):
+    def use_recipe(self, recipe: Optional[Recipe]) -> None:
         """Runs the core under `recipe` (None: no quantization). Delayed-scaling state survives a
         switch as in TE: DelayedScaling -> DelayedScaling keeps the scale and history (cut or
         zero-padded to the new amax_history_len) and the first registered recipe's update
@@ -113,22 +116,22 @@ class LinearUnit:
             self.core.load_scaling_state_dict(_resized(self._saved_scaling, recipe.amax_history_len))
         self.recipe, self._key = recipe, key
 
-    def end_forward_region(self, grad_enabled):
+    def end_forward_region(self, grad_enabled: bool) -> None:
         with self._lock:
             self.core.end_forward_region(grad_enabled)
 
-    def end_backward_region(self):
+    def end_backward_region(self) -> None:
         with self._lock:
             self.core.end_backward_region()
 
     # ---- state_dict ---------------------------------------------------------------------------
-    def extra_state(self):
+    def extra_state(self) -> Dict[str, Any]:
         with self._lock:
             scaling = self.core.scaling_state_dict() if isinstance(self.recipe, DelayedScaling) else self._saved_scaling
             return {"scaling": {k: torch.from_numpy(np.array(v, dtype=np.float32)) for k, v in (scaling or {}).items()},
                     "steps": int(self.core.steps)}
 
-    def load_extra_state(self, state):
+    def load_extra_state(self, state: Dict[str, Any]) -> None:
         if not isinstance(state, dict) or "scaling" not in state:
             raise ValueError("the layer's _extra_state must be what get_extra_state() returned ({'scaling': ..., 'steps': ...})")
         scaling = {k: np.asarray(v.detach().cpu().numpy() if torch.is_tensor(v) else v, dtype=np.float32)
@@ -141,7 +144,8 @@ class LinearUnit:
             self.core.steps = int(state.get("steps", 0))
 
     # ---- one call ---------------------------------------------------------------------------------
-    def run(self, x2d, weight, bias, is_first_microbatch):
+    def run(self, x2d: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+            is_first_microbatch: Optional[bool]) -> torch.Tensor:
         """Y [M, out] for x2d [M, in] (in the activation dtype) under the calling thread's region
         recipe, as TE computes it: TE's refusals first, float16 and mixed-precision activations,
         quantized weights, CustomRecipe, backward_override, calibration and te.checkpoint's
@@ -151,7 +155,8 @@ class LinearUnit:
             raise ValueError(f"is_first_microbatch must be None, True or False, got {is_first_microbatch!r}")
         return run_gemm(self, x2d, weight, bias, is_first_microbatch, quantization._current()[0], x2d.dtype, self.name)
 
-    def run_core(self, x2d, weight, bias, is_first_microbatch):
+    def run_core(self, x2d: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                 is_first_microbatch: Optional[bool]) -> torch.Tensor:
         """Y [M, out] for x2d [M, in] under the calling thread's region recipe on the core of x2d's
         dtype; autograd when grad is on. The unit's lock holds from the recipe switch to the end of
         the forward, so a layer shared by threads runs each call whole under the recipe and dtype of
@@ -174,7 +179,9 @@ class LinearUnit:
             y = self.core.infer(core_array(x2d, bf16), core_array(weight, bf16), b, weight_cache=cache, record_amaxes=True)
             return from_core(y, self.dtype)
 
-    def backward(self, core, saved, chain, dy, wgrad, bgrad):
+    def backward(self, core: _lib.LinearCore, saved: _lib.SavedForward, chain: _Chain, dy: np.ndarray, wgrad: np.ndarray,
+                 bgrad: Optional[np.ndarray]) -> np.ndarray:
+
         """dX of one saved forward, on the core that ran it (dW, db into wgrad, bgrad). What the
         backward reads besides its forward is the layer's gradient-side state as TE reads it when
         the backward runs: the backward count (NVFP4's gradient seed) and delayed scaling's

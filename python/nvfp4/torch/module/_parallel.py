@@ -24,12 +24,19 @@ Also TE's public helpers of transformer_engine/pytorch/distributed.py built on t
 (gather_along_first_dim, reduce_scatter_along_first_dim, allreduce, ...), re-exported by
 nvfp4.torch.distributed.
 """
+from __future__ import annotations
+
 import copy
 import zlib
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Tuple
 
 import torch
 
 from .._amax_reduction import check_same_everywhere, collective_error
+
+if TYPE_CHECKING:  # for the annotations only: the module imports nothing more at run time
+    from ...common.recipe import Recipe
+    from ..quantized_tensor import Quantizer
 
 GEMM_PARALLEL_MODES = ("row", "column", None)  # TE's constants.GemmParallelModes
 
@@ -42,7 +49,7 @@ def _dist():
     return dist
 
 
-def get_distributed_world_size(group=None):
+def get_distributed_world_size(group: Optional[torch.distributed.ProcessGroup] = None) -> int:
     """TE's: the group's size, 1 when torch.distributed is not initialized."""
     dist = _dist()
     if not (dist.is_available() and dist.is_initialized()):
@@ -50,7 +57,7 @@ def get_distributed_world_size(group=None):
     return dist.get_world_size(group=group)
 
 
-def get_distributed_rank(group=None):
+def get_distributed_rank(group: Optional[torch.distributed.ProcessGroup] = None) -> int:
     """TE's: this process's rank in the group."""
     dist = _dist()
     if not (dist.is_available() and dist.is_initialized()):
@@ -59,7 +66,7 @@ def get_distributed_rank(group=None):
     return dist.get_rank(group=group)
 
 
-def divide(numerator, denominator):
+def divide(numerator: int, denominator: int) -> int:
     """TE's utils.divide."""
     if numerator % denominator != 0:
         raise ValueError(f"{numerator} is not divisible by {denominator}")
@@ -120,14 +127,14 @@ def _check_rows(t, world):
                          f"dim_size[0]={rows} and world_size={world} (remainder={rows % world}).")
 
 
-def all_gather_rows(t, group):
+def all_gather_rows(t: torch.Tensor, group: Optional[torch.distributed.ProcessGroup]) -> torch.Tensor:
     """The ranks' tensors concatenated along the first dimension, in rank order."""
     if get_distributed_world_size(group) == 1:
         return t
     return torch.cat(_exchange(t, group, "all-gather"))
 
 
-def reduce_scatter_rows(t, group):
+def reduce_scatter_rows(t: torch.Tensor, group: Optional[torch.distributed.ProcessGroup]) -> torch.Tensor:
     """This rank's rows of the ranks' tensors summed (rank order, t's dtype)."""
     world = get_distributed_world_size(group)
     if world == 1:
@@ -137,7 +144,7 @@ def reduce_scatter_rows(t, group):
     return total.chunk(world)[_dist().get_rank(group)].clone()
 
 
-def all_reduce_sum(t, group):
+def all_reduce_sum(t: torch.Tensor, group: Optional[torch.distributed.ProcessGroup]) -> torch.Tensor:
     """The ranks' tensors summed (rank order, t's dtype), a new tensor."""
     if get_distributed_world_size(group) == 1:
         return t
@@ -205,7 +212,9 @@ class TensorParallel:
     be given by set_tensor_parallel_group before the first forward), the mode, and
     sequence_parallel (only with more than one rank)."""
 
-    def __init__(self, module_name, parallel_mode=None, tp_group=None, tp_size=1, sequence_parallel=False):
+    def __init__(self, module_name: str, parallel_mode: Optional[str] = None,
+                 tp_group: Optional[torch.distributed.ProcessGroup] = None, tp_size: int = 1,
+                 sequence_parallel: bool = False) -> None:
         if parallel_mode not in GEMM_PARALLEL_MODES:
             raise ValueError(f"parallel_mode {parallel_mode} not supported")
         if isinstance(tp_size, bool) or not isinstance(tp_size, int) or tp_size < 1:
@@ -220,7 +229,7 @@ class TensorParallel:
         self.sequence_parallel = self.size > 1 and bool(sequence_parallel)
 
     @classmethod
-    def take(cls, module_name, kwargs, names=_ARGUMENTS):
+    def take(cls, module_name: str, kwargs: Dict[str, Any], names: Iterable[str] = _ARGUMENTS) -> TensorParallel:
         """The settings from a module's keyword arguments (those of `names`, removed from `kwargs`)."""
         return cls(module_name, **{name: kwargs.pop(name) for name in names if name in kwargs})
 
@@ -236,16 +245,17 @@ class TensorParallel:
             state["group"], state["initialized"] = None, state["size"] == 1
         return state
 
-    def set_group(self, group):
+    def set_group(self, group: Optional[torch.distributed.ProcessGroup]) -> None:
         """TE's set_tensor_parallel_group: the group of the collectives (the size stays)."""
         self.group, self.initialized = group, True
 
     @property
-    def unfused_bias(self):
+    def unfused_bias(self) -> bool:
         """TE adds a row-parallel layer's bias after the collective (gemm_bias_unfused_add)."""
         return self.mode == "row"
 
-    def mark_parameters(self, weights, biases, norms=()):
+    def mark_parameters(self, weights: Iterable[torch.Tensor], biases: Iterable[torch.Tensor],
+                        norms: Iterable[torch.Tensor] = ()) -> None:
         """TE's attributes on the parameters (reset_parameters), which Megatron reads: weights split
         along dim 1 (row) or 0, a column-parallel bias split along dim 0, a row-parallel bias and the
         norm's parameters marked with sequence_parallel."""
@@ -259,7 +269,7 @@ class TensorParallel:
         for p in norms:
             p.sequence_parallel = self.sequence_parallel
 
-    def split(self, in_features, out_features):
+    def split(self, in_features: int, out_features: int) -> Tuple[int, int]:
         """The local (in, out) features: TE divides out_features (column) or in_features (row)."""
         if self.mode == "column":
             out_features = divide(out_features, self.size)
@@ -267,7 +277,7 @@ class TensorParallel:
             in_features = divide(in_features, self.size)
         return in_features, out_features
 
-    def check_forward(self, recipe):
+    def check_forward(self, recipe: Optional[Recipe]) -> None:
         """TE's checks before a forward (module/base.py prepare_forward)."""
         from ...common.recipe import DelayedScaling
         if self.size > 1 and not self.initialized:
@@ -280,7 +290,7 @@ class TensorParallel:
             raise ValueError("Amax reduction across tensor parallel group is necessary when using sequence parallelism with FP8.")
 
     # ---- the communication around one GEMM
-    def column_input(self, x, reduce_grad=True):
+    def column_input(self, x: torch.Tensor, reduce_grad: bool = True) -> torch.Tensor:
         """The GEMM input of a column-parallel layer: the ranks' rows gathered (sequence parallel),
         or x with its gradient all-reduced (reduce_grad: TE's LayerNormMLP reduces only with
         set_parallel_mode)."""
@@ -290,7 +300,7 @@ class TensorParallel:
             return _ReduceInputGrad.apply(x, self.group)
         return x
 
-    def row_output(self, y):
+    def row_output(self, y: torch.Tensor) -> torch.Tensor:
         """A row-parallel layer's output: the ranks' partial outputs summed (all-reduce), or this
         rank's rows of the sum (sequence parallel)."""
         if self.size == 1:
@@ -303,29 +313,29 @@ class TensorParallel:
 class TensorParallelModule:
     """TE's set_tensor_parallel_group for modules holding a TensorParallel in ``_tp``."""
 
-    def set_tensor_parallel_group(self, tp_group):
+    def set_tensor_parallel_group(self, tp_group: Optional[torch.distributed.ProcessGroup]) -> None:
         """Sets the tensor-parallel group before the first forward (TE's, for modules made with tp_size > 1
         and no group)."""
         self._tp.set_group(tp_group)
 
     @property
-    def tp_group(self):
+    def tp_group(self) -> Optional[torch.distributed.ProcessGroup]:
         return self._tp.group
 
     @property
-    def tp_size(self):
+    def tp_size(self) -> int:
         return self._tp.size
 
     @property
-    def parallel_mode(self):
+    def parallel_mode(self) -> Optional[str]:
         return self._tp.mode
 
     @property
-    def sequence_parallel(self):
+    def sequence_parallel(self) -> bool:
         return self._tp.sequence_parallel
 
 
-def set_tensor_model_parallel_attributes(tensor, is_parallel, dim, stride):
+def set_tensor_model_parallel_attributes(tensor: torch.Tensor, is_parallel: bool, dim: int, stride: int) -> None:
     """TE's: marks a parameter as split over the tensor-parallel group (Megatron reads these)."""
     for attribute in ("tensor_model_parallel", "partition_dim", "partition_stride"):
         if hasattr(tensor, attribute):
@@ -336,7 +346,8 @@ def set_tensor_model_parallel_attributes(tensor, is_parallel, dim, stride):
 
 # ---- TE's distributed.py helpers -----------------------------------------------------------------------
 
-def gather_along_first_dim(inp, process_group, async_op=False, quantizer=None):
+def gather_along_first_dim(inp: torch.Tensor, process_group: Optional[torch.distributed.ProcessGroup], async_op: bool = False,
+                           quantizer: Optional[Quantizer] = None) -> Tuple[torch.Tensor, None]:
     """TE's: the ranks' tensors concatenated along dim 0, and None for the handle (the call
     completes before it returns). With a quantizer, the gathered tensor quantized by it (TE
     quantizes each rank's tensor and gathers the bytes: the same when the ranks' scales agree,
@@ -350,7 +361,8 @@ def gather_along_first_dim(inp, process_group, async_op=False, quantizer=None):
     return out, None
 
 
-def reduce_scatter_along_first_dim(inp, tp_group, async_op=False, output=None):
+def reduce_scatter_along_first_dim(inp: torch.Tensor, tp_group: Optional[torch.distributed.ProcessGroup], async_op: bool = False,
+                                   output: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, None]:
     """TE's: this rank's rows of the ranks' tensors summed, and None for the handle."""
     out = reduce_scatter_rows(inp, tp_group)
     if output is not None and out is not inp:
@@ -359,7 +371,8 @@ def reduce_scatter_along_first_dim(inp, tp_group, async_op=False, output=None):
     return out, None
 
 
-def allreduce(inp, tp_group=None, async_op=False):
+def allreduce(inp: torch.Tensor, tp_group: Optional[torch.distributed.ProcessGroup] = None,
+              async_op: bool = False) -> Tuple[torch.Tensor, None]:
     """TE's: the ranks' tensors summed into `inp` (in place, as torch.distributed.all_reduce), and None."""
     if get_distributed_world_size(tp_group) == 1:
         return inp, None
@@ -367,7 +380,8 @@ def allreduce(inp, tp_group=None, async_op=False):
     return inp, None
 
 
-def split_tensor_into_1d_equal_chunks(tensor, tp_group, new_buffer=False):
+def split_tensor_into_1d_equal_chunks(tensor: torch.Tensor, tp_group: Optional[torch.distributed.ProcessGroup],
+                                      new_buffer: bool = False) -> torch.Tensor:
     """TE's: this rank's equal part of the flattened tensor."""
     world = get_distributed_world_size(tp_group)
     if tensor.numel() % world != 0:
@@ -378,6 +392,7 @@ def split_tensor_into_1d_equal_chunks(tensor, tp_group, new_buffer=False):
     return data.clone() if new_buffer else data
 
 
-def gather_split_1d_tensor(tensor, tp_group):
+def gather_split_1d_tensor(tensor: torch.Tensor, tp_group: Optional[torch.distributed.ProcessGroup]) -> torch.Tensor:
+
     """TE's: the inverse of split_tensor_into_1d_equal_chunks (the ranks' parts, concatenated)."""
     return all_gather_rows(tensor.reshape(-1), tp_group)

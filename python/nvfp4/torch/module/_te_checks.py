@@ -11,7 +11,10 @@ message, so that code which runs here runs on a GPU:
   set_activation_dtype, TypeError);
 - parameter and device arguments TE has no meaning for on this machine.
 """
+from __future__ import annotations
+
 import math
+from typing import Optional, Sequence, Union
 
 import torch
 
@@ -30,7 +33,7 @@ PARAM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _TE_DTYPE_ENUM = {torch.float32: 4, torch.float16: 5, torch.bfloat16: 6}  # transformer_engine::DType values
 
 
-def canonical_dtype(dtype, what="params_dtype"):
+def canonical_dtype(dtype: Optional[torch.dtype], what: str = "params_dtype") -> torch.dtype:
     """TE's canonicalize_dtype: None is torch's default dtype; TE's modules take float32, float16
     and bfloat16 parameters."""
     dtype = torch.get_default_dtype() if dtype is None else dtype
@@ -39,7 +42,7 @@ def canonical_dtype(dtype, what="params_dtype"):
     return dtype
 
 
-def canonical_device(device):
+def canonical_device(device: Union[torch.device, str, None]) -> torch.device:
     """torch.device of a module's parameters: the CPU (TE's default, the current CUDA device, has no
     counterpart here) or "meta" (deferred initialisation; reset_parameters() makes them on the CPU)."""
     device = torch.device("cpu" if device is None else device)
@@ -49,7 +52,7 @@ def canonical_device(device):
     return device
 
 
-def assert_dim_for_fp8_exec(*tensors):
+def assert_dim_for_fp8_exec(*tensors: torch.Tensor) -> None:
     """TE's check before a quantized GEMM (same message)."""
     for tensor in tensors:
         leading = math.prod(tensor.shape[:-1])
@@ -70,7 +73,8 @@ def _flat(shape):
     return math.prod(shape[:-1]), shape[-1]
 
 
-def check_quantized_gemm(recipe, inp, weight_shape, activation_dtype, shape_rule=True):
+def check_quantized_gemm(recipe: Optional[_recipe.Recipe], inp: torch.Tensor, weight_shape: Sequence[int],
+                         activation_dtype: torch.dtype, shape_rule: bool = True) -> None:
     """Everything TE refuses for a GEMM module's forward under `recipe` (a TE recipe; None: nothing),
     in TE's order: the FP8 shape rule on the input and the weight (`shape_rule`: TE's Linear,
     LayerNormLinear and LayerNormMLP make it; its GroupedLinear does not), then the input's
@@ -103,7 +107,9 @@ def _rht(recipe):
     return bool(q is not None and q.random_hadamard_transform)
 
 
-def check_activation_dtype(module, inp_dtype, autocast_dtype):
+def check_activation_dtype(module: torch.nn.Module, inp_dtype: torch.dtype,
+                           autocast_dtype: Optional[torch.dtype]) -> torch.dtype:
+
     """TE's set_activation_dtype: outside torch autocast every parameter must have the input's
     dtype (checked when the activation dtype changes, as TE caches it on the module)."""
     if autocast_dtype is not None:

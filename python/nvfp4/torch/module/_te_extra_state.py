@@ -21,11 +21,14 @@ nvfp4.common.recipe), so unlike TE no NVTE_ALLOW_UNSAFE_PICKLE_EXTRA_STATE opt-i
 Loading ours in TE: TE 2.x refuses a delayed-scaling pickle (its own included) unless that
 variable is 1; the others load there and are ignored.
 """
+from __future__ import annotations
+
 import collections
 import dataclasses
 import enum
 import io
 import pickle
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -41,14 +44,15 @@ _FWD_ROLES = ("input", "weight")  # slots 3g, 3g+1 (3g+2, the output, is never q
 _BWD_ROLES = ("grad_output",)     # slot 2g (2g+1, grad_input, is never quantized here)
 
 
-def empty_state():
+def empty_state() -> torch.Tensor:
     """What TE writes when there is nothing to save."""
     return torch.empty(0, dtype=torch.uint8)
 
 
 # ---- writing -------------------------------------------------------------------------------------
 
-def write_state(recipe, gemms, steps, fp8_checkpoint):
+def write_state(recipe: Optional[_recipe.Recipe], gemms: Sequence[Optional[Dict[str, np.ndarray]]],
+                steps: Union[int, Sequence[int]], fp8_checkpoint: bool) -> torch.Tensor:
     """The module's ``_extra_state`` tensor. `recipe`: the TE recipe of the module's last forward
     (None without quantization); `gemms`: per GEMM, its delayed-scaling state
     ({"input.scale", "input.amax_history", "weight.*", "grad_output.*"} float32 arrays) or None;
@@ -167,7 +171,9 @@ class _TEPickler(pickle._Pickler):  # the Python pickler: how it saves a class c
 
 # ---- reading -------------------------------------------------------------------------------------
 
-def read_state(state, num_gemms, context):
+def read_state(state: Union[torch.Tensor, io.BytesIO, Dict[str, Any], None], num_gemms: int,
+               context: str) -> Optional[Dict[str, Any]]:
+
     """What a checkpoint's ``_extra_state`` holds, or None when it holds nothing: {"recipe": a
     nvfp4.common.recipe object or None, "gemms": per GEMM a scaling state dict (delayed scaling) or
     None, "steps": int or None, "fp8_checkpoint": bool}. Accepts TE's formats (2.x, 1.x, the

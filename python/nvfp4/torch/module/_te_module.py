@@ -10,14 +10,22 @@
   the weights are quantized (TE's _load_from_state_dict);
 - TE's activation-dtype check and the FP8 checkpoint flag of the last forward.
 """
+from __future__ import annotations
+
 import functools
+import io
 import types
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 import torch
 
 from .. import _model_init
 from ...common import recipe as _recipe
 from . import _te_checks, _te_extra_state
+
+if TYPE_CHECKING:  # for the annotations only: the module imports nothing more at run time
+    from ..quantized_tensor import QuantizedTensor, Quantizer
+    from ._linear_unit import LinearUnit
 
 __all__ = ["TEModuleMixin", "weight_quantizer"]
 
@@ -30,16 +38,16 @@ def _constant(value, t):
     return torch.nn.init.constant_(t, value)
 
 
-def init_normal(std=0.023):
+def init_normal(std: float = 0.023) -> Callable[[torch.Tensor], torch.Tensor]:
     """TE's default weight initialiser, normal(0, 0.023) (a picklable callable, as modules deepcopy)."""
     return functools.partial(_normal, std)
 
 
-def init_constant(value):
+def init_constant(value: float) -> Callable[[torch.Tensor], torch.Tensor]:
     return functools.partial(_constant, value)
 
 
-def weight_quantizer(recipe, name=""):
+def weight_quantizer(recipe: _recipe.Recipe, name: str = "") -> Quantizer:
     """The quantizer TE's GEMM module quantizes its weight with under `recipe` (its forward weight slot)."""
     from .. import tensor as T
     from ..constants import DType
@@ -92,7 +100,7 @@ class TEModuleMixin:
         self.register_parameter(name, torch.nn.Parameter(torch.empty(shape, dtype=dtype, device=self._te_device)))
         self.param_init_meta[name] = types.SimpleNamespace(init_fn=init_fn, is_weight=is_weight)
 
-    def reset_parameters(self, defer_init=False):
+    def reset_parameters(self, defer_init: Optional[bool] = False) -> None:
         """TE's: every parameter made on the CPU if on the meta device and given its initial values
         (weights quantized under quantized_model_init)."""
         if defer_init:
@@ -167,7 +175,7 @@ class TEModuleMixin:
             self._checkpoint_recipe = recipe
 
     # ---- state_dict ----------------------------------------------------------------------------------
-    def get_extra_state(self):
+    def get_extra_state(self) -> torch.Tensor:
         units = self._te_units()
         states = [u.extra_state() for u in units]
         gemms = [{k: v.numpy() for k, v in s["scaling"].items()} or None for s in states]
@@ -175,7 +183,7 @@ class TEModuleMixin:
         steps = steps[0] if len(set(steps)) == 1 else steps  # one count, or one per GEMM when they differ
         return _te_extra_state.write_state(self._checkpoint_recipe, gemms, steps, self._fp8_checkpoint)
 
-    def set_extra_state(self, state):
+    def set_extra_state(self, state: Union[torch.Tensor, io.BytesIO, Dict[str, Any], None]) -> None:
         units = self._te_units()
         loaded = _te_extra_state.read_state(state, len(units), type(self).__name__)
         if loaded is None:
@@ -219,7 +227,9 @@ class _WeightValues(torch.autograd.Function):
         return grad.to(activation_dtype).to(param_dtype), None, None
 
 
-def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype, name=""):
+def run_gemm(unit: LinearUnit, x2d: torch.Tensor, weight: Union[torch.Tensor, QuantizedTensor], bias: Optional[torch.Tensor],
+             is_first_microbatch: Optional[bool], recipe: Optional[_recipe.Recipe], activation_dtype: torch.dtype,
+             name: str = "") -> torch.Tensor:
     """One GEMM as TE computes it (see _run_gemm), inside te.checkpoint as TE's modules run there: a
     delayed-scaling layer keeps its scaling state at the checkpointed forward and recomputes with
     it, its recomputed amaxes discarded (TE: copy_forward_fp8_meta_tensors_for_recompute,
@@ -253,7 +263,8 @@ def run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dt
     return _run_gemm(unit, x2d, weight, bias, is_first_microbatch, recipe, activation_dtype)
 
 
-def input_quantizer(recipe):
+def input_quantizer(recipe: _recipe.Recipe) -> Quantizer:
+
     """The quantizer of a GEMM module's input under `recipe`, rowwise (TE's forward input slot)."""
     from .. import tensor as T
     from ..constants import DType

@@ -2,7 +2,10 @@
 (accepted at their defaults, refused otherwise with the reason), parameter creation (TE's
 initialisation: weights normal(0, 0.023), biases zero), input checks, and the per-layer state kept
 in state_dict under ``_extra_state`` as TE keeps its FP8 metadata there."""
+from __future__ import annotations
+
 import operator
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import torch
 
@@ -23,7 +26,7 @@ _GPU_ONLY_DEFAULTS = {
 }
 
 
-def check_unsupported(module_name, kwargs):
+def check_unsupported(module_name: str, kwargs: Dict[str, Any]) -> None:
     for name, value in kwargs.items():
         if name == "name":
             continue
@@ -35,7 +38,7 @@ def check_unsupported(module_name, kwargs):
                              f"te.LayerNormLinear and te.LayerNormMLP); leave it at its default")
 
 
-def size_argument(module_name, name, value):
+def size_argument(module_name: str, name: str, value: Any) -> int:
     """A size argument (in_features, hidden_size, ...) as a positive int, checked before anything
     is allocated. TE passes its sizes to torch.empty, which raises TypeError for a float or a str
     (64.0 included); so does this. An int-like object (numpy integer, anything with __index__) is
@@ -53,21 +56,22 @@ def size_argument(module_name, name, value):
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # TE's parameter and activation dtypes
 
 
-def resolve_dtype(params_dtype):
+def resolve_dtype(params_dtype: Optional[torch.dtype]) -> torch.dtype:
     dtype = torch.get_default_dtype() if params_dtype is None else params_dtype
     if dtype not in _DTYPES:
         raise TypeError(f"params_dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
     return dtype
 
 
-def resolve_device(device):
+def resolve_device(device: Union[torch.device, str, None]) -> torch.device:
     device = torch.device("cpu" if device is None else device)
     if device.type != "cpu":
         raise ValueError(f"device='{device}': nvfp4.torch emulates TE's GPU numerics on the CPU; pass device='cpu' (or leave it out)")
     return device
 
 
-def new_weight(shape, dtype, init_method):
+def new_weight(shape: Sequence[int], dtype: torch.dtype,
+               init_method: Optional[Callable[[torch.Tensor], Any]]) -> torch.nn.Parameter:
     w = torch.empty(shape, dtype=dtype)
     if init_method is None:
         torch.nn.init.normal_(w, mean=0.0, std=0.023)  # TE's default init_method
@@ -76,11 +80,11 @@ def new_weight(shape, dtype, init_method):
     return torch.nn.Parameter(w)
 
 
-def new_vector(size, dtype, value):
+def new_vector(size: int, dtype: torch.dtype, value: float) -> torch.nn.Parameter:
     return torch.nn.Parameter(torch.full((size,), float(value), dtype=dtype))
 
 
-def activation_dtype(inp):
+def activation_dtype(inp: Any) -> Optional[torch.dtype]:
     """TE's activation dtype (module/base.py, set_activation_dtype): the dtype of an enabled torch
     autocast region (here the CPU one: torch.autocast("cpu", dtype=torch.bfloat16)), else the
     input's own dtype. The layer computes in it and casts its weights to it, so float32 master
@@ -100,7 +104,7 @@ def _cpu_autocast_dtype():
     return torch.get_autocast_dtype("cpu") if enabled else None
 
 
-def activation(inp, features, module_name):
+def activation(inp: torch.Tensor, features: int, module_name: str) -> torch.Tensor:
     """The input as the layer computes it: a CPU float tensor of [..., features] in TE's
     activation dtype (float32, float16 or bfloat16)."""
     if not torch.is_tensor(inp):
@@ -114,7 +118,8 @@ def activation(inp, features, module_name):
     return inp if inp.dtype == dtype else inp.to(dtype)
 
 
-def check_parameters(module, module_name):
+def check_parameters(module: torch.nn.Module, module_name: str) -> None:
+
     for name, p in module.named_parameters(recurse=False):
         check_cpu(p, f"{module_name}.{name}")
         check_float(p, f"{module_name}.{name}", _DTYPES)

@@ -5,7 +5,10 @@ grouped_linear.py). TE's grouped GEMM quantizes each expert's block with that ex
 quantizers (split_quantize: its own amax / delayed-scaling state / NVFP4 global scale) and runs one
 GEMM per expert, so each expert here is one emulated GEMM layer (LinearUnit) run on its block:
 bit for bit what a separate te.Linear with the same weight, seed and recipe computes."""
-from typing import Optional
+from __future__ import annotations
+
+import io
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -30,9 +33,11 @@ class GroupedLinear(TEModuleMixin, torch.nn.Module):
     ``fp8_tensor_core``, ``promotion_interval`` (as te.Linear's)."""
 
     def __init__(self, num_gemms: int, in_features: int, out_features: int, sequence_parallel: bool = False,
-                 fuse_wgrad_accumulation: bool = False, tp_group=None, tp_size: int = 1, get_rng_state_tracker=None,
-                 rng_tracker_name: Optional[str] = None, init_method=None, bias: bool = True, return_bias: bool = False,
-                 params_dtype: Optional[torch.dtype] = None, parallel_mode: Optional[str] = None, device="cpu",
+                 fuse_wgrad_accumulation: bool = False, tp_group: Optional[torch.distributed.ProcessGroup] = None,
+                 tp_size: int = 1, get_rng_state_tracker: Optional[Callable] = None,
+                 rng_tracker_name: Optional[str] = None, init_method: Optional[Callable] = None, bias: bool = True,
+                 return_bias: bool = False, params_dtype: Optional[torch.dtype] = None, parallel_mode: Optional[str] = None,
+                 device: Union[torch.device, str] = "cpu",
                  ub_overlap_rs: bool = False, ub_overlap_ag: bool = False, ub_name: Optional[str] = None,
                  delay_wgrad_compute: bool = False, save_original_input: bool = False, single_grouped_weight: bool = False,
                  single_grouped_bias: bool = False, name: Optional[str] = None, use_grouped_tensor: Optional[bool] = None,
@@ -78,7 +83,7 @@ class GroupedLinear(TEModuleMixin, torch.nn.Module):
         return list(self._units)
 
     @property
-    def params_dtype(self):
+    def params_dtype(self) -> torch.dtype:
         """The parameters' dtype (it follows module.to(dtype))."""
         return self.weight0.dtype
 
@@ -88,7 +93,9 @@ class GroupedLinear(TEModuleMixin, torch.nn.Module):
     def _biases(self):
         return [getattr(self, f"bias{i}") for i in range(self.num_gemms)]
 
-    def forward(self, inp, m_splits, is_first_microbatch: Optional[bool] = None, out=None, dgrad_out=None):
+    def forward(self, inp: torch.Tensor, m_splits: Union[List[int], torch.Tensor], is_first_microbatch: Optional[bool] = None,
+                out: Optional[torch.Tensor] = None, dgrad_out: Optional[torch.Tensor] = None
+                ) -> Union[torch.Tensor, Tuple[torch.Tensor, List[torch.Tensor]]]:
         if out is not None or dgrad_out is not None:
             raise ValueError("GroupedLinear: preallocated out / dgrad_out buffers are not supported by nvfp4.torch")
         if torch.is_tensor(m_splits):
@@ -123,7 +130,7 @@ class GroupedLinear(TEModuleMixin, torch.nn.Module):
             return y, [b.to(dtype) for b in self._biases()]
         return y
 
-    def set_extra_state(self, state):
+    def set_extra_state(self, state: Union[torch.Tensor, io.BytesIO, Dict[str, Any], None]) -> None:
         """TE's format (module/_te_extra_state.py), or nvfp4.torch's earlier {"gemms": [...]}."""
         if isinstance(state, dict) and "gemms" in state:
             if not isinstance(state["gemms"], list) or len(state["gemms"]) != self.num_gemms:
@@ -133,6 +140,7 @@ class GroupedLinear(TEModuleMixin, torch.nn.Module):
             return
         super().set_extra_state(state)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+
         return (f"num_gemms={self.num_gemms}, in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.use_bias}, params_dtype={self.params_dtype}")

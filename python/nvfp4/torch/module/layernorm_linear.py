@@ -1,4 +1,10 @@
 """te.LayerNormLinear: a high-precision norm (LayerNorm or RMSNorm) followed by an emulated Linear."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+import torch
+
 from . import base as _module
 from ._te_checks import canonical_dtype
 from ._parallel import TensorParallel
@@ -14,10 +20,13 @@ class LayerNormLinear(GemmModule):
     ``weight``, ``bias``; the norm in float32 (output in the activation dtype), then the Linear
     under the region's recipe. Initialisation, devices and extra keywords as te.Linear's."""
 
-    def __init__(self, in_features, out_features, eps=1e-5, *, bias=True, normalization="LayerNorm", init_method=None,
-                 return_bias=False, params_dtype=None, return_layernorm_output=False, zero_centered_gamma=False,
-                 parameters_split=None, device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper",
-                 promotion_interval=128, **te_only):
+    def __init__(self, in_features: int, out_features: int, eps: float = 1e-5, *, bias: bool = True,
+                 normalization: str = "LayerNorm", init_method: Optional[Callable] = None, return_bias: bool = False,
+                 params_dtype: Optional[torch.dtype] = None, return_layernorm_output: bool = False,
+                 zero_centered_gamma: bool = False,
+                 parameters_split: Optional[Union[Tuple[str, ...], Dict[str, int]]] = None,
+                 device: Union[torch.device, str] = "cpu", name: Optional[str] = None, seed: int = 0, mode: str = "exact",
+                 fp8_tensor_core: str = "hopper", promotion_interval: int = 128, **te_only: Any) -> None:
         super().__init__()
         tp = TensorParallel.take("LayerNormLinear", te_only)  # parallel_mode, tp_group, tp_size, sequence_parallel
         _module.check_unsupported("LayerNormLinear", te_only)
@@ -45,7 +54,9 @@ class LayerNormLinear(GemmModule):
     def _norm_parameters(self):
         return [p for p in (self.layer_norm_weight, self.layer_norm_bias) if p is not None]
 
-    def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
+    def forward(self, inp: torch.Tensor, is_first_microbatch: Optional[bool] = None, fp8_output: Optional[bool] = False,
+                fp8_grad: Optional[bool] = False) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
+
         if fp8_output or fp8_grad:
             raise ValueError("LayerNormLinear: fp8_output / fp8_grad are not supported by nvfp4.torch")
         x, recipe, dtype = self._gemm_input(inp, "LayerNormLinear", check_input=False)

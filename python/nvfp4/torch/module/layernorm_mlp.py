@@ -1,5 +1,9 @@
 """te.LayerNormMLP: norm -> fc1 -> activation -> fc2, the two GEMM layers emulated under the
 region's recipe, the norm and the activation in high precision (float32 math, params_dtype out)."""
+from __future__ import annotations
+
+import io
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
 
@@ -61,10 +65,14 @@ class LayerNormMLP(TEModuleMixin, TensorParallelModule, torch.nn.Module):
     row-parallel (its output all-reduced, or reduce-scattered with ``sequence_parallel``, whose
     input rows are all-gathered), fc2's bias added after the collective."""
 
-    def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, *, bias=True, normalization="LayerNorm", activation="gelu",
-                 activation_params=None, init_method=None, output_layer_init_method=None, return_bias=False, params_dtype=None,
-                 return_layernorm_output=False, zero_centered_gamma=False, device="cpu", name=None, seed=0, mode="exact",
-                 fp8_tensor_core="hopper", promotion_interval=128, **te_only):
+    def __init__(self, hidden_size: int, ffn_hidden_size: int, eps: float = 1e-5, *, bias: bool = True,
+                 normalization: str = "LayerNorm", activation: str = "gelu",
+                 activation_params: Optional[Dict[str, Any]] = None, init_method: Optional[Callable] = None,
+                 output_layer_init_method: Optional[Callable] = None, return_bias: bool = False,
+                 params_dtype: Optional[torch.dtype] = None, return_layernorm_output: bool = False,
+                 zero_centered_gamma: bool = False, device: Union[torch.device, str] = "cpu", name: Optional[str] = None,
+                 seed: int = 0, mode: str = "exact", fp8_tensor_core: str = "hopper", promotion_interval: int = 128,
+                 **te_only: Any) -> None:
         super().__init__()
         set_parallel_mode = bool(te_only.pop("set_parallel_mode", False))
         self._tp = TensorParallel.take("LayerNormMLP", te_only, names=("tp_group", "tp_size", "sequence_parallel"))
@@ -121,7 +129,7 @@ class LayerNormMLP(TEModuleMixin, TensorParallelModule, torch.nn.Module):
     def _te_units(self):
         return [self._fc1, self._fc2]
 
-    def reset_parameters(self, defer_init=False):
+    def reset_parameters(self, defer_init: Optional[bool] = False) -> None:
         """TE's: the parameters' values (module/_te_module.py), then TE's tensor-parallel attributes."""
         super().reset_parameters(defer_init=defer_init)
         if defer_init:
@@ -138,11 +146,12 @@ class LayerNormMLP(TEModuleMixin, TensorParallelModule, torch.nn.Module):
         return self.use_bias and not self.return_bias and not self.set_parallel_mode
 
     @property
-    def params_dtype(self):
+    def params_dtype(self) -> torch.dtype:
         """The parameters' dtype (it follows module.to(dtype))."""
         return self.fc1_weight.dtype
 
-    def forward(self, inp, is_first_microbatch=None):
+    def forward(self, inp: torch.Tensor, is_first_microbatch: Optional[bool] = None
+                ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
         x, recipe, dtype = self._te_prepare_forward(inp, "LayerNormMLP", self.hidden_size)
         self._tp.check_forward(recipe)
         if recipe is not None and _te_checks.TE_STRICT:  # TE's, on the input, fc1's and fc2's weights at once
@@ -180,7 +189,7 @@ class LayerNormMLP(TEModuleMixin, TensorParallelModule, torch.nn.Module):
             out = out + (ln_out,)
         return out if len(out) > 1 else out[0]
 
-    def set_extra_state(self, state):
+    def set_extra_state(self, state: Union[torch.Tensor, io.BytesIO, Dict[str, Any], None]) -> None:
         """TE's format (module/_te_extra_state.py), or nvfp4.torch's earlier {"fc1": ..., "fc2": ...}."""
         if isinstance(state, dict) and set(state) == {"fc1", "fc2"}:
             for unit, key in ((self._fc1, "fc1"), (self._fc2, "fc2")):
@@ -191,6 +200,7 @@ class LayerNormMLP(TEModuleMixin, TensorParallelModule, torch.nn.Module):
             return
         super().set_extra_state(state)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+
         return (f"hidden_size={self.hidden_size}, ffn_hidden_size={self.ffn_hidden_size}, activation={self.activation}, "
                 f"normalization={self.normalization}, bias={self.use_bias}, params_dtype={self.params_dtype}")

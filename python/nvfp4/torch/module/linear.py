@@ -1,4 +1,8 @@
 """te.Linear: y = x W^T + b with every GEMM and quantizer of the region's recipe emulated."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
 import torch
 
 from .. import quantization
@@ -62,7 +66,7 @@ class GemmModule(TEModuleMixin, TensorParallelModule, torch.nn.Module):
         """Whether the GEMM adds the bias (else it is returned, or added after the collective)."""
         return self.use_bias and not self.return_bias and not self._tp.unfused_bias
 
-    def reset_parameters(self, defer_init=False):
+    def reset_parameters(self, defer_init: Optional[bool] = False) -> None:
         super().reset_parameters(defer_init=defer_init)
         if not defer_init:
             self._tp.mark_parameters(self._weights(), self._biases() if self.use_bias else [], self._norm_parameters())
@@ -86,7 +90,7 @@ class GemmModule(TEModuleMixin, TensorParallelModule, torch.nn.Module):
         return []
 
     @property
-    def params_dtype(self):
+    def params_dtype(self) -> torch.dtype:
         """The parameters' dtype (it follows module.to(dtype))."""
         return getattr(self, self.weight_names[0]).dtype
 
@@ -146,9 +150,11 @@ class Linear(GemmModule):
     core, or "relaxed" fp32 chains), ``fp8_tensor_core`` ("hopper" | "blackwell"),
     ``promotion_interval`` (FP8 split accumulator, elements of K per promotion)."""
 
-    def __init__(self, in_features, out_features, *, bias=True, init_method=None, return_bias=False, params_dtype=None,
-                 parameters_split=None, device="cpu", name=None, seed=0, mode="exact", fp8_tensor_core="hopper",
-                 promotion_interval=128, **te_only):
+    def __init__(self, in_features: int, out_features: int, *, bias: bool = True, init_method: Optional[Callable] = None,
+                 return_bias: bool = False, params_dtype: Optional[torch.dtype] = None,
+                 parameters_split: Optional[Union[Tuple[str, ...], Dict[str, int]]] = None,
+                 device: Union[torch.device, str] = "cpu", name: Optional[str] = None, seed: int = 0, mode: str = "exact",
+                 fp8_tensor_core: str = "hopper", promotion_interval: int = 128, **te_only: Any) -> None:
         super().__init__()
         tp = TensorParallel.take("Linear", te_only)  # parallel_mode, tp_group, tp_size, sequence_parallel
         _module.check_unsupported("Linear", te_only)
@@ -160,18 +166,21 @@ class Linear(GemmModule):
                         init_method=init_method, seed=seed, mode=mode, fp8_tensor_core=fp8_tensor_core,
                         promotion_interval=promotion_interval, tp=tp, parameters_split=parameters_split)
 
-    def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
+    def forward(self, inp: torch.Tensor, is_first_microbatch: Optional[bool] = None, fp8_output: Optional[bool] = False,
+                fp8_grad: Optional[bool] = False) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
         if fp8_output or fp8_grad:
             raise ValueError("Linear: fp8_output / fp8_grad (FP8 tensors between modules) are not supported by nvfp4.torch")
         x, recipe, dtype = self._gemm_input(inp, "Linear")
         y = self._gemm(x, is_first_microbatch)
         return (y, self._returned_bias(dtype)) if self.return_bias else y
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.use_bias}, params_dtype={self.params_dtype}"
 
 
-def split_parameters(out_features, parameters_split):
+def split_parameters(out_features: int, parameters_split: Optional[Union[Tuple[str, ...], Dict[str, int]]]
+                     ) -> Tuple[List[str], List[str], List[int]]:
+
     """TE's naming of a GEMM module's parameters (module/linear.py): None -> weight / bias; a tuple
     of names -> equal blocks ``{name}_weight`` / ``{name}_bias`` (trailing underscores dropped); a
     dict {name: rows}. Returns (weight names, bias names, block sizes)."""

@@ -10,7 +10,10 @@ runs with NVTE_UnfusedDPA_Emulate_FP8=1) are applied: forward Q, K and V quantiz
 one scale and dequantized, the probabilities S and the output O likewise; backward dO, the
 gradient of the scores dP and dQ, dK, dV together. Each cast is TE's quantizer for that tensor
 followed by its dequantization to the inputs' dtype."""
+from __future__ import annotations
+
 import math
+from typing import Optional, Tuple, Union
 
 import torch
 
@@ -24,10 +27,10 @@ class Fp8Cast:
     by dequantization to the nominal dtype: codes = fp8(x * fp8_max / amax), values = code /
     scale rounded to that dtype. The library's quantize_fp8_current does the quantization."""
 
-    def __init__(self, fmt, power_2_scale=False):
+    def __init__(self, fmt: str, power_2_scale: bool = False) -> None:
         self.format, self.power_2_scale = fmt, bool(power_2_scale)
 
-    def __call__(self, x, nominal_dtype):
+    def __call__(self, x: torch.Tensor, nominal_dtype: torch.dtype) -> torch.Tensor:
         if x.numel() == 0:
             return x.to(nominal_dtype)
         flat = x.detach().to(torch.float32).reshape(1, -1).contiguous()
@@ -71,12 +74,15 @@ class _CastBackward(torch.autograd.Function):
 class Fp8Casts:
     """The six FP8 casts TE's emulation applies (QKV, S, O forward; dQKV, dP, dO backward)."""
 
-    def __init__(self, qkv, s, o, dqkv, dp, do):
+    def __init__(self, qkv: Fp8Cast, s: Fp8Cast, o: Fp8Cast, dqkv: Fp8Cast, dp: Fp8Cast, do: Fp8Cast) -> None:
         self.qkv, self.s, self.o, self.dqkv, self.dp, self.do = qkv, s, o, dqkv, dp, do
 
 
-def attention(q, k, v, *, scale, mask, zero_masked_probs, dropout, training, bias=None, bias_type="no_bias",
-              softmax_offset=None, layer_number=None, apply_qk_layer_scaling=False, fp8=None, return_max_logit=False):
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float, mask: Optional[torch.Tensor],
+              zero_masked_probs: bool, dropout: float, training: bool, bias: Optional[torch.Tensor] = None,
+              bias_type: str = "no_bias", softmax_offset: Optional[torch.Tensor] = None, layer_number: Optional[int] = None,
+              apply_qk_layer_scaling: bool = False, fp8: Optional[Fp8Casts] = None,
+              return_max_logit: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """q [b, sq, h, dk], k [b, sk, hg, dk], v [b, sk, hg, dv] (one dtype) -> [b, sq, h, dv] in
     that dtype (and the max logit per head [h] when asked). mask: boolean, True = masked,
     broadcastable to [b, h, sq, sk], or None. zero_masked_probs: set the masked probabilities to
@@ -127,12 +133,13 @@ def attention(q, k, v, *, scale, mask, zero_masked_probs, dropout, training, bia
     return (out, max_logit) if return_max_logit else out
 
 
-def apply_output_casts(out, fp8):
+def apply_output_casts(out: torch.Tensor, fp8: Fp8Casts) -> torch.Tensor:
     """TE's O cast (forward) and dO cast (backward) on the attention output, in its final layout."""
     (out,) = _CastForward.apply(fp8.o, out.dtype, out)
     (out,) = _CastBackward.apply(fp8.do, out.dtype, out)
     return out
 
 
-def default_softmax_scale(head_dim):
+def default_softmax_scale(head_dim: int) -> float:
+
     return 1.0 / math.sqrt(head_dim)

@@ -4,9 +4,11 @@ packed QKV inputs (TE's transformer_engine/pytorch/attention/dot_product_attenti
 dot_product_attention.py). The arithmetic is in backends.py (float32 inside, one rounding of the
 output); under a recipe with ``fp8_dpa`` the FP8 casts of TE's emulated FP8 attention apply
 (Float8CurrentScaling; see backends.py and docs/python.md)."""
+from __future__ import annotations
+
 import math
 import os
-from typing import Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -28,7 +30,7 @@ _PARALLEL_DEFAULTS = {"sequence_parallel": False, "tp_size": 1, "tp_group": None
                       "cp_group": None, "cp_global_ranks": None, "cp_stream": None}
 
 
-def check_parallel_defaults(module_name, **values):
+def check_parallel_defaults(module_name: str, **values: Any) -> None:
     """Refuses (ValueError, naming the argument) a parallelism argument other than TE's default."""
     for name, value in values.items():
         default = _PARALLEL_DEFAULTS.get(name, None)
@@ -37,7 +39,7 @@ def check_parallel_defaults(module_name, **values):
                              f"tensor / sequence / context parallelism or CUDA RNG tracker); leave it at its default")
 
 
-def fp8_attention_casts(module_name="DotProductAttention"):
+def fp8_attention_casts(module_name: str = "DotProductAttention") -> Optional[backends.Fp8Casts]:
     """The FP8 casts for the current autocast region, or None when it does not ask for FP8
     attention (no region, or fp8_dpa / fp8_mha off). Which recipes TE's FP8 attention takes and
     with which quantizers (dot_product_attention.py init_fp8_metadata, backends.py): Float8CurrentScaling
@@ -95,11 +97,14 @@ class DotProductAttention(torch.nn.Module):
     only ``softmax_offset`` [heads] with ``softmax_type="learnable"``; state_dict also holds
     ``_extra_state``, as TE's module does."""
 
-    def __init__(self, num_attention_heads: int, kv_channels, num_gqa_groups: Optional[int] = None,
+    def __init__(self, num_attention_heads: int, kv_channels: Union[int, Tuple[int, int]], num_gqa_groups: Optional[int] = None,
                  attention_dropout: float = 0.0, qkv_format: str = "sbhd", attn_mask_type: str = "causal",
-                 window_size=None, bottom_right_diagonal: Optional[bool] = None, sequence_parallel: bool = False,
-                 tp_size: int = 1, get_rng_state_tracker=None, tp_group=None, layer_number: Optional[int] = None,
-                 attention_type: str = "self", cp_group=None, cp_global_ranks=None, cp_stream=None,
+                 window_size: Optional[Tuple[int, int]] = None, bottom_right_diagonal: Optional[bool] = None,
+                 sequence_parallel: bool = False, tp_size: int = 1, get_rng_state_tracker: Optional[Callable] = None,
+                 tp_group: Optional[torch.distributed.ProcessGroup] = None, layer_number: Optional[int] = None,
+                 attention_type: str = "self",
+                 cp_group: Union[torch.distributed.ProcessGroup, List[torch.distributed.ProcessGroup], None] = None,
+                 cp_global_ranks: Optional[List[int]] = None, cp_stream: Any = None,
                  cp_comm_type: str = "p2p", softmax_scale: Optional[float] = None, softmax_type: str = "vanilla",
                  return_max_logit: Optional[bool] = False, name: Optional[str] = None) -> None:
         super().__init__()
@@ -145,10 +150,10 @@ class DotProductAttention(torch.nn.Module):
         self._extra = None  # a loaded _extra_state we do not interpret, kept so it round-trips
 
     # ---- state_dict: TE keeps its FP8 attention metadata under _extra_state -------------------
-    def get_extra_state(self):
+    def get_extra_state(self) -> Any:
         return self._extra if self._extra is not None else {}
 
-    def set_extra_state(self, state):
+    def set_extra_state(self, state: Any) -> None:
         if state is None or (torch.is_tensor(state) and state.numel() == 0) or (isinstance(state, dict) and not state):
             self._extra = None
             return
@@ -161,21 +166,30 @@ class DotProductAttention(torch.nn.Module):
             state_dict[new] = state_dict.pop(old)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return (f"num_attention_heads={self.num_attention_heads}, kv_channels=({self.hidden_size_per_attention_head_k}, "
                 f"{self.hidden_size_per_attention_head_v}), num_gqa_groups={self.num_gqa_groups}, qkv_format={self.qkv_format}, "
                 f"attn_mask_type={self.attn_mask_type}, attention_dropout={self.attention_dropout}")
 
     # ---- forward ------------------------------------------------------------------------------
-    def forward(self, query_layer=None, key_layer=None, value_layer=None, attention_mask=None, qkv_format: str = None,
-                cu_seqlens_q=None, cu_seqlens_kv=None, cu_seqlens_q_padded=None, cu_seqlens_kv_padded=None,
-                max_seqlen_q: int = None, max_seqlen_kv: int = None, attn_mask_type: Optional[str] = None,
-                window_size=None, bottom_right_diagonal: Optional[bool] = None, checkpoint_core_attention: bool = False,
-                core_attention_bias_type: str = "no_bias", core_attention_bias=None, alibi_slopes=None,
-                fast_zero_fill: bool = True, inference_params=None, pad_between_seqs: Optional[bool] = None,
+    def forward(self, query_layer: Optional[torch.Tensor] = None, key_layer: Optional[torch.Tensor] = None,
+                value_layer: Optional[torch.Tensor] = None,
+                attention_mask: Optional[Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]] = None,
+                qkv_format: Optional[str] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
+                cu_seqlens_kv: Optional[torch.Tensor] = None, cu_seqlens_q_padded: Optional[torch.Tensor] = None,
+                cu_seqlens_kv_padded: Optional[torch.Tensor] = None, max_seqlen_q: Optional[int] = None,
+                max_seqlen_kv: Optional[int] = None, attn_mask_type: Optional[str] = None,
+                window_size: Optional[Tuple[int, int]] = None, bottom_right_diagonal: Optional[bool] = None,
+                checkpoint_core_attention: bool = False, core_attention_bias_type: str = "no_bias",
+                core_attention_bias: Optional[torch.Tensor] = None, alibi_slopes: Optional[torch.Tensor] = None,
+                fast_zero_fill: bool = True, inference_params: Any = None, pad_between_seqs: Optional[bool] = None,
                 fp8_output: Optional[bool] = False, bf16_backward: Optional[bool] = False, num_splits: Optional[int] = 1,
-                score_mod=None, score_mod_bprop=None, score_mod_tensors=None, score_mod_bprop_tensors=None,
-                qkv_layer=None, kv_layer=None, qkv_interleave_dim: int = -3):
+                score_mod: Optional[Callable] = None, score_mod_bprop: Optional[Callable] = None,
+                score_mod_tensors: Optional[Dict[str, torch.Tensor]] = None,
+                score_mod_bprop_tensors: Optional[Dict[str, torch.Tensor]] = None,
+                qkv_layer: Optional[torch.Tensor] = None, kv_layer: Optional[torch.Tensor] = None,
+                qkv_interleave_dim: int = -3) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+
         """TE's forward. Q [sq, b, h, d] (sbhd), [b, sq, h, d] (bshd) or [tq, h, d] (thd); K and V
         with num_gqa_groups heads. Returns [sq, b, h * dv] / [b, sq, h * dv] / [tq, h * dv] in
         the inputs' dtype (torch autocast's, when enabled), and the max logit per head [h] with

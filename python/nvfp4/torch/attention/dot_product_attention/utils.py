@@ -2,7 +2,10 @@
 types, sliding windows, padding masks from cu_seqlens and back, the full [b, 1, sq, sk] mask the
 softmax sees, and the thd <-> padded-batch conversions. A mask is boolean with True = masked out,
 as in TE."""
+from __future__ import annotations
+
 import warnings
+from typing import Optional, Tuple, Union
 
 import torch
 
@@ -13,13 +16,13 @@ AttnBiasTypes = ("pre_scale_bias", "post_scale_bias", "no_bias", "alibi")
 QKVFormats = ("sbhd", "bshd", "thd")
 
 
-def canonical_mask_type(attn_mask_type):
+def canonical_mask_type(attn_mask_type: str) -> str:
     """TE's spellings: "padding,causal" / "causal,padding" / "causal_padding" mean "padding_causal"."""
     attn_mask_type = attn_mask_type.replace(",", "_")
     return "padding_causal" if attn_mask_type == "causal_padding" else attn_mask_type
 
 
-def check_set_window_size(attn_mask_type, window_size=None):
+def check_set_window_size(attn_mask_type: str, window_size: Optional[Tuple[int, int]] = None) -> Tuple[int, int]:
     """The sliding window a mask type allows (TE's check_set_window_size): causal types need
     (-1, 0) or (>=0, 0); the others (-1, -1) or (>=0, >=0). A window the type contradicts in a
     fixable way is fixed with a warning, as TE does; an impossible one raises."""
@@ -44,25 +47,27 @@ def check_set_window_size(attn_mask_type, window_size=None):
     raise ValueError("Invalid attn_mask_type: " + attn_mask_type)
 
 
-def get_cu_seqlens(mask):
+def get_cu_seqlens(mask: torch.Tensor) -> torch.Tensor:
     """[b + 1] int32 cumulative lengths of the unmasked tokens of a [b, 1, 1, s] padding mask."""
     lengths = mask.reshape(mask.shape[0], -1).logical_not().sum(dim=1)
     return torch.cat((torch.zeros(1, dtype=torch.int32), lengths.cumsum(0).to(torch.int32)))
 
 
-def get_full_cu_seqlens(batch_size, max_seqlen):
+def get_full_cu_seqlens(batch_size: int, max_seqlen: int) -> torch.Tensor:
     """cu_seqlens of a batch whose sequences are all max_seqlen long."""
     return torch.arange(0, (batch_size + 1) * max_seqlen, step=max_seqlen, dtype=torch.int32)
 
 
-def padding_mask_from_lengths(lengths, max_seqlen):
+def padding_mask_from_lengths(lengths: torch.Tensor, max_seqlen: int) -> torch.Tensor:
     """[b, 1, 1, max_seqlen]: True beyond each sequence's length."""
     positions = torch.arange(max_seqlen)
     return (positions.unsqueeze(0) >= lengths.to(torch.int64).unsqueeze(1)).view(len(lengths), 1, 1, max_seqlen)
 
 
-def get_full_mask(max_seqlen_q, max_seqlen_kv, attn_mask_type, attention_mask, window_size, attention_type,
-                  bottom_right_alignment):
+def get_full_mask(max_seqlen_q: int, max_seqlen_kv: int, attn_mask_type: str,
+                  attention_mask: Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor], None],
+                  window_size: Optional[Tuple[int, int]], attention_type: str, bottom_right_alignment: bool
+                  ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Optional[torch.Tensor]]:
     """The mask the softmax sees (TE's get_full_mask), broadcastable to [b, h, sq, sk]: the padding
     mask of q and kv (q rows and kv columns), the causal / sliding-window band, and an arbitrary
     mask, ORed. Returns (mask, actual_seqlens_q or None, actual_seqlens_kv or None). Causal aligns
@@ -94,8 +99,9 @@ def get_full_mask(max_seqlen_q, max_seqlen_kv, attn_mask_type, attention_mask, w
     return mask, actual_q, actual_kv
 
 
-def alibi_bias(num_heads, max_seqlen_q, max_seqlen_kv, alibi_slopes=None, actual_q=None, actual_kv=None,
-               bottom_right_alignment=True):
+def alibi_bias(num_heads: int, max_seqlen_q: int, max_seqlen_kv: int, alibi_slopes: Optional[torch.Tensor] = None,
+               actual_q: Optional[torch.Tensor] = None, actual_kv: Optional[torch.Tensor] = None,
+               bottom_right_alignment: bool = True) -> torch.Tensor:
     """TE's ALiBi bias: -slope_h * |i - j + (kv length - q length)| (the shift only when aligned
     bottom-right), float32, [1 or b, h, sq, sk]. Default slopes: TE's geometric series."""
     if alibi_slopes is None:
@@ -116,7 +122,8 @@ def alibi_bias(num_heads, max_seqlen_q, max_seqlen_kv, alibi_slopes=None, actual
     return bias.abs().mul(-1).to(torch.float32) * alibi_slopes.to(torch.float32).view(shape)
 
 
-def thd_positions(cu_seqlens, cu_seqlens_padded=None):
+def thd_positions(cu_seqlens: torch.Tensor, cu_seqlens_padded: Optional[torch.Tensor] = None
+                  ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(token rows, batch index, position) of every real token of a thd tensor: sequence i has
     lengths cu_seqlens[i+1] - cu_seqlens[i] and starts at row cu_seqlens_padded[i] (cu_seqlens[i]
     when no padding lies between sequences)."""
@@ -128,14 +135,17 @@ def thd_positions(cu_seqlens, cu_seqlens_padded=None):
     return starts[batch] + position, batch, position, lengths
 
 
-def thd_to_padded(x, rows, batch, position, batch_size, max_seqlen):
+def thd_to_padded(x: torch.Tensor, rows: torch.Tensor, batch: torch.Tensor, position: torch.Tensor, batch_size: int,
+                  max_seqlen: int) -> torch.Tensor:
     """[t, h, d] -> [b, max_seqlen, h, d], zeros after each sequence (differentiable)."""
     out = x.new_zeros((batch_size, max_seqlen) + tuple(x.shape[1:]))
     out[batch, position] = x[rows]
     return out
 
 
-def padded_to_thd(x, rows, batch, position, total_rows):
+def padded_to_thd(x: torch.Tensor, rows: torch.Tensor, batch: torch.Tensor, position: torch.Tensor,
+                  total_rows: int) -> torch.Tensor:
+
     """[b, s, ...] -> [t, ...]: each real token back at its row; rows between sequences zero."""
     out = x.new_zeros((total_rows,) + tuple(x.shape[2:]))
     out[rows] = x[batch, position]
