@@ -103,6 +103,14 @@ options:
 
 namespace detail {
 
+/// Whether `arg` names something that exists (then it is a checkpoint, even with a '=' in its
+/// name); false, without throwing, when it cannot be a path at all (a component over 255 bytes,
+/// longer than PATH_MAX, a loop of links): `NAME=FILE` with a long NAME is an assignment.
+inline bool is_existing_path(const std::string& arg) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::symlink_status(arg, ec));
+}
+
 inline std::pair<std::string, std::string> split_assignment(const std::string& arg, const char* what) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
@@ -343,7 +351,7 @@ inline int run_pack(int argc, char** argv) {
   for (std::size_t i = 1; i < positional.size(); ++i) {
     const std::string& in = positional[i];
     const auto eq = in.find('=');
-    input_paths.push_back(eq != std::string::npos && !std::filesystem::exists(in) ? in.substr(eq + 1) : in);
+    input_paths.push_back(eq != std::string::npos && !detail::is_existing_path(in) ? in.substr(eq + 1) : in);
   }
   check_output(positional[0], input_paths, args.flag("--force"));
 
@@ -369,7 +377,7 @@ inline int run_pack(int argc, char** argv) {
   for (std::size_t i = 1; i < positional.size(); ++i) {
     const std::string& in = positional[i];
     const auto eq = in.find('=');
-    if (eq != std::string::npos && !std::filesystem::exists(in)) {
+    if (eq != std::string::npos && !detail::is_existing_path(in)) {
       const auto [name, file] = detail::split_assignment(in, "an input");
       if (!modules.insert(name).second) throw usage_error("module '" + name + "' is given twice");
       progress.set_stage(name);
@@ -412,9 +420,17 @@ inline int run_pack(int argc, char** argv) {
   if (args.flag("--fuse-scales")) {
     std::map<std::string, float> group_amax;
     std::map<std::string, std::string> group_of;
+    std::map<std::string, const candidate*> group_first;
     for (const auto& cand : candidates) {
       const auto group = io::fused_group_of(cand.module);
       if (!group) continue;
+      // An engine fuses the group into one GEMM along out_features: one in_features for all.
+      const auto [first, inserted] = group_first.emplace(*group, &cand);
+      if (!inserted && first->second->matrix.cols != cand.matrix.cols)
+        throw error(errc::shape_mismatch, "--fuse-scales: '" + first->second->module + "' has " + std::to_string(first->second->matrix.cols) +
+                                              " in_features but '" + cand.module + "' has " + std::to_string(cand.matrix.cols) +
+                                              "; modules fused into one GEMM share their input, so they cannot share a tensor scale "
+                                              "as one layer (nothing written)");
       const float a = detail::amax_of(cand.matrix, cand.module);
       group_of[cand.module] = *group;
       group_amax[*group] = std::max(group_amax[*group], a);

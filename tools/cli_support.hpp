@@ -285,15 +285,17 @@ struct float_array {
   }
 };
 
-/// The single quantized tensor of a file, or the one named; invalid_argument otherwise.
-inline std::string pick_quantized_name(const io::safetensors_file& file, const std::string& requested, const std::string& path) {
+/// The single quantized tensor among `names`, or the one named; invalid_argument otherwise.
+inline std::string pick_quantized_name(const std::vector<std::string>& names, const std::string& requested, const std::string& path) {
   if (!requested.empty()) return requested;
-  const auto names = io::quantized_tensor_names(file);
   if (names.size() == 1) return names[0];
   std::string all;
   for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
   throw error(errc::invalid_argument, path + (names.empty() ? " holds no quantized tensor"
                                                             : " holds several quantized tensors (" + all + "); pick one with --name"));
+}
+inline std::string pick_quantized_name(const io::safetensors_file& file, const std::string& requested, const std::string& path) {
+  return pick_quantized_name(requested.empty() ? io::quantized_tensor_names(file) : std::vector<std::string>{}, requested, path);
 }
 
 /// An .npy image parsed (its dtype reinterpreted as bfloat16 when the options say so); a
@@ -342,14 +344,15 @@ inline float_array load_float_array(const input_image& image, const input_option
   return out;
 }
 
-/// A checkpoint of any format the readers take, as ModelOpt tensors (io/checkpoint_reader.hpp);
-/// an .npy file is refused saying what to do instead, any other file named by its format.
-inline io::modelopt_view read_checkpoint_input(const std::string& path, const char* command) {
+/// A checkpoint of any format the readers take, as ModelOpt tensors read on demand (a ModelOpt
+/// file or directory one tensor at a time: io/checkpoint_reader.hpp's open_as_modelopt); an .npy
+/// file is refused saying what to do instead, any other file named by its format.
+inline io::modelopt_source open_checkpoint_input(const std::string& path, const char* command) {
   const io::detected_file found = io::detect_file(path);
   if (found.kind == io::file_kind::npy)
     throw error(errc::malformed_file, path + ": this is an .npy file, but " + command +
                                           " reads a quantized checkpoint (nvfp4 quantize makes one from an .npy array)");
-  return io::read_as_modelopt(path, found);
+  return io::open_as_modelopt(path, found);
 }
 
 /// load_float_array of a path: an .npy file, or a quantized tensor of a checkpoint in any format

@@ -120,7 +120,7 @@ inline quantize_result quantize_array(const input_image& input, const quantize_r
   result.shape = io::matrix_shape_of(array);
   const std::vector<float> values = to_float32_of(array, input.name);
   io::store_options store = request.store;
-  store.source_shape = array.shape.size() < 2 ? std::vector<std::int64_t>{result.shape.rows, result.shape.cols} : array.shape;
+  store.source_shape = array.shape;  // 0-d and 1-D too: dequantize gives back the shape that came in
   quantize_request effective = request;
   effective.store = store;
   const auto x = matrix_view<const float>::row_major(values.data(), result.shape.rows, result.shape.cols);
@@ -237,77 +237,108 @@ inline std::string file_name_of(const std::string& tensor) {
   return n;
 }
 
-/// `nvfp4 dequantize IN OUT --all`: every quantized weight of `view` dequantized into OUT (a
+/// Quantized weight `name` of `source` dequantized piece by piece into `sink` (the values of
+/// io::dequantize_any, never held whole), its errors naming `input`.
+inline void dequantize_into(const io::safetensors_file& weight, const std::string& name, const io::load_options& load,
+                            const std::string& input, const io::float_sink& sink) {
+  try {
+    (void)io::dequantize_any_in_pieces(weight, name, load, sink);
+  } catch (const error& e) {
+    throw nvfp4::detail::with_context(e, input);
+  }
+}
+
+/// The shape weight `name` dequantizes to, its errors naming `input`.
+inline std::vector<std::int64_t> dequantized_shape_of(const io::safetensors_file& weight, const std::string& name, const io::load_options& load,
+                                                      const std::string& input) {
+  try {
+    return io::dequantized_shape(weight, name, load);
+  } catch (const error& e) {
+    throw nvfp4::detail::with_context(e, input);
+  }
+}
+
+/// A floating-point tensor's values as float32 (F32, F64, F16, BF16), for the .npy directory.
+inline std::vector<float> float_values_of(const io::safetensors_tensor& t) {
+  std::vector<float> values(static_cast<std::size_t>(t.element_count()));
+  const std::uint8_t* b = t.bytes.data();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (t.dtype == io::safetensors_dtype::f32) std::memcpy(&values[i], b + 4 * i, 4);
+    else if (t.dtype == io::safetensors_dtype::f64) {
+      double d;
+      std::memcpy(&d, b + 8 * i, 8);
+      values[i] = static_cast<float>(d);
+    } else {
+      const auto bits = static_cast<std::uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
+      values[i] = t.dtype == io::safetensors_dtype::f16 ? io::half_to_float(bits) : bf16::from_bits(bits).to_float();
+    }
+  }
+  return values;
+}
+
+/// `nvfp4 dequantize IN OUT --all`: every quantized weight of `source` dequantized into OUT (a
 /// .safetensors file, or a directory of .npy files written as one: into a temporary directory
-/// renamed into place). Returns the number of weights.
-inline std::size_t dequantize_all(const io::modelopt_view& view, const std::string& input, const std::string& output,
+/// renamed into place), one weight at a time, each written as it is dequantized. Returns the
+/// number of weights.
+inline std::size_t dequantize_all(const io::safetensors_source& source, const std::string& input, const std::string& output,
                                   const io::load_options& load, bool force) {
-  const std::vector<std::string> names = io::quantized_tensor_names(view.file);
+  const std::vector<std::string> names = io::quantized_tensor_names(source);
   if (names.empty()) throw error(errc::invalid_argument, input + " holds no quantized tensor");
   std::set<std::string> consumed;
-  std::vector<std::pair<std::string, io::restored_tensor>> restored;
-  for (const auto& name : names) {
-    try {
-      restored.emplace_back(name, io::dequantize_any(view.file, name, load));
-    } catch (const error& e) {
-      throw nvfp4::detail::with_context(e, input);
-    }
+  for (const auto& name : names)
     for (const char* part : {".weight", ".weight_scale", ".weight_scale_2"}) consumed.insert(name + part);
-  }
   if (std::filesystem::path(output).extension() == ".safetensors") {
-    io::safetensors_file out;
-    out.metadata = view.file.metadata;
-    std::erase_if(out.metadata, [](const auto& kv) { return kv.first.rfind("nvfp4.", 0) == 0 || kv.first == io::checkpoint_annotation_key; });
-    for (auto& [name, r] : restored) {
-      io::safetensors_tensor t;
-      t.name = name + ".weight";
-      t.dtype = io::safetensors_dtype::f32;
-      t.shape = r.shape;
-      t.bytes.resize(r.values.size() * sizeof(float));
-      std::memcpy(t.bytes.data(), r.values.data(), t.bytes.size());
-      out.tensors.push_back(std::move(t));
-    }
-    for (const auto& t : view.file.tensors)
-      if (!consumed.contains(t.name)) out.tensors.push_back(t);
-    io::write_safetensors(output, out);
-    return restored.size();
+    // The header first (every weight's shape from its description), then the data in its order.
+    std::vector<io::safetensors_description> tensors;
+    for (const auto& name : names)
+      tensors.push_back({name + ".weight", io::safetensors_dtype::f32, dequantized_shape_of(io::load_quantized_weight_file(source, name), name, load, input)});
+    for (const auto& e : source.entries())
+      if (!consumed.contains(e.name)) tensors.push_back({e.name, e.dtype, e.shape});
+    std::map<std::string, std::string> metadata = source.metadata();
+    std::erase_if(metadata, [](const auto& kv) { return kv.first.rfind("nvfp4.", 0) == 0 || kv.first == io::checkpoint_annotation_key; });
+    io::write_safetensors_streamed(output, tensors, metadata, [&](const io::byte_sink& sink) {
+      for (const auto& name : names)
+        dequantize_into(io::load_quantized_weight_file(source, name), name, load, input, [&](std::span<const float> values) {
+          sink(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(values.data()), values.size_bytes()));
+        });
+      for (const auto& e : source.entries())
+        if (!consumed.contains(e.name)) sink(source.load(e).bytes);
+    });
+    return names.size();
   }
   // A directory of .npy files, built beside OUT and renamed into place.
   namespace fs = std::filesystem;
-  const fs::path target = fs::absolute(output);
-  const fs::path staging = target.parent_path() / ("." + target.filename().string() + ".nvfp4-tmp." + std::to_string(::getpid()));
   std::error_code ec;
+  const fs::path target = fs::absolute(output, ec);
+  if (ec) throw error(errc::io_error, "cannot write " + output + ": " + ec.message());
+  const fs::path staging = target.parent_path() / ("." + target.filename().string() + ".nvfp4-tmp." + std::to_string(::getpid()));
   fs::remove_all(staging, ec);
   if (!fs::create_directories(staging, ec) || ec) throw error(errc::io_error, "cannot create " + staging.string() + ": " + ec.message());
   try {
-    for (auto& [name, r] : restored) io::write_npy(staging / (file_name_of(name) + ".weight.npy"), io::make_float32_array(r.values, r.shape));
-    for (const auto& t : view.file.tensors) {
-      if (consumed.contains(t.name)) continue;
-      if (t.dtype != io::safetensors_dtype::f32 && t.dtype != io::safetensors_dtype::f16 && t.dtype != io::safetensors_dtype::bf16 &&
-          t.dtype != io::safetensors_dtype::f64)
-        continue;  // input scales, integer tensors: kept in the .safetensors output only
-      std::vector<float> values(static_cast<std::size_t>(t.element_count()));
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        const std::uint8_t* b = t.bytes.data();
-        if (t.dtype == io::safetensors_dtype::f32) std::memcpy(&values[i], b + 4 * i, 4);
-        else if (t.dtype == io::safetensors_dtype::f64) {
-          double d;
-          std::memcpy(&d, b + 8 * i, 8);
-          values[i] = static_cast<float>(d);
-        } else {
-          const auto bits = static_cast<std::uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
-          values[i] = t.dtype == io::safetensors_dtype::f16 ? io::half_to_float(bits) : bf16::from_bits(bits).to_float();
-        }
-      }
-      io::write_npy(staging / (file_name_of(t.name) + ".npy"), io::make_float32_array(values, t.shape));
+    for (const auto& name : names) {
+      const io::safetensors_file weight = io::load_quantized_weight_file(source, name);
+      const std::vector<std::int64_t> shape = dequantized_shape_of(weight, name, load, input);
+      io::write_float32_npy(staging / (file_name_of(name) + ".weight.npy"), shape,
+                            [&](const io::float_sink& sink) { dequantize_into(weight, name, load, input, sink); });
     }
-    if (force && fs::exists(fs::symlink_status(target, ec))) fs::remove_all(target);
-    fs::rename(staging, target);
+    for (const auto& e : source.entries()) {
+      if (consumed.contains(e.name)) continue;
+      if (e.dtype != io::safetensors_dtype::f32 && e.dtype != io::safetensors_dtype::f16 && e.dtype != io::safetensors_dtype::bf16 &&
+          e.dtype != io::safetensors_dtype::f64)
+        continue;  // input scales, integer tensors: kept in the .safetensors output only
+      io::write_npy(staging / (file_name_of(e.name) + ".npy"), io::make_float32_array(float_values_of(source.load(e)), e.shape));
+    }
+    if (force && fs::exists(fs::symlink_status(target, ec))) {
+      fs::remove_all(target, ec);
+      if (ec) throw error(errc::io_error, "cannot replace " + output + ": " + ec.message());
+    }
+    fs::rename(staging, target, ec);
+    if (ec) throw error(errc::io_error, "cannot rename the finished directory onto " + output + ": " + ec.message());
   } catch (...) {
     fs::remove_all(staging, ec);
     throw;
   }
-  return restored.size();
+  return names.size();
 }
 
 inline int run_dequantize(int argc, char** argv) {
@@ -324,28 +355,31 @@ inline int run_dequantize(int argc, char** argv) {
   options.tensor = args.value("--name", "");
   options.load.accept_invalid_scales = args.flag("--accept-invalid-scales");
   check_output(output, {input}, args.flag("--force"));
-  const io::modelopt_view view = read_checkpoint_input(input, "dequantize");
-  print_warnings_once(view.warnings, quiet);
+  const io::modelopt_source opened = open_checkpoint_input(input, "dequantize");
+  print_warnings_once(opened.warnings, quiet);
   if (args.flag("--all")) {
-    const std::size_t n = dequantize_all(view, input, output, options.load, args.flag("--force"));
-    if (!quiet) std::printf("%s (%s): %zu quantized weights -> %s float32\n", input.c_str(), view.found.description.c_str(), n, output.c_str());
+    const std::size_t n = dequantize_all(opened.source, input, output, options.load, args.flag("--force"));
+    if (!quiet) std::printf("%s (%s): %zu quantized weights -> %s float32\n", input.c_str(), opened.found.description.c_str(), n, output.c_str());
     return exit_ok;
   }
-  progress_bar progress("dequantize", 2, view.file.tensors.size() > 0 && view.file.tensors.front().bytes.size() >= static_cast<std::size_t>(progress_threshold) / 2);
+  const std::string name =
+      pick_quantized_name(options.tensor.empty() ? io::quantized_tensor_names(opened.source) : std::vector<std::string>{}, options.tensor, input);
+  // Only this weight's tensors are read; its values go to the file piece by piece.
+  const io::safetensors_file weight = io::load_quantized_weight_file(opened.source, name);
+  const std::vector<std::int64_t> shape = dequantized_shape_of(weight, name, options.load, input);
+  const std::int64_t count = nvfp4::detail::checked_element_count(shape, errc::malformed_file, input);
+  progress_bar progress("dequantize", std::max<std::int64_t>(1, count), count >= progress_threshold / 2);
   progress.set_stage("dequantizing");
-  dequantize_result result;
-  result.name = pick_quantized_name(view.file, options.tensor, input);
-  try {
-    result.restored = io::dequantize_any(view.file, result.name, options.load);
-  } catch (const error& e) {
-    throw nvfp4::detail::with_context(e, input);
-  }
-  progress.advance(1, "writing");
-  io::write_npy(output, io::make_float32_array(result.restored.values, result.restored.shape));
+  io::write_float32_npy(output, shape, [&](const io::float_sink& sink) {
+    dequantize_into(weight, name, options.load, input, [&](std::span<const float> values) {
+      sink(values);
+      progress.advance(static_cast<std::int64_t>(values.size()));
+    });
+  });
   progress.finish();
   if (!quiet)
-    std::printf("%s (%s): %s -> %s %s float32\n", input.c_str(), view.found.description.c_str(), result.name.c_str(), output.c_str(),
-                shape_string(result.restored.shape).c_str());
+    std::printf("%s (%s): %s -> %s %s float32\n", input.c_str(), opened.found.description.c_str(), name.c_str(), output.c_str(),
+                shape_string(shape).c_str());
   return exit_ok;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 
@@ -113,6 +114,13 @@ int main(int argc, char** argv) {
   } catch (const nvfp4::error& e) {
     std::fprintf(stderr, "%s [%s]\n", shown(e.what()).c_str(), nvfp4::errc_name(e.code()));
     return nvfp4::cli::exit_code_for(e.code());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A file system call's own failure that no check above turned into an nvfp4::error: reported
+    // as one (io_error), with the path and the system's reason.
+    const std::string where = e.path1().empty() ? std::string() : e.path1().string() + ": ";
+    std::fprintf(stderr, "nvfp4: cannot access %s%s [%s]\n", shown(where.c_str()).c_str(), e.code().message().c_str(),
+                 nvfp4::errc_name(nvfp4::errc::io_error));
+    return nvfp4::cli::exit_code_for(nvfp4::errc::io_error);
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "nvfp4: out of memory\n");
     return nvfp4::cli::exit_failure;

@@ -10,9 +10,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
+#include <span>
+#include <utility>
 #include <string>
+#include <vector>
 
 #include "cli_support.hpp"
 #include "nvfp4/formats/e4m3.hpp"
@@ -54,70 +58,111 @@ options:
   -h, --help                this help
 )";
 
+/// Summary statistics of float values seen in pieces (non-finite values counted, left out of the
+/// rest): value_stats of their concatenation, accumulated in the same order, so the same numbers.
+class value_statistics {
+ public:
+  void add(std::span<const float> values) {
+    count_ += static_cast<std::int64_t>(values.size());
+    for (const float v : values) {
+      if (!std::isfinite(v)) {
+        ++non_finite_;
+        continue;
+      }
+      ++finite_;
+      sum_ += v;
+      sum_sq_ += static_cast<double>(v) * v;
+      lo_ = std::min<double>(lo_, v);
+      hi_ = std::max<double>(hi_, v);
+      amax_ = std::max<double>(amax_, std::fabs(v));
+      zeros_ += v == 0;
+    }
+  }
+  nlohmann::ordered_json json() const {
+    nlohmann::ordered_json s;
+    s["count"] = count_;
+    if (finite_ > 0) {
+      const double mean = sum_ / static_cast<double>(finite_);
+      s["min"] = lo_;
+      s["max"] = hi_;
+      s["mean"] = mean;
+      s["std"] = std::sqrt(std::max(0.0, sum_sq_ / static_cast<double>(finite_) - mean * mean));
+      s["amax"] = amax_;
+    }
+    s["zeros"] = zeros_;
+    s["non_finite"] = non_finite_;
+    return s;
+  }
+
+ private:
+  double sum_ = 0, sum_sq_ = 0, lo_ = std::numeric_limits<double>::infinity(), hi_ = -std::numeric_limits<double>::infinity(), amax_ = 0;
+  std::int64_t count_ = 0, finite_ = 0, non_finite_ = 0, zeros_ = 0;
+};
+
 /// Summary statistics of a float tensor (non-finite values counted, left out of the rest).
 inline nlohmann::ordered_json value_stats(std::span<const float> values) {
-  double sum = 0, sum_sq = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo, amax = 0;
-  std::int64_t finite = 0, non_finite = 0, zeros = 0;
-  for (const float v : values) {
-    if (!std::isfinite(v)) {
-      ++non_finite;
-      continue;
-    }
-    ++finite;
-    sum += v;
-    sum_sq += static_cast<double>(v) * v;
-    lo = std::min<double>(lo, v);
-    hi = std::max<double>(hi, v);
-    amax = std::max<double>(amax, std::fabs(v));
-    zeros += v == 0;
-  }
-  nlohmann::ordered_json s;
-  s["count"] = values.size();
-  if (finite > 0) {
-    const double mean = sum / static_cast<double>(finite);
-    s["min"] = lo;
-    s["max"] = hi;
-    s["mean"] = mean;
-    s["std"] = std::sqrt(std::max(0.0, sum_sq / static_cast<double>(finite) - mean * mean));
-    s["amax"] = amax;
-  }
-  s["zeros"] = zeros;
-  s["non_finite"] = non_finite;
-  return s;
+  value_statistics s;
+  s.add(values);
+  return s.json();
 }
 
-/// The values of a safetensors tensor as float, for the float and FP8 dtypes.
-inline std::optional<std::vector<float>> tensor_values(const io::safetensors_tensor& t) {
-  const std::size_t n = static_cast<std::size_t>(t.element_count());
-  std::vector<float> v(n);
-  const std::uint8_t* b = t.bytes.data();
-  switch (t.dtype) {
-    case io::safetensors_dtype::f32:
-      if (n) std::memcpy(v.data(), b, 4 * n);
-      return v;
+/// Whether inspect shows value statistics for a dtype: the float and FP8 ones.
+inline bool has_value_stats(io::safetensors_dtype dtype) {
+  using io::safetensors_dtype;
+  return dtype == safetensors_dtype::f32 || dtype == safetensors_dtype::f64 || dtype == safetensors_dtype::f16 ||
+         dtype == safetensors_dtype::bf16 || dtype == safetensors_dtype::f8_e4m3 || dtype == safetensors_dtype::f8_e5m2;
+}
+
+/// Decodes `count` elements of `dtype` (a float or FP8 dtype, little-endian bytes) into `out`.
+inline void decode_values(io::safetensors_dtype dtype, const std::uint8_t* b, std::size_t count, float* out) {
+  switch (dtype) {
+    case io::safetensors_dtype::f32: std::memcpy(out, b, 4 * count); return;
     case io::safetensors_dtype::f64:
-      for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t i = 0; i < count; ++i) {
         double d;
         std::memcpy(&d, b + 8 * i, 8);
-        v[i] = static_cast<float>(d);
+        out[i] = static_cast<float>(d);
       }
-      return v;
+      return;
     case io::safetensors_dtype::f16:
     case io::safetensors_dtype::bf16:
-      for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t i = 0; i < count; ++i) {
         const auto bits = static_cast<std::uint16_t>(b[2 * i] | (b[2 * i + 1] << 8));
-        v[i] = t.dtype == io::safetensors_dtype::f16 ? io::half_to_float(bits) : bf16::from_bits(bits).to_float();
+        out[i] = dtype == io::safetensors_dtype::f16 ? io::half_to_float(bits) : bf16::from_bits(bits).to_float();
       }
-      return v;
+      return;
     case io::safetensors_dtype::f8_e4m3:
-      for (std::size_t i = 0; i < n; ++i) v[i] = e4m3::from_bits(b[i]).to_float();
-      return v;
+      for (std::size_t i = 0; i < count; ++i) out[i] = e4m3::from_bits(b[i]).to_float();
+      return;
     case io::safetensors_dtype::f8_e5m2:
-      for (std::size_t i = 0; i < n; ++i) v[i] = e5m2::from_bits(b[i]).to_float();
-      return v;
-    default:
-      return std::nullopt;
+      for (std::size_t i = 0; i < count; ++i) out[i] = e5m2::from_bits(b[i]).to_float();
+      return;
+    default: return;
   }
+}
+
+/// The statistics of a safetensors tensor's values, for the float and FP8 dtypes (nothing for the
+/// others), decoded a piece at a time: no float copy of the tensor is made.
+inline std::optional<nlohmann::ordered_json> tensor_stats(const io::safetensors_tensor& t) {
+  if (!has_value_stats(t.dtype)) return std::nullopt;
+  const std::size_t n = static_cast<std::size_t>(t.element_count()), size = io::safetensors_dtype_size(t.dtype);
+  constexpr std::size_t piece = std::size_t{1} << 16;
+  std::vector<float> values(std::min(n, piece));
+  value_statistics stats;
+  for (std::size_t at = 0; at < n; at += piece) {
+    const std::size_t count = std::min(piece, n - at);
+    decode_values(t.dtype, t.bytes.data() + at * size, count, values.data());
+    stats.add(std::span<const float>(values.data(), count));
+  }
+  return stats.json();
+}
+
+/// The statistics of quantized weight `name`'s dequantized values, computed piece by piece
+/// (io::dequantize_any_in_pieces): the float tensor (8x the packed FP4 bytes) is never held whole.
+inline nlohmann::ordered_json dequantized_stats(const io::safetensors_file& file, const std::string& name, const io::load_options& options) {
+  value_statistics stats;
+  io::dequantize_any_in_pieces(file, name, options, [&](std::span<const float> values) { stats.add(values); });
+  return stats.json();
 }
 
 inline std::string format_label(const io::stored_tensor_info& info) {
@@ -149,7 +194,7 @@ inline nlohmann::ordered_json describe_fp8(const io::safetensors_file& file, con
   q["weight_scale"] = decode;
   q["block_scales"] = {{"count", 1}, {"min", decode}, {"max", decode}, {"zero", decode == 0 ? 1 : 0}, {"nan", std::isnan(decode) ? 1 : 0},
                        {"sign_bit", std::signbit(decode) ? 1 : 0}};
-  q["dequantized"] = value_stats(io::dequantize_any(file, name).values);
+  q["dequantized"] = dequantized_stats(file, name, {});
   return q;
 }
 
@@ -197,12 +242,68 @@ inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& fil
     hi = std::max<double>(hi, v);
   }
   q["block_scales"] = {{"count", compact_scales.size()}, {"min", std::isfinite(lo) ? lo : 0.0}, {"max", hi}, {"zero", zero_scales}, {"nan", nan_scales}, {"sign_bit", sign_bit_scales}};
-  q["dequantized"] = value_stats(io::dequantize_tensor(file, name, options).values);
+  q["dequantized"] = dequantized_stats(file, name, options);
   return q;
 }
 
-inline void describe_tensors(nlohmann::ordered_json& out, const io::safetensors_file& file, const std::string& path,
-                             const io::load_options& options);
+/// Where inspect's description of a checkpoint goes, entry by entry as it is made: each tensor's
+/// entry, then each quantized tensor's (inspect streams them out; nothing holds them all).
+struct inspect_sink {
+  std::function<void(nlohmann::ordered_json&&)> tensor;
+  std::function<void(nlohmann::ordered_json&&)> quantized;
+};
+
+inline void describe_tensors(const io::safetensors_source& source, const std::string& path, const io::load_options& options,
+                             const inspect_sink& sink);
+
+/// describe_tensors into `out` as its "metadata", "tensors" and "quantized" fields.
+inline void describe_tensors(nlohmann::ordered_json& out, const io::safetensors_source& source, const std::string& path,
+                             const io::load_options& options) {
+  out["metadata"] = source.metadata();
+  out["tensors"] = nlohmann::ordered_json::array();
+  out["quantized"] = nlohmann::ordered_json::array();
+  describe_tensors(source, path, options,
+                   {[&](nlohmann::ordered_json&& j) { out["tensors"].push_back(std::move(j)); },
+                    [&](nlohmann::ordered_json&& q) { out["quantized"].push_back(std::move(q)); }});
+}
+
+/// inspect's description of an .npy array whose header is `header`: `read(offset, count, out)`
+/// gives the bytes of its file or image. The statistics are taken a piece at a time from a C-order
+/// array (a Fortran-order one is read whole and put in C order first, the order they are summed in).
+template <class Read>
+void describe_npy(nlohmann::ordered_json& out, const io::npy_header_info& header, const std::string& path, const Read& read) {
+  out["kind"] = "npy";
+  out["dtype"] = std::string(io::npy_descr(header.dtype));
+  out["shape"] = header.shape;
+  out["fortran_order"] = header.fortran_order;
+  const bool is_float = header.dtype == io::npy_dtype::float32 || header.dtype == io::npy_dtype::float16 ||
+                        header.dtype == io::npy_dtype::bfloat16 || header.dtype == io::npy_dtype::float64;
+  if (!is_float) return;
+  const std::size_t size = io::npy_dtype_size(header.dtype), n = static_cast<std::size_t>(header.data_bytes / size);
+  if (header.fortran_order && header.shape.size() >= 2) {
+    io::npy_array array;
+    array.dtype = header.dtype;
+    array.shape = header.shape;
+    array.fortran_order = true;
+    array.bytes.resize(static_cast<std::size_t>(header.data_bytes));
+    read(header.data_offset, header.data_bytes, array.bytes.data());
+    out["stats"] = value_stats(to_float32_of(array, path));
+    return;
+  }
+  constexpr std::size_t piece = std::size_t{1} << 16;
+  std::vector<std::uint8_t> bytes;
+  std::vector<float> values;
+  value_statistics stats;
+  for (std::size_t at = 0; at < n; at += piece) {
+    const std::size_t count = std::min(piece, n - at);
+    bytes.resize(count * size);
+    values.resize(count);
+    read(header.data_offset + at * size, count * size, bytes.data());
+    io::decode_float32(header.dtype, bytes.data(), count, at, values.data());
+    stats.add(values);
+  }
+  out["stats"] = stats.json();
+}
 
 /// The core of `nvfp4 inspect`: what the image holds, as the JSON --json prints.
 inline nlohmann::ordered_json inspect_image(const input_image& input, const io::load_options& options = {}) {
@@ -212,74 +313,83 @@ inline nlohmann::ordered_json inspect_image(const input_image& input, const io::
   out["file"] = path;
   out["size_bytes"] = image.size();
   if (io::looks_like_npy(image.data(), image.size())) {
-    const io::npy_array array = io::parse_npy(image.data(), image.size(), path);
-    out["kind"] = "npy";
-    out["dtype"] = std::string(io::npy_descr(array.dtype));
-    out["shape"] = array.shape;
-    out["fortran_order"] = array.fortran_order;
-    const bool is_float = array.dtype == io::npy_dtype::float32 || array.dtype == io::npy_dtype::float16 ||
-                          array.dtype == io::npy_dtype::bfloat16 || array.dtype == io::npy_dtype::float64;
-    if (is_float) out["stats"] = value_stats(io::to_float32(array));
+    const io::npy_header_info header = io::parse_npy_header(image.data(), image.size(), path);
+    describe_npy(out, header, path, [&](std::uint64_t offset, std::uint64_t count, std::uint8_t* to) {
+      std::copy_n(image.data() + offset, count, to);
+    });
     return out;
   }
-  const io::safetensors_file file = io::parse_safetensors(image.data(), image.size(), path);
+  const io::safetensors_source source = io::safetensors_source::of_image(image, path);
   out["kind"] = "safetensors";
-  describe_tensors(out, file, path, options);
+  describe_tensors(out, source, path, options);
   return out;
 }
 
-/// inspect_image's safetensors part: metadata, tensors and quantized tensors of `file` into `out`.
-inline void describe_tensors(nlohmann::ordered_json& out, const io::safetensors_file& file, const std::string& path,
-                             const io::load_options& options) {
-  out["metadata"] = file.metadata;
-  out["tensors"] = nlohmann::ordered_json::array();
-  for (const auto& t : file.tensors) {
+/// inspect's safetensors part: the entries of the tensors and quantized tensors of `source`, in
+/// order, to `sink`, one tensor (or one quantized weight's tensors) read at a time.
+inline void describe_tensors(const io::safetensors_source& source, const std::string& path, const io::load_options& options,
+                             const inspect_sink& sink) {
+  for (const auto& e : source.entries()) {
     nlohmann::ordered_json j;
-    j["name"] = t.name;
-    j["dtype"] = std::string(io::safetensors_dtype_name(t.dtype));
-    j["shape"] = t.shape;
-    j["bytes"] = t.bytes.size();
-    if (auto values = tensor_values(t)) j["stats"] = value_stats(*values);
-    out["tensors"].push_back(j);
+    j["name"] = e.name;
+    j["dtype"] = std::string(io::safetensors_dtype_name(e.dtype));
+    j["shape"] = e.shape;
+    j["bytes"] = e.size;
+    if (has_value_stats(e.dtype))
+      if (auto stats = tensor_stats(source.load(e))) j["stats"] = std::move(*stats);
+    sink.tensor(std::move(j));
   }
-  out["quantized"] = nlohmann::ordered_json::array();
-  for (const auto& name : io::quantized_tensor_names(file)) {
+  for (const auto& name : io::quantized_tensor_names(source)) {
     try {
-      out["quantized"].push_back(describe_quantized(file, name, options));
+      sink.quantized(describe_quantized(io::load_quantized_weight_file(source, name), name, options));
     } catch (const error& e) {
       throw nvfp4::detail::with_context(e, path);
     }
   }
 }
 
+/// The size and kind inspect reports for a checkpoint path (a directory: its files' sizes summed).
+inline std::pair<std::uint64_t, std::string> checkpoint_size_and_kind(const std::string& path, const io::detected_file& found) {
+  std::uint64_t size = 0;
+  std::error_code ec;
+  if (found.directory) {
+    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+      if (e.is_regular_file(ec)) size += e.file_size(ec);
+  } else {
+    size = std::filesystem::file_size(path, ec);
+  }
+  return {size, found.directory ? "directory" : found.format == io::checkpoint_format::gguf ? "gguf" : "safetensors"};
+}
+
+/// inspect of an .npy path, as the JSON --json prints (read a piece at a time).
+inline nlohmann::ordered_json inspect_npy_path(const std::string& path, const io::detected_file& found) {
+  nlohmann::ordered_json out;
+  out["file"] = path;
+  const io::file_reader file(path);
+  out["size_bytes"] = file.size();
+  describe_npy(out, io::read_npy_header(file), path, [&](std::uint64_t offset, std::uint64_t count, std::uint8_t* to) { file.read(offset, count, to); });
+  out["format"] = found.description;
+  return out;
+}
+
 /// The core of `nvfp4 inspect` on a path: what inspect_image says, for any format the readers
 /// take (a checkpoint in another format is shown in ModelOpt's tensor names, as the readers see
-/// it), with "format" naming what was found. Load-time warnings go to `warnings`.
+/// it), with "format" naming what was found. Load-time warnings go to `warnings`. A ModelOpt file
+/// or directory and an .npy array are read a tensor (a piece) at a time; the other formats are
+/// read whole by their readers first. (run_inspect prints the same, streamed.)
 inline nlohmann::ordered_json inspect_path(const std::string& path, const io::load_options& options, std::vector<std::string>& warnings) {
   const io::detected_file found = io::require_readable(path, /*npy_too=*/true);
+  if (found.kind == io::file_kind::npy) return inspect_npy_path(path, found);
   nlohmann::ordered_json out;
-  const bool plain_file = found.kind == io::file_kind::npy || (found.format == io::checkpoint_format::modelopt && !found.directory);
-  if (plain_file) {
-    const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
-    out = inspect_image(input_image{bytes, path}, options);
-  } else {
-    const io::modelopt_view view = io::read_as_modelopt(path, found);
-    warnings = view.warnings;
-    out["file"] = path;
-    std::uint64_t size = 0;
-    std::error_code ec;
-    if (found.directory) {
-      for (const auto& e : std::filesystem::directory_iterator(path, ec))
-        if (e.is_regular_file(ec)) size += e.file_size(ec);
-    } else {
-      size = std::filesystem::file_size(path, ec);
-    }
-    out["size_bytes"] = size;
-    out["kind"] = found.directory ? "directory" : found.format == io::checkpoint_format::gguf ? "gguf" : "safetensors";
-    describe_tensors(out, view.file, path, options);
-  }
+  out["file"] = path;
+  io::modelopt_source opened = io::open_as_modelopt(path, found);
+  warnings = std::move(opened.warnings);
+  const auto [size, kind] = checkpoint_size_and_kind(path, found);
+  out["size_bytes"] = size;
+  out["kind"] = kind;
+  describe_tensors(out, opened.source, path, options);
   out["format"] = found.description;
-  if (found.kind == io::file_kind::checkpoint) out["checkpoint_format"] = io::checkpoint_format_name(found.format);
+  out["checkpoint_format"] = io::checkpoint_format_name(found.format);
   return out;
 }
 
@@ -296,6 +406,116 @@ inline std::string stats_text(const nlohmann::ordered_json& s) {
   return line;
 }
 
+namespace detail {
+
+/// `text` (a JSON value dumped with indent 2) as it sits `indent` spaces deep in a larger dump:
+/// every line after the first shifted right (nlohmann lays out nested values additively).
+inline std::string indented(const std::string& text, std::size_t indent) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    out += c;
+    if (c == '\n') out.append(indent, ' ');
+  }
+  return out;
+}
+
+/// Prints JSON array fields one level deep in an object, entry by entry, exactly as dump(2) lays
+/// them out: `  "key": [` ... `  ]` (`[]` when empty).
+class json_array_printer {
+ public:
+  void open(const char* key) {
+    std::printf("  %s: [", nlohmann::ordered_json(key).dump().c_str());
+    first_ = true;
+  }
+  void entry(const nlohmann::ordered_json& value) {
+    std::printf("%s\n    %s", first_ ? "" : ",", indented(value.dump(2), 4).c_str());
+    first_ = false;
+  }
+  void close() { std::printf(first_ ? "]" : "\n  ]"); }
+
+ private:
+  bool first_ = true;
+};
+
+}  // namespace detail
+
+inline void print_quantized_text(const nlohmann::ordered_json& q) {
+  std::printf("  quantized %s: %s, %lld x %lld (source %s), scales %s%s, %.3f bits/element\n", q["name"].get<std::string>().c_str(),
+              q["format"].get<std::string>().c_str(), static_cast<long long>(q["rows"].get<std::int64_t>()),
+              static_cast<long long>(q["cols"].get<std::int64_t>()), shape_string(q["shape"].get<std::vector<std::int64_t>>()).c_str(),
+              q["scale_layout"].get<std::string>().c_str(), q["rht"].get<bool>() ? ", RHT rows" : "", q["bits_per_element"].get<double>());
+  const std::string scale_2 =
+      q.contains("weight_scale_2") ? ", weight_scale_2 " + nvfp4::detail::number_text(q["weight_scale_2"].get<double>()) : "";
+  std::printf("      amax %.6g%s  block scales %.6g .. %.6g (%lld zero, %lld NaN, %lld sign bit)\n", q["amax"].get<double>(),
+              scale_2.c_str(), q["block_scales"]["min"].get<double>(), q["block_scales"]["max"].get<double>(),
+              static_cast<long long>(q["block_scales"]["zero"].get<std::int64_t>()),
+              static_cast<long long>(q["block_scales"]["nan"].get<std::int64_t>()),
+              static_cast<long long>(q["block_scales"]["sign_bit"].get<std::int64_t>()));
+  std::printf("      dequantized: %s\n", stats_text(q["dequantized"]).c_str());
+}
+
+/// `nvfp4 inspect` of a checkpoint: each tensor's entry printed as it is made (text or JSON, the
+/// same bytes as printing inspect_path's whole description), so that neither the checkpoint nor
+/// its description is held whole: a 10^6-tensor header held about 1 GB. An error met on the way
+/// ends the output where it is (the exit status says so).
+inline void print_checkpoint_inspection(const std::string& path, const io::detected_file& found, const io::modelopt_source& opened,
+                                        const io::load_options& options, bool json) {
+  const auto [size, kind] = checkpoint_size_and_kind(path, found);
+  if (json) {
+    const auto field = [](const char* key, const nlohmann::ordered_json& value) {
+      std::printf("  %s: %s,\n", nlohmann::ordered_json(key).dump().c_str(), detail::indented(value.dump(2), 2).c_str());
+    };
+    std::printf("{\n");
+    field("file", path);
+    field("size_bytes", size);
+    field("kind", kind);
+    field("metadata", opened.source.metadata());
+    // describe_tensors gives every tensor entry, then every quantized one.
+    detail::json_array_printer array;
+    array.open("tensors");
+    bool in_quantized = false;
+    describe_tensors(opened.source, path, options, {[&](nlohmann::ordered_json&& j) { array.entry(j); },
+                                                    [&](nlohmann::ordered_json&& q) {
+                                                      if (!in_quantized) {
+                                                        array.close();
+                                                        std::printf(",\n");
+                                                        array.open("quantized");
+                                                        in_quantized = true;
+                                                      }
+                                                      array.entry(q);
+                                                    }});
+    if (!in_quantized) {
+      array.close();
+      std::printf(",\n");
+      array.open("quantized");
+    }
+    array.close();
+    std::printf(",\n  \"format\": %s,\n  \"checkpoint_format\": %s\n}\n", nlohmann::ordered_json(found.description).dump().c_str(),
+                nlohmann::ordered_json(io::checkpoint_format_name(found.format)).dump().c_str());
+    return;
+  }
+  std::printf("%s: %s, %llu bytes\n", path.c_str(), found.description.c_str(), static_cast<unsigned long long>(size));
+  for (const auto& [key, value] : opened.source.metadata())
+    if (key.rfind("nvfp4.", 0) != 0) std::printf("  metadata %s = %s\n", key.c_str(), value.c_str());
+  // Columns as wide as their longest entry, so long tensor names keep the table aligned.
+  int name_width = 6, shape_width = 5;
+  for (const auto& e : opened.source.entries()) {
+    name_width = std::max(name_width, static_cast<int>(e.name.size()));
+    shape_width = std::max(shape_width, static_cast<int>(shape_string(e.shape).size()));
+  }
+  std::printf("  %-*s  %-8s %-*s %12s\n", name_width, "tensor", "dtype", shape_width, "shape", "bytes");
+  describe_tensors(opened.source, path, options,
+                   {[&](nlohmann::ordered_json&& t) {
+                      std::printf("  %-*s  %-8s %-*s %12llu\n", name_width, t["name"].get<std::string>().c_str(),
+                                  t["dtype"].get<std::string>().c_str(), shape_width,
+                                  shape_string(t["shape"].get<std::vector<std::int64_t>>()).c_str(),
+                                  static_cast<unsigned long long>(t["bytes"].get<std::uint64_t>()));
+                      if (t.contains("stats")) std::printf("      %s\n", stats_text(t["stats"]).c_str());
+                    },
+                    [&](nlohmann::ordered_json&& q) { print_quantized_text(q); }});
+}
+
 inline int run_inspect(int argc, char** argv) {
   const arguments args(argc, argv, 2, {}, {"--json", "--accept-invalid-scales"});
   if (args.help()) {
@@ -303,51 +523,25 @@ inline int run_inspect(int argc, char** argv) {
     return exit_ok;
   }
   args.expect_positional(1, 1);
-  std::vector<std::string> warnings;
-  const nlohmann::ordered_json info =
-      inspect_path(args.positional()[0], io::load_options{.accept_invalid_scales = args.flag("--accept-invalid-scales")}, warnings);
-  print_warnings_once(warnings, false);
+  const std::string& path = args.positional()[0];
+  const io::load_options options{.accept_invalid_scales = args.flag("--accept-invalid-scales")};
+  const io::detected_file found = io::require_readable(path, /*npy_too=*/true);
+  if (found.kind == io::file_kind::checkpoint) {
+    const io::modelopt_source opened = io::open_as_modelopt(path, found);
+    print_warnings_once(opened.warnings, false);
+    print_checkpoint_inspection(path, found, opened, options, args.flag("--json"));
+    return exit_ok;
+  }
+  const nlohmann::ordered_json info = inspect_npy_path(path, found);
   if (args.flag("--json")) {
     std::printf("%s\n", info.dump(2).c_str());
     return exit_ok;
   }
   std::printf("%s: %s, %llu bytes\n", info["file"].get<std::string>().c_str(), info["format"].get<std::string>().c_str(),
               static_cast<unsigned long long>(info["size_bytes"].get<std::uint64_t>()));
-  if (info["kind"] == "npy") {
-    std::printf("  dtype %s  shape %s  %s order\n", info["dtype"].get<std::string>().c_str(),
-                shape_string(info["shape"].get<std::vector<std::int64_t>>()).c_str(), info["fortran_order"].get<bool>() ? "Fortran" : "C");
-    if (info.contains("stats")) std::printf("  %s\n", stats_text(info["stats"]).c_str());
-    return exit_ok;
-  }
-  for (const auto& [key, value] : info["metadata"].items())
-    if (key.rfind("nvfp4.", 0) != 0) std::printf("  metadata %s = %s\n", key.c_str(), value.get<std::string>().c_str());
-  // Columns as wide as their longest entry, so long tensor names keep the table aligned.
-  int name_width = 6, shape_width = 5;
-  for (const auto& t : info["tensors"]) {
-    name_width = std::max(name_width, static_cast<int>(t["name"].get<std::string>().size()));
-    shape_width = std::max(shape_width, static_cast<int>(shape_string(t["shape"].get<std::vector<std::int64_t>>()).size()));
-  }
-  std::printf("  %-*s  %-8s %-*s %12s\n", name_width, "tensor", "dtype", shape_width, "shape", "bytes");
-  for (const auto& t : info["tensors"]) {
-    std::printf("  %-*s  %-8s %-*s %12llu\n", name_width, t["name"].get<std::string>().c_str(), t["dtype"].get<std::string>().c_str(),
-                shape_width, shape_string(t["shape"].get<std::vector<std::int64_t>>()).c_str(),
-                static_cast<unsigned long long>(t["bytes"].get<std::uint64_t>()));
-    if (t.contains("stats")) std::printf("      %s\n", stats_text(t["stats"]).c_str());
-  }
-  for (const auto& q : info["quantized"]) {
-    std::printf("  quantized %s: %s, %lld x %lld (source %s), scales %s%s, %.3f bits/element\n", q["name"].get<std::string>().c_str(),
-                q["format"].get<std::string>().c_str(), static_cast<long long>(q["rows"].get<std::int64_t>()),
-                static_cast<long long>(q["cols"].get<std::int64_t>()), shape_string(q["shape"].get<std::vector<std::int64_t>>()).c_str(),
-                q["scale_layout"].get<std::string>().c_str(), q["rht"].get<bool>() ? ", RHT rows" : "", q["bits_per_element"].get<double>());
-    const std::string scale_2 =
-        q.contains("weight_scale_2") ? ", weight_scale_2 " + nvfp4::detail::number_text(q["weight_scale_2"].get<double>()) : "";
-    std::printf("      amax %.6g%s  block scales %.6g .. %.6g (%lld zero, %lld NaN, %lld sign bit)\n", q["amax"].get<double>(),
-                scale_2.c_str(), q["block_scales"]["min"].get<double>(), q["block_scales"]["max"].get<double>(),
-                static_cast<long long>(q["block_scales"]["zero"].get<std::int64_t>()),
-                static_cast<long long>(q["block_scales"]["nan"].get<std::int64_t>()),
-                static_cast<long long>(q["block_scales"]["sign_bit"].get<std::int64_t>()));
-    std::printf("      dequantized: %s\n", stats_text(q["dequantized"]).c_str());
-  }
+  std::printf("  dtype %s  shape %s  %s order\n", info["dtype"].get<std::string>().c_str(),
+              shape_string(info["shape"].get<std::vector<std::int64_t>>()).c_str(), info["fortran_order"].get<bool>() ? "Fortran" : "C");
+  if (info.contains("stats")) std::printf("  %s\n", stats_text(info["stats"]).c_str());
   return exit_ok;
 }
 

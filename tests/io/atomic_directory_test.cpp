@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,6 +102,33 @@ TEST_F(AtomicDirectory, ReplacingDropsOldShardsAndKeepsFilesBesideThem) {
   const auto back = read_safetensors_checkpoint(out);
   ASSERT_EQ(back.tensors.size(), 2u);
   EXPECT_EQ(back.tensors[0].bytes[0], 2);
+  EXPECT_TRUE(others("ckpt").empty());
+}
+
+TEST_F(AtomicDirectory, FifosLinksAndSubdirectoriesBesideACheckpointAreCarriedOver) {
+  // Issue 39: a FIFO beside the checkpoint made every replacement fail ("Invalid argument").
+  const fs::path out = dir_ / "ckpt";
+  write_safetensors_checkpoint(out, tensors(2, 100, 1));
+  ASSERT_EQ(::mkfifo((out / "pipe").c_str(), 0640), 0);
+  fs::create_symlink("tokenizer.json", out / "link");
+  fs::create_directory(out / "extra");
+  ASSERT_EQ(::mkfifo((out / "extra" / "inner_pipe").c_str(), 0600), 0);
+  { std::ofstream(out / "extra" / "notes.txt") << "kept"; }
+  struct stat before {};
+  ASSERT_EQ(::stat((out / "pipe").c_str(), &before), 0);
+  write_safetensors_checkpoint(out, tensors(2, 100, 2));
+  struct stat after {};
+  ASSERT_EQ(::stat((out / "pipe").c_str(), &after), 0);
+  EXPECT_TRUE(S_ISFIFO(after.st_mode));
+  EXPECT_EQ(after.st_ino, before.st_ino);  // the same FIFO (a hard link), not a new one
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(out / "link")));
+  EXPECT_EQ(fs::read_symlink(out / "link"), "tokenizer.json");
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(out / "extra" / "inner_pipe")));
+  std::ifstream notes(out / "extra" / "notes.txt");
+  std::string text;
+  notes >> text;
+  EXPECT_EQ(text, "kept");
+  EXPECT_EQ(read_safetensors_checkpoint(out).tensors[0].bytes[0], 2);
   EXPECT_TRUE(others("ckpt").empty());
 }
 

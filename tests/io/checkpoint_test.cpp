@@ -9,6 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 namespace nvfp4::io {
 namespace {
@@ -174,6 +179,102 @@ TEST(Checkpoint, QuantizedTensorsConvertBothWays) {
   const auto back = to_nvfp4_tensor(w);
   EXPECT_EQ(dequantize(back), dequantize(q));
   EXPECT_THROW(to_mxfp4_tensor(w), error);
+}
+
+/// The code and message require_readable_weight / check_configs throw, or errc{} when they pass.
+template <class Check>
+std::pair<errc, std::string> refusal(const Check& check) {
+  try {
+    check();
+  } catch (const error& e) {
+    return {e.code(), e.what()};
+  }
+  return {errc{}, ""};
+}
+
+TEST(Checkpoint, WritersRefuseWhatTheReadersRefuse) {
+  // Issue 39: convert wrote NaN / sign-bit scale bytes with a warning, then inspect refused the output.
+  const auto ok = weight("w", 2, 32, 0.01f);
+  EXPECT_EQ(refusal([&] { require_readable_weight(ok, "w"); }).first, errc{});
+  auto nan = ok;
+  nan.scales[3] = 0x7F;
+  auto [code, what] = refusal([&] { require_readable_weight(nan, "writer"); });
+  EXPECT_EQ(code, errc::malformed_file);
+  EXPECT_NE(what.find("writer: weight 'w': block scale (1, 1) is byte 127 (NaN)"), std::string::npos) << what;
+  auto sign = ok;
+  sign.scales[0] = 0x80;  // -0: PyTorch reads a negative scale
+  std::tie(code, what) = refusal([&] { require_readable_weight(sign, "writer"); });
+  EXPECT_EQ(code, errc::malformed_file);
+  EXPECT_NE(what.find("block scale (0, 0) is byte 128 (sign bit set)"), std::string::npos) << what;
+  for (const float decode : {-0.01f, NAN, INFINITY, -0.0f}) {
+    const auto bad = weight("w", 2, 32, decode);
+    EXPECT_EQ(refusal([&] { require_readable_weight(bad, "writer"); }).first, errc::malformed_file) << decode;
+  }
+  EXPECT_EQ(refusal([&] { require_readable_weight(weight("w", 2, 32, 0.0f), "writer"); }).first, errc{});  // +0 reads back (zeros)
+  auto mx = ok;
+  mx.format = weight_format::mxfp4;
+  mx.scales.assign(static_cast<std::size_t>(mx.rows * mx.scale_cols()), 127);
+  EXPECT_EQ(refusal([&] { require_readable_weight(mx, "writer"); }).first, errc{});
+  mx.scales[1] = 0xFF;
+  EXPECT_EQ(refusal([&] { require_readable_weight(mx, "writer"); }).first, errc::malformed_file);
+  // Scales 448 with a tensor scale of 2^126: element (0, 0), 0.5 (code 1), is 224 x 2^126.
+  auto huge = weight("w", 2, 32, std::ldexp(1.0f, 126));
+  huge.scales.assign(huge.scales.size(), 0x7E);
+  std::tie(code, what) = refusal([&] { require_readable_weight(huge, "writer"); });
+  EXPECT_EQ(code, errc::overflow);
+  EXPECT_NE(what.find("dequantized element (0, 0) overflows float"), std::string::npos) << what;
+  // The same scales with the element 0 everywhere but one small block: nothing overflows.
+  auto near = huge;
+  std::fill(near.data.begin(), near.data.end(), 0);
+  EXPECT_EQ(refusal([&] { require_readable_weight(near, "writer"); }).first, errc{});
+  // The check agrees with the reader element by element: the first element that overflows.
+  near.data[static_cast<std::size_t>(1 * near.data_cols() + 5)] = 0x10;  // (1, 11): code 1 -> 0.5
+  std::tie(code, what) = refusal([&] { require_readable_weight(near, "writer"); });
+  EXPECT_NE(what.find("dequantized element (1, 11) overflows float"), std::string::npos) << what;
+}
+
+TEST(Checkpoint, ConfigurationsMustDescribeTheirWeights) {
+  checkpoint c;
+  c.weights.push_back(weight("model.layers.0.q_proj", 2, 32, 0.01f));
+  c.weights.push_back(weight("model.layers.0.o_proj", 2, 32, 0.01f));
+  EXPECT_EQ(refusal([&] { check_configs(c, "x"); }).first, errc{});
+  const auto with_config = [&](const char* json) {
+    checkpoint d = c;
+    d.hf_quant_config = nlohmann::ordered_json::parse(json);
+    return refusal([&] { check_configs(d, "x"); });
+  };
+  EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "NVFP4", "group_size": 16}})").first, errc{});
+  EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "NVFP4"}})").first, errc{});
+  auto [code, what] = with_config(R"({"quantization": {"quant_algo": "MXFP8", "group_size": 7}})");
+  EXPECT_EQ(code, errc::malformed_file);
+  EXPECT_NE(what.find("says quant_algo MXFP8, but weight 'model.layers.0.q_proj' is nvfp4"), std::string::npos) << what;
+  std::tie(code, what) = with_config(R"({"quantization": {"quant_algo": "NVFP4", "group_size": 7}})");
+  EXPECT_EQ(code, errc::unsupported);
+  EXPECT_NE(what.find("NVFP4 group_size 7 (16 is the format)"), std::string::npos) << what;
+  EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "MXFP4", "group_size": 32}})").first, errc::malformed_file);
+  EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "NVFP4", "group_size": "16"}})").first, errc::unsupported);
+  EXPECT_EQ(with_config(R"({"producer": {}})").first, errc::malformed_file);
+  EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.q_proj": {"quant_algo": "NVFP4", "group_size": 16}}}})").first,
+            errc{});
+  EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.q_proj": {"quant_algo": "MXFP4", "group_size": 32}}}})").first,
+            errc::malformed_file);
+  // An MXFP8 / FP8 config with no NVFP4 or MXFP4 weight (pack --format mxfp8 / fp8) is theirs.
+  checkpoint plain;
+  plain.hf_quant_config = nlohmann::ordered_json::parse(R"({"quantization": {"quant_algo": "MXFP8", "group_size": 32}})");
+  EXPECT_EQ(refusal([&] { check_configs(plain, "x"); }).first, errc{});
+  // The ignore list names no weight stored quantized, exactly or by a pattern.
+  const auto with_ignore = [&](std::vector<std::string> ignore) {
+    checkpoint d = c;
+    d.ignore = std::move(ignore);
+    return refusal([&] { check_configs(d, "x"); });
+  };
+  EXPECT_EQ(with_ignore({"lm_head", "*embed*", "model.layers.1.*", "re:.*q_proj"}).first, errc{});
+  std::tie(code, what) = with_ignore({"lm_head", "model.layers.0.o_proj"});
+  EXPECT_EQ(code, errc::malformed_file);
+  EXPECT_NE(what.find("names 'model.layers.0.o_proj', but that module is stored quantized"), std::string::npos) << what;
+  std::tie(code, what) = with_ignore({"*.q_pro[j]"});
+  EXPECT_EQ(code, errc::malformed_file);
+  EXPECT_NE(what.find("names '*.q_pro[j]', but module 'model.layers.0.q_proj' is stored quantized"), std::string::npos) << what;
 }
 
 }  // namespace

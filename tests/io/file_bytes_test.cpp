@@ -5,6 +5,7 @@
 #include "nvfp4/io/file_bytes.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -139,6 +140,53 @@ TEST_F(FileBytes, TheFileSizeLimitIsAnIoErrorWithNoTemporaryLeft) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_EQ(names(), (std::vector<std::string>{"big.npy"}));
   EXPECT_EQ(slurp(dir_ / "big.npy"), "previous");
+}
+
+TEST_F(FileBytes, StreamedWriteAppearsWholeOrNotAtAll) {
+  put(dir_ / "out.bin", "old");
+  write_file_atomically(dir_ / "out.bin", [](const byte_sink& sink) {
+    const std::string parts[] = {"ab", "", "cde"};
+    for (const auto& p : parts) sink(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(p.data()), p.size()));
+  });
+  EXPECT_EQ(slurp(dir_ / "out.bin"), "abcde");
+  // A producer that throws mid-way: its error comes out as it is, the old file stays, no temporary.
+  try {
+    write_file_atomically(dir_ / "out.bin", [](const byte_sink& sink) {
+      const std::string first = "partial";
+      sink(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(first.data()), first.size()));
+      throw error(errc::overflow, "producer failed");
+    });
+    ADD_FAILURE() << "written";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::overflow);
+  }
+  EXPECT_EQ(slurp(dir_ / "out.bin"), "abcde");
+  EXPECT_EQ(names(), std::vector<std::string>{"out.bin"});
+}
+
+TEST_F(FileBytes, ReaderReadsPartsAndRefusesWhatReadFileBytesRefuses) {
+  put(dir_ / "f.bin", "0123456789");
+  const file_reader reader(dir_ / "f.bin");
+  EXPECT_EQ(reader.size(), 10u);
+  const auto part = reader.read(3, 4);
+  EXPECT_EQ(std::string(part.begin(), part.end()), "3456");
+  try {
+    (void)reader.read(8, 4);
+    ADD_FAILURE() << "read past the end";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::io_error);
+  }
+  for (const fs::path& bad : {dir_ / "missing", fs::path(dir_)}) {
+    try {
+      file_reader r(bad);
+      ADD_FAILURE() << "opened " << bad;
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::io_error);
+    }
+  }
+  // A FIFO is refused, not waited on.
+  ASSERT_EQ(::mkfifo((dir_ / "pipe").c_str(), 0600), 0);
+  EXPECT_THROW(file_reader r(dir_ / "pipe"), error);
 }
 
 }  // namespace

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -348,6 +350,60 @@ TEST(NpyMalformed, ASafetensorsFileIsRecognised) {
   image[0] = static_cast<std::uint8_t>(header.size());
   std::memcpy(image.data() + 8, header.data(), header.size());
   EXPECT_NE(message_of_parse(image).find("this is a safetensors file, not an .npy file"), std::string::npos) << message_of_parse(image);
+}
+
+TEST(Npy, ZeroDimensionalArraysRoundTrip) {
+  // NumPy's 0-d array: shape (), one element.
+  const float value = 2.5f;
+  const npy_array a = make_float32_array(std::span<const float>(&value, 1), {});
+  const auto image = serialize_npy(a);
+  EXPECT_NE(std::string(image.begin(), image.end()).find("'shape': ()"), std::string::npos);
+  const npy_array back = parse_npy(image.data(), image.size());
+  EXPECT_TRUE(back.shape.empty());
+  EXPECT_EQ(back.as<float>(), std::vector<float>{2.5f});
+  EXPECT_EQ(to_float32(back), std::vector<float>{2.5f});
+}
+
+TEST_F(NpyFiles, StreamedFloat32WriteEqualsTheWholeArrayOrWritesNothing) {
+  std::vector<float> values(100);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 7.5f;
+  const std::vector<std::int64_t> shape = {4, 25};
+  write_float32_npy(dir_ / "streamed.npy", shape, [&](const float_sink& sink) {
+    for (std::size_t at = 0; at < values.size(); at += 30)
+      sink(std::span<const float>(values.data() + at, std::min<std::size_t>(30, values.size() - at)));
+  });
+  write_npy(dir_ / "whole.npy", make_float32_array(values, shape));
+  EXPECT_EQ(read_file_bytes(dir_ / "streamed.npy"), read_file_bytes(dir_ / "whole.npy"));
+  // Too few or too many values: shape_mismatch, and no file (nor temporary) is left.
+  for (const std::size_t count : {std::size_t{99}, std::size_t{101}}) {
+    std::vector<float> wrong(count, 1.0f);
+    try {
+      write_float32_npy(dir_ / "wrong.npy", shape, [&](const float_sink& sink) { sink(wrong); });
+      ADD_FAILURE() << "written, " << count;
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::shape_mismatch);
+    }
+  }
+  // What the producer throws comes out unchanged, nothing written.
+  EXPECT_THROW(write_float32_npy(dir_ / "thrown.npy", shape, [&](const float_sink&) { throw error(errc::overflow, "x"); }), error);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir_)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"streamed.npy", "whole.npy"}));
+}
+
+TEST_F(NpyFiles, HeaderAloneFromAFile) {
+  const std::vector<float> values(12, 1.0f);
+  write_npy(dir_ / "a.npy", make_float32_array(values, {3, 4}));
+  const file_reader file(dir_ / "a.npy");
+  const npy_header_info header = read_npy_header(file);
+  EXPECT_EQ(header.shape, (std::vector<std::int64_t>{3, 4}));
+  EXPECT_EQ(header.dtype, npy_dtype::float32);
+  EXPECT_EQ(header.data_bytes, 48u);
+  EXPECT_EQ(header.data_offset + header.data_bytes, file.size());
+  // The same checks as parse_npy: a truncated file is refused by its header.
+  fs::resize_file(dir_ / "a.npy", file.size() - 1);
+  EXPECT_THROW((void)read_npy_header(file_reader(dir_ / "a.npy")), error);
 }
 
 }  // namespace

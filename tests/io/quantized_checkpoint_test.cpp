@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -454,6 +455,117 @@ TEST(CheckpointWriter, RefusesWhatItsReaderWouldRefuse) {
   EXPECT_TRUE(file.metadata.empty());
   add_quantized_tensor(file, "fine", quantize<nvfp4_1x16>(x));
   EXPECT_EQ(file.tensors.size(), 3u);
+}
+
+// dequantize_tensor_in_pieces (issue 39 item 13: inspect and dequantize held the whole float
+// tensor, 8x the packed bytes): pieces of every size give, concatenated, the whole tensor's
+// values as nvfp4::dequantize computes them, and the same errors at the same elements.
+template <class Format>
+class CheckpointPieces : public ::testing::Test {};
+TYPED_TEST_SUITE(CheckpointPieces, all_formats);
+
+/// The values handed over piece by piece, concatenated, with the size of each piece.
+std::pair<std::vector<float>, std::vector<std::size_t>> in_pieces(const safetensors_file& file, const std::string& name, index_t piece,
+                                                                 const load_options& options = {}) {
+  std::pair<std::vector<float>, std::vector<std::size_t>> out;
+  (void)dequantize_tensor_in_pieces(file, name, options, [&](std::span<const float> v) {
+    out.first.insert(out.first.end(), v.begin(), v.end());
+    out.second.push_back(v.size());
+  }, piece);
+  return out;
+}
+
+TYPED_TEST(CheckpointPieces, ConcatenatedPiecesAreTheWholeTensor) {
+  using Format = TypeParam;
+  for (const bool swizzle : {false, true})
+    for (const index_t cols : {index_t{96}, index_t{97}}) {
+      const index_t rows = 37;
+      const auto x = outlier_matrix(rows, cols, 11);
+      const auto q = quantize<Format>(matrix_view<const float>::row_major(x.data(), rows, cols));
+      safetensors_file file;
+      add_quantized_tensor(file, "w", q, {.swizzle = swizzle});
+      const std::vector<float> whole = dequantize(q);
+      // 1 and 7: row by row with columns cut at 32; 97: one row per piece; 500: whole rows.
+      for (const index_t piece : {index_t{1}, index_t{7}, index_t{32}, index_t{97}, index_t{500}, dequantize_piece_elements}) {
+        const auto [values, sizes] = in_pieces(file, "w", piece);
+        EXPECT_EQ(values, whole) << "piece " << piece << " cols " << cols << " swizzle " << swizzle;
+        for (const std::size_t n : sizes) EXPECT_LE(n, static_cast<std::size_t>(std::max<index_t>(piece, std::max<index_t>(32, cols))));
+      }
+      EXPECT_EQ(dequantize_tensor(file, "w").values, whole);
+    }
+}
+
+TEST(CheckpointPieces, RhtPiecesAreTheWholeInverseTransform) {
+  const index_t rows = 9, cols = 64;
+  const auto x = outlier_matrix(rows, cols, 5);
+  std::vector<bf16> rotated(x.size());
+  hadamard_rows(matrix_view<const float>::row_major(x.data(), rows, cols), hadamard_transform::te_default(),
+                matrix_view<bf16>::row_major(rotated.data(), rows, cols));
+  const auto q = quantize<nvfp4_1x16>(matrix_view<const bf16>::row_major(rotated.data(), rows, cols));
+  safetensors_file file;
+  add_quantized_tensor(file, "w", q, {.rht = true});
+  // The whole tensor's inverse transform, computed here directly.
+  const std::vector<float> stored = dequantize(q);
+  std::vector<bf16> back(stored.size());
+  hadamard_rows(matrix_view<const float>::row_major(stored.data(), rows, cols), hadamard_transform::te_default(),
+                matrix_view<bf16>::row_major(back.data(), rows, cols), hadamard_direction::inverse);
+  std::vector<float> whole(back.size());
+  for (std::size_t i = 0; i < back.size(); ++i) whole[i] = back[i].to_float();
+  for (const index_t piece : {index_t{1}, index_t{40}, index_t{64}, index_t{200}, dequantize_piece_elements})
+    EXPECT_EQ(in_pieces(file, "w", piece).first, whole) << piece;
+}
+
+TEST(CheckpointPieces, ErrorsNameTheSameElementWhateverThePieces) {
+  // Block scales 448 of a 2^126 tensor scale in row 1 only: the first overflowing element is (1, 16).
+  auto f = small_file(std::ldexp(1.0f, 126), true, std::vector<std::uint8_t>{0x38, 0x38, 0x38, 0x7E});
+  for (const index_t piece : {index_t{1}, index_t{32}, index_t{64}}) {
+    try {
+      (void)in_pieces(f, "w", piece);
+      ADD_FAILURE() << "no error, piece " << piece;
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::overflow);
+      EXPECT_NE(std::string(e.what()).find("dequantized element (1, 16) overflows float"), std::string::npos) << e.what();
+    }
+  }
+  // An inverse RHT that overflows bf16 in row 1 only (scales 8 there, tiny in row 0), named in
+  // the tensor's coordinates whatever piece it fell in.
+  auto h = small_file(std::ldexp(1.0f, 124), true, std::vector<std::uint8_t>{0x08, 0x08, 0x50, 0x08});
+  h.metadata["nvfp4.w"] = metadata_text(2, 32, "", "", "compact", "te16_rows");
+  for (const index_t piece : {index_t{1}, index_t{32}, index_t{64}}) {
+    try {
+      (void)in_pieces(h, "w", piece);
+      ADD_FAILURE() << "no error, piece " << piece;
+    } catch (const error& e) {
+      EXPECT_EQ(e.code(), errc::overflow);
+      EXPECT_NE(std::string(e.what()).find("tensor 'w': inverse RHT of the dequantized values: hadamard input: the Hadamard transform "
+                                           "of finite values overflows bf16 at row 1, columns 0..15"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // A NaN block scale: refused before any piece is handed over.
+  auto n = small_file(0.25f, true, std::vector<std::uint8_t>{0x38, 0x38, 0x38, 0x7F});
+  std::size_t handed = 0;
+  EXPECT_THROW((void)dequantize_tensor_in_pieces(n, "w", {}, [&](std::span<const float>) { ++handed; }, 32), error);
+  EXPECT_EQ(handed, 0u);
+}
+
+TEST(Checkpoint, ZeroDimensionalSourceComesBackWithNoDimensions) {
+  // A 0-d array is one element, quantized as a 1 x 1 matrix; its shape [] is recorded and given
+  // back (it came back as [1, 1]); a 1-D one keeps its one dimension.
+  const float one = 3.0f;
+  const auto q = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(&one, 1, 1));
+  safetensors_file file;
+  add_quantized_tensor(file, "scalar", q, {.source_shape = std::vector<std::int64_t>{}});
+  add_quantized_tensor(file, "vector", q, {.source_shape = std::vector<std::int64_t>{1}});
+  add_quantized_tensor(file, "matrix", q);
+  EXPECT_EQ(dequantize_tensor(file, "scalar").shape, std::vector<std::int64_t>{});
+  EXPECT_EQ(dequantize_tensor(file, "scalar").values, dequantize(q));
+  EXPECT_EQ(dequantize_tensor(file, "vector").shape, std::vector<std::int64_t>{1});
+  EXPECT_EQ(dequantize_tensor(file, "matrix").shape, (std::vector<std::int64_t>{1, 1}));
+  // A recorded [] must be one element.
+  file.metadata["nvfp4.matrix"] = metadata_text(1, 1, "shape", "[]");
+  EXPECT_EQ(dequantize_tensor(file, "matrix").shape, std::vector<std::int64_t>{});
 }
 
 }  // namespace

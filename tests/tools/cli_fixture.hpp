@@ -1,9 +1,12 @@
 // tests/tools/cli_fixture.hpp: the fixture the CLI's end-to-end tests share: a scratch directory
 // per test, running the built `nvfp4` binary (with an optional environment prefix) and capturing
-// its status, output and run time, and checking which files the directory holds afterwards.
+// its status, output and run time (or its peak memory), and checking which files the directory
+// holds afterwards.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +61,37 @@ class Cli : public nvfp4::test::temp_dir_test {
     fs::remove(err);
     return r;
   }
+  /// Runs the built `nvfp4` with `args` (no shell between: execv) and returns its exit status and
+  /// its own peak resident memory (wait4's ru_maxrss, in KiB), its output discarded.
+  struct measured_run {
+    int status = -1;
+    long peak_rss_kib = 0;
+  };
+  measured_run run_measured(const std::vector<std::string>& args) const {
+    std::vector<char*> argv;
+    std::string program = NVFP4_CLI_PATH;
+    argv.push_back(program.data());
+    std::vector<std::string> copies = args;
+    for (auto& a : copies) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    measured_run r;
+    int raw = 0;
+    struct rusage usage {};
+    if (pid > 0 && ::wait4(pid, &raw, 0, &usage) == pid) {
+      r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+      r.peak_rss_kib = usage.ru_maxrss;
+    }
+    return r;
+  }
+
   /// The path of `name` in the directory, single-quoted for the shell.
   std::string q(const std::string& name) const {
     std::string quoted = "'";  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "'" + string

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,23 +37,52 @@ inline bool belongs_to_checkpoint(const std::string& name) {
          name == "config.json" || (name.starts_with(".") && name.find(".nvfp4-tmp.") != std::string::npos);
 }
 
-/// Carries the entries of `from` that do not belong to the checkpoint into `to`: regular files as
-/// hard links (copies where the file system refuses a link), anything else copied as it is.
+/// Carries one entry `from` (a file, link, FIFO, ... or a directory, recursively) to `to`, which
+/// does not exist: anything but a directory as a hard link to the same inode (so a FIFO or a
+/// socket stays the one its users hold open), and where the file system refuses a link (another
+/// device) a copy: a regular file's bytes, a symbolic link as a link, a FIFO as a new FIFO of its
+/// mode; a socket or a device file cannot be copied and is refused by name. `fs::copy` knew none
+/// but files, links and directories (issue 39: a FIFO beside a checkpoint made every --force
+/// write fail with "Invalid argument").
+inline void carry_entry(const std::filesystem::path& from, const std::filesystem::path& to, int depth) {
+  namespace fs = std::filesystem;
+  std::error_code step;
+  const fs::file_status status = fs::symlink_status(from, step);
+  if (step) throw error(errc::io_error, "cannot carry " + from.string() + " over into the new directory: " + step.message());
+  if (fs::is_directory(status)) {
+    if (depth > 32) throw error(errc::io_error, "cannot carry " + from.string() + " over into the new directory: nested more than 32 levels deep");
+    fs::create_directory(to, from, step);
+    for (fs::directory_iterator it(from, step), end; !step && it != end; it.increment(step))
+      carry_entry(it->path(), to / it->path().filename(), depth + 1);
+    if (step) throw error(errc::io_error, "cannot carry " + from.string() + " over into the new directory: " + step.message());
+    return;
+  }
+  if (::link(from.c_str(), to.c_str()) == 0) return;  // (link() does not follow a symbolic link: the link itself is linked)
+  const int link_error = errno;
+  if (fs::is_regular_file(status)) {
+    fs::copy_file(from, to, step);
+  } else if (fs::is_symlink(status)) {
+    fs::copy_symlink(from, to, step);
+  } else if (fs::is_fifo(status)) {
+    if (::mkfifo(to.c_str(), static_cast<mode_t>(status.permissions())) != 0) step = std::error_code(errno, std::generic_category());
+  } else {
+    throw error(errc::io_error, "cannot carry " + from.string() + " over into the new directory: it is " +
+                                    (fs::is_socket(status) ? "a socket" : "a device file") + ", which cannot be copied (" +
+                                    std::strerror(link_error) + " for a link); move it out of the directory");
+  }
+  if (step) throw error(errc::io_error, "cannot carry " + from.string() + " over into the new directory: " + step.message());
+}
+
+/// Carries the entries of `from` that do not belong to the checkpoint into `to` (carry_entry).
 inline void carry_over(const std::filesystem::path& from, const std::filesystem::path& to) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (fs::directory_iterator it(from, ec), end; it != end; it.increment(ec)) {
     if (ec) break;
     const std::string name = it->path().filename().string();
-    if (belongs_to_checkpoint(name) || fs::exists(fs::symlink_status(to / name))) continue;
-    std::error_code step;
-    if (it->is_regular_file(step) && !it->is_symlink(step)) {
-      fs::create_hard_link(it->path(), to / name, step);
-      if (step) fs::copy_file(it->path(), to / name, step);
-    } else {
-      fs::copy(it->path(), to / name, fs::copy_options::recursive | fs::copy_options::copy_symlinks, step);
-    }
-    if (step) throw error(errc::io_error, "cannot carry " + it->path().string() + " over into the new directory: " + step.message());
+    std::error_code exists;
+    if (belongs_to_checkpoint(name) || fs::exists(fs::symlink_status(to / name, exists))) continue;
+    carry_entry(it->path(), to / name, 0);
   }
   if (ec) throw error(errc::io_error, "cannot list " + from.string() + ": " + ec.message());
 }

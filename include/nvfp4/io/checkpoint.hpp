@@ -5,10 +5,12 @@
 // here, so a conversion is a read and a write; the checks every reader runs on load live here too.
 #pragma once
 
+#include <fnmatch.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -19,10 +21,13 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "nvfp4/detail/enum_names.hpp"
 #include "nvfp4/error.hpp"
+#include "nvfp4/formats/e4m3.hpp"
+#include "nvfp4/formats/e8m0.hpp"
 #include "nvfp4/formats/packed_fp4.hpp"
 #include "nvfp4/io/json_limits.hpp"
 #include "nvfp4/io/safetensors.hpp"
@@ -242,6 +247,123 @@ inline void check_weight_on_load(const quantized_weight& w, const std::string& w
   };
   if (w.format == weight_format::nvfp4) check_scale(w.weight_scale, "the weight's tensor scale");
   if (w.input_scale) check_scale(*w.input_scale, "the input scale");
+}
+
+/// Throws malformed_file, naming `where` and the weight, for what every reader refuses in it (the
+/// checks of io/quantized_checkpoint.hpp's dequantize_tensor without accept_invalid_scales, which
+/// inspect and dequantize run on every format): a block scale byte that is NaN or has its sign bit
+/// set (UE4M3 0x7F / 0x80-0xFF, E8M0 0xFF), an NVFP4 tensor scale whose decode sense is NaN, Inf or
+/// negative, values whose dequantization overflows float. Every writer runs it on each weight
+/// before anything is written, so nothing is written that its readers refuse (issue 39: convert
+/// wrote NaN and sign-bit scales with a warning; inspect of the output then exited 18).
+inline void require_readable_weight(const quantized_weight& w, const std::string& where) {
+  using detail_checkpoint_model::fail;
+  const std::string what = "weight '" + w.name + "'";
+  const bool nv = w.format == weight_format::nvfp4;
+  const index_t scale_cols = w.scale_cols();
+  const std::string remedy = "; the readers refuse it (inspect / dequantize --accept-invalid-scales read such a source), so it is not written";
+  for (std::size_t i = 0; i < w.scales.size(); ++i) {
+    const std::uint8_t b = w.scales[i];
+    if (nv ? (b & 0x80) != 0 || (b & 0x7F) == 0x7F : b == 0xFF)
+      fail(errc::malformed_file, where,
+           what + ": block scale (" + std::to_string(static_cast<index_t>(i) / scale_cols) + ", " + std::to_string(static_cast<index_t>(i) % scale_cols) +
+               ") is byte " + std::to_string(b) + ((nv ? (b & 0x7F) == 0x7F : true) ? " (NaN)" : " (sign bit set)") + remedy);
+  }
+  const float decode = nv ? w.weight_scale.decode : 1.0f;
+  if (!std::isfinite(decode) || std::signbit(decode))
+    fail(errc::malformed_file, where, what + ": the tensor scale (decode sense) is " + detail_checkpoint_model::float_text(decode) +
+                                          ", not a finite number >= 0" + remedy);
+  // Values overflow only where block scale x 6 (the largest E2M1 magnitude) x decode reaches
+  // float's top: only then is each such block's largest element looked at, as the reader
+  // computes it ((element x scale) x decode, in float).
+  float largest_scale = 0.0f;
+  for (const std::uint8_t b : w.scales) largest_scale = std::max(largest_scale, nv ? ue4m3::from_bits(b).to_float() : e8m0::from_bits(b).to_float());
+  if (static_cast<double>(largest_scale) * 6.0 * decode < static_cast<double>(FLT_MAX)) return;
+  const index_t block = w.block_cols();
+  for (index_t r = 0; r < w.rows; ++r)
+    for (index_t c = 0; c < w.cols; ++c) {
+      const std::uint8_t sb = w.scales[static_cast<std::size_t>(r * scale_cols + c / block)];
+      const float scale = nv ? ue4m3::from_bits(sb).to_float() : e8m0::from_bits(sb).to_float();
+      const float value = e2m1::from_bits(detail_checkpoint_model::packed_code(w.data, w.cols, r, c)).to_float() * scale * decode;
+      if (!std::isfinite(value))
+        fail(errc::overflow, where, what + ": dequantized element (" + std::to_string(r) + ", " + std::to_string(c) +
+                                        ") overflows float (element times its scales is beyond float's range)" + remedy);
+    }
+}
+
+/// Throws, naming `where`, for a configuration that does not describe the weights it goes with (a
+/// reader refuses it, a writer does not write it; issue 39: a GGUF annotation's hf_quant_config
+/// saying MXFP8 with group_size 7 was copied onto NVFP4 weights, an exclude_modules entry naming a
+/// module stored quantized went into compressed-tensors' ignore list):
+/// - hf_quant_config (when not null): its "quantization" object must name the format of every
+///   weight (quant_algo NVFP4 / MXFP4; any other, e.g. MXFP8 or FP8, only with no NVFP4 / MXFP4
+///   weight), or, for MIXED_PRECISION, each weight as its quantized_layers entry lists it (else
+///   malformed_file); NVFP4 with group_size 16, MXFP4 with 32 (else unsupported);
+/// - ignore (exclude_modules): no entry may name, exactly or as a shell pattern (* ? [...], as
+///   ModelOpt matches it), a weight stored quantized (malformed_file); compressed-tensors' "re:"
+///   regular expressions are not evaluated.
+inline void check_configs(const checkpoint& c, const std::string& where) {
+  using detail_checkpoint_model::fail;
+  if (!c.hf_quant_config.is_null()) {
+    const std::string config = where + ": hf_quant_config";
+    const auto q = c.hf_quant_config.find("quantization");
+    if (q == c.hf_quant_config.end() || !q->is_object()) throw error(errc::malformed_file, config + ": no \"quantization\" object");
+    const auto algo_it = q->find("quant_algo");
+    const std::string algo = algo_it != q->end() && algo_it->is_string() ? algo_it->get<std::string>() : "?";
+    if (algo != "NVFP4" && algo != "MXFP4" && algo != "MIXED_PRECISION") {
+      // (MXFP8, FP8, ...: the weights of such a checkpoint are plain tensors here, none quantized.)
+      if (!c.weights.empty())
+        throw error(errc::malformed_file, config + " says quant_algo " + clip_for_message(algo) + ", but weight '" + c.weights[0].name +
+                                              "' is " + weight_format_name(c.weights[0].format) + ": the config does not describe these weights");
+    }
+    const auto group_size = [&](const nlohmann::ordered_json& o, int expected) -> std::string {
+      const auto g = o.find("group_size");
+      if (g == o.end() || (g->is_number_integer() && g->get<std::int64_t>() == expected)) return "";
+      return json_for_message(*g);
+    };
+    if (algo == "NVFP4" || algo == "MXFP4") {
+      const bool nv = algo == "NVFP4";
+      if (const std::string g = group_size(*q, nv ? 16 : 32); !g.empty())
+        throw error(errc::unsupported, config + ": " + algo + " group_size " + g + " (" + (nv ? "16" : "32") + " is the format)");
+      for (const auto& w : c.weights)
+        if ((w.format == weight_format::nvfp4) != nv)
+          throw error(errc::malformed_file, config + " says quant_algo " + algo + ", but weight '" + w.name + "' is " +
+                                                weight_format_name(w.format) + ": the config does not describe these weights");
+    } else if (const auto layers = q->find("quantized_layers"); algo == "MIXED_PRECISION" && layers != q->end() && layers->is_object()) {
+      std::unordered_map<std::string_view, const quantized_weight*> by_name;
+      for (const auto& w : c.weights) by_name.emplace(w.name, &w);
+      for (const auto& [layer, entry] : layers->items()) {
+        const auto found = by_name.find(layer);
+        if (found == by_name.end() || !entry.is_object()) continue;
+        const auto layer_algo_it = entry.find("quant_algo");
+        const std::string layer_algo = layer_algo_it != entry.end() && layer_algo_it->is_string() ? layer_algo_it->get<std::string>() : "?";
+        const bool nv = found->second->format == weight_format::nvfp4;
+        if (layer_algo != (nv ? "NVFP4" : "MXFP4") || !group_size(entry, nv ? 16 : 32).empty())
+          throw error(errc::malformed_file, config + ": quantized_layers says " + clip_for_message(layer) + " is " +
+                                                json_for_message(entry) + ", but it is stored as " + weight_format_name(found->second->format) +
+                                                " with groups of " + std::to_string(found->second->block_cols()));
+      }
+    }
+  }
+  if (c.ignore.empty() || c.weights.empty()) return;
+  std::unordered_set<std::string_view> quantized;
+  for (const auto& w : c.weights) quantized.insert(w.name);
+  const auto refuse = [&](const std::string& entry, const std::string& weight) {
+    throw error(errc::malformed_file, where + ": the ignore list (exclude_modules) names '" + clip_for_message(entry) + "', but " +
+                                          (entry == weight ? "that module" : "module '" + weight + "'") +
+                                          " is stored quantized: an engine would run it unquantized on these bytes");
+  };
+  std::size_t patterns = 0;
+  for (const auto& entry : c.ignore) {
+    if (quantized.contains(entry)) refuse(entry, entry);
+    if (entry.rfind("re:", 0) == 0 || entry.find_first_of("*?[") == std::string::npos) continue;
+    // Each pattern against each weight: bounded, so a file cannot make this quadratic in time.
+    if (++patterns * c.weights.size() > 100'000'000)
+      throw error(errc::unsupported, where + ": the ignore list has too many shell patterns to check against " +
+                                         std::to_string(c.weights.size()) + " quantized weights");
+    for (const auto& w : c.weights)
+      if (::fnmatch(entry.c_str(), w.name.c_str(), 0) == 0) refuse(entry, w.name);
+  }
 }
 
 /// The fused group of a module, as "<parent>#<n>" (the siblings q/k/v_proj, gate/up_proj or

@@ -103,6 +103,7 @@ inline checkpoint compressed_tensors_from_safetensors(const safetensors_file& fi
     if (k != checkpoint_annotation_key) c.metadata[k] = v;
   if (const auto it = file.metadata.find(checkpoint_annotation_key); it != file.metadata.end())
     apply_annotation(c, it->second, /*stored_decode=*/false);
+  check_configs(c, where);
   check_fused_scales(c, c.warnings);
   return c;
 }
@@ -137,6 +138,7 @@ inline checkpoint read_compressed_tensors(const std::filesystem::path& path) {
   }
   config.erase("quantization_config");
   if (!config.empty()) c.model_config = config;
+  check_configs(c, path.string());
   return c;
 }
 
@@ -169,8 +171,10 @@ inline safetensors_file compressed_tensors_to_safetensors(const checkpoint& c, b
   using detail_modelopt::u8_tensor;
   safetensors_file file;
   std::vector<std::string> warnings;
+  check_configs(c, "compressed-tensors writer");
   for (const auto& w : c.weights) {
     check_weight_on_load(w, "compressed-tensors writer", warnings);
+    require_readable_weight(w, "compressed-tensors writer");  // nothing its readers refuse
     if (w.format != weight_format::nvfp4)
       throw error(errc::unsupported, "compressed-tensors writer: tensor '" + w.name + "' is MXFP4; this writer holds " +
                                          compressed_tensors_nvfp4_format + " weights only");

@@ -9,8 +9,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -18,12 +20,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
 #include <span>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "nvfp4/error.hpp"
@@ -58,6 +62,81 @@ inline std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& pa
   }
   return bytes;
 }
+
+/// A regular file opened for reading parts of it (a safetensors header, then one tensor at a
+/// time) instead of the whole. Refuses what read_file_bytes refuses, with its messages; read()
+/// throws io_error when the file no longer holds the bytes asked for (truncated since it was
+/// opened). Move-only; closes the file when destroyed.
+class file_reader {
+ public:
+  explicit file_reader(const std::filesystem::path& path) : path_(path.string()) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (std::filesystem::is_directory(status)) throw error(errc::io_error, "cannot read " + path_ + ": it is a directory");
+    if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+      throw error(errc::io_error, "cannot read " + path_ + ": it is not a regular file");
+    // O_NONBLOCK: a FIFO put in the file's place since the check must not block the open.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) {
+      const int reason = errno;
+      // (a path too long to open is too long to repeat whole: its first 200 bytes)
+      throw error(errc::io_error, "cannot open " + (path_.size() > 200 ? path_.substr(0, 200) + "... (" + std::to_string(path_.size()) + " bytes)" : path_) +
+                                      ": " + std::strerror(reason));
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      const int reason = errno;
+      ::close(fd_);
+      fd_ = -1;
+      throw error(errc::io_error, "cannot read " + path_ + (reason != 0 ? std::string(": ") + std::strerror(reason) : ": it is not a regular file"));
+    }
+    size_ = static_cast<std::uint64_t>(st.st_size);
+  }
+  file_reader(file_reader&& other) noexcept : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
+  file_reader& operator=(file_reader&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      path_ = std::move(other.path_);
+      fd_ = std::exchange(other.fd_, -1);
+      size_ = other.size_;
+    }
+    return *this;
+  }
+  file_reader(const file_reader&) = delete;
+  file_reader& operator=(const file_reader&) = delete;
+  ~file_reader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  /// The file's size when it was opened.
+  std::uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+  /// Reads `count` bytes at `offset` into `out`.
+  void read(std::uint64_t offset, std::uint64_t count, std::uint8_t* out) const {
+    std::uint64_t done = 0;
+    while (done < count) {
+      const std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(count - done, std::uint64_t{1} << 30));
+      const ssize_t n = ::pread(fd_, out + done, chunk, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw error(errc::io_error, "cannot read " + path_ + ": " + std::strerror(errno));
+      if (n == 0)
+        throw error(errc::io_error, "cannot read " + path_ + ": it ends at byte " + std::to_string(offset + done) + ", before byte " +
+                                        std::to_string(offset + count) + " (truncated since it was opened?)");
+      done += static_cast<std::uint64_t>(n);
+    }
+  }
+  std::vector<std::uint8_t> read(std::uint64_t offset, std::uint64_t count) const {
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(count));
+    read(offset, count, bytes.data());
+    return bytes;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
 
 namespace detail_file {
 
@@ -251,15 +330,20 @@ inline void install_temporary_file_cleanup() {
   ::signal(SIGXFSZ, SIG_IGN);
 }
 
-/// Writes `parts` (concatenated) to `path` atomically: into `path`'s directory as a temporary
-/// ".<name>.nvfp4-tmp.<pid>.<random>", then renamed over `path`. On any failure the temporary is
-/// removed, `path` is left as it was, and io_error is thrown. A symbolic link is followed (the file
-/// it points to is replaced; the link stays). An existing target that is not a regular file, or
-/// that is read-only (no write permission for this process, or no write bit at all, which also
-/// stops root), is refused: never replaced silently. A replaced file keeps its permission bits.
-/// Temporaries left by killed processes for the same target are removed first (see
-/// install_temporary_file_cleanup for interrupted ones).
-inline void write_file_atomically(const std::filesystem::path& path, std::span<const std::span<const std::uint8_t>> parts) {
+/// Where a streamed write's bytes go: each call appends its bytes to the file being written.
+using byte_sink = std::function<void(std::span<const std::uint8_t>)>;
+
+/// Writes what `produce` gives its sink, in order, to `path` atomically: into `path`'s directory
+/// as a temporary ".<name>.nvfp4-tmp.<pid>.<random>", then renamed over `path`; so a file of any
+/// size is written holding one piece at a time (a dequantized tensor, row block by row block).
+/// On any failure the temporary is removed and `path` is left as it was: io_error for the file
+/// system's own failures, and whatever `produce` throws, unchanged. A symbolic link is followed
+/// (the file it points to is replaced; the link stays). An existing target that is not a regular
+/// file, or that is read-only (no write permission for this process, or no write bit at all,
+/// which also stops root), is refused: never replaced silently. A replaced file keeps its
+/// permission bits. Temporaries left by killed processes for the same target are removed first
+/// (see install_temporary_file_cleanup for interrupted ones).
+inline void write_file_atomically(const std::filesystem::path& path, const std::function<void(const byte_sink&)>& produce) {
   namespace fs = std::filesystem;
   const fs::path target = detail_file::resolve_output(path);
   const std::string shown = target == path ? path.string() : path.string() + " (-> " + target.string() + ")";
@@ -278,10 +362,13 @@ inline void write_file_atomically(const std::filesystem::path& path, std::span<c
   const fs::path temporary = directory / (detail_file::temporary_prefix(target) + std::to_string(::getpid()) + "." +
                                           std::to_string(entropy()) + std::to_string(entropy()));
   const int slot = detail_file::register_temporary(temporary.string());
-  const auto give_up = [&](const std::string& what) {
+  const auto discard = [&] {
     std::error_code ignored;
     fs::remove(temporary, ignored);
     detail_file::unregister_temporary(slot);
+  };
+  const auto give_up = [&](const std::string& what) {
+    discard();
     throw error(errc::io_error, what);
   };
   {
@@ -291,10 +378,20 @@ inline void write_file_atomically(const std::filesystem::path& path, std::span<c
       const int reason = errno;
       give_up("cannot create " + temporary.string() + " to write " + shown + (reason != 0 ? std::string(": ") + std::strerror(reason) : std::string()));
     }
-    for (const auto part : parts)
-      if (!part.empty()) out.write(reinterpret_cast<const char*>(part.data()), static_cast<std::streamsize>(part.size()));
+    bool failed = false;
+    try {
+      produce([&](std::span<const std::uint8_t> part) {
+        if (failed || part.empty()) return;
+        out.write(reinterpret_cast<const char*>(part.data()), static_cast<std::streamsize>(part.size()));
+        failed = !out;  // (the rest is not written; reported once `produce` returns)
+      });
+    } catch (...) {
+      out.close();
+      discard();
+      throw;
+    }
     out.flush();
-    if (!out) {
+    if (failed || !out) {
       out.close();
       give_up("cannot write " + shown + " (disk full or file size limit?)");
     }
@@ -306,6 +403,13 @@ inline void write_file_atomically(const std::filesystem::path& path, std::span<c
   fs::rename(temporary, target, ec);
   if (ec) give_up("cannot rename the finished file onto " + shown + ": " + ec.message());
   detail_file::unregister_temporary(slot);
+}
+
+/// Writes `parts` (concatenated) to `path` atomically, as the streamed form above does.
+inline void write_file_atomically(const std::filesystem::path& path, std::span<const std::span<const std::uint8_t>> parts) {
+  write_file_atomically(path, [&](const byte_sink& sink) {
+    for (const auto part : parts) sink(part);
+  });
 }
 
 /// write_file_atomically for one buffer.

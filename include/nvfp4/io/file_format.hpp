@@ -93,28 +93,32 @@ inline std::optional<std::string> foreign_format(const std::vector<std::uint8_t>
   return std::nullopt;
 }
 
-/// The parsed JSON header of a safetensors file, read without its tensors; nothing when the file
-/// does not look like safetensors (too short, a header length past the file or the limit, or a
-/// header not starting with '{'). Throws malformed_file when the header is not valid JSON.
-inline std::optional<nlohmann::json> safetensors_header(const std::filesystem::path& path, const std::vector<std::uint8_t>& head,
-                                                        std::uint64_t file_size) {
+/// The checkpoint format a safetensors file's header says, read without its tensors: torchao by
+/// its "tensor_names" metadata, compressed-tensors by a "*.weight_packed" tensor, ModelOpt (the
+/// layout of every other file, quantized or not) otherwise. Nothing when the file does not look
+/// like safetensors (too short, a header length past the file or the limit, or a header not
+/// starting with '{'). Throws malformed_file when the header is not valid JSON (within
+/// json_limits' bounds; a repeated key is left to the reader). Only its keys are looked at, in
+/// one pass that builds nothing.
+inline std::optional<checkpoint_format> safetensors_header_format(const std::filesystem::path& path, const std::vector<std::uint8_t>& head,
+                                                                  std::uint64_t file_size) {
   if (head.size() < 9 || head[8] != '{') return std::nullopt;
   const std::uint64_t n = detail_safetensors::read_u64_le(head.data());
   if (n < 2 || n > safetensors_max_header_bytes || n > file_size - 8) return std::nullopt;
   const auto bytes = read_prefix(path, 8, n);
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  return detail_safetensors::parse_strict_json(text, path.string() + ": the safetensors header");
-}
-
-/// The checkpoint format a safetensors header says: torchao by its "tensor_names" metadata,
-/// compressed-tensors by a "*.weight_packed" tensor, ModelOpt (the layout of every other file,
-/// quantized or not) otherwise.
-inline checkpoint_format format_of_header(const nlohmann::json& header) {
-  if (const auto m = header.find("__metadata__"); m != header.end() && m->is_object() && m->contains("tensor_names"))
-    return checkpoint_format::torchao;
-  for (const auto& [name, value] : header.items())
-    if (name_before_suffix(name, ".weight_packed")) return checkpoint_format::compressed_tensors;
-  return checkpoint_format::modelopt;
+  bool torchao = false, packed = false;
+  std::string member;  // the root member whose value is being read
+  scan_json_bounded(text, path.string() + ": the safetensors header", [&](int depth, const std::string& key) {
+    if (depth == 1) {
+      member = key;
+      packed = packed || (key != "__metadata__" && name_before_suffix(key, ".weight_packed").has_value());
+    } else if (depth == 2 && member == "__metadata__" && key == "tensor_names") {
+      torchao = true;
+    }
+  });
+  if (torchao) return checkpoint_format::torchao;
+  return packed ? checkpoint_format::compressed_tensors : checkpoint_format::modelopt;
 }
 
 inline std::string format_title(checkpoint_format f) {
@@ -145,9 +149,9 @@ inline detected_file detect_regular_file(const std::filesystem::path& path) {
     d.description = "GGUF";
     return d;
   }
-  if (const auto header = safetensors_header(path, head, size)) {
+  if (const auto format = safetensors_header_format(path, head, size)) {
     d.kind = file_kind::checkpoint;
-    d.format = format_of_header(*header);
+    d.format = *format;
     d.description = format_title(d.format) + " (safetensors file)";
     return d;
   }
@@ -225,7 +229,11 @@ inline detected_file detect_file(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
-  if (!fs::exists(status)) throw error(errc::io_error, "cannot open " + path.string() + ": no such file or directory");
+  // The system's reason: a loop of symbolic links, a name too long, a directory not searchable
+  // are not "no such file".
+  if (!fs::exists(status))
+    throw error(errc::io_error, "cannot open " + clip_for_message(path.string()) + ": " +
+                                    (ec && ec != std::errc::no_such_file_or_directory ? ec.message() : std::string("no such file or directory")));
   if (fs::is_directory(status)) return detail_file_format::detect_directory(path);
   if (!fs::is_regular_file(status)) throw error(errc::io_error, "cannot read " + path.string() + ": it is not a regular file");
   return detail_file_format::detect_regular_file(path);

@@ -18,6 +18,8 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "nvfp4/detail/checked_size.hpp"
@@ -156,6 +158,13 @@ inline checkpoint checkpoint_from_gguf(const gguf_file& file, const std::string&
   using namespace detail_gguf;
   checkpoint c;
   std::set<std::string> consumed;
+  // Side tensors found through an index: gguf_file::find scans, quadratic in the weights.
+  std::unordered_map<std::string_view, const gguf_tensor*> by_name;
+  for (const auto& t : file.tensors) by_name.emplace(t.name, &t);
+  const auto find = [&](const std::string& name) -> const gguf_tensor* {
+    const auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : it->second;
+  };
   for (const auto& t : file.tensors) {
     if (t.type != ggml_type::nvfp4 && t.type != ggml_type::mxfp4) continue;
     if (t.ne.size() != 2)
@@ -168,14 +177,14 @@ inline checkpoint checkpoint_from_gguf(const gguf_file& file, const std::string&
     if (t.type == ggml_type::nvfp4) {
       w.format = weight_format::nvfp4;
       decode_gguf_nvfp4(w.rows, w.cols, t.bytes, w.data, w.scales);
-      const gguf_tensor* scale = file.find(w.name + ".scale");
+      const gguf_tensor* scale = find(w.name + ".scale");
       w.weight_scale = scale_pair::from_decode(scale ? f32_of(*scale, where) : 1.0f);
       if (scale) consumed.insert(scale->name);
     } else {
       w.format = weight_format::mxfp4;
       decode_gguf_mxfp4(w.rows, w.cols, t.bytes, w.data, w.scales);
     }
-    if (const gguf_tensor* input = file.find(w.name + ".input_scale")) {
+    if (const gguf_tensor* input = find(w.name + ".input_scale")) {
       w.input_scale = scale_pair::from_decode(f32_of(*input, where));
       consumed.insert(input->name);
     }
@@ -199,6 +208,7 @@ inline checkpoint checkpoint_from_gguf(const gguf_file& file, const std::string&
     c.tensors.push_back(std::move(s));
   }
   if (const gguf_kv* a = file.find_kv(checkpoint_annotation_key)) apply_annotation(c, a->as_string(), /*stored_decode=*/true);
+  check_configs(c, where);
   check_fused_scales(c, c.warnings);
   return c;
 }
@@ -217,8 +227,10 @@ inline gguf_file checkpoint_to_gguf(const checkpoint& c) {
   using namespace detail_gguf;
   gguf_file file;
   std::vector<std::string> warnings;
+  check_configs(c, "gguf writer");
   for (const auto& w : c.weights) {
     check_weight_on_load(w, "gguf writer", warnings);
+    require_readable_weight(w, "gguf writer");  // nothing its readers refuse
     if (w.rht) throw error(errc::unsupported, "gguf writer: tensor '" + w.name + "' was quantized after TE's RHT; GGUF cannot say so");
     const index_t block = w.format == weight_format::nvfp4 ? 64 : 32;
     if (w.cols % block)

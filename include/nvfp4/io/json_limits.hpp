@@ -1,6 +1,7 @@
 // nvfp4/io/json_limits.hpp: the bounds every reader puts on what a file can make it do: JSON
-// nested at most json_max_depth levels (checked before any tree is built, so no recursion in
-// nlohmann's copy, compare or dump can run deep), JSON parsed in time linear in its size, and
+// nested at most json_max_depth levels (the parse stops at the first level deeper, so no tree that
+// deep is ever built and no recursion in nlohmann's copy, compare or dump can run deep), JSON
+// parsed in one pass in time linear in its size, and
 // file contents echoed into an error message clipped to message_echo_max bytes, so that a message
 // stays short whatever the input (docs/errors.md, "Limits").
 #pragma once
@@ -205,7 +206,53 @@ class bounded_dom_builder {
   Json pending_;
 };
 
+/// The SAX handler behind scan_json_bounded: builds nothing, stops at the first level deeper than
+/// json_max_depth, and hands each key over with the depth of the object it is in.
+struct key_scanner {
+  const std::function<void(int depth, const std::string& key)>& on_key;
+  int depth = 0;
+  bool too_deep = false;
+
+  bool open() {
+    too_deep = ++depth > json_max_depth;
+    return !too_deep;
+  }
+  bool close() {
+    --depth;
+    return true;
+  }
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(std::int64_t) { return true; }
+  bool number_unsigned(std::uint64_t) { return true; }
+  bool number_float(double, const std::string&) { return true; }
+  bool string(std::string&) { return true; }
+  bool binary(std::vector<std::uint8_t>&) { return true; }
+  bool start_object(std::size_t) { return open(); }
+  bool key(std::string& k) {
+    on_key(depth, k);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool start_array(std::size_t) { return open(); }
+  bool end_array() { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+};
+
 }  // namespace detail_json
+
+/// Checks `text` as parse_json_bounded does (a NUL byte, nesting, validity, with its messages;
+/// repeated keys are not looked for) without building anything: `on_key(depth, key)` sees every
+/// key, `depth` 1 for the root object's own. For a look at a document's keys (which format a
+/// header is) at the cost of one pass and no allocation per value.
+inline void scan_json_bounded(std::string_view text, const std::string& what, const std::function<void(int depth, const std::string& key)>& on_key) {
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    throw error(errc::malformed_file, what + " holds a NUL byte at offset " + std::to_string(nul));
+  detail_json::key_scanner scanner{on_key};
+  const bool parsed = nlohmann::json::sax_parse(text.begin(), text.end(), &scanner, nlohmann::json::input_format_t::json, /*strict=*/true);
+  if (scanner.too_deep) throw error(errc::malformed_file, what + " nests JSON deeper than " + std::to_string(json_max_depth) + " levels");
+  if (!parsed) throw error(errc::malformed_file, what + " is not valid JSON");
+}
 
 /// Parses `text` as JSON (a nlohmann::json or ordered_json) within the limits above, in one pass
 /// and in time linear in its size: malformed_file, starting with `what` ("x.safetensors: the

@@ -155,6 +155,7 @@ inline checkpoint modelopt_from_safetensors(const safetensors_file& file, const 
   }
   if (const auto it = file.metadata.find(checkpoint_annotation_key); it != file.metadata.end())
     apply_annotation(c, it->second, /*stored_decode=*/true);
+  check_configs(c, where);
   check_fused_scales(c, c.warnings);
   return c;
 }
@@ -173,13 +174,12 @@ inline checkpoint read_modelopt(const std::filesystem::path& path) {
     const auto q = c.hf_quant_config.find("quantization");
     if (q == c.hf_quant_config.end() || !q->is_object())
       throw error(errc::malformed_file, (path / "hf_quant_config.json").string() + ": no \"quantization\" object");
-    const std::string algo = q->value("quant_algo", std::string("?"));
+    const auto algo_it = q->find("quant_algo");
+    const std::string algo = algo_it != q->end() && algo_it->is_string() ? algo_it->get<std::string>() : "?";
     if (algo != "NVFP4" && algo != "MXFP4" && algo != "MIXED_PRECISION")
-      throw error(errc::unsupported, (path / "hf_quant_config.json").string() + ": quant_algo " + algo +
+      throw error(errc::unsupported, (path / "hf_quant_config.json").string() + ": quant_algo " + clip_for_message(algo) +
                                          " (NVFP4, MXFP4 and MIXED_PRECISION are read)");
-    if (algo == "NVFP4" && q->value("group_size", 16) != 16)
-      throw error(errc::unsupported, (path / "hf_quant_config.json").string() + ": NVFP4 group_size " +
-                                         std::to_string(q->value("group_size", 16)) + " (16 is the format)");
+    check_configs(c, (path / "hf_quant_config.json").string());  // (group_size, and the weights it describes)
     c.ignore.clear();
     if (const auto ex = q->find("exclude_modules"); ex != q->end() && ex->is_array())
       for (const auto& m : *ex)
@@ -189,6 +189,7 @@ inline checkpoint read_modelopt(const std::filesystem::path& path) {
     c.model_config = read_json_file(path / "config.json");
     c.model_config.erase("quantization_config");
   }
+  check_configs(c, path.string());
   return c;
 }
 
@@ -242,6 +243,10 @@ inline safetensors_file modelopt_to_safetensors(const checkpoint& c, bool annota
 /// is checked before the first file is written.
 inline void write_modelopt(const std::filesystem::path& path, const checkpoint& c, const modelopt_write_options& options = {}) {
   using namespace detail_modelopt;
+  // Nothing its readers refuse (modelopt_to_safetensors also lays out what read_as_modelopt reads,
+  // --accept-invalid-scales included, so the checks are the writer's).
+  check_configs(c, "modelopt writer");
+  for (const auto& w : c.weights) require_readable_weight(w, "modelopt writer");
   const bool single_file = path.extension() == ".safetensors";
   safetensors_file file = modelopt_to_safetensors(c, /*annotate_configs=*/single_file);
   const nlohmann::ordered_json hf = c.hf_quant_config.is_null() ? make_hf_quant_config(c) : c.hf_quant_config;

@@ -8,10 +8,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "nvfp4/detail/checked_size.hpp"
@@ -250,14 +253,21 @@ inline npy_dtype parse_descr(std::string descr, const std::string& file) {
 
 }  // namespace detail_npy
 
-/// Parses an .npy image held in memory. `name` is used in error messages. Throws
-/// malformed_file for a bad magic (saying so when the image is a safetensors file), a header
-/// whose length field runs past the file, that does not end in a newline or holds bytes other
-/// than printable ASCII, that is not NumPy's dictionary (see detail_npy::header_parser), a shape
-/// above nvfp4::max_element_count, or data shorter or longer than the shape needs;
-/// unsupported for big-endian, structured or unknown dtypes and format versions other than 1-3.
-inline npy_array parse_npy(const std::uint8_t* image, std::size_t size, const std::string& name = "<memory>") {
-  if (!looks_like_npy(image, size)) {
+/// What an .npy header says, and where its data starts.
+struct npy_header_info {
+  npy_dtype dtype = npy_dtype::float32;
+  std::vector<std::int64_t> shape;
+  bool fortran_order = false;
+  std::uint64_t data_offset = 0;   ///< bytes before the data
+  std::uint64_t data_bytes = 0;    ///< element count x element size
+};
+
+namespace detail_npy {
+
+/// The header length and the prefix before it (10 or 12 bytes) of an .npy image of `size` bytes
+/// whose first min(size, 12) bytes are `image`, checked as parse_npy documents.
+inline std::pair<std::size_t, std::size_t> header_extent(const std::uint8_t* image, std::uint64_t size, const std::string& name) {
+  if (!looks_like_npy(image, static_cast<std::size_t>(std::min<std::uint64_t>(size, 12)))) {
     if (size >= 9 && image[8] == '{')
       throw error(errc::malformed_file, name + ": this is a safetensors file, not an .npy file (bad magic)");
     throw error(errc::malformed_file, name + ": not an .npy file (bad magic)");
@@ -277,7 +287,13 @@ inline npy_array parse_npy(const std::uint8_t* image, std::size_t size, const st
     throw error(errc::unsupported, name + ": .npy format version " + std::to_string(major) + " is not supported");
   }
   if (header_len > size - prefix) throw error(errc::malformed_file, name + ": .npy header runs past the end of the file");
-  const std::string_view header(reinterpret_cast<const char*>(image + prefix), header_len);
+  return {header_len, prefix};
+}
+
+/// The header text (`header_len` bytes after the prefix) of an image of `size` bytes, parsed and
+/// checked against the size as parse_npy documents.
+inline npy_header_info parse_header_text(std::string_view header, std::size_t prefix, std::uint64_t size, const std::string& name) {
+  const std::size_t header_len = header.size();
   // The format ends the header with '\n' (after the padding spaces): a length field that is off
   // (too short, it would read header bytes as data) shows here.
   if (header.empty() || header.back() != '\n')
@@ -289,19 +305,54 @@ inline npy_array parse_npy(const std::uint8_t* image, std::size_t size, const st
       throw error(errc::malformed_file, name + ": .npy header holds byte " + std::to_string(c) + " at offset " +
                                             std::to_string(prefix + i) + " (only printable ASCII is allowed)");
   }
-  const auto dict = detail_npy::header_parser(header.substr(0, header.size() - 1), name).parse();
-  npy_array out;
-  out.dtype = detail_npy::parse_descr(dict.descr, name);
+  const auto dict = header_parser(header.substr(0, header.size() - 1), name).parse();
+  npy_header_info out;
+  out.dtype = parse_descr(dict.descr, name);
   out.fortran_order = dict.fortran_order;
   out.shape = dict.shape;
   const index_t count = detail::checked_element_count(out.shape, errc::malformed_file, name + ": .npy shape");
-  const std::uint64_t payload = static_cast<std::uint64_t>(count) * npy_dtype_size(out.dtype);
-  const std::size_t data_at = prefix + header_len;
-  if (payload != size - data_at)
-    throw error(errc::malformed_file, name + ": .npy data is " + std::to_string(size - data_at) + " bytes, shape " +
+  out.data_bytes = static_cast<std::uint64_t>(count) * npy_dtype_size(out.dtype);
+  out.data_offset = prefix + header_len;
+  if (out.data_bytes != size - out.data_offset)
+    throw error(errc::malformed_file, name + ": .npy data is " + std::to_string(size - out.data_offset) + " bytes, shape " +
                                           detail::shape_text(out.shape) + " of " + std::string(npy_descr(out.dtype)) + " needs " +
-                                          std::to_string(payload) + (payload > size - data_at ? " (truncated file)" : " (trailing bytes)"));
-  out.bytes.assign(image + data_at, image + data_at + payload);
+                                          std::to_string(out.data_bytes) +
+                                          (out.data_bytes > size - out.data_offset ? " (truncated file)" : " (trailing bytes)"));
+  return out;
+}
+
+}  // namespace detail_npy
+
+/// The header of an .npy image held in memory, checked as parse_npy checks it, its data not copied.
+inline npy_header_info parse_npy_header(const std::uint8_t* image, std::size_t size, const std::string& name = "<memory>") {
+  const auto [header_len, prefix] = detail_npy::header_extent(image, size, name);
+  return detail_npy::parse_header_text(std::string_view(reinterpret_cast<const char*>(image + prefix), header_len), prefix, size, name);
+}
+
+/// The header of an .npy file, read and checked as read_npy checks it, without its data (which
+/// starts at data_offset). Throws io_error when the file cannot be read, else as parse_npy.
+inline npy_header_info read_npy_header(const file_reader& file) {
+  std::uint8_t preamble[12] = {};
+  file.read(0, std::min<std::uint64_t>(file.size(), 12), preamble);
+  const auto [header_len, prefix] = detail_npy::header_extent(preamble, file.size(), file.path());
+  const std::vector<std::uint8_t> header = file.read(prefix, header_len);
+  return detail_npy::parse_header_text(std::string_view(reinterpret_cast<const char*>(header.data()), header.size()), prefix, file.size(),
+                                       file.path());
+}
+
+/// Parses an .npy image held in memory. `name` is used in error messages. Throws
+/// malformed_file for a bad magic (saying so when the image is a safetensors file), a header
+/// whose length field runs past the file, that does not end in a newline or holds bytes other
+/// than printable ASCII, that is not NumPy's dictionary (see detail_npy::header_parser), a shape
+/// above nvfp4::max_element_count, or data shorter or longer than the shape needs;
+/// unsupported for big-endian, structured or unknown dtypes and format versions other than 1-3.
+inline npy_array parse_npy(const std::uint8_t* image, std::size_t size, const std::string& name = "<memory>") {
+  const npy_header_info header = parse_npy_header(image, size, name);
+  npy_array out;
+  out.dtype = header.dtype;
+  out.fortran_order = header.fortran_order;
+  out.shape = header.shape;
+  out.bytes.assign(image + header.data_offset, image + header.data_offset + header.data_bytes);
   return out;
 }
 
@@ -312,19 +363,17 @@ inline npy_array read_npy(const std::filesystem::path& path) {
   return parse_npy(image.data(), image.size(), path.string());
 }
 
-/// Serializes an array as an .npy (version 1.0 when the header fits, else 2.0) image. Throws
-/// shape_mismatch when the byte count does not match the shape and dtype.
-inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
-  const auto count = static_cast<std::uint64_t>(detail::checked_element_count(array.shape, errc::invalid_argument, "serialize_npy"));
-  detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
-                  "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) +
-                      " elements of " + std::string(npy_descr(array.dtype)));
+/// The .npy preamble and header (version 1.0 when the header fits, else 2.0; padded so the data
+/// starts at a multiple of 64 bytes) of an array of `dtype` and `shape`; a shape of no dimensions
+/// is NumPy's 0-d array, "()". Throws invalid_argument for a shape above max_element_count.
+inline std::vector<std::uint8_t> npy_header_bytes(npy_dtype dtype, std::span<const std::int64_t> shape_dims, bool fortran_order = false) {
+  (void)detail::checked_element_count(shape_dims, errc::invalid_argument, "serialize_npy");
   std::string shape = "(";
-  for (std::size_t i = 0; i < array.shape.size(); ++i) shape += std::to_string(array.shape[i]) + (array.shape.size() == 1 || i + 1 < array.shape.size() ? "," : "");
-  if (array.shape.size() > 1 && shape.back() == ',') shape.pop_back();
+  for (std::size_t i = 0; i < shape_dims.size(); ++i) shape += std::to_string(shape_dims[i]) + (shape_dims.size() == 1 || i + 1 < shape_dims.size() ? "," : "");
+  if (shape_dims.size() > 1 && shape.back() == ',') shape.pop_back();
   shape += ")";
-  std::string header = "{'descr': '" + std::string(npy_descr(array.dtype)) + "', 'fortran_order': " +
-                       (array.fortran_order ? "True" : "False") + ", 'shape': " + shape + ", }";
+  std::string header = "{'descr': '" + std::string(npy_descr(dtype)) + "', 'fortran_order': " + (fortran_order ? "True" : "False") +
+                       ", 'shape': " + shape + ", }";
   const bool v1 = header.size() + 11 < 65535;
   const std::size_t prefix = v1 ? 10 : 12;
   const std::size_t total = (prefix + header.size() + 1 + 63) / 64 * 64;
@@ -339,6 +388,17 @@ inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
     image.push_back(static_cast<std::uint8_t>((len >> 24) & 0xFF));
   }
   image.insert(image.end(), header.begin(), header.end());
+  return image;
+}
+
+/// Serializes an array as an .npy image (npy_header_bytes, then the data). Throws
+/// shape_mismatch when the byte count does not match the shape and dtype.
+inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
+  const auto count = static_cast<std::uint64_t>(detail::checked_element_count(array.shape, errc::invalid_argument, "serialize_npy"));
+  detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
+                  "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) +
+                      " elements of " + std::string(npy_descr(array.dtype)));
+  std::vector<std::uint8_t> image = npy_header_bytes(array.dtype, array.shape, array.fortran_order);
   image.insert(image.end(), array.bytes.begin(), array.bytes.end());
   return image;
 }
@@ -346,8 +406,38 @@ inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
 /// Writes an .npy file atomically (temporary file + rename; see file_bytes.hpp): either the whole
 /// file appears or `path` is left as it was. Throws io_error or shape_mismatch.
 inline void write_npy(const std::filesystem::path& path, const npy_array& array) {
-  const std::vector<std::uint8_t> image = serialize_npy(array);
-  write_file_atomically(path, image);
+  const auto count = static_cast<std::uint64_t>(detail::checked_element_count(array.shape, errc::invalid_argument, "serialize_npy"));
+  detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
+                  "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) +
+                      " elements of " + std::string(npy_descr(array.dtype)));
+  const std::vector<std::uint8_t> header = npy_header_bytes(array.dtype, array.shape, array.fortran_order);
+  const std::span<const std::uint8_t> parts[] = {header, array.bytes};  // (no copy of the data into one image)
+  write_file_atomically(path, std::span<const std::span<const std::uint8_t>>(parts));
+}
+
+/// Where write_float32_npy's values go: each call appends values in C order.
+using float_sink = std::function<void(std::span<const float>)>;
+
+/// Writes a float32 C-order .npy file of `shape` whose values `produce` hands to its sink piece by
+/// piece, atomically (write_file_atomically's streamed form): an array of any size is written
+/// holding one piece at a time. Throws shape_mismatch when the values handed over are not
+/// exactly the shape's count (nothing written), and what `produce` throws (nothing written).
+inline void write_float32_npy(const std::filesystem::path& path, std::span<const std::int64_t> shape,
+                              const std::function<void(const float_sink&)>& produce) {
+  const std::vector<std::uint8_t> header = npy_header_bytes(npy_dtype::float32, shape);
+  const auto expected = static_cast<std::uint64_t>(detail::checked_element_count(shape, errc::invalid_argument, "write_float32_npy"));
+  write_file_atomically(path, [&](const byte_sink& sink) {
+    sink(header);
+    std::uint64_t written = 0;
+    produce([&](std::span<const float> values) {
+      written += values.size();
+      detail::require(written <= expected, errc::shape_mismatch,
+                      "write_float32_npy: more values than the shape " + detail::shape_text(shape) + " holds");
+      sink(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(values.data()), values.size_bytes()));
+    });
+    detail::require(written == expected, errc::shape_mismatch,
+                    "write_float32_npy: " + std::to_string(written) + " values for the shape " + detail::shape_text(shape));
+  });
 }
 
 /// IEEE binary16 bits -> float (exact: every half is a float).
@@ -434,24 +524,19 @@ inline npy_array reinterpret_as_bfloat16(npy_array array) {
   }
 }
 
-/// The elements as float32 in C order: float32 as is, float16 and bfloat16 exactly, float64
-/// rounded to nearest. Throws dtype_mismatch for any other dtype.
-inline std::vector<float> to_float32(const npy_array& source) {
-  const npy_array array = to_c_order(source);
-  const std::size_t count = static_cast<std::size_t>(array.element_count());
-  detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
-                  "npy: byte count does not fit the array's shape");
-  std::vector<float> out(count);
-  const std::uint8_t* bytes = array.bytes.data();
-  switch (array.dtype) {
+/// Decodes `count` elements of `dtype` at `bytes` (little-endian) into `out`, as to_float32 does;
+/// `first` is the index of the first of them in the whole array (C order), for messages. For a
+/// caller that converts an array a piece at a time.
+inline void decode_float32(npy_dtype dtype, const std::uint8_t* bytes, std::size_t count, std::size_t first, float* out) {
+  switch (dtype) {
     case npy_dtype::float32:
-      if (count) std::memcpy(out.data(), bytes, count * 4);
+      if (count) std::memcpy(out, bytes, count * 4);
       break;
     case npy_dtype::float16:
     case npy_dtype::bfloat16:
       for (std::size_t i = 0; i < count; ++i) {
         const auto bits = static_cast<std::uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
-        out[i] = array.dtype == npy_dtype::float16 ? half_to_float(bits) : bf16::from_bits(bits).to_float();
+        out[i] = dtype == npy_dtype::float16 ? half_to_float(bits) : bf16::from_bits(bits).to_float();
       }
       break;
     case npy_dtype::float64: {
@@ -463,7 +548,7 @@ inline std::vector<float> to_float32(const npy_array& source) {
         double v;
         std::memcpy(&v, bytes + 8 * i, 8);
         if (std::isfinite(v) && !(std::fabs(v) < limit))
-          throw error(errc::overflow, "npy: float64 element " + std::to_string(i) + " (" + detail::number_text(v) +
+          throw error(errc::overflow, "npy: float64 element " + std::to_string(first + i) + " (" + detail::number_text(v) +
                                           ", C order) is finite but beyond float32's range");
         out[i] = static_cast<float>(v);
       }
@@ -471,13 +556,27 @@ inline std::vector<float> to_float32(const npy_array& source) {
     }
     case npy_dtype::void2:
     case npy_dtype::uint16:
-      throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(array.dtype)) +
+      throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(dtype)) +
                                             " array is not floating point; if it holds bfloat16 bits, say so (the CLI's "
                                             "--input-dtype bf16, io::reinterpret_as_bfloat16)");
     default:
-      throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(array.dtype)) +
+      throw error(errc::dtype_mismatch, "npy: a " + std::string(npy_descr(dtype)) +
                                             " array is not floating point (float32, float16, bfloat16 or float64 expected)");
   }
+}
+
+/// The elements as float32 in C order: float32 as is, float16 and bfloat16 exactly, float64
+/// rounded to nearest. Throws dtype_mismatch for any other dtype.
+inline std::vector<float> to_float32(const npy_array& source) {
+  const bool c_order = !source.fortran_order || source.shape.size() < 2;
+  npy_array reordered;
+  if (!c_order) reordered = to_c_order(source);  // (a C-order array is read where it is: no copy)
+  const npy_array& array = c_order ? source : reordered;
+  const std::size_t count = static_cast<std::size_t>(array.element_count());
+  detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
+                  "npy: byte count does not fit the array's shape");
+  std::vector<float> out(count);
+  decode_float32(array.dtype, array.bytes.data(), count, 0, out.data());
   return out;
 }
 

@@ -9,9 +9,12 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -71,7 +74,9 @@ struct store_options {
   bool swizzle = false;                  ///< write the scales in the 128x4 layout GPU GEMMs read
   bool rht = false;                      ///< the rows went through TE's RHT (dequantize inverts it)
   quantize_options quantize = {};        ///< rounding, seed, MX rule used
-  std::vector<std::int64_t> source_shape;  ///< the N-D shape to restore; empty = [rows, cols]
+  /// The N-D shape to restore (rows = the product of all but the last, cols = the last; a 0-d
+  /// source, {}, is one element); none: [rows, cols].
+  std::optional<std::vector<std::int64_t>> source_shape;
 };
 
 namespace detail_checkpoint {
@@ -120,7 +125,7 @@ void add_quantized_tensor(safetensors_file& file, const std::string& name, const
   meta["block"] = {Format::block_rows, Format::block_cols};
   meta["rows"] = q.rows();
   meta["cols"] = q.cols();
-  meta["shape"] = options.source_shape.empty() ? std::vector<std::int64_t>{q.rows(), q.cols()} : options.source_shape;
+  meta["shape"] = options.source_shape ? *options.source_shape : std::vector<std::int64_t>{q.rows(), q.cols()};
   meta["axis"] = nvfp4::detail::name_of(q.axis());
   meta["scale_layout"] = options.swizzle ? "128x4" : "compact";
   meta["rht"] = options.rht ? "te16_rows" : "none";
@@ -184,18 +189,29 @@ void add_quantized_tensor(safetensors_file& file, const std::string& name, const
   file.metadata.emplace("format", "pt");  // what Hugging Face loaders expect to find
 }
 
+namespace detail_checkpoint {
+
+/// quantized_tensor_names over any set of tensors: its metadata, its tensors (each with a .name)
+/// in order, and whether a tensor of a given name is there.
+template <class Tensors, class Contains>
+std::vector<std::string> quantized_names(const std::map<std::string, std::string>& metadata, const Tensors& tensors, const Contains& contains) {
+  std::vector<std::string> names;
+  std::unordered_set<std::string> listed;  // (a scan of names per tensor was quadratic in the weights)
+  for (const auto& [key, value] : metadata)
+    if (key.rfind("nvfp4.", 0) == 0 && key.size() > 6 && listed.insert(key.substr(6)).second) names.push_back(key.substr(6));
+  for (const auto& t : tensors) {
+    const auto prefix = name_before_suffix(t.name, ".weight_scale");
+    if (prefix && contains(*prefix + ".weight") && listed.insert(*prefix).second) names.push_back(*prefix);
+  }
+  return names;
+}
+
+}  // namespace detail_checkpoint
+
 /// The names W for which the file holds a quantized tensor: those with our metadata, and those
 /// with a W.weight and a W.weight_scale of a recognisable layout (ModelOpt NVFP4, MX).
 inline std::vector<std::string> quantized_tensor_names(const safetensors_file& file) {
-  std::vector<std::string> names;
-  std::unordered_set<std::string> listed;  // (a scan of names per tensor was quadratic in the weights)
-  for (const auto& [key, value] : file.metadata)
-    if (key.rfind("nvfp4.", 0) == 0 && key.size() > 6 && listed.insert(key.substr(6)).second) names.push_back(key.substr(6));
-  for (const auto& t : file.tensors) {
-    const auto prefix = name_before_suffix(t.name, ".weight_scale");
-    if (prefix && file.find(*prefix + ".weight") && listed.insert(*prefix).second) names.push_back(*prefix);
-  }
-  return names;
+  return detail_checkpoint::quantized_names(file.metadata, file.tensors, [&](const std::string& n) { return file.find(n) != nullptr; });
 }
 
 /// Whether W is a per-tensor FP8 weight in ModelOpt's FP8 layout (what `nvfp4 pack --format fp8`
@@ -265,9 +281,11 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
     info.amax = read.amax();
     // The leading dimensions' product is bounded once the whole shape passes the check.
     (void)detail::checked_element_count(info.shape, errc::malformed_file, "tensor '" + name + "': metadata shape");
+    // A 0-d source (shape []) is one element, stored as a 1 x 1 matrix.
     std::int64_t shape_rows = 1;
     for (std::size_t d = 0; d + 1 < info.shape.size(); ++d) shape_rows *= info.shape[d];
-    if (info.shape.empty() || info.shape.back() != info.cols || shape_rows != info.rows)
+    const std::int64_t shape_cols = info.shape.empty() ? 1 : info.shape.back();
+    if (shape_cols != info.cols || shape_rows != info.rows)
       fail(errc::malformed_file, name, "metadata shape " + detail::shape_text(info.shape) + " does not match its rows (" +
                                            std::to_string(info.rows) + ") and cols (" + std::to_string(info.cols) + ")");
   } else {
@@ -335,6 +353,46 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
   return info;
 }
 
+namespace detail_checkpoint {
+
+/// Throws malformed_file naming the first block scale of `compact` that is NaN or has its sign
+/// bit set (what load_options::accept_invalid_scales lets through).
+template <block_scaled_format Format>
+void refuse_invalid_scales(std::span<const std::uint8_t> compact, index_t scale_cols, const std::string& name) {
+  if (const auto bad = first_invalid_scale(compact, !Format::has_tensor_scale)) {
+    const auto row = static_cast<index_t>(*bad) / scale_cols, block = static_cast<index_t>(*bad) % scale_cols;
+    const std::uint8_t code = compact[*bad];
+    const bool nan = Format::has_tensor_scale ? (code & 0x7F) == 0x7F : true;
+    fail(errc::malformed_file, name,
+         "block scale (" + std::to_string(row) + ", " + std::to_string(block) + ") of " + name + ".weight_scale is byte " +
+             std::to_string(code) + (nan ? " (NaN)" : " (sign bit set: PyTorch reads it as a negative E4M3 scale)") +
+             "; load_options::accept_invalid_scales (the CLI's --accept-invalid-scales) reads it anyway");
+  }
+}
+
+/// The tensor scale (amax, encode, decode) a stored tensor is rebuilt with.
+template <block_scaled_format Format>
+void set_stored_tensor_scale(quantized_tensor<Format>& q, const safetensors_file& file, const std::string& name, const stored_tensor_info& info) {
+  if constexpr (Format::has_tensor_scale) {
+    float decode;
+    std::memcpy(&decode, file.at(name + ".weight_scale_2").bytes.data(), 4);
+    // S_enc only matters for quantizing; recompute it from amax when we recorded one.
+    const tensor_scale from_amax = nvfp4_tensor_scale(info.amax);
+    const float encode = info.has_metadata && from_amax.decode == decode ? from_amax.encode : 1.0f / decode;
+    q.set_tensor_scale(info.amax, encode, decode);
+  } else {
+    q.set_tensor_scale(info.amax, 1.0f, 1.0f);
+  }
+}
+
+/// The compact block scales of a stored tensor: its own bytes, or unswizzled from 128x4.
+inline std::vector<std::uint8_t> unswizzled_copy(const safetensors_file& file, const std::string& name, const stored_tensor_info& info,
+                                                 index_t scale_cols) {
+  return unswizzle_128x4(swizzled_scales(info.rows, scale_cols, file.at(name + ".weight_scale").bytes));
+}
+
+}  // namespace detail_checkpoint
+
 /// Rebuilds the quantized tensor `name` of `file` (stored as Format) bit for bit as it was
 /// stored. Throws as describe_quantized_tensor does, dtype_mismatch when it is another format,
 /// and (unless options.accept_invalid_scales) malformed_file naming the first block scale that
@@ -346,39 +404,15 @@ quantized_tensor<Format> load_quantized_tensor(const safetensors_file& file, con
                   "tensor '" + name + "' is stored as " + stored_format_name(info.format) + " with another block shape");
   quantized_tensor<Format> q(info.rows, info.cols);
   const auto& weight = file.at(name + ".weight");
-  const auto& scale = file.at(name + ".weight_scale");
   auto data = q.data();
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = Format::storage_type::from_bits(weight.bytes[i]);
-  std::vector<std::uint8_t> compact;
-  if (info.swizzled) {
-    compact = unswizzle_128x4(swizzled_scales(info.rows, q.scale_cols(), scale.bytes));
-  } else {
-    compact = scale.bytes;
-  }
-  if (!options.accept_invalid_scales) {
-    if (const auto bad = detail_checkpoint::first_invalid_scale(compact, !Format::has_tensor_scale)) {
-      const auto row = static_cast<index_t>(*bad) / q.scale_cols(), block = static_cast<index_t>(*bad) % q.scale_cols();
-      const std::uint8_t code = compact[*bad];
-      const bool nan = Format::has_tensor_scale ? (code & 0x7F) == 0x7F : true;
-      detail_checkpoint::fail(errc::malformed_file, name,
-                              "block scale (" + std::to_string(row) + ", " + std::to_string(block) + ") of " + name +
-                                  ".weight_scale is byte " + std::to_string(code) +
-                                  (nan ? " (NaN)" : " (sign bit set: PyTorch reads it as a negative E4M3 scale)") +
-                                  "; load_options::accept_invalid_scales (the CLI's --accept-invalid-scales) reads it anyway");
-    }
-  }
+  std::vector<std::uint8_t> unswizzled;
+  if (info.swizzled) unswizzled = detail_checkpoint::unswizzled_copy(file, name, info, q.scale_cols());
+  const std::span<const std::uint8_t> compact = info.swizzled ? std::span<const std::uint8_t>(unswizzled) : file.at(name + ".weight_scale").bytes;
+  if (!options.accept_invalid_scales) detail_checkpoint::refuse_invalid_scales<Format>(compact, q.scale_cols(), name);
   auto scales = q.scales();
   for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = Format::scale_type::from_bits(compact[i]);
-  if constexpr (Format::has_tensor_scale) {
-    float decode;
-    std::memcpy(&decode, file.at(name + ".weight_scale_2").bytes.data(), 4);
-    // S_enc only matters for quantizing; recompute it from amax when we recorded one.
-    const tensor_scale from_amax = nvfp4_tensor_scale(info.amax);
-    const float encode = info.has_metadata && from_amax.decode == decode ? from_amax.encode : 1.0f / decode;
-    q.set_tensor_scale(info.amax, encode, decode);
-  } else {
-    q.set_tensor_scale(info.amax, 1.0f, 1.0f);
-  }
+  detail_checkpoint::set_stored_tensor_scale(q, file, name, info);
   return q;
 }
 
@@ -387,6 +421,169 @@ struct restored_tensor {
   std::vector<std::int64_t> shape;
   std::vector<float> values;  ///< C order
 };
+
+/// What dequantize_tensor_in_pieces hands over, piece by piece.
+using value_consumer = std::function<void(std::span<const float> values)>;
+
+/// Floats per piece of dequantize_tensor_in_pieces by default (16 MiB: few enough pieces that the
+/// threads of each piece's kernel meet rarely, small beside any weight worth streaming).
+inline constexpr index_t dequantize_piece_elements = index_t{1} << 22;
+
+namespace detail_checkpoint {
+
+/// The pieces a [rows, cols] tensor is cut into: runs of whole rows of about `piece_elements`
+/// values, or, for a row longer than that, runs of one row's columns (a multiple of 32, so every
+/// piece holds whole blocks of every format, RHT's 16 included). fn(r0, r1, c0, c1) per piece, in
+/// C order.
+template <class Fn>
+void for_each_piece(index_t rows, index_t cols, index_t piece_elements, Fn&& fn) {
+  if (rows == 0 || cols == 0) return;
+  if (cols <= piece_elements) {
+    const index_t step = std::max<index_t>(1, piece_elements / cols);
+    for (index_t r0 = 0; r0 < rows; r0 += step) fn(r0, std::min(rows, r0 + step), index_t{0}, cols);
+    return;
+  }
+  const index_t step = std::max<index_t>(32, piece_elements / 32 * 32);
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c0 = 0; c0 < cols; c0 += step) fn(r, r + 1, c0, std::min(cols, c0 + step));
+}
+
+/// The error of an inverse RHT that failed on a piece of rows [r0, r0 + rows) x columns [c0, c0 +
+/// cols) of a tensor, with the failing block's place given in the tensor's coordinates: the first
+/// block whose own transform fails is found again, block by block (only on failure).
+inline error rht_error_in_tensor(const error& piece_error, std::span<const float> values, index_t r0, index_t rows, index_t c0, index_t cols) {
+  const auto transform = hadamard_transform::te_default();
+  bf16 out[16];
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < cols; c += 16) {
+      try {
+        hadamard_rows(matrix_view<const float>::row_major(values.data() + r * cols + c, 1, 16), transform, matrix_view<bf16>::row_major(out, 1, 16),
+                      hadamard_direction::inverse);
+      } catch (const error& e) {
+        std::string what = e.what();
+        if (what.rfind("nvfp4: ", 0) == 0) what.erase(0, 7);
+        const std::string local = "at row 0, columns 0..15", place = "at row " + std::to_string(r0 + r) + ", columns " +
+                                                                         std::to_string(c0 + c) + ".." + std::to_string(c0 + c + 15);
+        if (const auto at = what.find(local); at != std::string::npos) what.replace(at, local.size(), place);
+        return error(e.code(), what);
+      }
+    }
+  return piece_error;
+}
+
+/// dequantize_tensor_in_pieces for a tensor stored as Format.
+template <block_scaled_format Format>
+void dequantize_pieces(const safetensors_file& file, const std::string& name, const stored_tensor_info& info, const load_options& options,
+                       const value_consumer& consume, index_t piece_elements) {
+  const index_t rows = info.rows, cols = info.cols;
+  const index_t data_stride = (cols + Format::elements_per_storage - 1) / Format::elements_per_storage;
+  const index_t scale_cols = (cols + Format::block_cols - 1) / Format::block_cols;
+  const auto& weight = file.at(name + ".weight");
+  std::vector<std::uint8_t> unswizzled;
+  if (info.swizzled) unswizzled = unswizzled_copy(file, name, info, scale_cols);
+  const std::span<const std::uint8_t> compact = info.swizzled ? std::span<const std::uint8_t>(unswizzled) : file.at(name + ".weight_scale").bytes;
+  if (!options.accept_invalid_scales) refuse_invalid_scales<Format>(compact, scale_cols, name);
+  quantized_tensor<Format> whole_scale;  // (only its tensor scale: copied into each piece)
+  set_stored_tensor_scale(whole_scale, file, name, info);
+  std::vector<float> values;
+  // The stored values of rows [r0, r1) x columns [c0, c1), as dequantize() gives them.
+  const auto dequantize_piece = [&](index_t r0, index_t r1, index_t c0, index_t c1) {
+    quantized_tensor<Format> q(r1 - r0, c1 - c0);
+    auto data = q.data();
+    auto scales = q.scales();
+    const index_t piece_stride = q.data_row_stride(), piece_scale_cols = q.scale_cols();
+    for (index_t r = r0; r < r1; ++r) {
+      const std::uint8_t* from = weight.bytes.data() + r * data_stride + c0 / Format::elements_per_storage;
+      for (index_t i = 0; i < piece_stride; ++i) data[static_cast<std::size_t>((r - r0) * piece_stride + i)] = Format::storage_type::from_bits(from[i]);
+      const std::uint8_t* scale_from = compact.data() + r * scale_cols + c0 / Format::block_cols;
+      for (index_t i = 0; i < piece_scale_cols; ++i)
+        scales[static_cast<std::size_t>((r - r0) * piece_scale_cols + i)] = Format::scale_type::from_bits(scale_from[i]);
+    }
+    // A piece ending at an odd column leaves a pad nibble the tensor does not read.
+    q.set_tensor_scale(whole_scale.amax(), whole_scale.encode_scale(), whole_scale.decode_scale());
+    values.resize(static_cast<std::size_t>((r1 - r0) * (c1 - c0)));
+    nvfp4::dequantize(q, matrix_view<float>::row_major(values.data(), r1 - r0, c1 - c0));
+  };
+  // Valid scales can still be too large together: scale x weight_scale_2 x element beyond float.
+  const auto refuse_overflow = [&](index_t r0, index_t c0, index_t piece_cols) {
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        throw error(errc::overflow, "tensor '" + name + "': dequantized element (" + std::to_string(r0 + static_cast<index_t>(i) / piece_cols) +
+                                        ", " + std::to_string(c0 + static_cast<index_t>(i) % piece_cols) +
+                                        ") overflows float (element times its scales is beyond float's range)");
+  };
+  if (!info.rht) {
+    for_each_piece(rows, cols, piece_elements, [&](index_t r0, index_t r1, index_t c0, index_t c1) {
+      dequantize_piece(r0, r1, c0, c1);
+      if (!options.accept_invalid_scales) refuse_overflow(r0, c0, c1 - c0);
+      consume(values);
+    });
+    return;
+  }
+  // RHT: every overflow is reported before the transform is (a first pass), as for the whole tensor.
+  if (!options.accept_invalid_scales)
+    for_each_piece(rows, cols, piece_elements, [&](index_t r0, index_t r1, index_t c0, index_t c1) {
+      dequantize_piece(r0, r1, c0, c1);
+      refuse_overflow(r0, c0, c1 - c0);
+    });
+  const auto transform = hadamard_transform::te_default();
+  detail::require(cols % transform.size() == 0, errc::malformed_file,
+                  "tensor '" + name + "': RHT recorded but cols = " + std::to_string(cols) + " is not a multiple of 16");
+  std::vector<bf16> restored;
+  std::vector<std::size_t> poisoned_blocks;
+  for_each_piece(rows, cols, piece_elements, [&](index_t r0, index_t r1, index_t c0, index_t c1) {
+    dequantize_piece(r0, r1, c0, c1);
+    // Read with invalid scales accepted, a block holding NaN/Inf comes back all NaN (as an
+    // arithmetic transform would make it); the others are transformed as usual.
+    poisoned_blocks.clear();
+    if (options.accept_invalid_scales) {
+      for (std::size_t b = 0; b < values.size(); b += 16) {
+        bool finite = true;
+        for (std::size_t i = b; i < b + 16; ++i) finite = finite && std::isfinite(values[i]);
+        if (finite) continue;
+        poisoned_blocks.push_back(b);
+        std::fill_n(values.begin() + static_cast<std::ptrdiff_t>(b), 16, 0.0f);
+      }
+    }
+    restored.resize(values.size());
+    try {
+      hadamard_rows(matrix_view<const float>::row_major(values.data(), r1 - r0, c1 - c0), transform,
+                    matrix_view<bf16>::row_major(restored.data(), r1 - r0, c1 - c0), hadamard_direction::inverse);
+    } catch (const error& e) {
+      // Name the tensor and the block's place in it (the transform saw the piece alone): the
+      // dequantized values (of invalid scales, or huge ones) do not fit bf16.
+      throw detail::with_context(rht_error_in_tensor(e, values, r0, r1 - r0, c0, c1 - c0), "tensor '" + name + "': inverse RHT of the dequantized values");
+    }
+    for (std::size_t i = 0; i < restored.size(); ++i) values[i] = restored[i].to_float();
+    for (const std::size_t b : poisoned_blocks) std::fill_n(values.begin() + static_cast<std::ptrdiff_t>(b), 16, NAN);
+    consume(values);
+  });
+}
+
+/// dequantize_pieces for whichever format `info` says.
+inline void dequantize_described(const safetensors_file& file, const std::string& name, const stored_tensor_info& info,
+                                 const load_options& options, const value_consumer& consume, index_t piece_elements) {
+  switch (info.format) {
+    case stored_format::nvfp4_1x16: dequantize_pieces<nvfp4_1x16>(file, name, info, options, consume, piece_elements); break;
+    case stored_format::nvfp4_16x16: dequantize_pieces<nvfp4_16x16>(file, name, info, options, consume, piece_elements); break;
+    case stored_format::mxfp4: dequantize_pieces<mxfp4>(file, name, info, options, consume, piece_elements); break;
+    case stored_format::mxfp8: dequantize_pieces<mxfp8>(file, name, info, options, consume, piece_elements); break;
+  }
+}
+
+}  // namespace detail_checkpoint
+
+/// The values dequantize_tensor returns, handed to `consume` piece by piece in C order (whole
+/// rows, or runs of one long row's columns, about `piece_elements` values each): the same values,
+/// the same checks and the same errors, each thrown before the piece holding the fault is handed
+/// over (an RHT tensor's overflow before any piece). Holds one piece beside the stored bytes, not
+/// the whole float tensor (8x the packed FP4 bytes). Returns the tensor's description.
+inline stored_tensor_info dequantize_tensor_in_pieces(const safetensors_file& file, const std::string& name, const load_options& options,
+                                                      const value_consumer& consume, index_t piece_elements = dequantize_piece_elements) {
+  const stored_tensor_info info = describe_quantized_tensor(file, name, options);
+  detail_checkpoint::dequantize_described(file, name, info, options, consume, piece_elements);
+  return info;
+}
 
 /// Dequantizes quantized tensor `name` of `file` (any of our formats, or a ModelOpt NVFP4 / MX
 /// layout without our metadata) into its source shape; a tensor stored with RHT is transformed
@@ -397,54 +594,17 @@ inline restored_tensor dequantize_tensor(const safetensors_file& file, const std
   const stored_tensor_info info = describe_quantized_tensor(file, name, options);
   restored_tensor out;
   out.shape = info.shape;
-  switch (info.format) {
-    case stored_format::nvfp4_1x16: out.values = dequantize(load_quantized_tensor<nvfp4_1x16>(file, name, options)); break;
-    case stored_format::nvfp4_16x16: out.values = dequantize(load_quantized_tensor<nvfp4_16x16>(file, name, options)); break;
-    case stored_format::mxfp4: out.values = dequantize(load_quantized_tensor<mxfp4>(file, name, options)); break;
-    case stored_format::mxfp8: out.values = dequantize(load_quantized_tensor<mxfp8>(file, name, options)); break;
-  }
-  if (!options.accept_invalid_scales) {
-    // Valid scales can still be too large together: scale x weight_scale_2 x element beyond float.
-    for (std::size_t i = 0; i < out.values.size(); ++i)
-      if (!std::isfinite(out.values[i]))
-        throw error(errc::overflow, "tensor '" + name + "': dequantized element (" + std::to_string(static_cast<index_t>(i) / info.cols) +
-                                        ", " + std::to_string(static_cast<index_t>(i) % info.cols) +
-                                        ") overflows float (element times its scales is beyond float's range)");
-  }
-  if (info.rht) {
-    const auto transform = hadamard_transform::te_default();
-    detail::require(info.cols % transform.size() == 0, errc::malformed_file,
-                    "tensor '" + name + "': RHT recorded but cols = " + std::to_string(info.cols) + " is not a multiple of 16");
-    std::vector<bf16> restored(out.values.size());
-    // Read with invalid scales accepted, a block holding NaN/Inf comes back all NaN (as an
-    // arithmetic transform would make it); the others are transformed as usual.
-    std::vector<std::size_t> poisoned_blocks;
-    if (options.accept_invalid_scales) {
-      for (std::size_t b = 0; b < out.values.size(); b += 16) {
-        bool finite = true;
-        for (std::size_t i = b; i < b + 16; ++i) finite = finite && std::isfinite(out.values[i]);
-        if (finite) continue;
-        poisoned_blocks.push_back(b);
-        std::fill_n(out.values.begin() + static_cast<std::ptrdiff_t>(b), 16, 0.0f);
-      }
-    }
-    try {
-      hadamard_rows(matrix_view<const float>::row_major(out.values.data(), info.rows, info.cols), transform,
-                    matrix_view<bf16>::row_major(restored.data(), info.rows, info.cols), hadamard_direction::inverse);
-    } catch (const error& e) {
-      // Name the tensor: the dequantized values (of invalid scales, or huge ones) do not fit bf16.
-      throw detail::with_context(e, "tensor '" + name + "': inverse RHT of the dequantized values");
-    }
-    for (std::size_t i = 0; i < restored.size(); ++i) out.values[i] = restored[i].to_float();
-    for (const std::size_t b : poisoned_blocks) std::fill_n(out.values.begin() + static_cast<std::ptrdiff_t>(b), 16, NAN);
-  }
+  out.values.reserve(static_cast<std::size_t>(info.rows * info.cols));
+  detail_checkpoint::dequantize_described(file, name, info, options, [&](std::span<const float> piece) {
+    out.values.insert(out.values.end(), piece.begin(), piece.end());
+  }, dequantize_piece_elements);
   return out;
 }
 
 template <block_scaled_format Format>
 void detail_checkpoint::require_reads_back(const safetensors_file& file, const std::string& name) {
   try {
-    (void)dequantize_tensor(file, name);
+    (void)dequantize_tensor_in_pieces(file, name, {}, [](std::span<const float>) {});  // (nothing kept)
   } catch (const error& e) {
     std::string reason = e.what();
     if (reason.rfind("nvfp4: ", 0) == 0) reason.erase(0, 7);

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -135,7 +137,8 @@ class name_index {
 
 }  // namespace detail_safetensors
 
-/// A whole file: tensors in data-buffer order and the string-to-string "__metadata__".
+/// A whole file: tensors in data-buffer order (empty tensors at one offset by name) and the
+/// string-to-string "__metadata__".
 struct safetensors_file {
   std::vector<safetensors_tensor> tensors;
   std::map<std::string, std::string> metadata;
@@ -224,65 +227,92 @@ struct header_entry {
   std::uint64_t end;
 };
 
-/// Validates the parsed JSON header against the buffer size; returns the entries sorted by offset.
-inline std::vector<header_entry> check_header(const nlohmann::json& header, std::uint64_t buffer_size,
-                                              std::map<std::string, std::string>& metadata, const std::string& file) {
+/// One member of the header checked: "__metadata__" into `metadata`, a tensor's description into
+/// an entry appended to `entries` (every field typed and in range, its byte range inside the
+/// buffer and of the size its shape and dtype need). Throws malformed_file (unsupported for an
+/// unknown dtype) naming the tensor.
+inline void check_header_member(const std::string& key, const nlohmann::json& value, std::uint64_t buffer_size,
+                                std::vector<header_entry>& entries, std::map<std::string, std::string>& metadata, const std::string& file) {
   auto fail = [&](const std::string& what) -> void { throw error(errc::malformed_file, file + ": " + what); };
-  if (!header.is_object()) fail("the safetensors header is not a JSON object");
-  std::vector<header_entry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == "__metadata__") {
-      if (!value.is_object()) fail("__metadata__ is not an object");
-      for (const auto& [meta_key, meta_value] : value.items()) {
-        if (!meta_value.is_string()) fail("__metadata__ value of '" + clip_for_message(meta_key) + "' is not a string");
-        metadata[meta_key] = meta_value.get<std::string>();
-      }
-      continue;
+  if (key == "__metadata__") {
+    if (!value.is_object()) fail("__metadata__ is not an object");
+    for (const auto& [meta_key, meta_value] : value.items()) {
+      if (!meta_value.is_string()) fail("__metadata__ value of '" + clip_for_message(meta_key) + "' is not a string");
+      metadata[meta_key] = meta_value.get<std::string>();
     }
-    const std::string where = "tensor '" + clip_for_message(key) + "'";
-    if (!value.is_object()) fail(where + " is not described by an object");
-    const auto dtype_it = value.find("dtype");
-    const auto shape_it = value.find("shape");
-    const auto offsets_it = value.find("data_offsets");
-    if (dtype_it == value.end() || !dtype_it->is_string()) fail(where + " has no string 'dtype'");
-    if (shape_it == value.end() || !shape_it->is_array()) fail(where + " has no 'shape' array");
-    if (offsets_it == value.end() || !offsets_it->is_array() || offsets_it->size() != 2)
-      fail(where + " has no 'data_offsets' pair");
-    header_entry entry;
-    entry.name = key;
-    const auto dtype_name = dtype_it->get<std::string>();
-    const auto dtype = parse_safetensors_dtype(dtype_name);
-    if (!dtype) throw error(errc::unsupported, file + ": " + where + " has dtype '" + clip_for_message(dtype_name) + "', which is not supported");
-    entry.dtype = *dtype;
-    for (const auto& d : *shape_it) {
-      const auto dimension = exact_unsigned(d, static_cast<std::uint64_t>(max_element_count));
-      if (!dimension)
-        fail(where + " has shape entry " + json_text(d) + ", not an integer in [0, " + std::to_string(max_element_count) + "]");
-      entry.shape.push_back(static_cast<std::int64_t>(*dimension));
-    }
-    std::uint64_t offsets[2];
-    for (int i = 0; i < 2; ++i) {
-      const auto offset = exact_unsigned((*offsets_it)[static_cast<std::size_t>(i)], std::numeric_limits<std::uint64_t>::max());
-      if (!offset) fail(where + " has data offset " + json_text((*offsets_it)[static_cast<std::size_t>(i)]) + ", not a non-negative integer");
-      offsets[i] = *offset;
-    }
-    entry.begin = offsets[0];
-    entry.end = offsets[1];
-    if (entry.begin > entry.end) fail(where + " has data_offsets [" + std::to_string(entry.begin) + ", " +
-                                      std::to_string(entry.end) + "] that run backwards");
-    if (entry.end > buffer_size)
-      fail(where + " ends at byte " + std::to_string(entry.end) + " of a " + std::to_string(buffer_size) +
-           "-byte data buffer (truncated file?)");
-    const std::uint64_t expected = byte_size(entry.shape, safetensors_dtype_size(entry.dtype), errc::malformed_file, file + ": " + where);
-    if (expected != entry.end - entry.begin)
-      fail(where + ": shape " + shape_text(entry.shape) + " of " + dtype_name + " needs " + std::to_string(expected) +
-           " bytes, data_offsets span " + std::to_string(entry.end - entry.begin));
-    entries.push_back(std::move(entry));
+    return;
   }
+  const std::string where = "tensor '" + clip_for_message(key) + "'";
+  if (!value.is_object()) fail(where + " is not described by an object");
+  const auto dtype_it = value.find("dtype");
+  const auto shape_it = value.find("shape");
+  const auto offsets_it = value.find("data_offsets");
+  if (dtype_it == value.end() || !dtype_it->is_string()) fail(where + " has no string 'dtype'");
+  if (shape_it == value.end() || !shape_it->is_array()) fail(where + " has no 'shape' array");
+  if (offsets_it == value.end() || !offsets_it->is_array() || offsets_it->size() != 2)
+    fail(where + " has no 'data_offsets' pair");
+  header_entry entry;
+  entry.name = key;
+  const auto dtype_name = dtype_it->get<std::string>();
+  const auto dtype = parse_safetensors_dtype(dtype_name);
+  if (!dtype) throw error(errc::unsupported, file + ": " + where + " has dtype '" + clip_for_message(dtype_name) + "', which is not supported");
+  entry.dtype = *dtype;
+  for (const auto& d : *shape_it) {
+    const auto dimension = exact_unsigned(d, static_cast<std::uint64_t>(max_element_count));
+    if (!dimension)
+      fail(where + " has shape entry " + json_text(d) + ", not an integer in [0, " + std::to_string(max_element_count) + "]");
+    entry.shape.push_back(static_cast<std::int64_t>(*dimension));
+  }
+  std::uint64_t offsets[2];
+  for (int i = 0; i < 2; ++i) {
+    const auto offset = exact_unsigned((*offsets_it)[static_cast<std::size_t>(i)], std::numeric_limits<std::uint64_t>::max());
+    if (!offset) fail(where + " has data offset " + json_text((*offsets_it)[static_cast<std::size_t>(i)]) + ", not a non-negative integer");
+    offsets[i] = *offset;
+  }
+  entry.begin = offsets[0];
+  entry.end = offsets[1];
+  if (entry.begin > entry.end) fail(where + " has data_offsets [" + std::to_string(entry.begin) + ", " +
+                                    std::to_string(entry.end) + "] that run backwards");
+  if (entry.end > buffer_size)
+    fail(where + " ends at byte " + std::to_string(entry.end) + " of a " + std::to_string(buffer_size) +
+         "-byte data buffer (truncated file?)");
+  const std::uint64_t expected = byte_size(entry.shape, safetensors_dtype_size(entry.dtype), errc::malformed_file, file + ": " + where);
+  if (expected != entry.end - entry.begin)
+    fail(where + ": shape " + shape_text(entry.shape) + " of " + dtype_name + " needs " + std::to_string(expected) +
+         " bytes, data_offsets span " + std::to_string(entry.end - entry.begin));
+  entries.push_back(std::move(entry));
+}
+
+/// Parses and checks a safetensors header (`text`, the JSON after the length prefix) against a
+/// data buffer of `buffer_size` bytes; returns the entries sorted by offset (empty tensors at the
+/// same offset by name) and fills `metadata`.
+/// The JSON is parsed once, each member checked as the parser hands it over and then dropped, so
+/// the header's document is never held whole (a 10^6-tensor header held about 1 GB as one);
+/// when several members are wrong, the error is that of the first in key order, as a check of
+/// the whole parsed object (a std::map) in its order gives; invalid JSON is reported before any.
+inline std::vector<header_entry> parse_header(std::string_view text, std::uint64_t buffer_size,
+                                              std::map<std::string, std::string>& metadata, const std::string& file) {
+  std::vector<header_entry> entries;
+  std::string first_bad_key;
+  std::exception_ptr first_bad;
+  const auto check_member = [&](std::string&& key, nlohmann::json&& value) {
+    if (first_bad && key >= first_bad_key) return;  // (the error stands; the rest of the text is still parsed)
+    try {
+      check_header_member(key, value, buffer_size, entries, metadata, file);
+    } catch (const error&) {
+      first_bad_key = std::move(key);
+      first_bad = std::current_exception();
+    }
+  };
+  const nlohmann::json rest = parse_json_bounded<nlohmann::json>(text, file + ": the safetensors header", duplicate_keys::refuse, check_member);
+  if (!rest.is_object()) throw error(errc::malformed_file, file + ": the safetensors header is not a JSON object");
+  if (first_bad) std::rethrow_exception(first_bad);
+  // Buffer order; empty tensors at one offset (the only ties) by name, whatever the header's order.
   std::sort(entries.begin(), entries.end(), [](const header_entry& a, const header_entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    return a.begin != b.begin ? a.begin < b.begin : a.end != b.end ? a.end < b.end : a.name < b.name;
   });
   // The tensors must tile the buffer exactly: no overlap, no gap, nothing left over.
+  auto fail = [&](const std::string& what) -> void { throw error(errc::malformed_file, file + ": " + what); };
   std::uint64_t covered = 0;
   for (const auto& e : entries) {
     if (e.begin < covered) fail("tensor '" + clip_for_message(e.name) + "' overlaps the tensor before it in the data buffer");
@@ -293,6 +323,23 @@ inline std::vector<header_entry> check_header(const nlohmann::json& header, std:
   if (covered != buffer_size)
     fail("the data buffer has " + std::to_string(buffer_size - covered) + " trailing bytes that belong to no tensor");
   return entries;
+}
+
+/// The header length of a safetensors image of `size` bytes whose first min(size, 8) bytes are
+/// `prefix`, checked: malformed_file for an .npy image (saying so), a short file, a length above
+/// safetensors_max_header_bytes or past the end of the file.
+inline std::uint64_t header_length(const std::uint8_t* prefix, std::uint64_t size, const std::string& name) {
+  if (size >= 6 && std::memcmp(prefix, "\x93NUMPY", 6) == 0)
+    throw error(errc::malformed_file, name + ": this is an .npy file, not a safetensors file");
+  if (size < 8) throw error(errc::malformed_file, name + ": " + std::to_string(size) + " bytes is too short for a safetensors file");
+  const std::uint64_t header_size = read_u64_le(prefix);
+  if (header_size > safetensors_max_header_bytes)
+    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
+                                          " bytes exceeds the limit of " + std::to_string(safetensors_max_header_bytes));
+  if (header_size > size - 8)
+    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
+                                          " bytes runs past the end of the " + std::to_string(size) + "-byte file");
+  return header_size;
 }
 
 }  // namespace detail_safetensors
@@ -319,21 +366,11 @@ inline void safetensors_file::add(safetensors_tensor tensor) {
 /// byte size differs from its data_offsets span, offsets outside the buffer, overlapping tensors
 /// or bytes no tensor covers; unsupported for an unknown dtype.
 inline safetensors_file parse_safetensors(const std::uint8_t* image, std::size_t size, const std::string& name = "<memory>") {
-  if (size >= 6 && std::memcmp(image, "\x93NUMPY", 6) == 0)
-    throw error(errc::malformed_file, name + ": this is an .npy file, not a safetensors file");
-  if (size < 8) throw error(errc::malformed_file, name + ": " + std::to_string(size) + " bytes is too short for a safetensors file");
-  const std::uint64_t header_size = detail_safetensors::read_u64_le(image);
-  if (header_size > safetensors_max_header_bytes)
-    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
-                                          " bytes exceeds the limit of " + std::to_string(safetensors_max_header_bytes));
-  if (header_size > size - 8)
-    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
-                                          " bytes runs past the end of the " + std::to_string(size) + "-byte file");
+  const std::uint64_t header_size = detail_safetensors::header_length(image, size, name);
   const std::string_view header_text(reinterpret_cast<const char*>(image + 8), header_size);
-  const nlohmann::json header = detail_safetensors::parse_strict_json(header_text, name + ": the safetensors header");
   safetensors_file file;
   const std::uint64_t buffer_size = size - 8 - header_size;
-  const auto entries = detail_safetensors::check_header(header, buffer_size, file.metadata, name);
+  const auto entries = detail_safetensors::parse_header(header_text, buffer_size, file.metadata, name);
   const std::uint8_t* buffer = image + 8 + header_size;
   file.tensors.reserve(entries.size());
   for (const auto& e : entries) {
@@ -353,32 +390,40 @@ inline safetensors_file read_safetensors(const std::filesystem::path& path) {
   return parse_safetensors(image.data(), image.size(), path.string());
 }
 
-/// The header JSON and its 8-byte length prefix for `file`, tensors laid out in their order.
-/// The header is padded with spaces to a multiple of 8 bytes so the buffer starts aligned.
-inline std::vector<std::uint8_t> serialize_safetensors_header(const safetensors_file& file) {
+/// A tensor as a safetensors header describes it (its byte count follows from dtype and shape):
+/// what a header is written from before the data exists (write_safetensors_streamed).
+struct safetensors_description {
+  std::string name;
+  safetensors_dtype dtype = safetensors_dtype::f32;
+  std::vector<std::int64_t> shape;
+};
+
+/// The header JSON and its 8-byte length prefix for tensors laid out in the given order, with
+/// `metadata` as "__metadata__" (left out when empty). The header is padded with spaces to a
+/// multiple of 8 bytes so the buffer starts aligned. Throws invalid_argument for a name that is
+/// empty, "__metadata__", used twice or not valid UTF-8, or a shape above max_element_count.
+inline std::vector<std::uint8_t> serialize_safetensors_header(std::span<const safetensors_description> tensors,
+                                                              const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   // Entries are appended to the ordered map's vector directly, uniqueness kept by a hash set:
   // ordered_json's own insert scans the map, quadratic in the tensor count.
   auto& entries = header.get_ref<nlohmann::ordered_json::object_t&>();
-  entries.reserve(file.tensors.size() + 1);
+  entries.reserve(tensors.size() + 1);
   std::unordered_set<std::string_view> names;
-  names.reserve(file.tensors.size());
-  if (!file.metadata.empty()) entries.emplace_back("__metadata__", file.metadata);
+  names.reserve(tensors.size());
+  if (!metadata.empty()) entries.emplace_back("__metadata__", metadata);
   std::uint64_t offset = 0;
-  for (const auto& t : file.tensors) {
-    const auto expected = detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument,
-                                                        "safetensors: tensor '" + t.name + "'");
-    detail::require(expected == t.bytes.size(), errc::shape_mismatch,
-                    "safetensors: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
-                        " bytes for shape " + detail_safetensors::shape_text(t.shape));
+  for (const auto& t : tensors) {
+    const auto bytes = detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument,
+                                                     "safetensors: tensor '" + t.name + "'");
     detail::require(!t.name.empty() && t.name != "__metadata__", errc::invalid_argument,
                     "safetensors: '" + t.name + "' is not a usable tensor name (empty, or the header's own key)");
     detail::require(names.insert(t.name).second, errc::invalid_argument,
                     "safetensors: tensor name '" + clip_for_message(t.name) + "' is used twice");
     entries.emplace_back(t.name, nlohmann::ordered_json{{"dtype", std::string(safetensors_dtype_name(t.dtype))},
                                                         {"shape", t.shape},
-                                                        {"data_offsets", {offset, offset + t.bytes.size()}}});
-    offset += t.bytes.size();
+                                                        {"data_offsets", {offset, offset + bytes}}});
+    offset += bytes;
   }
   std::string text;
   try {
@@ -394,11 +439,51 @@ inline std::vector<std::uint8_t> serialize_safetensors_header(const safetensors_
   return out;
 }
 
+/// The header JSON and its 8-byte length prefix for `file`, tensors laid out in their order.
+/// Throws shape_mismatch for a tensor whose bytes do not fit its shape, and as above.
+inline std::vector<std::uint8_t> serialize_safetensors_header(const safetensors_file& file) {
+  std::vector<safetensors_description> tensors;
+  tensors.reserve(file.tensors.size());
+  for (const auto& t : file.tensors) {
+    const auto expected = detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument,
+                                                        "safetensors: tensor '" + t.name + "'");
+    detail::require(expected == t.bytes.size(), errc::shape_mismatch,
+                    "safetensors: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
+                        " bytes for shape " + detail_safetensors::shape_text(t.shape));
+    tensors.push_back({t.name, t.dtype, t.shape});
+  }
+  return serialize_safetensors_header(tensors, file.metadata);
+}
+
 /// The whole file as bytes.
 inline std::vector<std::uint8_t> serialize_safetensors(const safetensors_file& file) {
   std::vector<std::uint8_t> out = serialize_safetensors_header(file);
   for (const auto& t : file.tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
   return out;
+}
+
+/// Writes a safetensors file of the described tensors, their bytes handed by `produce` to its
+/// sink in the same order, atomically (write_file_atomically's streamed form): a file of any size
+/// is written holding one piece at a time. Throws as serialize_safetensors_header (before
+/// anything is written), shape_mismatch when the bytes handed over are not exactly what the
+/// shapes need, and what `produce` throws; nothing is written then.
+inline void write_safetensors_streamed(const std::filesystem::path& path, std::span<const safetensors_description> tensors,
+                                       const std::map<std::string, std::string>& metadata,
+                                       const std::function<void(const byte_sink&)>& produce) {
+  const std::vector<std::uint8_t> header = serialize_safetensors_header(tensors, metadata);
+  std::uint64_t expected = 0;
+  for (const auto& t : tensors) expected += detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument, t.name);
+  write_file_atomically(path, [&](const byte_sink& sink) {
+    sink(header);
+    std::uint64_t written = 0;
+    produce([&](std::span<const std::uint8_t> bytes) {
+      written += bytes.size();
+      detail::require(written <= expected, errc::shape_mismatch, "write_safetensors_streamed: more bytes than the tensors hold");
+      sink(bytes);
+    });
+    detail::require(written == expected, errc::shape_mismatch,
+                    "write_safetensors_streamed: " + std::to_string(written) + " bytes for tensors of " + std::to_string(expected));
+  });
 }
 
 /// Writes a safetensors file atomically (temporary file + rename): either the whole file appears

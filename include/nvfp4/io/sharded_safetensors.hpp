@@ -1,7 +1,8 @@
 // nvfp4/io/sharded_safetensors.hpp: a Hugging Face checkpoint directory's tensors: one
 // model.safetensors, or shards named by model.safetensors.index.json ({"metadata": {"total_size"},
-// "weight_map": {tensor: shard}}), read into one safetensors_file with every cross-file check, and
-// written back (sharded above a size limit), plus its JSON side files (config.json, ...).
+// "weight_map": {tensor: shard}}), read into one safetensors_file with every cross-file check
+// (io/safetensors_source.hpp reads them one at a time), and written back (sharded above a size
+// limit), plus its JSON side files (config.json, ...).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,22 +18,9 @@
 #include "nvfp4/io/file_bytes.hpp"
 #include "nvfp4/io/json_limits.hpp"
 #include "nvfp4/io/safetensors.hpp"
+#include "nvfp4/io/safetensors_source.hpp"
 
 namespace nvfp4::io {
-
-/// The index file name of a sharded checkpoint.
-inline constexpr const char* safetensors_index_name = "model.safetensors.index.json";
-
-/// Reads a JSON file (config.json, hf_quant_config.json, an index); io_error when it cannot be
-/// read, malformed_file when it is not a JSON object, is invalid or nests deeper than
-/// json_max_depth (a key given twice keeps its last value, as Python's json module reads it).
-inline nlohmann::ordered_json read_json_file(const std::filesystem::path& path) {
-  const auto bytes = read_file_bytes(path);
-  auto j = parse_json_bounded<nlohmann::ordered_json>(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
-                                                      path.string(), duplicate_keys::keep_last);
-  if (!j.is_object()) throw error(errc::malformed_file, path.string() + ": not a JSON object");
-  return j;
-}
 
 /// Writes JSON text the way Python's json.dump(indent=...) lays it out (what ModelOpt and
 /// Hugging Face write), atomically; `trailing_newline` as HF adds to its files. An
@@ -48,71 +36,10 @@ void write_json_file(const std::filesystem::path& path, const Json& j, int inden
 /// an index and its shards (or exactly one .safetensors file). Shards are checked against the
 /// index: every listed tensor in its shard, no tensor in two places, none unlisted. The result's
 /// tensors are in shard order, then file order; metadata is merged (a key set differently by two
-/// shards is malformed_file).
+/// shards is malformed_file). Each tensor is read straight into its own buffer (no copy of the
+/// whole file is held); safetensors_source reads them one at a time.
 inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(path, ec)) return read_safetensors(path);
-  const fs::path index_path = path / safetensors_index_name;
-  std::vector<std::string> shard_names;
-  std::map<std::string, std::string> weight_map;
-  if (fs::exists(index_path, ec)) {
-    std::set<std::string> listed;  // (a set: a scan of shard_names per entry was quadratic with one shard per tensor)
-    const auto index = read_json_file(index_path);
-    const auto it = index.find("weight_map");
-    if (it == index.end() || !it->is_object())
-      throw error(errc::malformed_file, index_path.string() + ": no \"weight_map\" object");
-    for (const auto& [tensor, shard] : it->items()) {
-      if (!shard.is_string()) throw error(errc::malformed_file, index_path.string() + ": the shard of '" + clip_for_message(tensor) + "' is not a string");
-      const std::string s = shard.get<std::string>();
-      if (s.empty() || s.size() > 255 || s.find('/') != std::string::npos || s.find('\\') != std::string::npos || s == "." || s == "..")
-        throw error(errc::malformed_file, index_path.string() + ": shard name '" + clip_for_message(s) + "' is not a plain file name");
-      weight_map[tensor] = s;
-      listed.insert(s);
-    }
-    shard_names.assign(listed.begin(), listed.end());  // sorted
-    // A shard file beside the index that it does not list holds tensors the index would drop.
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-      const std::string n = entry.path().filename().string();
-      const bool shard_like = n.size() == 32 && n.rfind("model-", 0) == 0 && n.find("-of-") == 11 && n.ends_with(".safetensors");
-      if (shard_like && !listed.contains(n))
-        throw error(errc::malformed_file, index_path.string() + ": shard " + n + " is in the directory but the index lists none of its tensors");
-    }
-  } else if (fs::exists(path / "model.safetensors", ec)) {
-    shard_names = {"model.safetensors"};
-  } else {
-    for (const auto& entry : fs::directory_iterator(path, ec))
-      if (entry.path().extension() == ".safetensors") shard_names.push_back(entry.path().filename().string());
-    if (shard_names.size() != 1)
-      throw error(errc::invalid_argument, path.string() + ": no model.safetensors or " + safetensors_index_name + ", and " +
-                                              std::to_string(shard_names.size()) + " .safetensors files (expected one)");
-  }
-  safetensors_file merged;
-  std::set<std::string> seen;
-  for (const auto& shard : shard_names) {
-    safetensors_file part = read_safetensors(path / shard);
-    for (const auto& [k, v] : part.metadata) {
-      const auto [it, inserted] = merged.metadata.emplace(k, v);
-      if (!inserted && it->second != v)
-        throw error(errc::malformed_file, (path / shard).string() + ": metadata '" + clip_for_message(k) + "' differs from another shard's");
-    }
-    for (auto& t : part.tensors) {
-      if (!weight_map.empty()) {
-        const auto it = weight_map.find(t.name);
-        if (it == weight_map.end())
-          throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + clip_for_message(t.name) + "' is not in the index");
-        if (it->second != shard)
-          throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + clip_for_message(t.name) + "' is listed in shard " + it->second);
-      }
-      if (!seen.insert(t.name).second)
-        throw error(errc::malformed_file, (path / shard).string() + ": tensor '" + clip_for_message(t.name) + "' is also in another shard");
-      merged.tensors.push_back(std::move(t));
-    }
-  }
-  for (const auto& [tensor, shard] : weight_map)
-    if (!seen.contains(tensor))
-      throw error(errc::malformed_file, index_path.string() + ": tensor '" + clip_for_message(tensor) + "' is listed in " + shard + " but not there");
-  return merged;
+  return safetensors_source::open(path).load_all();
 }
 
 namespace detail_sharded {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <unordered_set>
 
 #include "nvfp4/io/checkpoint.hpp"
 #include "nvfp4/io/json_limits.hpp"
@@ -185,14 +186,16 @@ inline checkpoint torchao_from_safetensors(const safetensors_file& file, const s
     if (!listed) throw error(errc::malformed_file, where + ": tensor '" + t.name + "' belongs to no entry of \"tensor_names\"");
     c.tensors.push_back(t);
   }
+  std::unordered_set<std::string> described;  // (a scan of the names per metadata key was quadratic)
+  for (const auto& n : names)
+    if (n.is_string()) described.insert(n.get<std::string>());
   for (const auto& [k, v] : file.metadata) {
     if (k == "tensor_names" || k == checkpoint_annotation_key) continue;
-    bool described = false;
-    for (const auto& n : names) described |= n.is_string() && n.get<std::string>() == k;
-    if (!described) c.metadata[k] = v;
+    if (!described.contains(k)) c.metadata[k] = v;
   }
   if (const auto it = file.metadata.find(checkpoint_annotation_key); it != file.metadata.end())
     apply_annotation(c, it->second, /*stored_decode=*/true);
+  check_configs(c, where);
   check_fused_scales(c, c.warnings);
   return c;
 }
@@ -217,8 +220,10 @@ inline safetensors_file torchao_to_safetensors(const checkpoint& c, const torcha
   safetensors_file file;
   std::vector<std::string> warnings;
   nlohmann::ordered_json tensor_names = nlohmann::ordered_json::array();
+  check_configs(c, "torchao writer");
   for (const auto& w : c.weights) {
     check_weight_on_load(w, "torchao writer", warnings);
+    require_readable_weight(w, "torchao writer");  // nothing its readers refuse
     if (w.format != weight_format::nvfp4)
       throw error(errc::unsupported, "torchao writer: tensor '" + w.name + "' is MXFP4; this writer holds NVFP4Tensor weights only");
     if (w.rht) throw error(errc::unsupported, "torchao writer: tensor '" + w.name + "' was quantized after TE's RHT; torchao cannot say so");
