@@ -66,6 +66,7 @@ fp8_tensor fp8_from_bytes_py(const std::string& format, const py::array& codes, 
   const fp8_format f = parse_fp8_format(format);
   const quantized_axis ax = parse_axis(axis);
   const auto [block_rows, block_cols] = block_dims(block);
+  check_array_size(codes, "codes");
   if (codes.dtype().itemsize() != 1)
     throw py::type_error("codes must hold bytes (uint8); got " + dtype_text(codes.dtype()));
   if (codes.ndim() != 2)
@@ -76,6 +77,7 @@ fp8_tensor fp8_from_bytes_py(const std::string& format, const py::array& codes, 
   std::memcpy(t.codes().data(), c.data(), t.codes().size());
   const std::string expected = "[" + std::to_string(t.scale_rows()) + ", " + std::to_string(t.scale_cols()) + "]";
   if (py::isinstance<py::array>(scale_inv)) {
+    check_array_size(py::reinterpret_borrow<py::array>(scale_inv), "scale_inv");  // before the copy of a view
     const auto values = float_values(scale_inv, "scale_inv");
     const bool fits = values.ndim() == 2 ? values.shape(0) == t.scale_rows() && values.shape(1) == t.scale_cols()
                                          : values.ndim() <= 1 && static_cast<std::size_t>(values.size()) == t.scale_inv().size();

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <span>
 
 #include "nvfp4/io/checkpoint_reader.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
@@ -14,9 +15,19 @@
 namespace nvfp4_python {
 namespace {
 
+/// Raises KeyboardInterrupt (or what a signal handler raised) when a signal came since the last
+/// check. The loops over tensors call it between tensors: a call over many tensors answers Ctrl-C
+/// within one tensor's work, not after the whole call. (One tensor's work, a kernel running on
+/// OpenMP threads, has no point where it could stop and leave its output whole, so a single
+/// quantize, dequantize or GEMM runs to its end first.)
+void check_signals() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 void save_checkpoint_py(const std::string& path, const py::dict& tensors, bool swizzle) {
   io::safetensors_file file;
   for (const auto& [key, value] : tensors) {
+    check_signals();
     const std::string name = py::cast<std::string>(key);
     const auto& q = py::cast<const py_quantized&>(value);
     io::store_options options;
@@ -50,24 +61,30 @@ py_quantized load_one(const io::safetensors_file& file, const std::string& name)
   return out;
 }
 
-/// Any checkpoint the readers take (detected: ModelOpt file or directory, compressed-tensors,
-/// GGUF, torchao), as ModelOpt tensors; another file is refused naming its format.
-io::safetensors_file read_any_checkpoint(const std::string& path) {
-  return io::read_as_modelopt(path).file;
-}
-
 py::dict load_checkpoint_py(const std::string& path) {
-  const io::safetensors_file file = read_any_checkpoint(path);
+  // A ModelOpt checkpoint is read a weight at a time (its other formats whole first).
+  const io::modelopt_source opened = io::open_as_modelopt(path, io::require_readable(path, /*npy_too=*/false));
   py::dict out;
-  for (const std::string& name : io::quantized_tensor_names(file)) {
+  for (const std::string& name : io::quantized_tensor_names(opened.source)) {
+    check_signals();
+    const io::safetensors_file file = io::load_quantized_weight_file(opened.source, name);
     if (io::is_fp8_weight(file, name)) out[py::str(name)] = io::load_fp8_weight(file, name);  // an Fp8Tensor
     else out[py::str(name)] = load_one(file, name);
   }
   return out;
 }
 
+/// Quantized weight `name` of the checkpoint at `path`: its tensors alone (a ModelOpt checkpoint
+/// reads nothing else).
+io::safetensors_file read_weight(const std::string& path, const std::string& name) {
+  const io::modelopt_source opened = io::open_as_modelopt(path, io::require_readable(path, /*npy_too=*/false));
+  io::safetensors_file file = io::load_quantized_weight_file(opened.source, name);
+  if (file.tensors.empty()) (void)io::describe_quantized_tensor(file, name);  // (throws: "no quantized tensor 'name'")
+  return file;
+}
+
 py::dict describe_py(const std::string& path, const std::string& name) {
-  const io::stored_tensor_info info = io::describe_quantized_tensor(read_any_checkpoint(path), name);
+  const io::stored_tensor_info info = io::describe_quantized_tensor(read_weight(path, name), name);
   py::dict d;
   d["name"] = info.name;
   d["format"] = info.format == io::stored_format::nvfp4_16x16 ? "nvfp4_16x16"
@@ -87,10 +104,15 @@ py::dict describe_py(const std::string& path, const std::string& name) {
 }
 
 py::array_t<float> dequantize_checkpoint_tensor_py(const std::string& path, const std::string& name) {
-  io::restored_tensor r = io::dequantize_any(read_any_checkpoint(path), name);
-  std::vector<py::ssize_t> shape(r.shape.begin(), r.shape.end());
-  py::array_t<float> out(shape);
-  std::memcpy(out.mutable_data(), r.values.data(), r.values.size() * sizeof(float));
+  const io::safetensors_file file = read_weight(path, name);
+  const std::vector<std::int64_t> dims = io::dequantized_shape(file, name);
+  py::array_t<float> out(std::vector<py::ssize_t>(dims.begin(), dims.end()));
+  float* at = out.mutable_data();
+  (void)io::dequantize_any_in_pieces(file, name, {}, [&](std::span<const float> piece) {  // straight into the array
+    check_signals();
+    std::memcpy(at, piece.data(), piece.size_bytes());
+    at += piece.size();
+  });
   return out;
 }
 

@@ -117,6 +117,7 @@ py_quantized quantized_from_state(const py::tuple& state) {
 
 /// decode_e2m1 / decode_ue4m3 / decode_e8m0: bytes (any shape, uint8 or int8) to float32 values.
 py::array_t<std::uint8_t, py::array::c_style> code_bytes(const py::array& codes, const char* what) {
+  check_array_size(codes, what);  // before any copy of a view
   const char kind = codes.dtype().kind();
   if (kind != 'u' && kind != 'i')
     throw py::type_error(std::string(what) + ": codes must be a uint8 array (e.g. QuantizedTensor.data / .scales); got " + dtype_text(codes.dtype()));
@@ -180,6 +181,7 @@ const std::vector<arg_spec>& quantize_args() {
 py_quantized from_bytes_py(const std::string& format, index_t rows, index_t cols, py::array data, py::array scales,
                            std::optional<float> amax, const std::string& axis) {
   auto bytes_of = [](const py::array& a, const char* what) {
+    check_array_size(a, what);  // before the copy of a view
     if (a.dtype().itemsize() != 1)
       throw py::type_error(std::string(what) + " must hold bytes (uint8); got " + dtype_text(a.dtype()));
     const auto c = py::array::ensure(a, py::array::c_style);

@@ -95,10 +95,19 @@ inline constexpr const char* accepted_dtypes =
     "float32, float16, float64 (rounded to float32), or bfloat16: uint16 bits (x.view(numpy.uint16)), an ml_dtypes "
     "bfloat16 array, or input_dtype='bfloat16' for int16 / 2-byte void bits";
 
+/// Throws invalid_argument unless x's shape is within nvfp4::max_element_count, before anything
+/// reads or copies x: a numpy view may have far more elements than memory (np.broadcast_to has
+/// zero strides), and a 2^41-element one got a whole conversion or amax pass (issue 39).
+inline void check_array_size(const py::array& x, const char* what) {
+  const std::vector<std::int64_t> shape(x.shape(), x.shape() + x.ndim());
+  (void)detail::checked_element_count(shape, errc::invalid_argument, what);
+}
+
 /// `x` as an array of float32 or of bf16 bits (uint16): float16 converted exactly, float64 rounded
 /// to nearest (a finite value beyond float32's range is an overflow error, not an Inf), ml_dtypes'
 /// bfloat16 and (with input_dtype "bfloat16") any 2-byte array viewed as its bits.
 inline py::array normalized_input(py::array x, const char* what, const std::string& input_dtype = "") {
+  check_array_size(x, what);
   const py::dtype dtype = x.dtype();
   if (!input_dtype.empty() && input_dtype != "bfloat16")
     throw py::value_error(std::string("input_dtype must be None or 'bfloat16', not '") + input_dtype + "'");
