@@ -131,9 +131,10 @@ class ActivationMeter:
 
 
 def gpu_memory(model, optimizers, meter, storage_recipe_of, trainable=None):
-    """The bytes a GPU would hold for this run, by kind (docs/training.md, "Memory"): the master
+    """The bytes a GPU would hold for this run, by kind: the master
     weights (as held: float32), the recipe's weight copies of every te.Linear, the activations
-    saved for backward, the gradients of the trained parameters (float32) and the optimizer state."""
+    saved for backward, the gradients of the trained parameters (float32) and the optimizer state
+    (docs/training.md, "What every report holds")."""
     copies = 0
     for n, m in model.named_modules():
         if isinstance(m, sc.gemm_types()):
