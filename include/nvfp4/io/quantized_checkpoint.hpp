@@ -76,7 +76,7 @@ struct store_options {
   quantize_options quantize = {};        ///< rounding, seed, MX rule used
   /// The N-D shape to restore (rows = the product of all but the last, cols = the last; a 0-d
   /// source, {}, is one element); none: [rows, cols].
-  std::optional<std::vector<std::int64_t>> source_shape;
+  std::optional<std::vector<std::int64_t>> source_shape = std::nullopt;
 };
 
 namespace detail_checkpoint {
