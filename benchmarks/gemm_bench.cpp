@@ -64,8 +64,8 @@ const problem& get_problem(index_t m, index_t n, index_t k) {
 void set_threads(benchmark::State& state) { nvfp4_bench::use_threads(state, 3); }
 
 void report(benchmark::State& state, const problem& p) {
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()),
-                                                benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 /// For N independent copies on N Google Benchmark threads: false (and the run marked an error)
@@ -86,8 +86,8 @@ bool copies_have_their_cores(benchmark::State& state) {
 /// FLOP/s of one copy among the benchmark's threads (Google Benchmark sums a counter over the
 /// threads; kAvgThreads divides by their number).
 void report_per_copy(benchmark::State& state, double flop_per_iteration) {
-  state.counters["FLOP/s per copy"] = benchmark::Counter(flop_per_iteration * double(state.iterations()),
-                                                         benchmark::Counter::kIsRate | benchmark::Counter::kAvgThreads);
+  state.counters["FLOP/s per copy"] =
+      benchmark::Counter(flop_per_iteration * double(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kAvgThreads);
 }
 
 template <gemm_mode Mode>
@@ -286,9 +286,8 @@ void BM_openblas_sgemm(benchmark::State& state) {
   const auto& p = get_problem(state.range(0), state.range(1), state.range(2));
   std::vector<float> out(static_cast<std::size_t>(p.m * p.n));
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(p.m), static_cast<int>(p.n),
-                static_cast<int>(p.k), 1.0f, p.x.data(), static_cast<int>(p.k), p.w.data(), static_cast<int>(p.k), 0.0f,
-                out.data(), static_cast<int>(p.n));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), 1.0f,
+                p.x.data(), static_cast<int>(p.k), p.w.data(), static_cast<int>(p.k), 0.0f, out.data(), static_cast<int>(p.n));
     benchmark::DoNotOptimize(out.data());
   }
   report(state, p);
@@ -324,8 +323,8 @@ void BM_nvfp4_gemm_amx_phased(benchmark::State& state) {
   std::vector<float> d(static_cast<std::size_t>(p.m * p.n));
   const auto d_view = matrix_view<float>::row_major(d.data(), p.m, p.n);
   for (auto _ : state) {
-    detail::amx::block_scaled_mma<simd::amx::hardware_tiles, detail::amx::schedule::phased>(
-        p.a, p.b, nullptr, {}, detail::store_to_matrix{d_view}, Mode);
+    detail::amx::block_scaled_mma<simd::amx::hardware_tiles, detail::amx::schedule::phased>(p.a, p.b, nullptr, {},
+                                                                                            detail::store_to_matrix{d_view}, Mode);
     benchmark::DoNotOptimize(d.data());
   }
   report(state, p);
@@ -376,8 +375,10 @@ const family_operands& operands_of(const problem& p) {
   ops->block_b = quantize_fp8_blockwise(w, fp8_format::e4m3, fp8_block_shape::block_128x128);
   ops->mx8_a = quantize_mxfp8_te<mxfp8>(x);
   ops->mx8_b = quantize_mxfp8_te<mxfp8>(w);
-  for (float v : std::span<const float>(p.x.data(), static_cast<std::size_t>(p.x.size()))) ops->bf16_x.push_back(bf16::from_float(v).to_float());
-  for (float v : std::span<const float>(p.w.data(), static_cast<std::size_t>(p.w.size()))) ops->bf16_w.push_back(bf16::from_float(v).to_float());
+  for (float v : std::span<const float>(p.x.data(), static_cast<std::size_t>(p.x.size())))
+    ops->bf16_x.push_back(bf16::from_float(v).to_float());
+  for (float v : std::span<const float>(p.w.data(), static_cast<std::size_t>(p.w.size())))
+    ops->bf16_w.push_back(bf16::from_float(v).to_float());
   cache.emplace_back(&p, std::move(ops));
   return *cache.back().second;
 }
@@ -401,8 +402,8 @@ void BM_relaxed(benchmark::State& state) {
     if constexpr (F == family::fp8_block) fp8_gemm(ops.block_a, ops.block_b, out, relaxed8);
     if constexpr (F == family::mxfp8) mxfp8_gemm(ops.mx8_a, ops.mx8_b, out, relaxed8);
     if constexpr (F == family::bf16)
-      float_gemm(matrix_view<const float>::row_major(ops.bf16_x.data(), p.m, p.k), matrix_view<const float>::row_major(ops.bf16_w.data(), p.n, p.k),
-                 {}, out, gemm_mode::relaxed);
+      float_gemm(matrix_view<const float>::row_major(ops.bf16_x.data(), p.m, p.k),
+                 matrix_view<const float>::row_major(ops.bf16_w.data(), p.n, p.k), {}, out, gemm_mode::relaxed);
     benchmark::DoNotOptimize(d.data());
   }
   simd::amx::set_relaxed_allowed(previous);
@@ -438,9 +439,12 @@ void BM_relaxed_phases(benchmark::State& state) {
   using clock = std::chrono::steady_clock;
   double pack_a = 0, pack_b = 0, run = 0;
   const auto source = [&](bool b_side) {
-    if constexpr (F == family::nvfp4) return detail::tiles::fp4_source<nvfp4_1x16>{b_side ? p.b : p.a};
-    else if constexpr (F == family::fp8) return detail::tiles::source_of(b_side ? ops.fp8_b : ops.fp8_a);
-    else if constexpr (F == family::mxfp8) return detail::tiles::source_of(b_side ? ops.mx8_b : ops.mx8_a);
+    if constexpr (F == family::nvfp4)
+      return detail::tiles::fp4_source<nvfp4_1x16>{b_side ? p.b : p.a};
+    else if constexpr (F == family::fp8)
+      return detail::tiles::source_of(b_side ? ops.fp8_b : ops.fp8_a);
+    else if constexpr (F == family::mxfp8)
+      return detail::tiles::source_of(b_side ? ops.mx8_b : ops.mx8_a);
     else
       return detail::tiles::float_source{
           matrix_view<const float>::row_major(b_side ? ops.bf16_w.data() : ops.bf16_x.data(), b_side ? p.n : p.m, p.k)};
@@ -452,10 +456,9 @@ void BM_relaxed_phases(benchmark::State& state) {
     const auto t1 = clock::now();
     detail::tiles::pack(source(true), p.n, p.k, true, pb);
     const auto t2 = clock::now();
-    detail::tiles::run<simd::amx::hardware_tiles>(pa, pb, 0, detail::tiles::no_block_merge{},
-                                                  [&](index_t i, index_t j0, const float* v, index_t count) {
-                                                    std::copy_n(v, count, d.data() + i * p.n + j0);
-                                                  });
+    detail::tiles::run<simd::amx::hardware_tiles>(
+        pa, pb, 0, detail::tiles::no_block_merge{},
+        [&](index_t i, index_t j0, const float* v, index_t count) { std::copy_n(v, count, d.data() + i * p.n + j0); });
     const auto t3 = clock::now();
     pack_a += std::chrono::duration<double, std::milli>(t1 - t0).count();
     pack_b += std::chrono::duration<double, std::milli>(t2 - t1).count();
@@ -484,9 +487,12 @@ void BM_tiles_pack_pieces(benchmark::State& state) {
     for (index_t b = 0; b < blocks; ++b) {
       const auto t0 = clock::now();
       for (index_t s = 0; s < steps; ++s) {
-        if constexpr (F == family::nvfp4) detail::tiles::fp4_source<nvfp4_1x16>{p.a}.fill(b * 16, s, bits);
-        else if constexpr (F == family::fp8) detail::tiles::source_of(ops.fp8_a).fill(b * 16, s, bits);
-        else detail::tiles::float_source{matrix_view<const float>::row_major(ops.bf16_x.data(), p.m, p.k)}.fill(b * 16, s, bits);
+        if constexpr (F == family::nvfp4)
+          detail::tiles::fp4_source<nvfp4_1x16>{p.a}.fill(b * 16, s, bits);
+        else if constexpr (F == family::fp8)
+          detail::tiles::source_of(ops.fp8_a).fill(b * 16, s, bits);
+        else
+          detail::tiles::float_source{matrix_view<const float>::row_major(ops.bf16_x.data(), p.m, p.k)}.fill(b * 16, s, bits);
         benchmark::DoNotOptimize(bits);
       }
       const auto t1 = clock::now();
@@ -523,8 +529,8 @@ void BM_tiles_run(benchmark::State& state) {
   const detail::tiles::blocking shape{state.range(3), state.range(4), state.range(5)};
   float sink = 0;
   for (auto _ : state)
-    detail::tiles::run<simd::amx::hardware_tiles>(pa, pb, 0, detail::tiles::no_block_merge{},
-                                                  [&](index_t, index_t, const float* v, index_t) { sink += v[0]; }, shape);
+    detail::tiles::run<simd::amx::hardware_tiles>(
+        pa, pb, 0, detail::tiles::no_block_merge{}, [&](index_t, index_t, const float* v, index_t) { sink += v[0]; }, shape);
   benchmark::DoNotOptimize(sink);
   report(state, p);
 }
@@ -542,7 +548,8 @@ void BM_tiles_kernel_in_l1(benchmark::State& state) {
   for (float& v : x) v = bf16::from_float(normal(rng)).to_float();
   for (float& v : w) v = bf16::from_float(normal(rng)).to_float();
   detail::tiles::packed_operand pa, pb;
-  detail::tiles::pack(detail::tiles::float_source{matrix_view<const float>::row_major(x.data(), 32, steps * 32)}, 32, steps * 32, false, pa);
+  detail::tiles::pack(detail::tiles::float_source{matrix_view<const float>::row_major(x.data(), 32, steps * 32)}, 32, steps * 32, false,
+                      pa);
   detail::tiles::pack(detail::tiles::float_source{matrix_view<const float>::row_major(w.data(), 32, steps * 32)}, 32, steps * 32, true, pb);
   const detail::tiles::tile* ta[2] = {pa.at(0, 0), pa.at(1, 0)};
   const detail::tiles::tile* tb[2] = {pb.at(0, 0), pb.at(1, 0)};
@@ -565,7 +572,10 @@ void tiles_run_shapes(benchmark::internal::Benchmark* b) {
     for (auto [items, panel, chunk] : {std::tuple{8, 16, 16}, std::tuple{8, 16, 8}, std::tuple{8, 16, 32}, std::tuple{4, 32, 16},
                                        std::tuple{16, 8, 16}, std::tuple{8, 32, 8}})
       b->Args({4096, 4096, 4096, items, panel, chunk, threads});
-  b->ArgNames({"M", "N", "K", "item_blocks", "panel_blocks", "chunk", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+  b->ArgNames({"M", "N", "K", "item_blocks", "panel_blocks", "chunk", "threads"})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(0.3);
 }
 
 BENCHMARK(BM_relaxed<family::nvfp4, true>)->Name("relaxed_nvfp4")->Apply(shapes);

@@ -32,7 +32,8 @@ std::vector<std::uint8_t> header_image(std::int64_t entries) {
   json += "}";
   json.append((8 - json.size() % 8) % 8, ' ');
   std::vector<std::uint8_t> image(8 + json.size());
-  for (int i = 0; i < 8; ++i) image[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(json.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    image[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(json.size()) >> (8 * i));
   std::copy(json.begin(), json.end(), image.begin() + 8);
   return image;
 }

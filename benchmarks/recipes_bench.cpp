@@ -64,8 +64,8 @@ void report_faults(benchmark::State& state, long faults_before) {
 }
 
 void report(benchmark::State& state, const problem& p, double gemms) {
-  state.counters["FLOP/s"] = benchmark::Counter(gemms * 2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()),
-                                                benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(gemms * 2.0 * double(p.m) * double(p.n) * double(p.k) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 /// The recipes a step is measured for, by index (Google Benchmark arguments are integers).
@@ -355,13 +355,18 @@ void BM_fp8_gemm_step(benchmark::State& state) {
   } else {
     const float8_current_scaling defaults{};
     const auto options_for = [](const mm_params& params) {
-      return fp8_gemm_options{.core = fp8::mma::tensor_core::hopper, .mode = Mode, .promotion_interval = params.use_split_accumulator ? 128 : 0};
+      return fp8_gemm_options{
+          .core = fp8::mma::tensor_core::hopper, .mode = Mode, .promotion_interval = params.use_split_accumulator ? 128 : 0};
     };
     const fp8_gemm_options fprop = options_for(defaults.fp8_gemm_fprop), dgrad = options_for(defaults.fp8_gemm_dgrad),
                            wgrad = options_for(defaults.fp8_gemm_wgrad);
     auto ops = std::make_shared<std::vector<fp8_tensor>>();
-    for (auto [m, f] : {std::pair{&p.x, fp8_format::e4m3}, {&p.w, fp8_format::e4m3}, {&p.dy, fp8_format::e5m2}, {&wt, fp8_format::e4m3},
-                        {&dyt, fp8_format::e5m2}, {&xt, fp8_format::e4m3}})
+    for (auto [m, f] : {std::pair{&p.x, fp8_format::e4m3},
+                        {&p.w, fp8_format::e4m3},
+                        {&p.dy, fp8_format::e5m2},
+                        {&wt, fp8_format::e4m3},
+                        {&dyt, fp8_format::e5m2},
+                        {&xt, fp8_format::e4m3}})
       ops->push_back(quantize_fp8_current(view(*m), f));
     step = [=] {
       const auto& o = *ops;
@@ -415,7 +420,9 @@ BENCHMARK(BM_eigen_step)->Name("eigen_step_fp32")->Apply([](auto* b) { step_shap
 #ifdef NVFP4_HAVE_CBLAS
 BENCHMARK(BM_openblas_step)->Name("openblas_step_fp32")->Apply([](auto* b) { step_shapes(b, false); });
 #endif
-BENCHMARK(BM_fp8_gemm_step<false, gemm_mode::relaxed>)->Name("fp8_current_gemms_alone_relaxed")->Apply([](auto* b) { step_shapes(b, false); });
+BENCHMARK(BM_fp8_gemm_step<false, gemm_mode::relaxed>)->Name("fp8_current_gemms_alone_relaxed")->Apply([](auto* b) {
+  step_shapes(b, false);
+});
 BENCHMARK(BM_fp8_gemm_step<false, gemm_mode::exact>)->Name("fp8_current_gemms_alone_exact")->Apply([](auto* b) { step_shapes(b, false); });
 BENCHMARK(BM_fp8_gemm_step<true, gemm_mode::relaxed>)->Name("mxfp8_gemms_alone_relaxed")->Apply([](auto* b) { step_shapes(b, false); });
 BENCHMARK(BM_fp8_gemm<fp8::mma::tensor_core::hopper, gemm_mode::exact>)->Name("fp8_gemm_hopper_exact")->Apply(gemm_shapes);

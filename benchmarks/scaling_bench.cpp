@@ -172,8 +172,10 @@ void BM_quantize_mxfp8_te_bf16(benchmark::State& state) {
   const auto view = matrix_view<const bf16>::row_major(values.data(), kRows, kCols);
   quantized_tensor<mxfp8> q;
   for (auto _ : state) {
-    if (Columnwise) quantize_mxfp8_te_into(view.transposed(), q, quantized_axis::columnwise);
-    else quantize_mxfp8_te_into(view, q);
+    if (Columnwise)
+      quantize_mxfp8_te_into(view.transposed(), q, quantized_axis::columnwise);
+    else
+      quantize_mxfp8_te_into(view, q);
     benchmark::DoNotOptimize(q.data().data());
     benchmark::ClobberMemory();
   }
@@ -231,8 +233,8 @@ void BM_quantize_fp8_block_both_copies(benchmark::State& state) {
   set_threads(state);
   for (auto _ : state) {
     auto row = quantize_fp8_blockwise(source_view(), fp8_format::e4m3, Shape);
-    auto col = quantize_fp8_blockwise(source_view().transposed(), fp8_format::e4m3, Shape, {.power_2_scale = true},
-                                      quantized_axis::columnwise);
+    auto col =
+        quantize_fp8_blockwise(source_view().transposed(), fp8_format::e4m3, Shape, {.power_2_scale = true}, quantized_axis::columnwise);
     benchmark::DoNotOptimize(row.codes().data());
     benchmark::DoNotOptimize(col.codes().data());
   }
@@ -261,8 +263,11 @@ void BM_quantize_fp8_block_into(benchmark::State& state) {
   set_threads(state);
   fp8_tensor q;
   for (auto _ : state) {
-    if (Columnwise) quantize_fp8_blockwise_into(source_view().transposed(), fp8_format::e4m3, Shape, {.power_2_scale = true}, q, quantized_axis::columnwise);
-    else quantize_fp8_blockwise_into(source_view(), fp8_format::e4m3, Shape, {.power_2_scale = true}, q);
+    if (Columnwise)
+      quantize_fp8_blockwise_into(source_view().transposed(), fp8_format::e4m3, Shape, {.power_2_scale = true}, q,
+                                  quantized_axis::columnwise);
+    else
+      quantize_fp8_blockwise_into(source_view(), fp8_format::e4m3, Shape, {.power_2_scale = true}, q);
     benchmark::DoNotOptimize(q.codes().data());
     benchmark::ClobberMemory();
   }
@@ -387,16 +392,36 @@ BENCHMARK_TEMPLATE(BM_quantize_mxfp8_te_bf16, false)->Name("BM_quantize_mxfp8_te
 BENCHMARK_TEMPLATE(BM_quantize_mxfp8_te_bf16, true)->Name("BM_quantize_mxfp8_te_bf16_columnwise")->Apply(thread_args);
 BENCHMARK(BM_quantize_mxfp8_te_both_copies)->Apply(thread_args);
 BENCHMARK(BM_quantize_mxfp8_te_both_into)->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_1x128, false)->Name("BM_quantize_fp8_block_1x128_rowwise")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_1x128, true)->Name("BM_quantize_fp8_block_1x128_columnwise")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_128x128, false)->Name("BM_quantize_fp8_block_128x128_rowwise")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_128x128, true)->Name("BM_quantize_fp8_block_128x128_columnwise")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_copies, fp8_block_shape::block_1x128)->Name("BM_quantize_fp8_block_1x128_both_copies")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_copies, fp8_block_shape::block_128x128)->Name("BM_quantize_fp8_block_128x128_both_copies")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block_into, fp8_block_shape::block_1x128, false)->Name("BM_quantize_fp8_block_into_1x128_rowwise")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block_into, fp8_block_shape::block_1x128, true)->Name("BM_quantize_fp8_block_into_1x128_columnwise")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_into, fp8_block_shape::block_1x128)->Name("BM_quantize_fp8_block_both_into_1x128")->Apply(thread_args);
-BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_into, fp8_block_shape::block_128x128)->Name("BM_quantize_fp8_block_both_into_128x128")->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_1x128, false)
+    ->Name("BM_quantize_fp8_block_1x128_rowwise")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_1x128, true)
+    ->Name("BM_quantize_fp8_block_1x128_columnwise")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_128x128, false)
+    ->Name("BM_quantize_fp8_block_128x128_rowwise")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block, fp8_block_shape::block_128x128, true)
+    ->Name("BM_quantize_fp8_block_128x128_columnwise")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_copies, fp8_block_shape::block_1x128)
+    ->Name("BM_quantize_fp8_block_1x128_both_copies")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_copies, fp8_block_shape::block_128x128)
+    ->Name("BM_quantize_fp8_block_128x128_both_copies")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_into, fp8_block_shape::block_1x128, false)
+    ->Name("BM_quantize_fp8_block_into_1x128_rowwise")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_into, fp8_block_shape::block_1x128, true)
+    ->Name("BM_quantize_fp8_block_into_1x128_columnwise")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_into, fp8_block_shape::block_1x128)
+    ->Name("BM_quantize_fp8_block_both_into_1x128")
+    ->Apply(thread_args);
+BENCHMARK_TEMPLATE(BM_quantize_fp8_block_both_into, fp8_block_shape::block_128x128)
+    ->Name("BM_quantize_fp8_block_both_into_128x128")
+    ->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize_4over6, nvfp4_1x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_quantize_4over6, nvfp4_16x16)->Apply(thread_args);
 BENCHMARK_TEMPLATE(BM_dequantize, nvfp4_1x16)->Apply(thread_args);

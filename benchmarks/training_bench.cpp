@@ -78,9 +78,10 @@ const bool registered = [] {
   }
   for (auto format : {training::state_format::fp32, training::state_format::bf16, training::state_format::fp8_e4m3,
                       training::state_format::fp8_e5m2, training::state_format::block_fp8_e4m3}) {
-    benchmark::RegisterBenchmark((std::string("BM_adamw_step/") + training::state_format_name(format)).c_str(),
-                                 [format](benchmark::State& s) { BM_optimizer_step(s, format); })
-        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BM_adamw_step/") + training::state_format_name(format)).c_str(), [format](
+                                                                                                                    benchmark::State& s) {
+      BM_optimizer_step(s, format);
+    })->Unit(benchmark::kMillisecond);
   }
   return true;
 }();

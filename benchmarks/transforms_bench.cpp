@@ -71,7 +71,8 @@ void BM_quantize_sr_rowwise(benchmark::State& state) {
 }
 void BM_quantize_sr_reference_rowwise(benchmark::State& state) {  // the scalar reference, for scale
   for (auto _ : state)
-    benchmark::DoNotOptimize(nvfp4::reference::quantize<nvfp4::nvfp4_1x16>(view(), {.rounding = nvfp4::rounding_mode::stochastic, .seed = 3}));
+    benchmark::DoNotOptimize(
+        nvfp4::reference::quantize<nvfp4::nvfp4_1x16>(view(), {.rounding = nvfp4::rounding_mode::stochastic, .seed = 3}));
   finish(state);
 }
 void BM_random_bytes(benchmark::State& state) {

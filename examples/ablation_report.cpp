@@ -31,14 +31,14 @@ defaults: --rows 256 --cols 1024 --seed 1 --out reports   (cols must be a multip
 )";
 
 struct config {
-  int block = 16;         // 16 or 32
-  bool e4m3_scale = true; // E4M3 block scales + FP32 tensor scale (NVFP4-style), else E8M0 (MX-style)
-  bool rht = false;       // TE's 16-point RHT on each row block, inverted after dequantizing
+  int block = 16;          // 16 or 32
+  bool e4m3_scale = true;  // E4M3 block scales + FP32 tensor scale (NVFP4-style), else E8M0 (MX-style)
+  bool rht = false;        // TE's 16-point RHT on each row block, inverted after dequantizing
   bool stochastic = false;
-  bool two_d = false;     // block x block tiles instead of 1 x block
+  bool two_d = false;  // block x block tiles instead of 1 x block
   std::string label() const {
-    return std::to_string(two_d ? block : 1) + "x" + std::to_string(block) + (e4m3_scale ? " E4M3" : " E8M0") +
-           (rht ? " RHT" : "") + (stochastic ? " SR" : " RN");
+    return std::to_string(two_d ? block : 1) + "x" + std::to_string(block) + (e4m3_scale ? " E4M3" : " E8M0") + (rht ? " RHT" : "") +
+           (stochastic ? " SR" : " RN");
   }
 };
 
@@ -53,8 +53,10 @@ struct result {
 /// fast path's panel, so they run on the scalar reference (bit-identical, just slower).
 template <class Format, class T>
 std::vector<float> roundtrip(nvfp4::matrix_view<const T> x, const nvfp4::quantize_options& options) {
-  if constexpr (Format::block_rows <= 16) return nvfp4::dequantize(nvfp4::quantize<Format>(x, options));
-  else return nvfp4::dequantize(nvfp4::reference::quantize<Format>(x, options));
+  if constexpr (Format::block_rows <= 16)
+    return nvfp4::dequantize(nvfp4::quantize<Format>(x, options));
+  else
+    return nvfp4::dequantize(nvfp4::reference::quantize<Format>(x, options));
 }
 
 template <class Scale, class T>
@@ -89,10 +91,14 @@ std::vector<float> run_config(const config& c, const std::vector<float>& x, long
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char ch : s) {
-    if (ch == '<') out += "&lt;";
-    else if (ch == '>') out += "&gt;";
-    else if (ch == '&') out += "&amp;";
-    else out += ch;
+    if (ch == '<')
+      out += "&lt;";
+    else if (ch == '>')
+      out += "&gt;";
+    else if (ch == '&')
+      out += "&amp;";
+    else
+      out += ch;
   }
   return out;
 }
@@ -169,8 +175,11 @@ struct effect {
 
 /// A fixed colour per distribution (by name, not position), the same in every chart.
 std::string distribution_color(const std::string& name) {
-  static const std::map<std::string, std::string> table{{"normal", "#4c72b0"},  {"normal+outliers", "#dd8452"}, {"student-t(3)", "#55a868"},
-                                                        {"uniform", "#c44e52"}, {"log-normal", "#8172b3"}};
+  static const std::map<std::string, std::string> table{{"normal", "#4c72b0"},
+                                                        {"normal+outliers", "#dd8452"},
+                                                        {"student-t(3)", "#55a868"},
+                                                        {"uniform", "#c44e52"},
+                                                        {"log-normal", "#8172b3"}};
   const auto it = table.find(name);
   return it != table.end() ? it->second : "#937860";
 }
@@ -200,8 +209,7 @@ std::string effects_svg(const std::vector<std::pair<std::string, std::vector<eff
     if (tick % tick_every != 0) continue;
     const double y = zero_y - tick * scale;
     svg << "<line x1='" << left << "' x2='" << width - 180 << "' y1='" << y << "' y2='" << y << "' stroke='"
-        << (tick == 0 ? "#000" : "#ddd") << "'/><text x='" << left - 6 << "' y='" << y + 4 << "' text-anchor='end'>" << tick
-        << "</text>\n";
+        << (tick == 0 ? "#000" : "#ddd") << "'/><text x='" << left - 6 << "' y='" << y + 4 << "' text-anchor='end'>" << tick << "</text>\n";
   }
   svg << "<text transform='translate(16," << zero_y << ") rotate(-90)' text-anchor='middle'>SQNR change (dB)</text>\n";
   int group = 0;
@@ -220,10 +228,9 @@ std::string effects_svg(const std::vector<std::pair<std::string, std::vector<eff
           << zero_y - v.max * scale << "' stroke='#222'/><line x1='" << xc - 4 << "' x2='" << xc + 4 << "' y1='" << zero_y - v.min * scale
           << "' y2='" << zero_y - v.min * scale << "' stroke='#222'/>\n";
     }
-    svg << "<text x='" << x0 + bar_w * static_cast<int>(values.size()) / 2 << "' y='" << top + plot_h + 20
-        << "' text-anchor='middle'>" << xml_escape(name) << "</text><text x='" << x0 + bar_w * static_cast<int>(values.size()) / 2
-        << "' y='" << top + plot_h + 34 << "' text-anchor='middle' fill='#555'>(mean of " << (values.empty() ? 0 : values.front().pairs)
-        << " pairs)</text>\n";
+    svg << "<text x='" << x0 + bar_w * static_cast<int>(values.size()) / 2 << "' y='" << top + plot_h + 20 << "' text-anchor='middle'>"
+        << xml_escape(name) << "</text><text x='" << x0 + bar_w * static_cast<int>(values.size()) / 2 << "' y='" << top + plot_h + 34
+        << "' text-anchor='middle' fill='#555'>(mean of " << (values.empty() ? 0 : values.front().pairs) << " pairs)</text>\n";
     ++group;
   }
   for (std::size_t d = 0; d < distributions.size(); ++d) {
@@ -330,8 +337,8 @@ int main(int argc, char** argv) {
                                  {"bits_per_element", r.bits_per_element}});
       char line[512];
       std::snprintf(line, sizeof line, "%s,%d,%d,%s,%d,%s,%.4f,%.6e,%.6e,%.8f,%.5f\n", r.distribution.c_str(), c.two_d ? c.block : 1,
-                    c.block, c.e4m3_scale ? "E4M3+FP32" : "E8M0", c.rht ? 1 : 0, c.stochastic ? "SR" : "RN", r.error.sqnr_db,
-                    r.error.mse, r.error.max_abs_error, r.error.cosine_similarity, r.bits_per_element);
+                    c.block, c.e4m3_scale ? "E4M3+FP32" : "E8M0", c.rht ? 1 : 0, c.stochastic ? "SR" : "RN", r.error.sqnr_db, r.error.mse,
+                    r.error.max_abs_error, r.error.cosine_similarity, r.bits_per_element);
       csv << line;
     }
     // mean_effect_db: per choice, the mean change per distribution (as before); effect_db: with
@@ -352,8 +359,8 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::printf("FP4 ablation over %zu configurations x %zu distributions, [%lld x %lld] each\n\n", configs.size(),
-              distributions.size(), rows, cols);
+  std::printf("FP4 ablation over %zu configurations x %zu distributions, [%lld x %lld] each\n\n", configs.size(), distributions.size(),
+              rows, cols);
   std::printf("%-22s", "configuration (SQNR dB)");
   for (const auto& d : distributions) std::printf(" %15s", d.c_str());
   std::printf("\n");

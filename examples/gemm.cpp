@@ -59,20 +59,17 @@ int main(int argc, char** argv) {
     const double fp32_ms = best_ms(repeat, [&] { reference = a * b.transpose(); });
     nvfp4::gemm_options exact_options, relaxed_options;
     relaxed_options.mode = nvfp4::gemm_mode::relaxed;
-    const double exact_ms = best_ms(repeat, [&] {
-      nvfp4::gemm(qa, qb, nvfp4::matrix_view<float>::row_major(exact.data(), m, n), exact_options);
-    });
-    const double relaxed_ms = best_ms(repeat, [&] {
-      nvfp4::gemm(qa, qb, nvfp4::matrix_view<float>::row_major(relaxed.data(), m, n), relaxed_options);
-    });
+    const double exact_ms =
+        best_ms(repeat, [&] { nvfp4::gemm(qa, qb, nvfp4::matrix_view<float>::row_major(exact.data(), m, n), exact_options); });
+    const double relaxed_ms =
+        best_ms(repeat, [&] { nvfp4::gemm(qa, qb, nvfp4::matrix_view<float>::row_major(relaxed.data(), m, n), relaxed_options); });
     const double dequant_ms = best_ms(repeat, [&] { dequantized = nvfp4::eigen::dequantize_then_gemm(qa, qb); });
 
     const auto span_of = [](const matrix& x) { return std::span<const float>(x.data(), static_cast<std::size_t>(x.size())); };
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    std::printf("D = A * B^T, A [%lld x %lld], B [%lld x %lld], NVFP4 1x16 along K; quantizing both: %.2f ms\n\n", m, k, n, k,
-                quantize_ms);
-    std::printf("%-26s %10s %12s %14s %16s %10s %10s\n", "mode", "SQNR dB", "max |err|", "max |D-exact|", "elements != exact",
-                "ms", "GFLOP/s");
+    std::printf("D = A * B^T, A [%lld x %lld], B [%lld x %lld], NVFP4 1x16 along K; quantizing both: %.2f ms\n\n", m, k, n, k, quantize_ms);
+    std::printf("%-26s %10s %12s %14s %16s %10s %10s\n", "mode", "SQNR dB", "max |err|", "max |D-exact|", "elements != exact", "ms",
+                "GFLOP/s");
     struct row {
       const char* name;
       const matrix* d;
@@ -88,12 +85,13 @@ int main(int argc, char** argv) {
         differing += diff != 0;
         max_diff = std::max(max_diff, diff);
       }
-      std::printf("%-26s %10.2f %12.4g %14.4g %16lld %10.2f %10.2f\n", r.name, e.sqnr_db, e.max_abs_error, max_diff, differing,
-                  r.ms, flops / r.ms / 1e6);
+      std::printf("%-26s %10.2f %12.4g %14.4g %16lld %10.2f %10.2f\n", r.name, e.sqnr_db, e.max_abs_error, max_diff, differing, r.ms,
+                  flops / r.ms / 1e6);
     }
-    std::printf("\nSQNR and errors are against the fp32 product of the unquantized inputs (the last row is that\n"
-                "product itself). 'exact' is what a Blackwell GPU returns bit for bit; the other modes are\n"
-                "cheaper approximations of it and differ from it in the last bits of many elements.\n");
+    std::printf(
+        "\nSQNR and errors are against the fp32 product of the unquantized inputs (the last row is that\n"
+        "product itself). 'exact' is what a Blackwell GPU returns bit for bit; the other modes are\n"
+        "cheaper approximations of it and differ from it in the last bits of many elements.\n");
   } catch (const nvfp4::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

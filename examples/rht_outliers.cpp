@@ -19,9 +19,9 @@ defaults: --tokens 4096 --hidden 1024 --dof 2 --seed 1
 
 /// Per-block numbers of one quantized copy, against the values it should represent.
 struct block_stats {
-  std::vector<double> crest;     ///< block amax / block RMS: how peaky a block is
-  std::vector<double> flushed;   ///< fraction of nonzero inputs that quantized to 0
-  std::vector<double> sqnr_db;   ///< per-block SQNR (blocks with a nonzero error)
+  std::vector<double> crest;    ///< block amax / block RMS: how peaky a block is
+  std::vector<double> flushed;  ///< fraction of nonzero inputs that quantized to 0
+  std::vector<double> sqnr_db;  ///< per-block SQNR (blocks with a nonzero error)
 };
 
 block_stats per_block(const std::vector<float>& source, const std::vector<float>& restored, long long blocks) {
@@ -110,8 +110,9 @@ int main(int argc, char** argv) {
   print_stat("crest factor amax/rms", s_plain.crest, s_rht.crest);
   print_stat("fraction flushed to 0", s_plain.flushed, s_rht.flushed);
   print_stat("block SQNR (dB)", s_plain.sqnr_db, s_rht.sqnr_db);
-  std::printf("\nRHT spreads each outlier over its 16-element block: the amax drops and blocks get flatter\n"
-              "(lower crest factor, fewer small values flushed to zero), but an outlier's own rounding\n"
-              "error is spread over the block too; which effect wins depends on the data (see the SQNR).\n");
+  std::printf(
+      "\nRHT spreads each outlier over its 16-element block: the amax drops and blocks get flatter\n"
+      "(lower crest factor, fewer small values flushed to zero), but an outlier's own rounding\n"
+      "error is spread over the block too; which effect wins depends on the data (see the SQNR).\n");
   return 0;
 }

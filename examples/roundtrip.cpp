@@ -71,8 +71,7 @@ mode_result run_rht(nvfp4::matrix_view<const float> x, int repeat) {
   });
   r.dequantize_ms = median_ms(repeat, [&] {
     nvfp4::dequantize(q, dequantized_view);
-    nvfp4::hadamard_rows(nvfp4::matrix_view<const float>(dequantized_view), transform, back_view,
-                         nvfp4::hadamard_direction::inverse);
+    nvfp4::hadamard_rows(nvfp4::matrix_view<const float>(dequantized_view), transform, back_view, nvfp4::hadamard_direction::inverse);
   });
   r.restored.resize(back.size());
   for (std::size_t i = 0; i < back.size(); ++i) r.restored[i] = back[i].to_float();
@@ -125,8 +124,7 @@ int main(int argc, char** argv) {
         {"MXFP4 (TE ceil)", 4.25, [&] { return run_mode<nvfp4::mxfp4>(view, repeat, te_rule); }},
         {"MXFP8 E4M3", 8.25, [&] { return run_mode<nvfp4::mxfp8>(view, repeat); }},
     };
-    std::printf("%-20s %9s %12s %12s %8s %12s %14s\n", "mode", "SQNR dB", "MSE", "max |err|", "bits/el", "quantize ms",
-                "dequantize ms");
+    std::printf("%-20s %9s %12s %12s %8s %12s %14s\n", "mode", "SQNR dB", "MSE", "max |err|", "bits/el", "quantize ms", "dequantize ms");
     for (const auto& m : modes) {
       if (std::string(m.name).find("RHT") != std::string::npos && cols % 16 != 0) {
         std::printf("%-20s (needs cols %% 16 == 0)\n", m.name);
@@ -134,16 +132,17 @@ int main(int argc, char** argv) {
       }
       const mode_result r = m.run();
       const nvfp4::error_report e = nvfp4::compare(x, r.restored);
-      std::printf("%-20s %9.2f %12.4e %12.4e %8.3f %12.2f %14.2f\n", m.name, e.sqnr_db, e.mse, e.max_abs_error, m.bits,
-                  r.quantize_ms, r.dequantize_ms);
+      std::printf("%-20s %9.2f %12.4e %12.4e %8.3f %12.2f %14.2f\n", m.name, e.sqnr_db, e.mse, e.max_abs_error, m.bits, r.quantize_ms,
+                  r.dequantize_ms);
     }
     int threads = 1;
 #if defined(_OPENMP)
     threads = omp_get_max_threads();
 #endif
-    std::printf("\nSQNR: higher is better (+6 dB ~ one more bit). Times: median of %d runs after a warm-up,\n"
-                "outputs into kept buffers (quantize allocates the tensor it returns), %d threads.\n",
-                repeat, threads);
+    std::printf(
+        "\nSQNR: higher is better (+6 dB ~ one more bit). Times: median of %d runs after a warm-up,\n"
+        "outputs into kept buffers (quantize allocates the tensor it returns), %d threads.\n",
+        repeat, threads);
   } catch (const nvfp4::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -85,13 +85,15 @@ std::unique_ptr<nvfp4::nn::model> make_model(const settings& s, const nvfp4::nn:
   using namespace nvfp4;
   if (s.model == "mlp")
     return std::make_unique<nn::mlp_classifier>(
-        nn::mlp_config{.inputs = 64, .hidden = s.width, .depth = static_cast<int>(s.depth), .classes = 16,
-                       .seed = static_cast<std::uint64_t>(s.seed)},
+        nn::mlp_config{
+            .inputs = 64, .hidden = s.width, .depth = static_cast<int>(s.depth), .classes = 16, .seed = static_cast<std::uint64_t>(s.seed)},
         engines);
-  return std::make_unique<nn::transformer_lm>(
-      nn::transformer_config{.width = s.width, .depth = static_cast<int>(s.depth), .heads = s.heads, .seq_len = s.seq,
-                             .seed = static_cast<std::uint64_t>(s.seed)},
-      engines);
+  return std::make_unique<nn::transformer_lm>(nn::transformer_config{.width = s.width,
+                                                                     .depth = static_cast<int>(s.depth),
+                                                                     .heads = s.heads,
+                                                                     .seq_len = s.seq,
+                                                                     .seed = static_cast<std::uint64_t>(s.seed)},
+                                              engines);
 }
 
 std::unique_ptr<nvfp4::training::optimizer> make_optimizer(const settings& s, nvfp4::nn::model& m,
@@ -101,8 +103,7 @@ std::unique_ptr<nvfp4::training::optimizer> make_optimizer(const settings& s, nv
   const float lr = static_cast<float>(s.lr);
   if (s.optimizer == "sgd") return std::make_unique<sgd_momentum>(m.parameters(), sgd_options{.lr = lr * 30.0f, .states = plan});
   const adamw_options adam{.lr = lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .states = plan};
-  if (s.optimizer == "muon")
-    return std::make_unique<muon>(m.parameters(), muon_options{.lr = 0.02f, .states = plan, .adamw = adam});
+  if (s.optimizer == "muon") return std::make_unique<muon>(m.parameters(), muon_options{.lr = 0.02f, .states = plan, .adamw = adam});
   return std::make_unique<adamw>(m.parameters(), adam);
 }
 
@@ -124,9 +125,8 @@ int main(int argc, char** argv) {
   settings s{f.text("model", "transformer"), f.text("optimizer", "adamw"), f.text("text", NVFP4_DATA_DIR "/shakespeare.txt"),
              // Relaxed by default: the quantized tensors are the recipe's bits either way, and only the
              // accumulation of the quantized GEMMs differs (FP8: 3-4x faster steps; docs/training.md).
-             f.text("gemm", "relaxed"),
-             f.integer("steps", 300), f.integer("width", 64), f.integer("depth", 2), f.integer("heads", 4), f.integer("seq", 64),
-             f.integer("batch", 16), f.integer("warmup", 30), f.integer("threads", 1), f.integer("jobs", 2),
+             f.text("gemm", "relaxed"), f.integer("steps", 300), f.integer("width", 64), f.integer("depth", 2), f.integer("heads", 4),
+             f.integer("seq", 64), f.integer("batch", 16), f.integer("warmup", 30), f.integer("threads", 1), f.integer("jobs", 2),
              f.integer("eval-every", 50), f.integer("eval-batches", 8), f.integer("log-every", 50), f.integer("seed", 1),
              real_flag(f, "lr", 3e-3), real_flag(f, "clip", 1.0)};
   const std::filesystem::path out_dir = f.text("out", "reports");
@@ -160,8 +160,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<training::dataset> data;
     std::string unit = "tokens";
     if (s.model == "mlp") {
-      data = std::make_unique<training::cluster_dataset>(
-          training::cluster_config{.features = 64, .classes = 16, .spread = 1.0f, .batch_size = s.batch, .seed = static_cast<std::uint64_t>(s.seed)});
+      data = std::make_unique<training::cluster_dataset>(training::cluster_config{
+          .features = 64, .classes = 16, .spread = 1.0f, .batch_size = s.batch, .seed = static_cast<std::uint64_t>(s.seed)});
       unit = "examples";
     } else {
       data = std::make_unique<training::text_dataset>(
@@ -179,7 +179,8 @@ int main(int argc, char** argv) {
         if (!cooldown.empty() && c.cooldown_fraction > 0.0) c.cooldown_fraction = real_flag(f, "cooldown-fraction", 0.0);
         if ((!first.empty() || !last.empty()) && c.skip_quant_first_layers + c.skip_quant_last_layers > 0) {
           // A flag not given keeps the recipe's own count.
-          c.skip_quant_first_layers = static_cast<int>(std::min<long long>(f.integer("skip-quant-first", c.skip_quant_first_layers), 1 << 20));
+          c.skip_quant_first_layers =
+              static_cast<int>(std::min<long long>(f.integer("skip-quant-first", c.skip_quant_first_layers), 1 << 20));
           c.skip_quant_last_layers = static_cast<int>(std::min<long long>(f.integer("skip-quant-last", c.skip_quant_last_layers), 1 << 20));
         }
         try {
@@ -191,8 +192,8 @@ int main(int argc, char** argv) {
       std::printf("model: %s, %zu parameters, %d layers for the precision controls; data: %s\n", probe->name().c_str(),
                   probe->parameter_count(), probe->layer_count(), data->name().c_str());
     }
-    std::printf("%zu recipes x %lld steps, batch %lld x %lld, %s lr %g, %lld job(s) x %lld thread(s)\n\n", recipes.size(), s.steps,
-                s.batch, s.model == "mlp" ? 1 : s.seq, s.optimizer.c_str(), s.lr, s.jobs, s.threads);
+    std::printf("%zu recipes x %lld steps, batch %lld x %lld, %s lr %g, %lld job(s) x %lld thread(s)\n\n", recipes.size(), s.steps, s.batch,
+                s.model == "mlp" ? 1 : s.seq, s.optimizer.c_str(), s.lr, s.jobs, s.threads);
 
     std::vector<training::run_report> reports(recipes.size());
     std::mutex print_mutex;
@@ -207,10 +208,15 @@ int main(int argc, char** argv) {
         try {
           auto model = make_model(s, recipe.engines(static_cast<std::uint64_t>(s.seed)));
           auto opt = make_optimizer(s, *model, recipe.optimizer_states);
-          training::train_options options{.steps = s.steps, .warmup_steps = std::min(s.warmup, s.steps), .min_lr_fraction = 0.1f,
-                                          .grad_clip = static_cast<float>(s.clip), .controls = recipe.controls,
-                                          .eval_every = static_cast<int>(s.eval_every), .eval_batches = static_cast<int>(s.eval_batches),
-                                          .log_every = static_cast<int>(s.log_every), .progress_every = static_cast<int>(std::max<long long>(1, s.steps / 6))};
+          training::train_options options{.steps = s.steps,
+                                          .warmup_steps = std::min(s.warmup, s.steps),
+                                          .min_lr_fraction = 0.1f,
+                                          .grad_clip = static_cast<float>(s.clip),
+                                          .controls = recipe.controls,
+                                          .eval_every = static_cast<int>(s.eval_every),
+                                          .eval_batches = static_cast<int>(s.eval_batches),
+                                          .log_every = static_cast<int>(s.log_every),
+                                          .progress_every = static_cast<int>(std::max<long long>(1, s.steps / 6))};
           options.on_progress = [&](const training::progress_report& p) {
             const std::lock_guard<std::mutex> lock(print_mutex);
             std::printf("[%-18s] step %5lld/%lld  loss %.4f  val %s  %s/s %.0f\n", recipe.name.c_str(), p.step, p.total_steps, p.loss,
@@ -231,12 +237,21 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < failures.size(); ++i)
       if (!failures[i].empty()) throw error(errc::invalid_argument, "recipe " + recipes[i].name + ": " + failures[i]);
 
-    const std::vector<std::pair<std::string, std::string>> settings_json{
-        {"model", s.model}, {"optimizer", s.optimizer}, {"gemm", s.gemm}, {"text", s.model == "mlp" ? "" : s.text},
-        {"steps", std::to_string(s.steps)}, {"width", std::to_string(s.width)}, {"depth", std::to_string(s.depth)},
-        {"heads", std::to_string(s.heads)}, {"seq", std::to_string(s.seq)}, {"batch", std::to_string(s.batch)},
-        {"lr", std::to_string(s.lr)}, {"threads", std::to_string(s.threads)}, {"jobs", std::to_string(s.jobs)},
-        {"seed", std::to_string(s.seed)}, {"isa", isa_name(compiled_isa)}};
+    const std::vector<std::pair<std::string, std::string>> settings_json{{"model", s.model},
+                                                                         {"optimizer", s.optimizer},
+                                                                         {"gemm", s.gemm},
+                                                                         {"text", s.model == "mlp" ? "" : s.text},
+                                                                         {"steps", std::to_string(s.steps)},
+                                                                         {"width", std::to_string(s.width)},
+                                                                         {"depth", std::to_string(s.depth)},
+                                                                         {"heads", std::to_string(s.heads)},
+                                                                         {"seq", std::to_string(s.seq)},
+                                                                         {"batch", std::to_string(s.batch)},
+                                                                         {"lr", std::to_string(s.lr)},
+                                                                         {"threads", std::to_string(s.threads)},
+                                                                         {"jobs", std::to_string(s.jobs)},
+                                                                         {"seed", std::to_string(s.seed)},
+                                                                         {"isa", isa_name(compiled_isa)}};
     const std::string title = (s.model == "mlp" ? std::string("MLP on clusters") : "byte-level LM on " + data->name()) + ", " +
                               std::to_string(s.steps) + " steps";
     std::ostringstream csv, json, layers;

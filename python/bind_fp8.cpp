@@ -7,8 +7,8 @@
 #include <cstring>
 #include <span>
 
-#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "bind_support.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 
 namespace nvfp4_python {
 namespace {
@@ -19,9 +19,7 @@ fp8::mma::tensor_core parse_core(const std::string& c, const char* what = "core"
   return detail::parse_name<fp8::mma::tensor_core>(c, what);
 }
 quantized_axis parse_axis(const std::string& axis) { return detail::parse_name<quantized_axis>(axis, "axis"); }
-fp8_block_shape parse_block(const std::string& b) {
-  return detail::parse_name<fp8_block_shape>(b, "block");
-}
+fp8_block_shape parse_block(const std::string& b) { return detail::parse_name<fp8_block_shape>(b, "block"); }
 const char* axis_name(quantized_axis a) { return detail::name_of(a); }
 
 /// Pickle state of an Fp8Tensor.
@@ -38,8 +36,8 @@ fp8_tensor fp8_from_state(const py::tuple& state) {
     throw py::value_error("Fp8Tensor: not a pickle state this version wrote (expected version 1 with 11 fields)");
   const fp8_format format = parse_fp8_format(py::cast<std::string>(state[1]));
   const quantized_axis axis = parse_axis(py::cast<std::string>(state[6]));
-  fp8_tensor t(py::cast<index_t>(state[2]), py::cast<index_t>(state[3]), format, py::cast<index_t>(state[4]),
-               py::cast<index_t>(state[5]), axis);
+  fp8_tensor t(py::cast<index_t>(state[2]), py::cast<index_t>(state[3]), format, py::cast<index_t>(state[4]), py::cast<index_t>(state[5]),
+               axis);
   const std::string codes = py::cast<std::string>(state[7]), scales = py::cast<std::string>(state[8]);
   if (codes.size() != t.codes().size() || scales.size() != t.scale_inv().size() * sizeof(float))
     throw py::value_error("Fp8Tensor: the pickled bytes do not fit the pickled shape");
@@ -60,18 +58,16 @@ std::pair<index_t, index_t> block_dims(const fp8_block_arg& block) {
 
 /// Fp8Tensor.from_bytes: codes uint8 [rows, cols] and the decode scales (one float, or
 /// [scale_rows, scale_cols] float32 for blocks), checked against the tensor's shape first.
-fp8_tensor fp8_from_bytes_py(const std::string& format, const py::array& codes, const py::object& scale_inv,
-                             const fp8_block_arg& block, const std::string& axis, std::optional<float> amax,
-                             std::optional<float> scale) {
+fp8_tensor fp8_from_bytes_py(const std::string& format, const py::array& codes, const py::object& scale_inv, const fp8_block_arg& block,
+                             const std::string& axis, std::optional<float> amax, std::optional<float> scale) {
   const fp8_format f = parse_fp8_format(format);
   const quantized_axis ax = parse_axis(axis);
   const auto [block_rows, block_cols] = block_dims(block);
   check_array_size(codes, "codes");
-  if (codes.dtype().itemsize() != 1)
-    throw py::type_error("codes must hold bytes (uint8); got " + dtype_text(codes.dtype()));
+  if (codes.dtype().itemsize() != 1) throw py::type_error("codes must hold bytes (uint8); got " + dtype_text(codes.dtype()));
   if (codes.ndim() != 2)
-    throw error(errc::shape_mismatch, "Fp8Tensor.from_bytes: codes must be a 2-D array [rows, cols], got " +
-                                          std::to_string(codes.ndim()) + " dimensions");
+    throw error(errc::shape_mismatch,
+                "Fp8Tensor.from_bytes: codes must be a 2-D array [rows, cols], got " + std::to_string(codes.ndim()) + " dimensions");
   fp8_tensor t(codes.shape(0), codes.shape(1), f, block_rows, block_cols, ax);
   const auto c = py::array::ensure(codes, py::array::c_style);
   std::memcpy(t.codes().data(), c.data(), t.codes().size());
@@ -208,37 +204,50 @@ void bind_fp8(py::module_& m) {
   py::class_<fp8_tensor>(m, "Fp8Tensor",
                          "FP8 codes (E4M3 or E5M2) [rows, cols] with fp32 decode scales (TE's scale_inv): one for the "
                          "tensor, or one per 1x128 / 128x128 block.")
-      .def_property_readonly("format", [](const fp8_tensor& t) { return std::string(fp8_format_name(t.format())); }, "'e4m3' or 'e5m2'")
+      .def_property_readonly(
+          "format", [](const fp8_tensor& t) { return std::string(fp8_format_name(t.format())); }, "'e4m3' or 'e5m2'")
       .def(py::pickle([](const fp8_tensor& t) { return fp8_state(t); }, [](const py::tuple& state) { return fp8_from_state(state); }))
       .def("__copy__", [](const fp8_tensor& t) { return t; })
-      .def("__deepcopy__", [](const fp8_tensor& t, const py::object&) { return t; }, py::arg("memo"))
-      .def("__eq__", [](const fp8_tensor& a, const py::object& other) {
-        return py::isinstance<fp8_tensor>(other) && fp8_state(a).equal(fp8_state(other.cast<const fp8_tensor&>()));
-      }, "True for the same format, shape, blocks, codes, scales, amax and scale")
-      .def_property_readonly("shape", [](const fp8_tensor& t) { return py::make_tuple(t.rows(), t.cols()); },
-                             "(rows, cols) (for a columnwise copy of an M x N source: (N, M))")
+      .def(
+          "__deepcopy__", [](const fp8_tensor& t, const py::object&) { return t; }, py::arg("memo"))
+      .def(
+          "__eq__",
+          [](const fp8_tensor& a, const py::object& other) {
+            return py::isinstance<fp8_tensor>(other) && fp8_state(a).equal(fp8_state(other.cast<const fp8_tensor&>()));
+          },
+          "True for the same format, shape, blocks, codes, scales, amax and scale")
+      .def_property_readonly(
+          "shape", [](const fp8_tensor& t) { return py::make_tuple(t.rows(), t.cols()); },
+          "(rows, cols) (for a columnwise copy of an M x N source: (N, M))")
       .def_property_readonly("rows", &fp8_tensor::rows)
       .def_property_readonly("cols", &fp8_tensor::cols)
       .def_property_readonly("axis", [](const fp8_tensor& t) { return std::string(axis_name(t.axis())); })
       .def_property_readonly("per_tensor", &fp8_tensor::per_tensor, "True for one scale over the whole tensor")
-      .def_property_readonly("block_shape", [](const fp8_tensor& t) { return py::make_tuple(t.block_rows(), t.block_cols()); },
-                             "(block_rows, block_cols) of one scale: (1, 128), (128, 128), or the whole tensor when per_tensor")
-      .def_property_readonly("codes", [](py::object self) {
-        const auto& t = self.cast<const fp8_tensor&>();
-        return byte_view(t.codes().data(), {t.rows(), t.cols()}, self);
-      }, "uint8 [rows, cols] FP8 codes; a read-only view")
-      .def_property_readonly("scale_inv", [](py::object self) {
-        const auto& t = self.cast<const fp8_tensor&>();
-        py::array out(py::dtype::of<float>(), std::vector<py::ssize_t>{t.scale_rows(), t.scale_cols()}, {}, t.scale_inv().data(), self);
-        out.attr("setflags")(py::arg("write") = false);
-        return out;
-      }, "float32 [scale_rows, scale_cols] decode scales ([1, 1] when per_tensor); a read-only view")
+      .def_property_readonly(
+          "block_shape", [](const fp8_tensor& t) { return py::make_tuple(t.block_rows(), t.block_cols()); },
+          "(block_rows, block_cols) of one scale: (1, 128), (128, 128), or the whole tensor when per_tensor")
+      .def_property_readonly(
+          "codes",
+          [](py::object self) {
+            const auto& t = self.cast<const fp8_tensor&>();
+            return byte_view(t.codes().data(), {t.rows(), t.cols()}, self);
+          },
+          "uint8 [rows, cols] FP8 codes; a read-only view")
+      .def_property_readonly(
+          "scale_inv",
+          [](py::object self) {
+            const auto& t = self.cast<const fp8_tensor&>();
+            py::array out(py::dtype::of<float>(), std::vector<py::ssize_t>{t.scale_rows(), t.scale_cols()}, {}, t.scale_inv().data(), self);
+            out.attr("setflags")(py::arg("write") = false);
+            return out;
+          },
+          "float32 [scale_rows, scale_cols] decode scales ([1, 1] when per_tensor); a read-only view")
       .def_property_readonly("amax", &fp8_tensor::amax, "amax of the tensor that was quantized")
-      .def_property_readonly("scale", &fp8_tensor::scale, "per-tensor: the encode scale used (TE's scale; scale_inv = 1 / scale); 1 for blocks")
+      .def_property_readonly("scale", &fp8_tensor::scale,
+                             "per-tensor: the encode scale used (TE's scale; scale_inv = 1 / scale); 1 for blocks")
       .def("dequantize", &dequantize_fp8_py, "float32 [rows, cols]: decode(code) * scale_inv of its block")
-      .def_static("from_bytes", &fp8_from_bytes_py, py::arg("format"), py::arg("codes"), py::arg("scale_inv") = 1.0f,
-                  py::kw_only(), py::arg("block") = py::none(), py::arg("axis") = "rowwise", py::arg("amax") = py::none(),
-                  py::arg("scale") = py::none(),
+      .def_static("from_bytes", &fp8_from_bytes_py, py::arg("format"), py::arg("codes"), py::arg("scale_inv") = 1.0f, py::kw_only(),
+                  py::arg("block") = py::none(), py::arg("axis") = "rowwise", py::arg("amax") = py::none(), py::arg("scale") = py::none(),
                   "A tensor from raw bytes (e.g. a GPU kernel's): codes uint8 [rows, cols]; scale_inv one float (per-tensor) or "
                   "float32 [scale_rows, scale_cols] for block='1x128' / '128x128' / (block_rows, block_cols)")
       .def("__repr__", [](const fp8_tensor& t) {
@@ -249,15 +258,17 @@ void bind_fp8(py::module_& m) {
       });
   m.def("dequantize", &dequantize_fp8_py, py::arg("q"), "float32 [rows, cols]: decode(code) * scale_inv of its block.");
   m.def("dequantize", [](const py::args& args, const py::kwargs& kwargs) -> py::object {
-    check_call("dequantize", {{"q", "a QuantizedTensor or an Fp8Tensor (from nvfp4.quantize / quantize_fp8_*)", is_quantized_or_fp8},
-                              {"rotated", "a bool", is_bool, true}}, args, kwargs);
+    check_call("dequantize",
+               {{"q", "a QuantizedTensor or an Fp8Tensor (from nvfp4.quantize / quantize_fp8_*)", is_quantized_or_fp8},
+                {"rotated", "a bool", is_bool, true}},
+               args, kwargs);
     throw py::type_error("dequantize(): rotated= applies to a QuantizedTensor; an Fp8Tensor takes q alone");
   });
   m.def("quantize_fp8_current", &quantize_fp8_current_py, py::arg("x"), py::arg("format") = "e4m3", py::kw_only(),
         py::arg("power_2_scale") = false, py::arg("amax_epsilon") = 0.0f, py::arg("axis") = "rowwise",
         "Per-tensor current scaling (TE's Float8CurrentScaling): scale = fp8_max / amax(x), codes = fp8(x * scale).");
-  m.def("quantize_fp8_with_scale", &quantize_fp8_with_scale_py, py::arg("x"), py::arg("format") = "e4m3", py::kw_only(),
-        py::arg("scale"), py::arg("axis") = "rowwise",
+  m.def("quantize_fp8_with_scale", &quantize_fp8_with_scale_py, py::arg("x"), py::arg("format") = "e4m3", py::kw_only(), py::arg("scale"),
+        py::arg("axis") = "rowwise",
         "Per-tensor FP8 with a given encode scale (TE's DelayedScaling): codes = fp8(x * scale), scale_inv = 1 / scale.");
   m.def("quantize_fp8_blockwise", &quantize_fp8_blockwise_py, py::arg("x"), py::arg("format") = "e4m3", py::arg("block") = "1x128",
         py::kw_only(), py::arg("power_2_scale") = true, py::arg("amax_epsilon") = 0.0f, py::arg("axis") = "rowwise",
@@ -273,7 +284,9 @@ void bind_fp8(py::module_& m) {
         "plain chain MMA-Sim models.");
   m.def("mxfp8_gemm", &mxfp8_gemm_py, py::arg("a"), py::arg("b"), py::kw_only(), py::arg("mode") = "exact",
         py::arg("promotion_interval") = 128, py::arg("bias") = py::none(), py::arg("out_dtype") = "float32",
-        "a @ b.T for 'mxfp8' / 'mxfp8_e5m2' QuantizedTensors (any mix) as Blackwell's kind::mxf8f6f4 (E8M0 scales inside the MMA), + bias [N].");
+        "a @ b.T for 'mxfp8' / 'mxfp8_e5m2' QuantizedTensors (any mix) as Blackwell's kind::mxf8f6f4 (E8M0 scales inside the MMA), + bias "
+        "[N].");
   m.def("mxfp8_mma", &mxfp8_mma_py, py::arg("a"), py::arg("b"), py::arg("c") = py::none(), py::kw_only(), py::arg("mode") = "exact",
-        py::arg("promotion_interval") = 128, "c + a @ b.T for 'mxfp8' / 'mxfp8_e5m2' QuantizedTensors (any mix): the kind::mxf8f6f4 chain.");
+        py::arg("promotion_interval") = 128,
+        "c + a @ b.T for 'mxfp8' / 'mxfp8_e5m2' QuantizedTensors (any mix): the kind::mxf8f6f4 chain.");
 }

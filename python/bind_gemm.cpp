@@ -4,8 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "nvfp4/gemm/fp4/gemm.hpp"
 #include "bind_support.hpp"
+#include "nvfp4/gemm/fp4/gemm.hpp"
 
 namespace nvfp4_python {
 namespace {
@@ -42,8 +42,7 @@ py::array gemm_py(const py_quantized& a, const py_quantized& b, const std::strin
   });
 }
 
-py::array_t<float> block_scaled_mma_py(const py_quantized& a, const py_quantized& b, std::optional<py::array> c,
-                                       const std::string& mode) {
+py::array_t<float> block_scaled_mma_py(const py_quantized& a, const py_quantized& b, std::optional<py::array> c, const std::string& mode) {
   const gemm_mode parsed = parse_mode(mode);
   const index_t m = rows_of(a), n = rows_of(b);
   py::array_t<float, py::array::c_style> c_values;
@@ -64,11 +63,11 @@ float gemm_alpha_py(const py_quantized& a, const py_quantized& b) {
 
 void bind_gemm(py::module_& m) {
   using namespace nvfp4_python;
-  m.def("gemm", &gemm_py, py::arg("a"), py::arg("b"), py::kw_only(), py::arg("mode") = "exact",
-        py::arg("apply_alpha") = true, py::arg("beta") = 1.0f, py::arg("c") = py::none(), py::arg("out_dtype") = "float32",
+  m.def("gemm", &gemm_py, py::arg("a"), py::arg("b"), py::kw_only(), py::arg("mode") = "exact", py::arg("apply_alpha") = true,
+        py::arg("beta") = 1.0f, py::arg("c") = py::none(), py::arg("out_dtype") = "float32",
         "alpha * a @ b.T (+ beta * c): a [M, K], b [N, K] quantized along K. mode 'exact' is the Blackwell tensor "
         "core bit for bit, 'relaxed' an fp32 FMA chain. out_dtype 'bfloat16' returns uint16 bf16 bits.");
-  m.def("block_scaled_mma", &block_scaled_mma_py, py::arg("a"), py::arg("b"), py::arg("c") = py::none(),
-        py::kw_only(), py::arg("mode") = "exact", "c + a @ b.T in the scaled domain (no tensor scales), as the MMA computes it.");
+  m.def("block_scaled_mma", &block_scaled_mma_py, py::arg("a"), py::arg("b"), py::arg("c") = py::none(), py::kw_only(),
+        py::arg("mode") = "exact", "c + a @ b.T in the scaled domain (no tensor scales), as the MMA computes it.");
   m.def("gemm_alpha", &gemm_alpha_py, py::arg("a"), py::arg("b"), "TE's alpha: amax_a * amax_b / (6*6*448*448), 1 for MXFP4.");
 }

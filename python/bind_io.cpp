@@ -8,9 +8,9 @@
 #include <cstring>
 #include <span>
 
+#include "bind_support.hpp"
 #include "nvfp4/io/checkpoint_reader.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
-#include "bind_support.hpp"
 
 namespace nvfp4_python {
 namespace {
@@ -52,10 +52,18 @@ py_quantized load_one(const io::safetensors_file& file, const std::string& name)
   out.rht = info.rht;
   out.made_with = make_options(info.rounding, info.seed, info.mx_rule, "rowwise");
   switch (info.format) {
-    case io::stored_format::nvfp4_1x16: out.tensor = io::load_quantized_tensor<nvfp4_1x16>(file, name); break;
-    case io::stored_format::nvfp4_16x16: out.tensor = io::load_quantized_tensor<nvfp4_16x16>(file, name); break;
-    case io::stored_format::mxfp4: out.tensor = io::load_quantized_tensor<mxfp4>(file, name); break;
-    case io::stored_format::mxfp8: out.tensor = io::load_quantized_tensor<mxfp8>(file, name); break;
+    case io::stored_format::nvfp4_1x16:
+      out.tensor = io::load_quantized_tensor<nvfp4_1x16>(file, name);
+      break;
+    case io::stored_format::nvfp4_16x16:
+      out.tensor = io::load_quantized_tensor<nvfp4_16x16>(file, name);
+      break;
+    case io::stored_format::mxfp4:
+      out.tensor = io::load_quantized_tensor<mxfp4>(file, name);
+      break;
+    case io::stored_format::mxfp8:
+      out.tensor = io::load_quantized_tensor<mxfp8>(file, name);
+      break;
   }
   out.made_with.axis = visit(out, [](const auto& t) { return t.axis(); });
   return out;
@@ -68,8 +76,10 @@ py::dict load_checkpoint_py(const std::string& path) {
   for (const std::string& name : io::quantized_tensor_names(opened.source)) {
     check_signals();
     const io::safetensors_file file = io::load_quantized_weight_file(opened.source, name);
-    if (io::is_fp8_weight(file, name)) out[py::str(name)] = io::load_fp8_weight(file, name);  // an Fp8Tensor
-    else out[py::str(name)] = load_one(file, name);
+    if (io::is_fp8_weight(file, name))
+      out[py::str(name)] = io::load_fp8_weight(file, name);  // an Fp8Tensor
+    else
+      out[py::str(name)] = load_one(file, name);
   }
   return out;
 }
@@ -87,9 +97,9 @@ py::dict describe_py(const std::string& path, const std::string& name) {
   const io::stored_tensor_info info = io::describe_quantized_tensor(read_weight(path, name), name);
   py::dict d;
   d["name"] = info.name;
-  d["format"] = info.format == io::stored_format::nvfp4_16x16 ? "nvfp4_16x16"
+  d["format"] = info.format == io::stored_format::nvfp4_16x16  ? "nvfp4_16x16"
                 : info.format == io::stored_format::nvfp4_1x16 ? "nvfp4_1x16"
-                                                                : io::stored_format_name(info.format);
+                                                               : io::stored_format_name(info.format);
   d["rows"] = info.rows;
   d["cols"] = info.cols;
   d["shape"] = info.shape;
@@ -116,7 +126,6 @@ py::array_t<float> dequantize_checkpoint_tensor_py(const std::string& path, cons
   return out;
 }
 
-
 }  // namespace
 }  // namespace nvfp4_python
 
@@ -129,18 +138,23 @@ void bind_io(py::module_& m) {
         "{name: QuantizedTensor} of every quantized tensor of a checkpoint: a safetensors file (ours, ModelOpt / MX "
         "layouts), a ModelOpt directory (single or sharded), compressed-tensors, GGUF or torchao (detected; "
         "checkpoint_format(path) says which).");
-  m.def("checkpoint_format", [](const std::string& path) {
-    const io::detected_file d = io::detect_file(path);
-    py::dict out;
-    out["kind"] = d.kind == io::file_kind::npy ? "npy" : d.kind == io::file_kind::checkpoint ? "checkpoint" : "unsupported";
-    out["format"] = d.kind == io::file_kind::checkpoint ? py::object(py::str(io::checkpoint_format_name(d.format))) : py::object(py::none());
-    out["description"] = d.description;
-    out["directory"] = d.directory;
-    out["sharded"] = d.sharded;
-    return out;
-  }, py::arg("path"), "What a path holds, from its header (the tensors are not read): {'kind': 'checkpoint' | 'npy' | "
-                      "'unsupported', 'format': 'modelopt' | 'compressed-tensors' | 'gguf' | 'torchao' | None, 'description', "
-                      "'directory', 'sharded'}.");
+  m.def(
+      "checkpoint_format",
+      [](const std::string& path) {
+        const io::detected_file d = io::detect_file(path);
+        py::dict out;
+        out["kind"] = d.kind == io::file_kind::npy ? "npy" : d.kind == io::file_kind::checkpoint ? "checkpoint" : "unsupported";
+        out["format"] =
+            d.kind == io::file_kind::checkpoint ? py::object(py::str(io::checkpoint_format_name(d.format))) : py::object(py::none());
+        out["description"] = d.description;
+        out["directory"] = d.directory;
+        out["sharded"] = d.sharded;
+        return out;
+      },
+      py::arg("path"),
+      "What a path holds, from its header (the tensors are not read): {'kind': 'checkpoint' | 'npy' | "
+      "'unsupported', 'format': 'modelopt' | 'compressed-tensors' | 'gguf' | 'torchao' | None, 'description', "
+      "'directory', 'sharded'}.");
   m.def("describe_checkpoint_tensor", &describe_py, py::arg("path"), py::arg("name"),
         "What the file records about one quantized tensor (format, shape, layout, RHT, rounding, amax).");
   m.def("dequantize_checkpoint_tensor", &dequantize_checkpoint_tensor_py, py::arg("path"), py::arg("name"),

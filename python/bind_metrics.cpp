@@ -31,24 +31,28 @@ void bind_metrics(py::module_& m) {
       .def_readonly("max_abs_error", &error_report::max_abs_error)
       .def_readonly("max_rel_error", &error_report::max_rel_error)
       .def_readonly("cosine_similarity", &error_report::cosine_similarity)
-      .def("as_dict", [](const error_report& e) {
-        py::dict d;
-        d["mse"] = e.mse;
-        d["rmse"] = e.rmse;
-        d["sqnr_db"] = e.sqnr_db;
-        d["max_abs_error"] = e.max_abs_error;
-        d["max_rel_error"] = e.max_rel_error;
-        d["cosine_similarity"] = e.cosine_similarity;
-        return d;
-      })
+      .def("as_dict",
+           [](const error_report& e) {
+             py::dict d;
+             d["mse"] = e.mse;
+             d["rmse"] = e.rmse;
+             d["sqnr_db"] = e.sqnr_db;
+             d["max_abs_error"] = e.max_abs_error;
+             d["max_rel_error"] = e.max_rel_error;
+             d["cosine_similarity"] = e.cosine_similarity;
+             return d;
+           })
       .def("__repr__", [](const error_report& e) {
         return "<nvfp4.ErrorReport sqnr_db=" + std::to_string(e.sqnr_db) + " mse=" + std::to_string(e.mse) +
                " max_abs_error=" + std::to_string(e.max_abs_error) + ">";
       });
   m.def("compare", &compare_py, py::arg("reference"), py::arg("approx"),
         "All error metrics of approx against reference (float32 arrays of one shape), sums in double.");
-  m.def("sqnr_db", [](const py::array& r, const py::array& a) { return compare_py(r, a).sqnr_db; }, py::arg("reference"), py::arg("approx"));
-  m.def("mse", [](const py::array& r, const py::array& a) { return compare_py(r, a).mse; }, py::arg("reference"), py::arg("approx"));
-  m.def("max_abs_error", [](const py::array& r, const py::array& a) { return compare_py(r, a).max_abs_error; },
-        py::arg("reference"), py::arg("approx"));
+  m.def(
+      "sqnr_db", [](const py::array& r, const py::array& a) { return compare_py(r, a).sqnr_db; }, py::arg("reference"), py::arg("approx"));
+  m.def(
+      "mse", [](const py::array& r, const py::array& a) { return compare_py(r, a).mse; }, py::arg("reference"), py::arg("approx"));
+  m.def(
+      "max_abs_error", [](const py::array& r, const py::array& a) { return compare_py(r, a).max_abs_error; }, py::arg("reference"),
+      py::arg("approx"));
 }

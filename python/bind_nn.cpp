@@ -63,8 +63,10 @@ py::object from_recipe(const recipe& r) {
 /// An enum field's text: its name (nvfp4/detail/enum_names.hpp), TE's Format spelling for fp8_format.
 template <class E>
 std::string enum_text(E v) {
-  if constexpr (std::is_same_v<E, recipe_format>) return recipe_format_name(v);
-  else return detail::name_of(v);
+  if constexpr (std::is_same_v<E, recipe_format>)
+    return recipe_format_name(v);
+  else
+    return detail::name_of(v);
 }
 
 /// One row of a recipe's field table (recipes/recipe_fields.hpp) as a property: enums as strings
@@ -92,27 +94,29 @@ void bind_recipe_class(py::module_& m) {
                                                 : "TE's " + std::string(P::name) + " recipe; fields() lists its fields";
   py::class_<R> c(m, P::name, doc.c_str());
   c.def(py::init([](const py::kwargs& kwargs) {
-         R r;
-         py::object self = py::cast(r);
-         for (const auto& [key, value] : kwargs) {
-           const std::string name = py::str(key);
-           bool known = false;
-           for_each_field<R>([&](const auto& f) { known = known || name == f.name; });
-           if (!known) throw py::type_error(std::string(P::name) + ".__init__() got an unexpected keyword argument '" + name + "'");
-           self.attr(key) = value;
-         }
-         return self.cast<R>();
-       }),
-       "fields by keyword, TE's defaults otherwise");
+          R r;
+          py::object self = py::cast(r);
+          for (const auto& [key, value] : kwargs) {
+            const std::string name = py::str(key);
+            bool known = false;
+            for_each_field<R>([&](const auto& f) { known = known || name == f.name; });
+            if (!known) throw py::type_error(std::string(P::name) + ".__init__() got an unexpected keyword argument '" + name + "'");
+            self.attr(key) = value;
+          }
+          return self.cast<R>();
+        }),
+        "fields by keyword, TE's defaults otherwise");
   for_each_field<R>([&](const auto& f) { bind_field(c, f); });
   c.def("validate", &R::validate, "raises nvfp4.Error for a combination TE rejects");
-  c.def_static("fields", [] {
-    py::list rows;
-    for_each_field<R>([&](const auto& f) {
-      rows.append(py::make_tuple(f.name, f.origin == field_origin::te ? "te" : "library", f.what));
-    });
-    return py::tuple(rows);
-  }, "the recipe's field table: (name, 'te' for TE's fields or 'library', what it does) per field");
+  c.def_static(
+      "fields",
+      [] {
+        py::list rows;
+        for_each_field<R>(
+            [&](const auto& f) { rows.append(py::make_tuple(f.name, f.origin == field_origin::te ? "te" : "library", f.what)); });
+        return py::tuple(rows);
+      },
+      "the recipe's field table: (name, 'te' for TE's fields or 'library', what it does) per field");
   c.def("__repr__", [](const py::object& self) {
     std::string text = std::string(P::name) + "(";
     bool first = true;
@@ -128,18 +132,24 @@ void bind_recipes(py::module_& m) {
   py::class_<mm_params>(m, "MMParams", "TE's MMParams: use_split_accumulator promotes the tensor core's partial sums into fp32")
       .def(py::init([](bool split) { return mm_params{.use_split_accumulator = split}; }), py::arg("use_split_accumulator") = true)
       .def_readwrite("use_split_accumulator", &mm_params::use_split_accumulator)
-      .def("__repr__", [](const mm_params& p) { return std::string("MMParams(use_split_accumulator=") + (p.use_split_accumulator ? "True" : "False") + ")"; });
+      .def("__repr__", [](const mm_params& p) {
+        return std::string("MMParams(use_split_accumulator=") + (p.use_split_accumulator ? "True" : "False") + ")";
+      });
   py::class_<fp8_scale_options>(m, "QParams", "TE's QParams of an FP8 role: power_2_scale, amax_epsilon")
-      .def(py::init([](bool power_2_scale, float amax_epsilon) { return fp8_scale_options{.power_2_scale = power_2_scale, .amax_epsilon = amax_epsilon}; }),
+      .def(py::init([](bool power_2_scale, float amax_epsilon) {
+             return fp8_scale_options{.power_2_scale = power_2_scale, .amax_epsilon = amax_epsilon};
+           }),
            py::arg("power_2_scale") = false, py::arg("amax_epsilon") = 0.0f)
       .def_readwrite("power_2_scale", &fp8_scale_options::power_2_scale)
       .def_readwrite("amax_epsilon", &fp8_scale_options::amax_epsilon)
       .def("__repr__", [](const fp8_scale_options& q) {
-        return std::string("QParams(power_2_scale=") + (q.power_2_scale ? "True" : "False") + ", amax_epsilon=" + std::string(py::repr(py::float_(q.amax_epsilon))) + ")";
+        return std::string("QParams(power_2_scale=") + (q.power_2_scale ? "True" : "False") +
+               ", amax_epsilon=" + std::string(py::repr(py::float_(q.amax_epsilon))) + ")";
       });
   recipe_policies::for_each([&]<class P>(std::type_identity<P>) { bind_recipe_class<P>(m); });
-  m.def("recipe_name", [](const py::object& r) { return std::string(recipe_name(to_recipe(r))); }, py::arg("recipe"),
-        "TE's class name of a recipe");
+  m.def(
+      "recipe_name", [](const py::object& r) { return std::string(recipe_name(to_recipe(r))); }, py::arg("recipe"),
+      "TE's class name of a recipe");
 }
 
 // ---- numpy arrays in and out ----------------------------------------------------------------------
@@ -155,15 +165,15 @@ std::string shape_text(const py::array& a) {
 void require_float32(const py::array& a, py::ssize_t ndim, const char* what, const char* expected) {
   if (!a.dtype().is(py::dtype::of<float>()))
     throw py::type_error(std::string(what) + " must be float32; got " + dtype_text(a.dtype()) + " (convert with .astype(numpy.float32))");
-  if (a.ndim() != ndim)
-    throw py::value_error(std::string(what) + " must be " + expected + "; got shape " + shape_text(a));
+  if (a.ndim() != ndim) throw py::value_error(std::string(what) + " must be " + expected + "; got shape " + shape_text(a));
 }
 
 /// Whether `a` holds bf16 bits (uint16), which only a bf16 core takes (TypeError for an fp32 core).
 bool is_bf16_bits(const py::array& a, bool bf16_core, const char* what) {
   if (!a.dtype().is(py::dtype::of<std::uint16_t>())) return false;
   if (!bf16_core)
-    throw py::type_error(std::string(what) + " is uint16 (bf16 bits), which only a core of dtype 'bf16' takes; this core is fp32 "
+    throw py::type_error(std::string(what) +
+                         " is uint16 (bf16 bits), which only a core of dtype 'bf16' takes; this core is fp32 "
                          "(pass float32, or make the core with dtype='bf16')");
   return true;
 }
@@ -254,7 +264,7 @@ class linear_core {
   linear_core(index_t in_features, index_t out_features, const py::object& recipe_object, nn::linear_options options)
       : layer_(in_features, out_features, to_recipe(recipe_object), options) {}
 
-  index_t in_features() const { return layer_.in_features(); }    // fixed at construction: no lock
+  index_t in_features() const { return layer_.in_features(); }  // fixed at construction: no lock
   index_t out_features() const { return layer_.out_features(); }
   bool has_bias() const { return layer_.options().bias; }
 
@@ -269,23 +279,22 @@ class linear_core {
   std::pair<py::array, nn::saved_forward> forward(const py::array& x, const py::array& weight, const std::optional<py::array>& bias,
                                                   const std::string& weight_cache) {
     nn::saved_forward saved;
-    auto y = call_forward(x, weight, bias, weight_cache, [&](nn::linear& l, const nn::linear_parameters& p, auto xv, auto yv, nn::weight_cache c) {
-      saved = l.forward(p, xv, yv, c);
-    });
+    auto y = call_forward(
+        x, weight, bias, weight_cache,
+        [&](nn::linear& l, const nn::linear_parameters& p, auto xv, auto yv, nn::weight_cache c) { saved = l.forward(p, xv, yv, c); });
     return {std::move(y), std::move(saved)};
   }
   /// The forward of evaluation (TE's forward under torch.no_grad()): the same Y, nothing saved.
   py::array infer(const py::array& x, const py::array& weight, const std::optional<py::array>& bias, const std::string& weight_cache,
                   nn::eval_amaxes amaxes) {
-    return call_forward(x, weight, bias, weight_cache, [&](nn::linear& l, const nn::linear_parameters& p, auto xv, auto yv, nn::weight_cache c) {
-      l.infer(p, xv, yv, c, amaxes);
-    });
+    return call_forward(
+        x, weight, bias, weight_cache,
+        [&](nn::linear& l, const nn::linear_parameters& p, auto xv, auto yv, nn::weight_cache c) { l.infer(p, xv, yv, c, amaxes); });
   }
   /// dX of the forward `saved`, dW and db into the caller's arrays.
   py::array backward(const nn::saved_forward& saved, const py::array& dy, py::array weight_grad, std::optional<py::array> bias_grad) {
-    return call_backward(dy, weight_grad, bias_grad, [&](nn::linear& l, auto dyv, auto dxv, const nn::linear_gradients& g) {
-      l.backward(saved, dyv, dxv, g);
-    });
+    return call_backward(dy, weight_grad, bias_grad,
+                         [&](nn::linear& l, auto dyv, auto dxv, const nn::linear_gradients& g) { l.backward(saved, dyv, dxv, g); });
   }
 
   /// The delayed-scaling state as {"<role>.scale": float32 [1], "<role>.amax_history": float32 [L]}
@@ -298,7 +307,8 @@ class linear_core {
     std::vector<saved> states = locked([](nn::linear& l) {
       std::vector<saved> out;
       for (const tensor_role role : {tensor_role::input, tensor_role::weight, tensor_role::grad_output})
-        if (const delayed_scaling_state* s = l.scaling_state(role)) out.push_back({s->scale(), {s->amax_history().begin(), s->amax_history().end()}});
+        if (const delayed_scaling_state* s = l.scaling_state(role))
+          out.push_back({s->scale(), {s->amax_history().begin(), s->amax_history().end()}});
       return out;
     });
     py::dict d;
@@ -330,7 +340,8 @@ class linear_core {
       const auto scale = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(d[py::str(scale_key)]);
       const auto history = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(d[py::str(history_key)]);
       if (!scale || scale.size() != 1) throw py::value_error("load_scaling_state_dict: '" + scale_key + "' must hold one float");
-      if (!history || history.ndim() != 1) throw py::value_error("load_scaling_state_dict: '" + history_key + "' must be a 1-D float array");
+      if (!history || history.ndim() != 1)
+        throw py::value_error("load_scaling_state_dict: '" + history_key + "' must be a 1-D float array");
       states.push_back({scale.data()[0], std::vector<float>(history.data(), history.data() + history.size())});
     }
     locked([&](nn::linear& l) {
@@ -374,7 +385,8 @@ class linear_core {
     if (has_bias() && !bias_grad)
       throw py::value_error("bias_grad is required: the layer has a bias (pass a float32 array [out_features])");
     if (!has_bias() && bias_grad) throw py::value_error("bias_grad given, but the layer has no bias (pass None)");
-    if (bias_grad) g.bias = std::span<float>(gradient_data(*bias_grad, {out_features()}, "bias_grad"), static_cast<std::size_t>(out_features()));
+    if (bias_grad)
+      g.bias = std::span<float>(gradient_data(*bias_grad, {out_features()}, "bias_grad"), static_cast<std::size_t>(out_features()));
     nn::output_matrix dxv;
     py::array dx = new_matrix(rows_of(dyv), in_features(), holds_bf16(dyv), dxv, "Linear input gradient");
     locked([&](nn::linear& l) { run(l, dyv, dxv, g); });
@@ -437,8 +449,9 @@ class owning_linear : public linear_core {
       const std::lock_guard<std::mutex> lock(pending_mutex_);
       const auto it = pending_.find(thread);
       if (it == pending_.end())
-        throw error(errc::invalid_argument, "Linear.backward: this thread has no forward to differentiate (call forward first, in the "
-                                            "same thread: each thread's backward differentiates its own last forward)");
+        throw error(errc::invalid_argument,
+                    "Linear.backward: this thread has no forward to differentiate (call forward first, in the "
+                    "same thread: each thread's backward differentiates its own last forward)");
       saved = it->second;
     }
     py::array dx = backward(saved, dy, weight_grad, bias_grad_arg());
@@ -458,25 +471,27 @@ template <class Class>
 void bind_common(py::class_<Class>& c) {
   c.def_property_readonly("in_features", &Class::in_features)
       .def_property_readonly("out_features", &Class::out_features)
-      .def_property("steps", [](Class& l) { return l.locked([](nn::linear& n) { return n.steps(); }); },
-                    [](Class& l, std::uint64_t s) { l.locked([s](nn::linear& n) { n.set_steps(s); }); },
-                    "backward passes so far (NVFP4 gradients' seeds derive from it); settable for checkpoints")
-      .def("scaling_state",
-           [](Class& l, const std::string& role) -> py::object {
-             const tensor_role r = parse_role(role);
-             std::optional<std::pair<float, std::vector<float>>> s = l.locked([r](nn::linear& n) {
-               std::optional<std::pair<float, std::vector<float>>> out;
-               if (const delayed_scaling_state* st = n.scaling_state(r))
-                 out.emplace(st->scale(), std::vector<float>(st->amax_history().begin(), st->amax_history().end()));
-               return out;
-             });
-             if (!s) return py::none();
-             py::dict d;
-             d["scale"] = s->first;
-             d["amax_history"] = s->second;
-             return py::object(d);
-           },
-           py::arg("role"), "delayed scaling: {'scale', 'amax_history'} of 'input', 'weight' or 'grad_output' (None otherwise)");
+      .def_property(
+          "steps", [](Class& l) { return l.locked([](nn::linear& n) { return n.steps(); }); },
+          [](Class& l, std::uint64_t s) { l.locked([s](nn::linear& n) { n.set_steps(s); }); },
+          "backward passes so far (NVFP4 gradients' seeds derive from it); settable for checkpoints")
+      .def(
+          "scaling_state",
+          [](Class& l, const std::string& role) -> py::object {
+            const tensor_role r = parse_role(role);
+            std::optional<std::pair<float, std::vector<float>>> s = l.locked([r](nn::linear& n) {
+              std::optional<std::pair<float, std::vector<float>>> out;
+              if (const delayed_scaling_state* st = n.scaling_state(r))
+                out.emplace(st->scale(), std::vector<float>(st->amax_history().begin(), st->amax_history().end()));
+              return out;
+            });
+            if (!s) return py::none();
+            py::dict d;
+            d["scale"] = s->first;
+            d["amax_history"] = s->second;
+            return py::object(d);
+          },
+          py::arg("role"), "delayed scaling: {'scale', 'amax_history'} of 'input', 'weight' or 'grad_output' (None otherwise)");
 }
 
 }  // namespace
@@ -491,13 +506,15 @@ void bind_nn(py::module_& m) {
                                 "may be kept, passed to another thread and dropped freely; backward(saved, ...) may run more "
                                 "than once.")
       .def_property_readonly("rows", &nn::saved_forward::rows, "M, the rows of the forward's X (and of dY, dX)")
-      .def_property_readonly("dtype", [](const nn::saved_forward& s) { return std::string(high_precision_name(s.dtype())); },
-                             "the core's dtype when the forward ran: 'fp32' or 'bf16'")
-      .def_property_readonly("recipe", [](const nn::saved_forward& s) { return from_recipe(s.recipe()); },
-                             "the recipe the forward ran under (a copy; NoQuantization() for none)")
+      .def_property_readonly(
+          "dtype", [](const nn::saved_forward& s) { return std::string(high_precision_name(s.dtype())); },
+          "the core's dtype when the forward ran: 'fp32' or 'bf16'")
+      .def_property_readonly(
+          "recipe", [](const nn::saved_forward& s) { return from_recipe(s.recipe()); },
+          "the recipe the forward ran under (a copy; NoQuantization() for none)")
       .def("__repr__", [](const nn::saved_forward& s) {
-        return "SavedForward(rows=" + std::to_string(s.rows()) + ", dtype='" + high_precision_name(s.dtype()) + "', recipe=" +
-               recipe_name(s.recipe()) + ")";
+        return "SavedForward(rows=" + std::to_string(s.rows()) + ", dtype='" + high_precision_name(s.dtype()) +
+               "', recipe=" + recipe_name(s.recipe()) + ")";
       });
 
   py::class_<linear_core> core(m, "LinearCore",
@@ -524,40 +541,48 @@ void bind_nn(py::module_& m) {
            "(tensor.view(torch.int16).numpy().view(numpy.uint16)), read as they are; Y is uint16 bf16 bits when x is, else "
            "float32. Delayed scaling: the amaxes are recorded. weight_cache: 'off', 'refresh', 'reuse' (TE's "
            "is_first_microbatch None / True / False).")
-      .def("infer",
-           [](linear_core& l, const py::array& x, const py::array& weight, const std::optional<py::array>& bias, const std::string& weight_cache,
-              bool record_amaxes) {
-             return l.infer(x, weight, bias, weight_cache, record_amaxes ? nn::eval_amaxes::record_as_te : nn::eval_amaxes::record_nothing);
-           },
-           py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::kw_only(), py::arg("weight_cache") = "off",
-           py::arg("record_amaxes") = true,
-           "TE's forward under torch.no_grad(): the training forward's Y (arrays as forward takes them), nothing saved; "
-           "record_amaxes=True records delayed scaling's amaxes as TE's quantizers do there (they merge into the next update), "
-           "False records nothing.")
+      .def(
+          "infer",
+          [](linear_core& l, const py::array& x, const py::array& weight, const std::optional<py::array>& bias,
+             const std::string& weight_cache, bool record_amaxes) {
+            return l.infer(x, weight, bias, weight_cache, record_amaxes ? nn::eval_amaxes::record_as_te : nn::eval_amaxes::record_nothing);
+          },
+          py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::kw_only(), py::arg("weight_cache") = "off",
+          py::arg("record_amaxes") = true,
+          "TE's forward under torch.no_grad(): the training forward's Y (arrays as forward takes them), nothing saved; "
+          "record_amaxes=True records delayed scaling's amaxes as TE's quantizers do there (they merge into the next update), "
+          "False records nothing.")
       .def("backward", &linear_core::backward, py::arg("saved"), py::arg("dy"), py::arg("weight_grad"), py::arg("bias_grad") = py::none(),
            "dX [M, in_features] for dY [M, out_features] of the forward that returned `saved` (under the recipe it ran, "
            "whatever the core's is now; any order of forwards and backwards, and more than once on one saved forward); "
            "dy float32 or (bf16 core) uint16 bf16 bits, dX in the same kind. Writes dW into weight_grad (float32 "
-           "[out_features, in_features], C-contiguous) and db into bias_grad (float32 [out_features]), overwriting them. A second backward on one saved forward gives the first's bits except where "
+           "[out_features, in_features], C-contiguous) and db into bias_grad (float32 [out_features]), overwriting them. A second backward "
+           "on one saved forward gives the first's bits except where "
            "the recipe's state moved on: NVFP4's gradient seed (the core's backward count) and, after end_backward_region, "
            "delayed scaling's grad_output scale.")
-      .def("set_recipe", [](linear_core& l, const py::object& r) {
-             const recipe next = to_recipe(r);
-             l.locked([&](nn::linear& n) { n.set_recipe(next); });
-           },
-           py::arg("recipe"), "switches the recipe (checked first; a saved forward keeps the recipe it ran under)")
-      .def_property("recipe", [](linear_core& l) { return from_recipe(l.locked([](nn::linear& n) { return n.current_recipe(); })); },
-                    [](linear_core& l, const py::object& r) {
-                      const recipe next = to_recipe(r);
-                      l.locked([&](nn::linear& n) { n.set_recipe(next); });
-                    },
-                    "the recipe (a copy); assigning one is set_recipe")
-      .def("end_forward_region", [](linear_core& l, bool grad_enabled) { l.locked([&](nn::linear& n) { n.end_forward_region(grad_enabled); }); },
-           py::arg("grad_enabled"),
-           "TE's outermost autocast exit for this layer: with grad enabled, delayed scaling's input and weight scales update once "
-           "from the region's max-merged amaxes; without, the amaxes wait for the next update")
-      .def("end_backward_region", [](linear_core& l) { l.locked([](nn::linear& n) { n.end_backward_region(); }); },
-           "the end of a backward pass for this layer: delayed scaling's grad_output scale updates once")
+      .def(
+          "set_recipe",
+          [](linear_core& l, const py::object& r) {
+            const recipe next = to_recipe(r);
+            l.locked([&](nn::linear& n) { n.set_recipe(next); });
+          },
+          py::arg("recipe"), "switches the recipe (checked first; a saved forward keeps the recipe it ran under)")
+      .def_property(
+          "recipe", [](linear_core& l) { return from_recipe(l.locked([](nn::linear& n) { return n.current_recipe(); })); },
+          [](linear_core& l, const py::object& r) {
+            const recipe next = to_recipe(r);
+            l.locked([&](nn::linear& n) { n.set_recipe(next); });
+          },
+          "the recipe (a copy); assigning one is set_recipe")
+      .def(
+          "end_forward_region",
+          [](linear_core& l, bool grad_enabled) { l.locked([&](nn::linear& n) { n.end_forward_region(grad_enabled); }); },
+          py::arg("grad_enabled"),
+          "TE's outermost autocast exit for this layer: with grad enabled, delayed scaling's input and weight scales update once "
+          "from the region's max-merged amaxes; without, the amaxes wait for the next update")
+      .def(
+          "end_backward_region", [](linear_core& l) { l.locked([](nn::linear& n) { n.end_backward_region(); }); },
+          "the end of a backward pass for this layer: delayed scaling's grad_output scale updates once")
       .def("scaling_state_dict", &linear_core::scaling_state_dict,
            "delayed scaling: {'input.scale', 'input.amax_history', 'weight.*', 'grad_output.*'} as float32 arrays (empty otherwise)")
       .def("load_scaling_state_dict", &linear_core::load_scaling_state_dict, py::arg("state"),
@@ -565,47 +590,49 @@ void bind_nn(py::module_& m) {
   bind_common(core);
 
   // The emulated TE Linear layer owning its parameters (per-call delayed-scaling updates, as before).
-  py::class_<owning_linear> linear(m, "Linear",
-                                   "An emulated TransformerEngine Linear layer Y = X W^T (+ b), forward and backward under a recipe, "
-                                   "fp32 master weights (numpy arrays); results depend on the seed only. Thread-safe (a lock per layer); each "
-                                   "thread's backward differentiates that thread's last forward.");
+  py::class_<owning_linear> linear(
+      m, "Linear",
+      "An emulated TransformerEngine Linear layer Y = X W^T (+ b), forward and backward under a recipe, "
+      "fp32 master weights (numpy arrays); results depend on the seed only. Thread-safe (a lock per layer); each "
+      "thread's backward differentiates that thread's last forward.");
   linear
       .def(py::init([](index_t in_features, index_t out_features, const py::object& recipe_object, bool bias, const std::string& dtype,
                        const std::string& mode, const std::string& fp8_tensor_core, index_t promotion_interval, std::uint64_t seed,
                        std::optional<double> amax_quantile) {
-             return std::make_unique<owning_linear>(in_features, out_features, recipe_object,
-                                                    layer_options(bias, dtype, mode, fp8_tensor_core, promotion_interval, seed, amax_quantile));
+             return std::make_unique<owning_linear>(
+                 in_features, out_features, recipe_object,
+                 layer_options(bias, dtype, mode, fp8_tensor_core, promotion_interval, seed, amax_quantile));
            }),
            py::arg("in_features"), py::arg("out_features"), py::arg("recipe") = py::none(), py::kw_only(), py::arg("bias") = false,
-           py::arg("dtype") = "fp32", py::arg("mode") = "exact", py::arg("fp8_tensor_core") = "hopper",
-           py::arg("promotion_interval") = 128, py::arg("seed") = 0, py::arg("amax_quantile") = py::none())
+           py::arg("dtype") = "fp32", py::arg("mode") = "exact", py::arg("fp8_tensor_core") = "hopper", py::arg("promotion_interval") = 128,
+           py::arg("seed") = 0, py::arg("amax_quantile") = py::none())
       .def_readonly("weight", &owning_linear::weight, "W [out_features, in_features], float32, writable (the layer's own memory)")
       .def_readonly("bias", &owning_linear::bias, "b [out_features] (empty without a bias)")
       .def_readonly("weight_grad", &owning_linear::weight_grad, "dW of the last backward, float32")
       .def_readonly("bias_grad", &owning_linear::bias_grad, "db of the last backward, float32")
-      .def_property("recipe", [](owning_linear& l) { return from_recipe(l.locked([](nn::linear& n) { return n.current_recipe(); })); },
-                    [](owning_linear& l, const py::object& r) {
-                      const recipe next = to_recipe(r);
-                      l.locked([&](nn::linear& n) { n.set_recipe(next); });
-                    },
-                    "the recipe (a copy); assigning one switches it (e.g. a BF16 cooldown)")
-      .def("forward",
-           [](owning_linear& l, const py::array& x, const std::string& weight_cache) {
-             return l.forward_for_this_thread(x, weight_cache);
-           },
-           py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
-           "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs. weight_cache: 'off', 'refresh' (keep the "
-           "quantized W), 'reuse' (run on the kept W): TE's is_first_microbatch None / True / False")
-      .def("infer",
-           [](owning_linear& l, const py::array& x, const std::string& weight_cache) {
-             return l.infer(x, l.weight, l.bias_arg(), weight_cache, nn::eval_amaxes::record_nothing);
-           },
-           py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
-           "the forward's Y without saving for backward or touching delayed-scaling state (evaluation, inference)")
-      .def("backward",
-           [](owning_linear& l, const py::array& dy) { return l.backward_of_this_thread(dy); },
-           py::arg("dy"),
-           "dX for dY [M, out_features] of this thread's last forward (threads sharing the layer each differentiate their own); dW "
-           "and db into weight_grad / bias_grad");
+      .def_property(
+          "recipe", [](owning_linear& l) { return from_recipe(l.locked([](nn::linear& n) { return n.current_recipe(); })); },
+          [](owning_linear& l, const py::object& r) {
+            const recipe next = to_recipe(r);
+            l.locked([&](nn::linear& n) { n.set_recipe(next); });
+          },
+          "the recipe (a copy); assigning one switches it (e.g. a BF16 cooldown)")
+      .def(
+          "forward",
+          [](owning_linear& l, const py::array& x, const std::string& weight_cache) { return l.forward_for_this_thread(x, weight_cache); },
+          py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
+          "Y = X W^T (+ b) for X [M, in_features]; keeps what backward needs. weight_cache: 'off', 'refresh' (keep the "
+          "quantized W), 'reuse' (run on the kept W): TE's is_first_microbatch None / True / False")
+      .def(
+          "infer",
+          [](owning_linear& l, const py::array& x, const std::string& weight_cache) {
+            return l.infer(x, l.weight, l.bias_arg(), weight_cache, nn::eval_amaxes::record_nothing);
+          },
+          py::arg("x"), py::kw_only(), py::arg("weight_cache") = "off",
+          "the forward's Y without saving for backward or touching delayed-scaling state (evaluation, inference)")
+      .def(
+          "backward", [](owning_linear& l, const py::array& dy) { return l.backward_of_this_thread(dy); }, py::arg("dy"),
+          "dX for dY [M, out_features] of this thread's last forward (threads sharing the layer each differentiate their own); dW "
+          "and db into weight_grad / bias_grad");
   bind_common(linear);
 }

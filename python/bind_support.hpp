@@ -37,11 +37,16 @@ using any_tensor = std::variant<nvfp4_tensor, nvfp4_tile_tensor, mxfp4_tensor, m
 
 template <class Format>
 constexpr const char* format_name() {
-  if constexpr (std::is_same_v<Format, nvfp4_1x16>) return "nvfp4_1x16";
-  else if constexpr (std::is_same_v<Format, nvfp4_16x16>) return "nvfp4_16x16";
-  else if constexpr (std::is_same_v<Format, mxfp4>) return "mxfp4";
-  else if constexpr (std::is_same_v<Format, mxfp8>) return "mxfp8";
-  else return "mxfp8_e5m2";
+  if constexpr (std::is_same_v<Format, nvfp4_1x16>)
+    return "nvfp4_1x16";
+  else if constexpr (std::is_same_v<Format, nvfp4_16x16>)
+    return "nvfp4_16x16";
+  else if constexpr (std::is_same_v<Format, mxfp4>)
+    return "mxfp4";
+  else if constexpr (std::is_same_v<Format, mxfp8>)
+    return "mxfp8";
+  else
+    return "mxfp8_e5m2";
 }
 
 /// Calls f with a default-constructed Format tag for the format named `name`.
@@ -52,8 +57,7 @@ decltype(auto) with_format(const std::string& name, F&& f) {
   if (name == "mxfp4") return f(mxfp4{});
   if (name == "mxfp8") return f(mxfp8{});
   if (name == "mxfp8_e5m2") return f(mxfp8_e5m2{});
-  throw error(errc::invalid_argument,
-              "unknown format '" + name + "' (one of: nvfp4_1x16, nvfp4_16x16, mxfp4, mxfp8, mxfp8_e5m2)");
+  throw error(errc::invalid_argument, "unknown format '" + name + "' (one of: nvfp4_1x16, nvfp4_16x16, mxfp4, mxfp8, mxfp8_e5m2)");
 }
 
 /// A quantized tensor of any format, with how it was made (recorded when saved to a checkpoint).
@@ -126,8 +130,8 @@ inline py::array normalized_input(py::array x, const char* what, const std::stri
       const double* p = values.data();
       for (py::ssize_t i = 0; i < values.size(); ++i)
         if (std::isfinite(p[i]) && std::fabs(p[i]) > static_cast<double>(std::numeric_limits<float>::max()))
-          throw error(errc::overflow, std::string(what) + ": float64 element " + std::to_string(i) + " (C order) = " +
-                                          detail::number_text(p[i]) + " is beyond float32's range (scale it down first)");
+          throw error(errc::overflow, std::string(what) + ": float64 element " + std::to_string(i) +
+                                          " (C order) = " + detail::number_text(p[i]) + " is beyond float32's range (scale it down first)");
     }
     return py::array_t<float, py::array::forcecast>::ensure(x);
   }
@@ -166,9 +170,7 @@ inline py::array_t<float> new_float_matrix(index_t rows, index_t cols) {
   return py::array_t<float>({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(cols)});
 }
 
-inline matrix_view<float> view_of(py::array_t<float>& a) {
-  return matrix_view<float>::row_major(a.mutable_data(), a.shape(0), a.shape(1));
-}
+inline matrix_view<float> view_of(py::array_t<float>& a) { return matrix_view<float>::row_major(a.mutable_data(), a.shape(0), a.shape(1)); }
 
 /// A new float32 [m, n] array filled by run(matrix_view<float>) with the GIL released.
 template <class Run>
@@ -184,15 +186,13 @@ py::array_t<float> float_output(index_t m, index_t n, Run&& run) {
 
 /// A float32 array's elements in C order (a copy only when it is not C-contiguous float32).
 inline py::array_t<float, py::array::c_style> float_values(const py::array& x, const char* what) {
-  if (!x.dtype().is(py::dtype::of<float>()))
-    throw py::type_error(std::string(what) + " must be float32; got " + dtype_text(x.dtype()));
+  if (!x.dtype().is(py::dtype::of<float>())) throw py::type_error(std::string(what) + " must be float32; got " + dtype_text(x.dtype()));
   return py::array_t<float, py::array::c_style>::ensure(x);
 }
 
 // ---- options --------------------------------------------------------------------------------
 
-inline quantize_options make_options(const std::string& rounding, std::uint64_t seed, const std::string& mx_rule,
-                              const std::string& axis) {
+inline quantize_options make_options(const std::string& rounding, std::uint64_t seed, const std::string& mx_rule, const std::string& axis) {
   quantize_options o;
   o.rounding = rounding == "nearest" ? rounding_mode::nearest_even : detail::parse_name<rounding_mode>(rounding, "rounding");
   o.seed = seed;
@@ -209,7 +209,7 @@ inline index_t rows_of(const py_quantized& q) {
 
 /// The optional C operand as an [m, n] view (empty when absent); `keep` holds its float32 copy.
 inline matrix_view<const float> accumulator_view(const std::optional<py::array>& c, index_t m, index_t n,
-                                          py::array_t<float, py::array::c_style>& keep, const char* what) {
+                                                 py::array_t<float, py::array::c_style>& keep, const char* what) {
   if (!c) return {};
   keep = float_values(*c, "c");
   if (keep.ndim() != 2 || keep.shape(0) != m || keep.shape(1) != n)
@@ -244,12 +244,18 @@ struct arg_spec {
   bool keyword_only = false;
 };
 
-inline bool is_array_like(py::handle h) { return py::isinstance<py::array>(h) || py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h) || py::hasattr(h, "__array__"); }
+inline bool is_array_like(py::handle h) {
+  return py::isinstance<py::array>(h) || py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h) || py::hasattr(h, "__array__");
+}
 inline bool is_str(py::handle h) { return py::isinstance<py::str>(h); }
 inline bool is_optional_str(py::handle h) { return h.is_none() || is_str(h); }
-inline bool is_uint(py::handle h) { return py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h) && py::cast<py::int_>(h) >= py::int_(0); }
+inline bool is_uint(py::handle h) {
+  return py::isinstance<py::int_>(h) && !py::isinstance<py::bool_>(h) && py::cast<py::int_>(h) >= py::int_(0);
+}
 inline bool is_bool(py::handle h) { return py::isinstance<py::bool_>(h); }
-inline bool is_optional_float(py::handle h) { return h.is_none() || ((py::isinstance<py::float_>(h) || py::isinstance<py::int_>(h)) && !is_bool(h)); }
+inline bool is_optional_float(py::handle h) {
+  return h.is_none() || ((py::isinstance<py::float_>(h) || py::isinstance<py::int_>(h)) && !is_bool(h));
+}
 inline bool is_quantized_or_fp8(py::handle h) { return py::isinstance<py_quantized>(h) || py::isinstance<fp8_tensor>(h); }
 
 inline std::string type_text(py::handle h) {
@@ -275,11 +281,11 @@ inline void check_call(const char* function, const std::vector<arg_spec>& specs,
   }
   const std::string f = std::string(function) + "()";
   if (args.size() > positional) {
-    const std::string extra = args.size() - 1 < specs.size() ? std::string(" ('") + specs[args.size() - 1].name + "' is keyword-only: write " +
-                                                                   specs[args.size() - 1].name + "=...)"
+    const std::string extra = args.size() - 1 < specs.size() ? std::string(" ('") + specs[args.size() - 1].name +
+                                                                   "' is keyword-only: write " + specs[args.size() - 1].name + "=...)"
                                                              : "";
-    throw py::type_error(f + " takes " + std::to_string(positional) + " positional argument(s), got " + std::to_string(args.size()) + extra +
-                         "; its arguments: " + names);
+    throw py::type_error(f + " takes " + std::to_string(positional) + " positional argument(s), got " + std::to_string(args.size()) +
+                         extra + "; its arguments: " + names);
   }
   for (std::size_t i = 0; i < args.size(); ++i)
     if (!specs[i].accepts(args[i]))
@@ -293,7 +299,8 @@ inline void check_call(const char* function, const std::vector<arg_spec>& specs,
   }
   for (std::size_t i = args.size(); i < specs.size(); ++i)
     if (std::string(specs[i].name) == "x" || std::string(specs[i].name) == "q" || std::string(specs[i].name) == "codes")
-      if (!kwargs.contains(specs[i].name)) throw py::type_error(f + ": argument '" + specs[i].name + "' is missing (" + specs[i].takes + ")");
+      if (!kwargs.contains(specs[i].name))
+        throw py::type_error(f + ": argument '" + specs[i].name + "' is missing (" + specs[i].takes + ")");
 }
 
 /// Adds to `name` (already bound to the real function) an overload that pybind11 reaches when
@@ -310,10 +317,10 @@ inline void add_argument_messages(py::module_& m, const char* name, std::vector<
     py::list positional;
     for (std::size_t i = 0; i < args.size(); ++i) positional.append(is_array_arg(specs[i].name) ? asarray(args[i]) : py::object(args[i]));
     py::dict named;
-    for (const auto& [key, value] : kwargs) named[key] = is_array_arg(py::str(key)) ? asarray(value) : py::reinterpret_borrow<py::object>(value);
+    for (const auto& [key, value] : kwargs)
+      named[key] = is_array_arg(py::str(key)) ? asarray(value) : py::reinterpret_borrow<py::object>(value);
     return impl(*py::tuple(positional), **named);
   });
 }
-
 
 }  // namespace nvfp4_python

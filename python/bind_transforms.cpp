@@ -9,9 +9,7 @@
 namespace nvfp4_python {
 namespace {
 
-hadamard_transform transform_or_default(const std::optional<hadamard_transform>& t) {
-  return t ? *t : hadamard_transform::te_default();
-}
+hadamard_transform transform_or_default(const std::optional<hadamard_transform>& t) { return t ? *t : hadamard_transform::te_default(); }
 
 py::array_t<float> hadamard_rows_py(py::array x, const std::optional<hadamard_transform>& transform, bool inverse) {
   const input_matrix in = as_input(std::move(x), "x");

@@ -25,8 +25,8 @@ PYBIND11_MODULE(_nvfp4, m) {  // nvfp4._nvfp4, re-exported by python/nvfp4/__ini
       "bit for bit with the GPU stack (numpy arrays in and out). Reference: docs/python.md.";
   m.attr("__version__") = NVFP4_PYTHON_VERSION;
   // The pybind11 that wrote the signatures the type stub is made from (nvfp4._stubgen records it).
-  m.attr("_pybind11_version") = std::to_string(PYBIND11_VERSION_MAJOR) + "." + std::to_string(PYBIND11_VERSION_MINOR) + "." +
-                                std::to_string(PYBIND11_VERSION_PATCH);
+  m.attr("_pybind11_version") =
+      std::to_string(PYBIND11_VERSION_MAJOR) + "." + std::to_string(PYBIND11_VERSION_MINOR) + "." + std::to_string(PYBIND11_VERSION_PATCH);
   m.attr("compiled_isa") = isa_name(compiled_isa);
   m.attr("formats") = py::make_tuple("nvfp4_1x16", "nvfp4_16x16", "mxfp4", "mxfp8", "mxfp8_e5m2");
 

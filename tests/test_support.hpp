@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <span>
 #include <random>
+#include <span>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -50,8 +50,10 @@ std::vector<T> random_values(index_t count, unsigned seed, value_spread spread =
     double v = spread.sigma * normal(gen);
     if (spread.log2_spread != 0.0) v *= std::exp2(spread.log2_spread * normal(gen));
     if (spread.zero_every > 0 && i % spread.zero_every == 0) v = 0.0;
-    if constexpr (std::is_same_v<T, float>) out.push_back(static_cast<float>(v));
-    else out.push_back(bf16::from_float(static_cast<float>(v)));
+    if constexpr (std::is_same_v<T, float>)
+      out.push_back(static_cast<float>(v));
+    else
+      out.push_back(bf16::from_float(static_cast<float>(v)));
   }
   return out;
 }

@@ -171,7 +171,8 @@ inline source_matrix matrix_from_tensor(const io::safetensors_tensor& t) {
     for (std::size_t i = 0; i < n; ++i) m.b16[i] = bf16::from_bits(static_cast<std::uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
   } else if (t.dtype == io::safetensors_dtype::f16) {
     m.f32.resize(n);
-    for (std::size_t i = 0; i < n; ++i) m.f32[i] = io::half_to_float(static_cast<std::uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+    for (std::size_t i = 0; i < n; ++i)
+      m.f32[i] = io::half_to_float(static_cast<std::uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
   } else if (t.dtype == io::safetensors_dtype::f32) {
     m.f32.resize(n);
     std::memcpy(m.f32.data(), t.bytes.data(), n * 4);
@@ -248,10 +249,12 @@ inline io::scale_pair input_scale_for(float a, quantizer_flavor flavor) {
       const tensor_scale s = nvfp4_tensor_scale(a);
       return {s.decode, s.encode};
     }
-    case quantizer_flavor::torchao: return io::scale_pair::from_decode(flavor_rules::torchao_per_tensor_scale(a));
+    case quantizer_flavor::torchao:
+      return io::scale_pair::from_decode(flavor_rules::torchao_per_tensor_scale(a));
     case quantizer_flavor::compressed_tensors:
       return io::scale_pair::from_encode(flavor_rules::compressed_tensors_global_scale(a, false));
-    default: return io::scale_pair::from_decode(flavor_rules::modelopt_weight_scale_2(a));
+    default:
+      return io::scale_pair::from_decode(flavor_rules::modelopt_weight_scale_2(a));
   }
 }
 
@@ -288,9 +291,8 @@ inline int run_convert(int argc, char** argv) {
   options.hf_quant_config_beside_file = args.flag("--hf-quant-config");
   io::write_checkpoint(output, to, c, options);
   if (!args.flag("--quiet"))
-    std::printf("%s (%s) -> %s (%s): %zu quantized weights, %zu other tensors\n", input.c_str(),
-                io::checkpoint_format_name(source_format), output.c_str(),
-                io::checkpoint_format_name(to), c.weights.size(), c.tensors.size());
+    std::printf("%s (%s) -> %s (%s): %zu quantized weights, %zu other tensors\n", input.c_str(), io::checkpoint_format_name(source_format),
+                output.c_str(), io::checkpoint_format_name(to), c.weights.size(), c.tensors.size());
   return exit_ok;
 }
 
@@ -330,9 +332,11 @@ inline int run_pack(int argc, char** argv) {
   const quantizer_flavor flavor = detail::flavor_option(args.value("--flavor", "te"));
   const bool mx = format == "mxfp4";
   const bool mxfp8 = format == "mxfp8", fp8 = format == "fp8";
-  if (mxfp8 && (flavor != quantizer_flavor::te || to != io::checkpoint_format::modelopt || args.flag("--fuse-scales") || !amax_args.empty()))
-    throw usage_error("--format mxfp8 writes ModelOpt's MXFP8 layout with the library's quantizer: no --flavor, --to, --fuse-scales "
-                      "or --input-amax (MXFP8 has no tensor or input scale)");
+  if (mxfp8 &&
+      (flavor != quantizer_flavor::te || to != io::checkpoint_format::modelopt || args.flag("--fuse-scales") || !amax_args.empty()))
+    throw usage_error(
+        "--format mxfp8 writes ModelOpt's MXFP8 layout with the library's quantizer: no --flavor, --to, --fuse-scales "
+        "or --input-amax (MXFP8 has no tensor or input scale)");
   if (fp8 && (flavor != quantizer_flavor::te || to != io::checkpoint_format::modelopt || args.flag("--fuse-scales")))
     throw usage_error("--format fp8 writes ModelOpt's per-tensor FP8 layout with TE's current scaling: no --flavor, --to or --fuse-scales");
   if (mx && flavor != quantizer_flavor::te && flavor != quantizer_flavor::ggml)
@@ -427,8 +431,9 @@ inline int run_pack(int argc, char** argv) {
       // An engine fuses the group into one GEMM along out_features: one in_features for all.
       const auto [first, inserted] = group_first.emplace(*group, &cand);
       if (!inserted && first->second->matrix.cols != cand.matrix.cols)
-        throw error(errc::shape_mismatch, "--fuse-scales: '" + first->second->module + "' has " + std::to_string(first->second->matrix.cols) +
-                                              " in_features but '" + cand.module + "' has " + std::to_string(cand.matrix.cols) +
+        throw error(errc::shape_mismatch, "--fuse-scales: '" + first->second->module + "' has " +
+                                              std::to_string(first->second->matrix.cols) + " in_features but '" + cand.module + "' has " +
+                                              std::to_string(cand.matrix.cols) +
                                               "; modules fused into one GEMM share their input, so they cannot share a tensor scale "
                                               "as one layer (nothing written)");
       const float a = detail::amax_of(cand.matrix, cand.module);
@@ -450,10 +455,12 @@ inline int run_pack(int argc, char** argv) {
       } catch (const error& e) {
         throw nvfp4::detail::with_context(e, "weight '" + cand.module + "'");
       }
-      c.tensors.push_back({cand.module + ".weight", io::safetensors_dtype::f8_e4m3, {t.rows(), t.cols()}, {t.codes().begin(), t.codes().end()}});
+      c.tensors.push_back(
+          {cand.module + ".weight", io::safetensors_dtype::f8_e4m3, {t.rows(), t.cols()}, {t.codes().begin(), t.codes().end()}});
       c.tensors.push_back(io::detail_modelopt::f32_tensor(cand.module + ".weight_scale", t.scale_inv()[0], {}));
       if (const auto a = input_amax.find(cand.module); a != input_amax.end()) {
-        nvfp4::detail::require(std::isfinite(a->second) && a->second > 0.0f, errc::invalid_argument, "--input-amax must be a positive finite number");
+        nvfp4::detail::require(std::isfinite(a->second) && a->second > 0.0f, errc::invalid_argument,
+                               "--input-amax must be a positive finite number");
         c.tensors.push_back(io::detail_modelopt::f32_tensor(cand.module + ".input_scale", a->second / 448.0f, {}));
       }
       continue;
@@ -462,8 +469,12 @@ inline int run_pack(int argc, char** argv) {
       io::safetensors_file one;
       try {
         const auto& m = cand.matrix;
-        if (m.is_bf16) io::add_quantized_tensor(one, cand.module, quantize<nvfp4::mxfp8>(matrix_view<const bf16>::row_major(m.b16.data(), m.rows, m.cols)));
-        else io::add_quantized_tensor(one, cand.module, quantize<nvfp4::mxfp8>(matrix_view<const float>::row_major(m.f32.data(), m.rows, m.cols)));
+        if (m.is_bf16)
+          io::add_quantized_tensor(one, cand.module,
+                                   quantize<nvfp4::mxfp8>(matrix_view<const bf16>::row_major(m.b16.data(), m.rows, m.cols)));
+        else
+          io::add_quantized_tensor(one, cand.module,
+                                   quantize<nvfp4::mxfp8>(matrix_view<const float>::row_major(m.f32.data(), m.rows, m.cols)));
       } catch (const error& e) {
         throw nvfp4::detail::with_context(e, "weight '" + cand.module + "'");
       }
@@ -486,8 +497,10 @@ inline int run_pack(int argc, char** argv) {
     nlohmann::ordered_json q = {{"quant_algo", mxfp8 ? "MXFP8" : "FP8"}, {"kv_cache_quant_algo", nullptr}};
     if (mxfp8) q["group_size"] = 32;
     q["exclude_modules"] = c.ignore;
-    c.hf_quant_config = {{"producer", {{"name", "nvfp4"}, {"version", std::to_string(NVFP4_VERSION_MAJOR) + "." + std::to_string(NVFP4_VERSION_MINOR) + "." +
-                                                                      std::to_string(NVFP4_VERSION_PATCH)}}},
+    c.hf_quant_config = {{"producer",
+                          {{"name", "nvfp4"},
+                           {"version", std::to_string(NVFP4_VERSION_MAJOR) + "." + std::to_string(NVFP4_VERSION_MINOR) + "." +
+                                           std::to_string(NVFP4_VERSION_PATCH)}}},
                          {"quantization", q}};
   }
   if (!excluded_by_default.empty()) {
@@ -497,7 +510,8 @@ inline int run_pack(int argc, char** argv) {
                          "; --include PATTERN quantizes them");
   }
   io::check_fused_scales(c, c.warnings);
-  if (!args.flag("--fuse-scales") && std::any_of(c.warnings.begin(), c.warnings.end(), [](const std::string& w) { return w.rfind("fused layers", 0) == 0; }))
+  if (!args.flag("--fuse-scales") &&
+      std::any_of(c.warnings.begin(), c.warnings.end(), [](const std::string& w) { return w.rfind("fused layers", 0) == 0; }))
     c.warnings.push_back("--fuse-scales gives each fused group one tensor scale (what vLLM needs)");
   print_warnings_once(c.warnings, quiet);
   c.warnings.clear();
@@ -508,7 +522,8 @@ inline int run_pack(int argc, char** argv) {
   progress.finish();
   if (!quiet)
     std::printf("%s: %zu %s weights (flavor %s), %zu other tensors, %s\n", positional[0].c_str(), quantized, format.c_str(),
-                std::string(quantizer_flavor_name(flavor)).c_str(), c.tensors.size() - (mxfp8 || fp8 ? 2 * quantized + (fp8 ? input_amax.size() : 0) : 0), io::checkpoint_format_name(to));
+                std::string(quantizer_flavor_name(flavor)).c_str(),
+                c.tensors.size() - (mxfp8 || fp8 ? 2 * quantized + (fp8 ? input_amax.size() : 0) : 0), io::checkpoint_format_name(to));
   return exit_ok;
 }
 
@@ -565,14 +580,16 @@ inline int run_diff(int argc, char** argv) {
     detail::print_warnings(a.warnings, false, args.flag("--quiet"));
     detail::print_warnings(b.warnings, false, args.flag("--quiet"));
     if (json_path != "-")
-      table = "A: " + args.positional()[0] + " (" + found_a.description + ")\nB: " + args.positional()[1] + " (" + found_b.description + ")\n";
+      table =
+          "A: " + args.positional()[0] + " (" + found_a.description + ")\nB: " + args.positional()[1] + " (" + found_b.description + ")\n";
     if (args.has("--name")) {
       const std::string only = args.value("--name", "");
       std::erase_if(a.weights, [&](const io::quantized_weight& w) { return w.name != only; });
       std::erase_if(b.weights, [&](const io::quantized_weight& w) { return w.name != only; });
       a.tensors.clear();
       b.tensors.clear();
-      if (a.weights.empty() && b.weights.empty()) throw error(errc::invalid_argument, "no quantized weight '" + only + "' in either checkpoint");
+      if (a.weights.empty() && b.weights.empty())
+        throw error(errc::invalid_argument, "no quantized weight '" + only + "' in either checkpoint");
     }
     const auto d = io::diff_checkpoints(a, b, options);
     table += io::format_table(d, args.positional()[0], args.positional()[1]);

@@ -48,15 +48,19 @@ inline constexpr exit_status_row exit_statuses[] = {
     {0, "ok", "success"},
     {1, "failure", "an unexpected failure (out of memory, an exception that is not an nvfp4::error)"},
     {2, "usage", "usage error: unknown command or option, missing or extra argument, a bad option value"},
-    {exit_code_for(errc::invalid_argument), "invalid_argument", "a value out of its domain (no tensor of that name, an output that is an input, ...)"},
+    {exit_code_for(errc::invalid_argument), "invalid_argument",
+     "a value out of its domain (no tensor of that name, an output that is an input, ...)"},
     {exit_code_for(errc::shape_mismatch), "shape_mismatch", "shapes that do not fit (GEMM K, stats of different shapes, --rht cols)"},
     {exit_code_for(errc::non_finite_input), "non_finite_input", "NaN/Inf in an input array"},
     {exit_code_for(errc::null_pointer), "null_pointer", "(library only; the tool does not produce it)"},
     {exit_code_for(errc::misaligned), "misaligned", "(library only; the tool does not produce it)"},
     {exit_code_for(errc::dtype_mismatch), "dtype_mismatch", "an element type the command cannot use (an integer .npy to quantize)"},
-    {exit_code_for(errc::io_error), "io_error", "a file that cannot be opened, read, written or renamed; an existing output (no --force); a read-only output"},
-    {exit_code_for(errc::malformed_file), "malformed_file", "truncated, inconsistent or lying file; invalid scales; the wrong kind of file; no known format"},
-    {exit_code_for(errc::unsupported), "unsupported", "a valid file this version does not handle (big-endian, unknown dtype, another tool's format)"},
+    {exit_code_for(errc::io_error), "io_error",
+     "a file that cannot be opened, read, written or renamed; an existing output (no --force); a read-only output"},
+    {exit_code_for(errc::malformed_file), "malformed_file",
+     "truncated, inconsistent or lying file; invalid scales; the wrong kind of file; no known format"},
+    {exit_code_for(errc::unsupported), "unsupported",
+     "a valid file this version does not handle (big-endian, unknown dtype, another tool's format)"},
     {exit_code_for(errc::overflow), "overflow", "finite input whose result does not fit (RHT beyond bf16, GEMM alpha)"},
 };
 
@@ -190,8 +194,8 @@ class progress_bar {
     constexpr int width = 30;
     const int filled = static_cast<int>(width * done_ / total_);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::fprintf(stderr, "\r%s [%.*s%*s] %3d%% %5.1fs %-24s", label_.c_str(), filled, "##############################",
-                 width - filled, "", static_cast<int>(100 * done_ / total_), seconds, stage_.c_str());
+    std::fprintf(stderr, "\r%s [%.*s%*s] %3d%% %5.1fs %-24s", label_.c_str(), filled, "##############################", width - filled, "",
+                 static_cast<int>(100 * done_ / total_), seconds, stage_.c_str());
     std::fflush(stderr);
   }
 
@@ -269,9 +273,9 @@ struct input_image {
 
 /// How input files are read (the options several commands share).
 struct input_options {
-  bool bf16 = false;       ///< --input-dtype bf16: a raw 2-byte .npy array (|V2, <u2, <i2) holds bfloat16 bits
-  io::load_options load;   ///< --accept-invalid-scales
-  std::string tensor;      ///< --name: which quantized tensor of a safetensors file
+  bool bf16 = false;      ///< --input-dtype bf16: a raw 2-byte .npy array (|V2, <u2, <i2) holds bfloat16 bits
+  io::load_options load;  ///< --accept-invalid-scales
+  std::string tensor;     ///< --name: which quantized tensor of a safetensors file
 };
 
 /// An array loaded as float32: its shape and values (C order).

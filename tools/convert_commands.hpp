@@ -74,10 +74,10 @@ options:
 /// What `nvfp4 quantize` does, as options.
 struct quantize_request {
   std::string name = "W";
-  std::string format = "nvfp4";  ///< nvfp4 | mxfp4 | mxfp8
-  bool tiles = false;            ///< 16x16 tiles (nvfp4 only)
-  io::store_options store;       ///< swizzle, rht, rounding, seed, MX rule
-  input_options input;           ///< --input-dtype
+  std::string format = "nvfp4";                    ///< nvfp4 | mxfp4 | mxfp8
+  bool tiles = false;                              ///< 16x16 tiles (nvfp4 only)
+  io::store_options store;                         ///< swizzle, rht, rounding, seed, MX rule
+  input_options input;                             ///< --input-dtype
   quantizer_flavor flavor = quantizer_flavor::te;  ///< --flavor: whose quantizer (1x16 nvfp4, mxfp4)
 };
 
@@ -85,7 +85,7 @@ struct quantize_request {
 struct quantize_result {
   io::safetensors_file file;
   io::npy_matrix_shape shape;
-  double sqnr_db = 0;  ///< of the round trip, in the domain that was quantized (rotated with RHT)
+  double sqnr_db = 0;        ///< of the round trip, in the domain that was quantized (rotated with RHT)
   bool all_flushed = false;  ///< the input has non-zero elements and every one quantized to zero
 };
 
@@ -130,11 +130,12 @@ inline quantize_result quantize_array(const input_image& input, const quantize_r
     if (store.rht) {
       const auto transform = hadamard_transform::te_default();
       if (result.shape.cols % transform.size() != 0)
-        throw error(errc::shape_mismatch, "--rht needs the number of columns (" + std::to_string(result.shape.cols) +
-                                              ") to be a multiple of 16");
+        throw error(errc::shape_mismatch,
+                    "--rht needs the number of columns (" + std::to_string(result.shape.cols) + ") to be a multiple of 16");
       std::vector<bf16> rotated(values.size());
       hadamard_rows(x, transform, matrix_view<bf16>::row_major(rotated.data(), result.shape.rows, result.shape.cols));
-      restored = detail::quantize_into(result.file, effective, matrix_view<const bf16>::row_major(rotated.data(), result.shape.rows, result.shape.cols));
+      restored = detail::quantize_into(result.file, effective,
+                                       matrix_view<const bf16>::row_major(rotated.data(), result.shape.rows, result.shape.cols));
       std::vector<float> rotated_values(rotated.size());
       for (std::size_t i = 0; i < rotated.size(); ++i) rotated_values[i] = rotated[i].to_float();
       result.sqnr_db = compare(rotated_values, restored).sqnr_db;
@@ -180,9 +181,8 @@ inline int run_quantize(int argc, char** argv) {
   const auto flavor = parse_quantizer_flavor(args.value("--flavor", "te"));
   if (!flavor) throw usage_error("unknown --flavor '" + args.value("--flavor", "") + "' (te, modelopt, torchao, compressed_tensors, ggml)");
   request.flavor = *flavor;
-  if (request.flavor != quantizer_flavor::te &&
-      (request.tiles || args.flag("--sr") || args.flag("--rht") || request.format == "mxfp8" ||
-       (request.format == "mxfp4" && request.flavor != quantizer_flavor::ggml)))
+  if (request.flavor != quantizer_flavor::te && (request.tiles || args.flag("--sr") || args.flag("--rht") || request.format == "mxfp8" ||
+                                                 (request.format == "mxfp4" && request.flavor != quantizer_flavor::ggml)))
     throw usage_error("--flavor " + args.value("--flavor", "") + " quantizes 1x16 nvfp4 (and mxfp4 for ggml), without --sr or --rht");
 
   check_output(output, {input}, args.flag("--force"));
@@ -249,8 +249,8 @@ inline void dequantize_into(const io::safetensors_file& weight, const std::strin
 }
 
 /// The shape weight `name` dequantizes to, its errors naming `input`.
-inline std::vector<std::int64_t> dequantized_shape_of(const io::safetensors_file& weight, const std::string& name, const io::load_options& load,
-                                                      const std::string& input) {
+inline std::vector<std::int64_t> dequantized_shape_of(const io::safetensors_file& weight, const std::string& name,
+                                                      const io::load_options& load, const std::string& input) {
   try {
     return io::dequantized_shape(weight, name, load);
   } catch (const error& e) {
@@ -263,7 +263,8 @@ inline std::vector<float> float_values_of(const io::safetensors_tensor& t) {
   std::vector<float> values(static_cast<std::size_t>(t.element_count()));
   const std::uint8_t* b = t.bytes.data();
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (t.dtype == io::safetensors_dtype::f32) std::memcpy(&values[i], b + 4 * i, 4);
+    if (t.dtype == io::safetensors_dtype::f32)
+      std::memcpy(&values[i], b + 4 * i, 4);
     else if (t.dtype == io::safetensors_dtype::f64) {
       double d;
       std::memcpy(&d, b + 8 * i, 8);
@@ -291,7 +292,8 @@ inline std::size_t dequantize_all(const io::safetensors_source& source, const st
     // The header first (every weight's shape from its description), then the data in its order.
     std::vector<io::safetensors_description> tensors;
     for (const auto& name : names)
-      tensors.push_back({name + ".weight", io::safetensors_dtype::f32, dequantized_shape_of(io::load_quantized_weight_file(source, name), name, load, input)});
+      tensors.push_back({name + ".weight", io::safetensors_dtype::f32,
+                         dequantized_shape_of(io::load_quantized_weight_file(source, name), name, load, input)});
     for (const auto& e : source.entries())
       if (!consumed.contains(e.name)) tensors.push_back({e.name, e.dtype, e.shape});
     std::map<std::string, std::string> metadata = source.metadata();
@@ -359,11 +361,12 @@ inline int run_dequantize(int argc, char** argv) {
   print_warnings_once(opened.warnings, quiet);
   if (args.flag("--all")) {
     const std::size_t n = dequantize_all(opened.source, input, output, options.load, args.flag("--force"));
-    if (!quiet) std::printf("%s (%s): %zu quantized weights -> %s float32\n", input.c_str(), opened.found.description.c_str(), n, output.c_str());
+    if (!quiet)
+      std::printf("%s (%s): %zu quantized weights -> %s float32\n", input.c_str(), opened.found.description.c_str(), n, output.c_str());
     return exit_ok;
   }
-  const std::string name =
-      pick_quantized_name(options.tensor.empty() ? io::quantized_tensor_names(opened.source) : std::vector<std::string>{}, options.tensor, input);
+  const std::string name = pick_quantized_name(
+      options.tensor.empty() ? io::quantized_tensor_names(opened.source) : std::vector<std::string>{}, options.tensor, input);
   // Only this weight's tensors are read; its values go to the file piece by piece.
   const io::safetensors_file weight = io::load_quantized_weight_file(opened.source, name);
   const std::vector<std::int64_t> shape = dequantized_shape_of(weight, name, options.load, input);

@@ -62,9 +62,9 @@ struct gemm_request {
 /// What it produces.
 struct gemm_result {
   index_t m = 0, n = 0, k = 0;
-  std::vector<float> d;  ///< [m, n], row-major
-  error_report report;   ///< D against the fp32 product of the unquantized inputs
-  std::string compared_mode;  ///< the other of exact / relaxed ("" for dequant)
+  std::vector<float> d;                 ///< [m, n], row-major
+  error_report report;                  ///< D against the fp32 product of the unquantized inputs
+  std::string compared_mode;            ///< the other of exact / relaxed ("" for dequant)
   std::int64_t differing_elements = 0;  ///< elements of D that mode gives differently
   double max_abs_difference = 0;
   double quantize_ms = 0, gemm_ms = 0, fp32_ms = 0;
@@ -89,8 +89,10 @@ inline void deterministic_product(const float* a, index_t m, index_t k, const fl
       [&](index_t block, int&) {
         const index_t r0 = block * block_rows, rows = std::min(block_rows, m - r0);
         Eigen::Map<row_matrix> d_block(d + r0 * n, rows, n);
-        if (b_kn) d_block.noalias() = a_map.middleRows(r0, rows) * Eigen::Map<const row_matrix>(b, k, n);
-        else d_block.noalias() = a_map.middleRows(r0, rows) * Eigen::Map<const row_matrix>(b, n, k).transpose();
+        if (b_kn)
+          d_block.noalias() = a_map.middleRows(r0, rows) * Eigen::Map<const row_matrix>(b, k, n);
+        else
+          d_block.noalias() = a_map.middleRows(r0, rows) * Eigen::Map<const row_matrix>(b, n, k).transpose();
       });
   Eigen::setNbThreads(eigen_threads);
 }
@@ -158,7 +160,8 @@ inline gemm_result gemm_arrays(const input_image& a_image, const input_image& b_
   for (std::size_t i = 0; i < reference.size(); ++i)
     if (!std::isfinite(reference[i]))
       throw error(errc::overflow, "gemm: the fp32 product of the unquantized inputs overflows float at (" +
-                                      std::to_string(static_cast<index_t>(i) / n) + ", " + std::to_string(static_cast<index_t>(i) % n) + ")");
+                                      std::to_string(static_cast<index_t>(i) / n) + ", " + std::to_string(static_cast<index_t>(i) % n) +
+                                      ")");
   result.report = compare(reference, result.d);
   result.quantize_ms = ms(t0, t1);
   result.gemm_ms = ms(t1, t2);

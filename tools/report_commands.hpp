@@ -14,8 +14,8 @@
 #include <limits>
 #include <optional>
 #include <span>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_support.hpp"
@@ -116,7 +116,9 @@ inline bool has_value_stats(io::safetensors_dtype dtype) {
 /// Decodes `count` elements of `dtype` (a float or FP8 dtype, little-endian bytes) into `out`.
 inline void decode_values(io::safetensors_dtype dtype, const std::uint8_t* b, std::size_t count, float* out) {
   switch (dtype) {
-    case io::safetensors_dtype::f32: std::memcpy(out, b, 4 * count); return;
+    case io::safetensors_dtype::f32:
+      std::memcpy(out, b, 4 * count);
+      return;
     case io::safetensors_dtype::f64:
       for (std::size_t i = 0; i < count; ++i) {
         double d;
@@ -137,7 +139,8 @@ inline void decode_values(io::safetensors_dtype dtype, const std::uint8_t* b, st
     case io::safetensors_dtype::f8_e5m2:
       for (std::size_t i = 0; i < count; ++i) out[i] = e5m2::from_bits(b[i]).to_float();
       return;
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -159,7 +162,8 @@ inline std::optional<nlohmann::ordered_json> tensor_stats(const io::safetensors_
 
 /// The statistics of quantized weight `name`'s dequantized values, computed piece by piece
 /// (io::dequantize_any_in_pieces): the float tensor (8x the packed FP4 bytes) is never held whole.
-inline nlohmann::ordered_json dequantized_stats(const io::safetensors_file& file, const std::string& name, const io::load_options& options) {
+inline nlohmann::ordered_json dequantized_stats(const io::safetensors_file& file, const std::string& name,
+                                                const io::load_options& options) {
   value_statistics stats;
   io::dequantize_any_in_pieces(file, name, options, [&](std::span<const float> values) { stats.add(values); });
   return stats.json();
@@ -167,10 +171,14 @@ inline nlohmann::ordered_json dequantized_stats(const io::safetensors_file& file
 
 inline std::string format_label(const io::stored_tensor_info& info) {
   switch (info.format) {
-    case io::stored_format::nvfp4_1x16: return "nvfp4 1x16";
-    case io::stored_format::nvfp4_16x16: return "nvfp4 16x16";
-    case io::stored_format::mxfp4: return "mxfp4 1x32";
-    case io::stored_format::mxfp8: return "mxfp8 1x32";
+    case io::stored_format::nvfp4_1x16:
+      return "nvfp4 1x16";
+    case io::stored_format::nvfp4_16x16:
+      return "nvfp4 16x16";
+    case io::stored_format::mxfp4:
+      return "mxfp4 1x32";
+    case io::stored_format::mxfp8:
+      return "mxfp8 1x32";
   }
   return "?";
 }
@@ -192,13 +200,18 @@ inline nlohmann::ordered_json describe_fp8(const io::safetensors_file& file, con
   q["from_metadata"] = false;
   q["bits_per_element"] = t.rows() * t.cols() == 0 ? 0.0 : 8.0 + 32.0 / static_cast<double>(t.rows() * t.cols());
   q["weight_scale"] = decode;
-  q["block_scales"] = {{"count", 1}, {"min", decode}, {"max", decode}, {"zero", decode == 0 ? 1 : 0}, {"nan", std::isnan(decode) ? 1 : 0},
+  q["block_scales"] = {{"count", 1},
+                       {"min", decode},
+                       {"max", decode},
+                       {"zero", decode == 0 ? 1 : 0},
+                       {"nan", std::isnan(decode) ? 1 : 0},
                        {"sign_bit", std::signbit(decode) ? 1 : 0}};
   q["dequantized"] = dequantized_stats(file, name, {});
   return q;
 }
 
-inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& file, const std::string& name, const io::load_options& options) {
+inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& file, const std::string& name,
+                                                 const io::load_options& options) {
   if (io::is_fp8_weight(file, name)) return describe_fp8(file, name);
   const io::stored_tensor_info info = io::describe_quantized_tensor(file, name, options);
   nlohmann::ordered_json q;
@@ -214,9 +227,11 @@ inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& fil
   q["from_metadata"] = info.has_metadata;
   const auto& weight = file.at(name + ".weight");
   const auto& scale = file.at(name + ".weight_scale");
-  q["bits_per_element"] = info.rows * info.cols == 0 ? 0.0
-                          : 8.0 * static_cast<double>(weight.bytes.size() + scale.bytes.size() + (file.find(name + ".weight_scale_2") ? 4 : 0)) /
-                                static_cast<double>(info.rows * info.cols);
+  q["bits_per_element"] =
+      info.rows * info.cols == 0
+          ? 0.0
+          : 8.0 * static_cast<double>(weight.bytes.size() + scale.bytes.size() + (file.find(name + ".weight_scale_2") ? 4 : 0)) /
+                static_cast<double>(info.rows * info.cols);
   if (const auto* scale_2 = file.find(name + ".weight_scale_2")) {
     float decode;
     std::memcpy(&decode, scale_2->bytes.data(), 4);
@@ -241,7 +256,9 @@ inline nlohmann::ordered_json describe_quantized(const io::safetensors_file& fil
     lo = std::min<double>(lo, v);
     hi = std::max<double>(hi, v);
   }
-  q["block_scales"] = {{"count", compact_scales.size()}, {"min", std::isfinite(lo) ? lo : 0.0}, {"max", hi}, {"zero", zero_scales}, {"nan", nan_scales}, {"sign_bit", sign_bit_scales}};
+  q["block_scales"] = {
+      {"count", compact_scales.size()}, {"min", std::isfinite(lo) ? lo : 0.0}, {"max", hi}, {"zero", zero_scales}, {"nan", nan_scales},
+      {"sign_bit", sign_bit_scales}};
   q["dequantized"] = dequantized_stats(file, name, options);
   return q;
 }
@@ -314,9 +331,8 @@ inline nlohmann::ordered_json inspect_image(const input_image& input, const io::
   out["size_bytes"] = image.size();
   if (io::looks_like_npy(image.data(), image.size())) {
     const io::npy_header_info header = io::parse_npy_header(image.data(), image.size(), path);
-    describe_npy(out, header, path, [&](std::uint64_t offset, std::uint64_t count, std::uint8_t* to) {
-      std::copy_n(image.data() + offset, count, to);
-    });
+    describe_npy(out, header, path,
+                 [&](std::uint64_t offset, std::uint64_t count, std::uint8_t* to) { std::copy_n(image.data() + offset, count, to); });
     return out;
   }
   const io::safetensors_source source = io::safetensors_source::of_image(image, path);
@@ -367,7 +383,8 @@ inline nlohmann::ordered_json inspect_npy_path(const std::string& path, const io
   out["file"] = path;
   const io::file_reader file(path);
   out["size_bytes"] = file.size();
-  describe_npy(out, io::read_npy_header(file), path, [&](std::uint64_t offset, std::uint64_t count, std::uint8_t* to) { file.read(offset, count, to); });
+  describe_npy(out, io::read_npy_header(file), path,
+               [&](std::uint64_t offset, std::uint64_t count, std::uint8_t* to) { file.read(offset, count, to); });
   out["format"] = found.description;
   return out;
 }
@@ -400,9 +417,8 @@ inline std::string stats_text(const nlohmann::ordered_json& s) {
     return line;
   }
   std::snprintf(line, sizeof line, "min %.6g  max %.6g  mean %.6g  std %.6g  amax %.6g  zeros %lld  non-finite %lld",
-                s["min"].get<double>(), s["max"].get<double>(), s["mean"].get<double>(), s["std"].get<double>(),
-                s["amax"].get<double>(), static_cast<long long>(s["zeros"].get<std::int64_t>()),
-                static_cast<long long>(s["non_finite"].get<std::int64_t>()));
+                s["min"].get<double>(), s["max"].get<double>(), s["mean"].get<double>(), s["std"].get<double>(), s["amax"].get<double>(),
+                static_cast<long long>(s["zeros"].get<std::int64_t>()), static_cast<long long>(s["non_finite"].get<std::int64_t>()));
   return line;
 }
 
@@ -475,16 +491,17 @@ inline void print_checkpoint_inspection(const std::string& path, const io::detec
     detail::json_array_printer array;
     array.open("tensors");
     bool in_quantized = false;
-    describe_tensors(opened.source, path, options, {[&](nlohmann::ordered_json&& j) { array.entry(j); },
-                                                    [&](nlohmann::ordered_json&& q) {
-                                                      if (!in_quantized) {
-                                                        array.close();
-                                                        std::printf(",\n");
-                                                        array.open("quantized");
-                                                        in_quantized = true;
-                                                      }
-                                                      array.entry(q);
-                                                    }});
+    describe_tensors(opened.source, path, options,
+                     {[&](nlohmann::ordered_json&& j) { array.entry(j); },
+                      [&](nlohmann::ordered_json&& q) {
+                        if (!in_quantized) {
+                          array.close();
+                          std::printf(",\n");
+                          array.open("quantized");
+                          in_quantized = true;
+                        }
+                        array.entry(q);
+                      }});
     if (!in_quantized) {
       array.close();
       std::printf(",\n");
@@ -550,16 +567,18 @@ inline int run_inspect(int argc, char** argv) {
 inline nlohmann::ordered_json stats_of(const float_array& reference, const std::string& reference_name, const float_array& approx,
                                        const std::string& approx_name);
 
-inline nlohmann::ordered_json stats_report(const input_image& reference_image, const input_image& approx_image, const input_options& options) {
-  return stats_of(load_float_array(reference_image, options), reference_image.name, load_float_array(approx_image, options), approx_image.name);
+inline nlohmann::ordered_json stats_report(const input_image& reference_image, const input_image& approx_image,
+                                           const input_options& options) {
+  return stats_of(load_float_array(reference_image, options), reference_image.name, load_float_array(approx_image, options),
+                  approx_image.name);
 }
 
 /// stats_report of arrays already loaded.
 inline nlohmann::ordered_json stats_of(const float_array& reference, const std::string& reference_name, const float_array& approx,
                                        const std::string& approx_name) {
   if (reference.shape != approx.shape)
-    throw error(errc::shape_mismatch, "stats: " + reference_name + " is " + shape_string(reference.shape) + " but " +
-                                          approx_name + " is " + shape_string(approx.shape));
+    throw error(errc::shape_mismatch, "stats: " + reference_name + " is " + shape_string(reference.shape) + " but " + approx_name + " is " +
+                                          shape_string(approx.shape));
   require_finite(reference.values, reference.shape, reference_name);
   require_finite(approx.values, approx.shape, approx_name);
   const error_report r = compare(reference.values, approx.values);
@@ -602,8 +621,10 @@ inline int run_stats(int argc, char** argv) {
   std::printf("elements           %llu\n", static_cast<unsigned long long>(j["count"].get<std::uint64_t>()));
   std::printf("mse                %.6e\n", j["mse"].get<double>());
   std::printf("rmse               %.6e\n", j["rmse"].get<double>());
-  if (j["sqnr_db"].is_null()) std::printf("sqnr_db            inf (exact)\n");
-  else std::printf("sqnr_db            %.3f\n", j["sqnr_db"].get<double>());
+  if (j["sqnr_db"].is_null())
+    std::printf("sqnr_db            inf (exact)\n");
+  else
+    std::printf("sqnr_db            %.3f\n", j["sqnr_db"].get<double>());
   std::printf("max_abs_error      %.6e\n", j["max_abs_error"].get<double>());
   std::printf("max_rel_error      %.6e\n", j["max_rel_error"].get<double>());
   std::printf("cosine_similarity  %.9f\n", j["cosine_similarity"].get<double>());

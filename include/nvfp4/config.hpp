@@ -14,13 +14,13 @@
 // the NVFP4 and FP8 recipes' Linear outputs). Contraction into FMAs does not: the results are the
 // same with -ffp-contract=fast and off (tests/build_flags/).
 #if defined(__FAST_MATH__) && !defined(NVFP4_ALLOW_FAST_MATH)
-#error "nvfp4: compiled with -ffast-math, which changes the library's bit-exact results; build without it (define NVFP4_ALLOW_FAST_MATH to accept inexact results)"
+#error \
+    "nvfp4: compiled with -ffast-math, which changes the library's bit-exact results; build without it (define NVFP4_ALLOW_FAST_MATH to accept inexact results)"
 #endif
 
 // SIMD is chosen at compile time from the compiler's target flags (as Eigen does). Defining
 // NVFP4_FORCE_SCALAR before including any header turns every fast path into the scalar one.
-#if !defined(NVFP4_FORCE_SCALAR) && defined(__AVX512F__) && defined(__AVX512BW__) && \
-    defined(__AVX512VL__) && defined(__AVX512DQ__)
+#if !defined(NVFP4_FORCE_SCALAR) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
 #define NVFP4_HAS_AVX512 1
 #else
 #define NVFP4_HAS_AVX512 0
@@ -47,8 +47,8 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define NVFP4_ALWAYS_INLINE inline __attribute__((always_inline))
 #define NVFP4_RESTRICT __restrict__
-#define NVFP4_ASSUME(condition) \
-  do {                          \
+#define NVFP4_ASSUME(condition)                \
+  do {                                         \
     if (!(condition)) __builtin_unreachable(); \
   } while (false)
 /// Fetches the cache line at `address` into L1 ahead of use (never faults).
@@ -66,10 +66,9 @@
 // inlining chain, so silencing it over our kernels' lines is enough, whoever included
 // <immintrin.h> first; the user's code keeps its warnings.
 #if defined(__GNUC__) && !defined(__clang__)
-#define NVFP4_BEGIN_INTRINSIC_CODE                            \
-  _Pragma("GCC diagnostic push")                              \
-  _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") \
-  _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#define NVFP4_BEGIN_INTRINSIC_CODE                                                           \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") \
+      _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #define NVFP4_END_INTRINSIC_CODE _Pragma("GCC diagnostic pop")
 #else
 #define NVFP4_BEGIN_INTRINSIC_CODE
@@ -86,16 +85,20 @@ using index_t = std::ptrdiff_t;
 /// family): the widest one this translation unit is compiled for is compiled_isa.
 enum class isa { scalar, avx2, avx512, avx512_vnni, amx_bf16 };
 
-inline constexpr isa compiled_isa =
-    NVFP4_HAS_AVX512 ? isa::avx512 : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
+inline constexpr isa compiled_isa = NVFP4_HAS_AVX512 ? isa::avx512 : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
 
 constexpr const char* isa_name(isa value) {
   switch (value) {
-    case isa::amx_bf16: return "amx_bf16";
-    case isa::avx512_vnni: return "avx512_vnni";
-    case isa::avx512: return "avx512";
-    case isa::avx2: return "avx2";
-    default: return "scalar";
+    case isa::amx_bf16:
+      return "amx_bf16";
+    case isa::avx512_vnni:
+      return "avx512_vnni";
+    case isa::avx512:
+      return "avx512";
+    case isa::avx2:
+      return "avx2";
+    default:
+      return "scalar";
   }
 }
 

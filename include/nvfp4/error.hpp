@@ -29,16 +29,26 @@ enum class errc {
 
 constexpr const char* errc_name(errc code) {
   switch (code) {
-    case errc::invalid_argument: return "invalid_argument";
-    case errc::shape_mismatch: return "shape_mismatch";
-    case errc::non_finite_input: return "non_finite_input";
-    case errc::null_pointer: return "null_pointer";
-    case errc::misaligned: return "misaligned";
-    case errc::dtype_mismatch: return "dtype_mismatch";
-    case errc::io_error: return "io_error";
-    case errc::malformed_file: return "malformed_file";
-    case errc::unsupported: return "unsupported";
-    case errc::overflow: return "overflow";
+    case errc::invalid_argument:
+      return "invalid_argument";
+    case errc::shape_mismatch:
+      return "shape_mismatch";
+    case errc::non_finite_input:
+      return "non_finite_input";
+    case errc::null_pointer:
+      return "null_pointer";
+    case errc::misaligned:
+      return "misaligned";
+    case errc::dtype_mismatch:
+      return "dtype_mismatch";
+    case errc::io_error:
+      return "io_error";
+    case errc::malformed_file:
+      return "malformed_file";
+    case errc::unsupported:
+      return "unsupported";
+    case errc::overflow:
+      return "overflow";
   }
   return "unknown";
 }
@@ -46,8 +56,7 @@ constexpr const char* errc_name(errc code) {
 /// The exception every public nvfp4 function throws on bad input.
 class error : public std::runtime_error {
  public:
-  error(errc code, const std::string& message)
-      : std::runtime_error(std::string("nvfp4: ") + message), code_(code) {}
+  error(errc code, const std::string& message) : std::runtime_error(std::string("nvfp4: ") + message), code_(code) {}
   errc code() const noexcept { return code_; }
 
  private:
@@ -58,10 +67,8 @@ class error : public std::runtime_error {
 class non_finite_error : public error {
  public:
   non_finite_error(const std::string& what_tensor, index_t row, index_t col, float value)
-      : error(errc::non_finite_input,
-              what_tensor + " holds " + (value != value ? std::string("NaN") : std::string("Inf")) +
-                  " at (" + std::to_string(row) + ", " + std::to_string(col) +
-                  "); the format has no encoding for it"),
+      : error(errc::non_finite_input, what_tensor + " holds " + (value != value ? std::string("NaN") : std::string("Inf")) + " at (" +
+                                          std::to_string(row) + ", " + std::to_string(col) + "); the format has no encoding for it"),
         row_(row),
         col_(col) {}
   index_t row() const noexcept { return row_; }

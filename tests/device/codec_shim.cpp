@@ -5,9 +5,7 @@
 #include "nvfp4/formats.hpp"
 
 namespace {
-nvfp4::overflow_policy policy_of(int p) {
-  return p ? nvfp4::overflow_policy::propagate : nvfp4::overflow_policy::saturate;
-}
+nvfp4::overflow_policy policy_of(int p) { return p ? nvfp4::overflow_policy::propagate : nvfp4::overflow_policy::saturate; }
 }  // namespace
 
 extern "C" {

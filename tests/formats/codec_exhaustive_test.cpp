@@ -27,9 +27,9 @@ struct oracle_format {
   int exponent_bits;
   int mantissa_bits;
   int bias;
-  int max_code;           ///< largest finite magnitude code (docs/numerics_spec.md §1 table)
-  bool has_inf;           ///< E5M2: code (all-ones exponent, zero mantissa) is Inf
-  int nan_code;           ///< the magnitude code a NaN input becomes (none for E2M1, see below)
+  int max_code;  ///< largest finite magnitude code (docs/numerics_spec.md §1 table)
+  bool has_inf;  ///< E5M2: code (all-ones exponent, zero mantissa) is Inf
+  int nan_code;  ///< the magnitude code a NaN input becomes (none for E2M1, see below)
 };
 
 /// Magnitude of code `code` as a double, from the format's definition (subnormals at exponent 0).
@@ -48,8 +48,7 @@ double oracle_value(const oracle_format& f, int code) {
 /// overflow code. NaN: the positive all-ones code (satfinite: what an H100's cvt.rn.satfinite
 /// wrote, 0x7F for E4M3 and E5M2), the signed NaN code (propagate, ml_dtypes' cast). E2M1 has no
 /// NaN: the library documents sign | max, checked here as that.
-void oracle_encode(const oracle_format& f, bool saturate, std::uint32_t first_bits, std::size_t count,
-                   std::uint8_t* out) {
+void oracle_encode(const oracle_format& f, bool saturate, std::uint32_t first_bits, std::size_t count, std::uint8_t* out) {
   std::vector<double> values(static_cast<std::size_t>(f.max_code) + 2);
   for (int c = 0; c <= f.max_code + 1; ++c) values[static_cast<std::size_t>(c)] = oracle_value(f, c);
   std::vector<double> midpoints(values.size() - 1);
@@ -67,8 +66,8 @@ void oracle_encode(const oracle_format& f, bool saturate, std::uint32_t first_bi
     if (magnitude_bits_in > 0x7F800000u) {
       const std::uint32_t satfinite_nan = (1u << magnitude_bits) - 1u;
       out[i] = static_cast<std::uint8_t>(f.nan_code < 0 ? (sign | static_cast<std::uint32_t>(f.max_code))
-                                         : saturate ? satfinite_nan
-                                                    : (sign | static_cast<std::uint32_t>(f.nan_code)));
+                                         : saturate     ? satfinite_nan
+                                                        : (sign | static_cast<std::uint32_t>(f.nan_code)));
       continue;
     }
     if (magnitude_bits_in == 0x7F800000u) {
@@ -101,18 +100,19 @@ struct codec_case {
 // satfinite cvt writes 0x7F).
 template <class Case>
 oracle_format oracle_for() {
-  if constexpr (Case::traits.exponent_bits == 2) return {2, 1, 1, 0x7, false, -1};
-  else if constexpr (Case::traits.exponent_bits == 4) return {4, 3, 7, 0x7E, false, 0x7F};
-  else return {5, 2, 15, 0x7B, true, 0x7E};
+  if constexpr (Case::traits.exponent_bits == 2)
+    return {2, 1, 1, 0x7, false, -1};
+  else if constexpr (Case::traits.exponent_bits == 4)
+    return {4, 3, 7, 0x7E, false, 0x7F};
+  else
+    return {5, 2, 15, 0x7B, true, 0x7E};
 }
 
 template <class Case>
 class CodecExhaustive : public ::testing::Test {};
 
-using cases = ::testing::Types<codec_case<e2m1_traits, overflow_policy::saturate>,
-                               codec_case<e4m3_traits, overflow_policy::saturate>,
-                               codec_case<e4m3_traits, overflow_policy::propagate>,
-                               codec_case<e5m2_traits, overflow_policy::saturate>,
+using cases = ::testing::Types<codec_case<e2m1_traits, overflow_policy::saturate>, codec_case<e4m3_traits, overflow_policy::saturate>,
+                               codec_case<e4m3_traits, overflow_policy::propagate>, codec_case<e5m2_traits, overflow_policy::saturate>,
                                codec_case<e5m2_traits, overflow_policy::propagate>>;
 TYPED_TEST_SUITE(CodecExhaustive, cases);
 
@@ -168,9 +168,8 @@ TYPED_TEST(CodecExhaustive, FastEqualsScalarEqualsOracleForEveryFloat) {
     const std::uint8_t fast_code = fast_codes[0];
     std::uint8_t expected_code;
     oracle_encode(oracle, policy == overflow_policy::saturate, first_bad, 1, &expected_code);
-    ADD_FAILURE() << "first mismatch at bits 0x" << std::hex << first_bad << " (" << x << "): fast 0x"
-                  << int(fast_code) << ", scalar 0x" << int(minifloat<traits>::from_float(x, policy).bits())
-                  << ", oracle 0x" << int(expected_code);
+    ADD_FAILURE() << "first mismatch at bits 0x" << std::hex << first_bad << " (" << x << "): fast 0x" << int(fast_code) << ", scalar 0x"
+                  << int(minifloat<traits>::from_float(x, policy).bits()) << ", oracle 0x" << int(expected_code);
   }
 }
 

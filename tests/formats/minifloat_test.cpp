@@ -105,8 +105,8 @@ TEST(E2m1, TiesFromTheSpec) {
 
 TEST(E4m3, RangeFromTheSpec) {
   EXPECT_EQ(e4m3::from_float(448.0f).bits(), 0x7E);
-  EXPECT_EQ(e4m3::from_float(464.0f).bits(), 0x7E);  // tie between 448 and 480 (NaN slot): even
-  EXPECT_EQ(e4m3::from_float(0x1p-9f).bits(), 0x01);  // smallest subnormal
+  EXPECT_EQ(e4m3::from_float(464.0f).bits(), 0x7E);    // tie between 448 and 480 (NaN slot): even
+  EXPECT_EQ(e4m3::from_float(0x1p-9f).bits(), 0x01);   // smallest subnormal
   EXPECT_EQ(e4m3::from_float(0x1p-10f).bits(), 0x00);  // |x| <= 2^-10 -> 0
   EXPECT_EQ(e4m3::from_float(-0x1p-10f).bits(), 0x80);
   EXPECT_EQ(e4m3::from_float(0x1.01p-10f).bits(), 0x01);
@@ -135,7 +135,8 @@ TEST(E5m2, RangeFromTheSpec) {
 // tests/golden/producers/probe_fp8_nan_codes.py). torch's cast keeps the sign (0x7F / 0xFF) and
 // ml_dtypes writes 0x7E / 0xFE for E5M2: overflow_policy::propagate keeps ml_dtypes' codes.
 TEST(Fp8, SatfiniteNanCodesAreTheH100s) {
-  const std::uint32_t h100_inputs[] = {0x7fc00000, 0x7fc00001, 0x7fffffff, 0x7f800001, 0x7fa00000, 0x7fbfffff, 0x7fd55555, 0x7faaaaaa, 0xffc00000, 0xffc00001, 0xffffffff, 0xff800001, 0xffa00000, 0xffbfffff, 0xffd55555, 0xffaaaaaa};
+  const std::uint32_t h100_inputs[] = {0x7fc00000, 0x7fc00001, 0x7fffffff, 0x7f800001, 0x7fa00000, 0x7fbfffff, 0x7fd55555, 0x7faaaaaa,
+                                       0xffc00000, 0xffc00001, 0xffffffff, 0xff800001, 0xffa00000, 0xffbfffff, 0xffd55555, 0xffaaaaaa};
   for (const std::uint32_t bits : h100_inputs) {
     const float nan = std::bit_cast<float>(bits);
     EXPECT_EQ(e4m3::from_float(nan).bits(), 0x7F) << std::hex << bits;

@@ -89,6 +89,5 @@ TEST(StochasticRounding, UnbiasedWithPhiloxBytes) {
   EXPECT_LT(chi2, degrees + 5 * std::sqrt(2.0 * degrees)) << degrees << " degrees of freedom";
 }
 
-
 }  // namespace
 }  // namespace nvfp4

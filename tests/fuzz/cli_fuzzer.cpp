@@ -82,8 +82,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     if (command == 0 || command == 1 || command == 2) {
       const input_image image{std::span<const std::uint8_t>(data + 2, size - 2), "fuzz.bin"};
-      if (command == 0) run_quantize(image, bits);
-      else run_one_file(command, image, bits);
+      if (command == 0)
+        run_quantize(image, bits);
+      else
+        run_one_file(command, image, bits);
     } else {
       if (size < 4) return 0;
       const std::size_t rest = size - 4;

@@ -31,7 +31,8 @@ std::string nested(std::size_t depth, const std::string& core) { return std::str
 std::vector<std::uint8_t> image_of(std::string json, std::size_t buffer) {
   json.append((8 - json.size() % 8) % 8, ' ');
   std::vector<std::uint8_t> out(8 + json.size() + buffer, 0x11);
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(json.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(json.size()) >> (8 * i));
   std::copy(json.begin(), json.end(), out.begin() + 8);
   return out;
 }
@@ -70,9 +71,11 @@ std::vector<std::uint8_t> expand(const std::uint8_t* data, std::size_t size) {
       return image_of(json + "}", 0);
     }
     case 3:  // a long dtype
-      return image_of(R"({"t":{"dtype":")" + escaped(snippet) + std::string(n % 4'000'000, 'X') + R"(","shape":[0],"data_offsets":[0,0]}})", 0);
+      return image_of(R"({"t":{"dtype":")" + escaped(snippet) + std::string(n % 4'000'000, 'X') + R"(","shape":[0],"data_offsets":[0,0]}})",
+                      0);
     case 4:  // a long tensor name, missing from the buffer's tiling
-      return image_of(R"({")" + std::string(n % 4'000'000, 'n') + escaped(snippet) + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8);
+      return image_of(
+          R"({")" + std::string(n % 4'000'000, 'n') + escaped(snippet) + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8);
     case 5:  // our per-tensor metadata nested deep
       return image_of(R"({"__metadata__":{"nvfp4.w":")" + escaped(R"({"format":"nvfp4","block":)" + nested(n % 200'000, snippet) + "}") +
                           "\"}," + weight + "}",

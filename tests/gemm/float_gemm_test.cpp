@@ -67,7 +67,8 @@ TEST(FloatGemm, FastEqualsReference) {
         omp_set_num_threads(threads);
 #endif
         float_gemm(av, bv, cv, matrix_view<float>::row_major(got.data(), m, n));
-        EXPECT_EQ(test::float_bits(got), test::float_bits(want)) << m << " " << n << " " << k << " layout " << layout << " threads " << threads;
+        EXPECT_EQ(test::float_bits(got), test::float_bits(want))
+            << m << " " << n << " " << k << " layout " << layout << " threads " << threads;
       }
       // C aliasing D.
       std::vector<float> in_place = c;
@@ -82,13 +83,22 @@ TEST(FloatGemm, FastEqualsReference) {
 struct stored_matrix {
   std::vector<float> storage;
   matrix_view<float> view;
-  stored_matrix(index_t rows, index_t cols, int layout) : storage(static_cast<std::size_t>(std::max<index_t>(1, 2 * (rows + 3) * (cols + 3)))) {
+  stored_matrix(index_t rows, index_t cols, int layout)
+      : storage(static_cast<std::size_t>(std::max<index_t>(1, 2 * (rows + 3) * (cols + 3)))) {
     float* p = storage.data();
     switch (layout) {
-      case 0: view = matrix_view<float>::row_major(p, rows, cols); break;
-      case 1: view = matrix_view<float>::row_major(p, cols, rows).transposed(); break;
-      case 2: view = matrix_view<float>(p, rows, cols, cols + 3, 1); break;
-      default: view = matrix_view<float>(p, rows, cols, 2 * (cols + 1), 2); break;
+      case 0:
+        view = matrix_view<float>::row_major(p, rows, cols);
+        break;
+      case 1:
+        view = matrix_view<float>::row_major(p, cols, rows).transposed();
+        break;
+      case 2:
+        view = matrix_view<float>(p, rows, cols, cols + 3, 1);
+        break;
+      default:
+        view = matrix_view<float>(p, rows, cols, 2 * (cols + 1), 2);
+        break;
     }
   }
   void fill(unsigned seed) {
@@ -108,9 +118,9 @@ TEST(FloatGemm, FastEqualsReferenceAcrossTheBlocking) {
   // Tiles are 12 x 32 (AVX-512), 6 x 16 (AVX2) or 4 x 4 (scalar), last tiles of a third or two
   // thirds of their rows; K chunks of 256; row blocks of 16 tiles (one block: B packed per item);
   // column groups of 256 (128 for at most 16 rows).
-  const std::tuple<index_t, index_t, index_t> shapes[] = {
-      {1, 1, 1},    {3, 5, 0},     {13, 33, 1},   {12, 32, 256}, {25, 65, 257}, {16, 1030, 9},
-      {7, 300, 70}, {17, 1100, 5}, {193, 47, 40}, {97, 131, 600}, {200, 40, 3}};
+  const std::tuple<index_t, index_t, index_t> shapes[] = {{1, 1, 1},     {3, 5, 0},      {13, 33, 1},  {12, 32, 256},
+                                                          {25, 65, 257}, {16, 1030, 9},  {7, 300, 70}, {17, 1100, 5},
+                                                          {193, 47, 40}, {97, 131, 600}, {200, 40, 3}};
   int combination = 0;
   for (auto [m, n, k] : shapes)
     for (int a_layout = 0; a_layout < 4; ++a_layout)

@@ -41,8 +41,8 @@ bool check_encoder(golden::case_fields& f, const std::string& input_field, const
     const bool tolerated = (expected_field == "e8m0_mldtypes" && known_e8m0_subnormal_quirk(input[i], got, expected[i])) ||
                            (expected_field == "e5m2_rn_satfinite" && e5m2_nan_follows_the_hardware(input[i], got, expected[i]));
     if (got != expected[i] && !tolerated && mismatches++ < 5) {
-      ADD_FAILURE() << expected_field << ": input " << input[i] << " (0x" << std::hex << std::bit_cast<std::uint32_t>(input[i])
-                    << ") -> 0x" << int(got) << ", expected 0x" << int(expected[i]) << std::dec;
+      ADD_FAILURE() << expected_field << ": input " << input[i] << " (0x" << std::hex << std::bit_cast<std::uint32_t>(input[i]) << ") -> 0x"
+                    << int(got) << ", expected 0x" << int(expected[i]) << std::dec;
     }
   }
   EXPECT_EQ(mismatches, 0u) << expected_field << " over " << input.size() << " inputs";
@@ -57,8 +57,8 @@ bool check_decoder(golden::case_fields& f, const std::string& field, Decode deco
   std::size_t mismatches = 0;
   for (std::size_t code = 0; code < expected.size(); ++code) {
     const float got = decode(static_cast<std::uint8_t>(code));
-    const bool same = std::isnan(expected[code]) ? std::isnan(got)
-                                                 : std::bit_cast<std::uint32_t>(got) == std::bit_cast<std::uint32_t>(expected[code]);
+    const bool same =
+        std::isnan(expected[code]) ? std::isnan(got) : std::bit_cast<std::uint32_t>(got) == std::bit_cast<std::uint32_t>(expected[code]);
     if (!same) {
       ++mismatches;
       ADD_FAILURE() << field << ": code 0x" << std::hex << code << std::dec << " -> " << got << ", expected " << expected[code];
@@ -70,16 +70,17 @@ bool check_decoder(golden::case_fields& f, const std::string& field, Decode deco
 /// Every array of the case (each optional): encodes with the hardware's satfinite rule and with
 /// ml_dtypes' propagating one, decodes every code.
 bool check_case(const nlohmann::json& c) {
-  golden::case_fields f(c, "codec case",
-                        {"input", "e2m1_input", "e2m1_rn_satfinite", "e4m3_rn_satfinite", "e4m3_mldtypes", "e5m2_rn_satfinite",
-                         "e5m2_mldtypes", "e8m0_input", "e8m0_mldtypes", "e4m3_torch_input", "e4m3_torch", "decode_e2m1", "decode_e4m3",
-                         "decode_e5m2", "decode_e8m0"});
+  golden::case_fields f(
+      c, "codec case",
+      {"input", "e2m1_input", "e2m1_rn_satfinite", "e4m3_rn_satfinite", "e4m3_mldtypes", "e5m2_rn_satfinite", "e5m2_mldtypes", "e8m0_input",
+       "e8m0_mldtypes", "e4m3_torch_input", "e4m3_torch", "decode_e2m1", "decode_e4m3", "decode_e5m2", "decode_e8m0"});
   bool ok = check_encoder(f, "e2m1_input", "e2m1_rn_satfinite", [](float x) { return e2m1::from_float(x).bits(); });
   ok = check_encoder(f, "input", "e4m3_rn_satfinite", [](float x) { return e4m3::from_float(x).bits(); }) && ok;
   ok = check_encoder(f, "input", "e4m3_mldtypes", [](float x) { return e4m3::from_float(x, overflow_policy::propagate).bits(); }) && ok;
   ok = check_encoder(f, "input", "e5m2_rn_satfinite", [](float x) { return e5m2::from_float(x).bits(); }) && ok;
   ok = check_encoder(f, "input", "e5m2_mldtypes", [](float x) { return e5m2::from_float(x, overflow_policy::propagate).bits(); }) && ok;
-  ok = check_encoder(f, "e8m0_input", "e8m0_mldtypes", [](float x) { return e8m0::from_float(x, overflow_policy::propagate).bits(); }) && ok;
+  ok =
+      check_encoder(f, "e8m0_input", "e8m0_mldtypes", [](float x) { return e8m0::from_float(x, overflow_policy::propagate).bits(); }) && ok;
   ok = check_encoder(f, "e4m3_torch_input", "e4m3_torch", [](float x) { return e4m3::from_float(x).bits(); }) && ok;
   ok = check_decoder(f, "decode_e2m1", [](std::uint8_t b) { return e2m1::from_bits(b).to_float(); }) && ok;
   ok = check_decoder(f, "decode_e4m3", [](std::uint8_t b) { return e4m3::from_bits(b).to_float(); }) && ok;

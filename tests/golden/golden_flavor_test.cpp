@@ -50,7 +50,8 @@ bool check_python_peer(const nlohmann::json& c, quantizer_flavor flavor) {
   EXPECT_EQ(scale_diff, -1) << "first differing scale byte";
   EXPECT_EQ(std::bit_cast<std::uint32_t>(stored), std::bit_cast<std::uint32_t>(expected_scale))
       << "tensor scale " << stored << " vs " << expected_scale;
-  const bool ok = data_diff == -1 && scale_diff == -1 && std::bit_cast<std::uint32_t>(stored) == std::bit_cast<std::uint32_t>(expected_scale);
+  const bool ok =
+      data_diff == -1 && scale_diff == -1 && std::bit_cast<std::uint32_t>(stored) == std::bit_cast<std::uint32_t>(expected_scale);
   return f.finish() && ok;
 }
 
@@ -93,8 +94,10 @@ bool check_ggml(const nlohmann::json& c) {
 }
 
 const bool flavor_registered =
-    golden::register_check("nvfp4_flavor modelopt", [](const nlohmann::json& c) { return check_python_peer(c, quantizer_flavor::modelopt); }) &&
-    golden::register_check("nvfp4_flavor torchao", [](const nlohmann::json& c) { return check_python_peer(c, quantizer_flavor::torchao); }) &&
+    golden::register_check("nvfp4_flavor modelopt",
+                           [](const nlohmann::json& c) { return check_python_peer(c, quantizer_flavor::modelopt); }) &&
+    golden::register_check("nvfp4_flavor torchao",
+                           [](const nlohmann::json& c) { return check_python_peer(c, quantizer_flavor::torchao); }) &&
     golden::register_check("nvfp4_flavor compressed_tensors",
                            [](const nlohmann::json& c) { return check_python_peer(c, quantizer_flavor::compressed_tensors); }) &&
     golden::register_check("nvfp4_flavor ggml", check_ggml);
@@ -141,7 +144,8 @@ bool check_layout_case(const nlohmann::json& c, io::checkpoint_format expected_f
   if (w) {
     EXPECT_TRUE(ckpt.warnings.empty()) << ckpt.warnings.front();
     const float stored = format == io::checkpoint_format::compressed_tensors ? w->weight_scale.encode : w->weight_scale.decode;
-    const bool same = w->data == data && w->scales == scales && std::bit_cast<std::uint32_t>(stored) == std::bit_cast<std::uint32_t>(tensor_scale);
+    const bool same =
+        w->data == data && w->scales == scales && std::bit_cast<std::uint32_t>(stored) == std::bit_cast<std::uint32_t>(tensor_scale);
     EXPECT_TRUE(same) << "bits differ from the peer's arrays";
     ok = ok && same;
     // Written back in the same format, the file is byte-identical to what the peer wrote (for
@@ -173,7 +177,8 @@ bool check_layout_case(const nlohmann::json& c, io::checkpoint_format expected_f
 const bool layout_registered =
     golden::register_check("checkpoint_layout modelopt",
                            [](const nlohmann::json& c) { return check_layout_case(c, io::checkpoint_format::modelopt); }) &&
-    golden::register_check("checkpoint_layout torchao", [](const nlohmann::json& c) { return check_layout_case(c, io::checkpoint_format::torchao); }) &&
+    golden::register_check("checkpoint_layout torchao",
+                           [](const nlohmann::json& c) { return check_layout_case(c, io::checkpoint_format::torchao); }) &&
     golden::register_check("checkpoint_layout compressed_tensors",
                            [](const nlohmann::json& c) { return check_layout_case(c, io::checkpoint_format::compressed_tensors); });
 

@@ -53,9 +53,10 @@ index_t promotion_of(golden::case_fields& f, const golden::gpu_gemm& gpu) {
 }
 
 bool check_cublas_case(const nlohmann::json& c) {
-  golden::case_fields f(c, "gemm_fp8_cublas case",
-                        {"a_format", "b_format", "m", "n", "k", "use_split_accumulator", "scale_inv_a", "scale_inv_b", "source", "a", "b", "d"},
-                        {"style", "semantics", "subset_of"});
+  golden::case_fields f(
+      c, "gemm_fp8_cublas case",
+      {"a_format", "b_format", "m", "n", "k", "use_split_accumulator", "scale_inv_a", "scale_inv_b", "source", "a", "b", "d"},
+      {"style", "semantics", "subset_of"});
   const auto gpu = golden::gpu_of(f, "gemm_fp8_cublas");
   const index_t m = f.integer("m"), n = f.integer("n"), k = f.integer("k");
   const auto a = operand(f, "a", "a_format", m, k, false, {f.number("scale_inv_a")});
@@ -96,7 +97,8 @@ bool check_epilogue_case(const nlohmann::json& c) {
   const fp8_gemm_options options{.core = gpu.core, .promotion_interval = promotion_of(f, gpu), .bias = bias};
   const bool fp32_out = f.choice("out_dtype", {"float32", "bfloat16"}) == "float32";
   // The output field is the dtype's; the other one would be a field the case does not explain.
-  if (f.has(fp32_out ? "d_bf16" : "d")) throw golden::refusal(std::string("out_dtype ") + (fp32_out ? "float32" : "bfloat16") + " with the other dtype's output");
+  if (f.has(fp32_out ? "d_bf16" : "d"))
+    throw golden::refusal(std::string("out_dtype ") + (fp32_out ? "float32" : "bfloat16") + " with the other dtype's output");
   int bad = 0;
   if (fp32_out) {
     bad = run_epilogue(a, b, options, f.load_shaped<float>("d", {m, n}));

@@ -25,8 +25,8 @@ int count_mismatches(const std::vector<float>& got, const std::vector<float>& ex
   int mismatches = 0;
   for (std::size_t i = 0; i < got.size(); ++i)
     if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(expected[i]) && mismatches++ < 3)
-      ADD_FAILURE() << path << " D[" << i / static_cast<std::size_t>(n) << "][" << i % static_cast<std::size_t>(n) << "] = " << std::hexfloat
-                    << got[i] << ", MMA-Sim " << expected[i] << std::defaultfloat;
+      ADD_FAILURE() << path << " D[" << i / static_cast<std::size_t>(n) << "][" << i % static_cast<std::size_t>(n)
+                    << "] = " << std::hexfloat << got[i] << ", MMA-Sim " << expected[i] << std::defaultfloat;
   return mismatches;
 }
 
@@ -69,10 +69,14 @@ bool check_case(const nlohmann::json& c) {
   if (!scaled && (f.has("a_scale") || f.has("b_scale"))) throw golden::refusal("scales in a case of arch " + arch + ", which takes none");
   int mismatches = 0;
   if (scaled) {
-    if (fa == fp8_format::e4m3 && fb == fp8_format::e4m3) mismatches = run_mx<mxfp8, mxfp8>(f, m, n, k, c_view, expected);
-    else if (fa == fp8_format::e4m3) mismatches = run_mx<mxfp8, mxfp8_e5m2>(f, m, n, k, c_view, expected);
-    else if (fb == fp8_format::e4m3) mismatches = run_mx<mxfp8_e5m2, mxfp8>(f, m, n, k, c_view, expected);
-    else mismatches = run_mx<mxfp8_e5m2, mxfp8_e5m2>(f, m, n, k, c_view, expected);
+    if (fa == fp8_format::e4m3 && fb == fp8_format::e4m3)
+      mismatches = run_mx<mxfp8, mxfp8>(f, m, n, k, c_view, expected);
+    else if (fa == fp8_format::e4m3)
+      mismatches = run_mx<mxfp8, mxfp8_e5m2>(f, m, n, k, c_view, expected);
+    else if (fb == fp8_format::e4m3)
+      mismatches = run_mx<mxfp8_e5m2, mxfp8>(f, m, n, k, c_view, expected);
+    else
+      mismatches = run_mx<mxfp8_e5m2, mxfp8_e5m2>(f, m, n, k, c_view, expected);
     return f.finish() && mismatches == 0;
   }
   const auto core = arch == "hopper_wgmma" ? fp8::mma::tensor_core::hopper : fp8::mma::tensor_core::blackwell;

@@ -71,8 +71,8 @@ delayed_scaling delayed_recipe_of(golden::case_fields& f) {
   if (r.has("fp8_format")) out.fp8_format = recipe_format_of(r);
   if (r.has("amax_history_len")) out.amax_history_len = static_cast<int>(r.integer("amax_history_len"));
   if (r.has("amax_compute_algo"))
-    out.amax_compute_algo = r.choice("amax_compute_algo", {"max", "most_recent"}) == "max" ? amax_compute_algorithm::max
-                                                                                            : amax_compute_algorithm::most_recent;
+    out.amax_compute_algo =
+        r.choice("amax_compute_algo", {"max", "most_recent"}) == "max" ? amax_compute_algorithm::max : amax_compute_algorithm::most_recent;
   if (r.has("reduce_amax")) out.reduce_amax = r.boolean("reduce_amax");
   return out;
 }
@@ -116,7 +116,8 @@ std::vector<high_precision> dtypes_of(golden::case_fields& f) {
 }
 
 /// The fields of a step's inputs and outputs (a whole case for the one-step kinds).
-const std::vector<std::string> step_io_fields = {"x_bf16", "w_bf16", "dy_bf16", "y_f32", "dx_f32", "dw_f32", "y_bf16", "dx_bf16", "dw_bf16"};
+const std::vector<std::string> step_io_fields = {"x_bf16", "w_bf16", "dy_bf16", "y_f32",  "dx_f32",
+                                                 "dw_f32", "y_bf16", "dx_bf16", "dw_bf16"};
 
 /// Counts the outputs whose fp32 bits (bf16 false) or bf16 bits (bf16 true) differ from the
 /// expected (float32, or uint16 bf16 bits); reports the first three.
@@ -218,8 +219,8 @@ float current_scale(const std::vector<float>& values, index_t rows, index_t cols
 }
 
 bool check_current_case(const nlohmann::json& c) {
-  golden::case_fields f(c, "linear_fp8_h100 case", joined(joined({"m", "k", "n", "recipe", "source"}, step_io_fields), quantization_fields()),
-                        {"semantics"});
+  golden::case_fields f(c, "linear_fp8_h100 case",
+                        joined(joined({"m", "k", "n", "recipe", "source"}, step_io_fields), quantization_fields()), {"semantics"});
   const auto gpu = golden::gpu_of(f, "linear_fp8_h100");
   const dims d = dims_of(f);
   const float8_current_scaling recipe = current_recipe_of(f);
@@ -272,7 +273,8 @@ bool check_delayed_case(const nlohmann::json& c) {
     for (auto& s : steps) {
       SCOPED_TRACE(s.where() + (dtype == high_precision::bf16 ? " (bf16 layer)" : " (fp32 layer)"));
       if (dtypes_of(s) != dtypes) throw golden::refusal(s.where() + ": another set of outputs than step 0");
-      const std::pair<tensor_role, const char*> roles[] = {{tensor_role::input, "x"}, {tensor_role::weight, "w"}, {tensor_role::grad_output, "dy"}};
+      const std::pair<tensor_role, const char*> roles[] = {
+          {tensor_role::input, "x"}, {tensor_role::weight, "w"}, {tensor_role::grad_output, "dy"}};
       // The scales this step quantizes with: from the earlier steps' amaxes.
       for (const auto& [role, name] : roles) {
         const float want = s.number(std::string("scale_") + name);

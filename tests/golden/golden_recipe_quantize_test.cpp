@@ -31,7 +31,9 @@
 namespace nvfp4 {
 namespace {
 
-fp8_format format_of(golden::case_fields& f) { return f.choice("format", {"e4m3", "e5m2"}) == "e4m3" ? fp8_format::e4m3 : fp8_format::e5m2; }
+fp8_format format_of(golden::case_fields& f) {
+  return f.choice("format", {"e4m3", "e5m2"}) == "e4m3" ? fp8_format::e4m3 : fp8_format::e5m2;
+}
 
 std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
 
@@ -162,15 +164,15 @@ bool same_delayed_steps(const delayed_case& d, bool unfused, bool with_scale) {
 int fused_delayed_checked = 0;
 
 bool check_delayed_case(const nlohmann::json& c) {
-  golden::case_fields f(c, "fp8_delayed case",
-                        {"format", "fp8_max", "amax_history_len", "amax_compute_algo", "margin", "amax", "initial_scale", "scale", "history"},
-                        {"sequence"});
+  golden::case_fields f(
+      c, "fp8_delayed case",
+      {"format", "fp8_max", "amax_history_len", "amax_compute_algo", "margin", "amax", "initial_scale", "scale", "history"}, {"sequence"});
   delayed_case d;
   d.format = format_of(f);
   d.recipe.margin = f.number("margin");
   d.recipe.amax_history_len = static_cast<int>(f.integer("amax_history_len"));
-  d.recipe.amax_compute_algo = f.choice("amax_compute_algo", {"max", "most_recent"}) == "max" ? amax_compute_algorithm::max
-                                                                                               : amax_compute_algorithm::most_recent;
+  d.recipe.amax_compute_algo =
+      f.choice("amax_compute_algo", {"max", "most_recent"}) == "max" ? amax_compute_algorithm::max : amax_compute_algorithm::most_recent;
   if (f.number("fp8_max") != fp8_max(d.format)) throw golden::refusal("fp8_max is not the format's largest value, which TE's update uses");
   d.initial_scale = f.number("initial_scale");
   d.amaxes = f.load_as<float>("amax");
@@ -242,7 +244,8 @@ bool check_block_case(const nlohmann::json& c) {
                           f.load_shaped<float>("scale_inv", {ceil_div(in.rows, block_rows), ceil_div(in.cols, fp8_block_size)})};
   const bool has_t = f.has("data_t");
   if (has_t != f.has("scale_inv_t")) throw golden::refusal("data_t and scale_inv_t come together");
-  if (has_t && Shape == fp8_block_shape::block_128x128) throw golden::refusal("a 128x128 case's columnwise copy is its transpose; data_t is not read");
+  if (has_t && Shape == fp8_block_shape::block_128x128)
+    throw golden::refusal("a 128x128 case's columnwise copy is its transpose; data_t is not read");
   fp8_expected want_t;
   if (has_t)
     want_t = {f.load_shaped<std::uint8_t>("data_t", {in.cols, in.rows}),
@@ -356,7 +359,9 @@ bool check_4over6_case(const nlohmann::json& c) {
   const bool ok = in.visit([&](auto view) {
     const auto rowwise = quantize_4over6<Format>(view, options);
     bool good = same_nvfp4(rowwise, want.data, want.scale, in.f32(), "public");
-    good = same_nvfp4(reference::quantize_4over6_with_amax<Format>(view, amax_row, options), want.data, want.scale, in.f32(), "reference") && good;
+    good =
+        same_nvfp4(reference::quantize_4over6_with_amax<Format>(view, amax_row, options), want.data, want.scale, in.f32(), "reference") &&
+        good;
     EXPECT_EQ(bits(rowwise.amax()), bits(amax_row));
     const auto columnwise = quantize_4over6_with_amax<Format>(view.transposed(), amax_col, options, quantized_axis::columnwise);
     good = same_nvfp4(columnwise, want.data_t, want.scale_t, in.f32().transposed(), "columnwise") && good;

@@ -38,10 +38,10 @@ bool check_quantized(const nvfp4_tensor& q, const std::vector<std::uint8_t>& dat
 long rht_differing = 0, rht_total = 0;
 
 bool check_case(const nlohmann::json& c) {
-  golden::case_fields f(c, "nvfp4_quantize 1d_rht case",
-                        {"shape", "input_bf16_as_f32", "rht_col_input_bf16_as_f32", "data", "scale_e4m3", "data_t", "scale_t_e4m3",
-                         "amax_row", "amax_col"},
-                        {"dist"});
+  golden::case_fields f(
+      c, "nvfp4_quantize 1d_rht case",
+      {"shape", "input_bf16_as_f32", "rht_col_input_bf16_as_f32", "data", "scale_e4m3", "data_t", "scale_t_e4m3", "amax_row", "amax_col"},
+      {"dist"});
   const auto [rows, cols] = f.shape("shape");
   const auto x = f.load_shaped<float>("input_bf16_as_f32", {rows, cols});
   const auto peer_rht = f.load_shaped<float>("rht_col_input_bf16_as_f32", {cols, rows});

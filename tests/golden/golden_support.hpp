@@ -101,11 +101,16 @@ class refusal : public std::runtime_error {
 /// The numpy dtype a vector of T is read from.
 template <class T>
 constexpr io::npy_dtype npy_dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return io::npy_dtype::float32;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return io::npy_dtype::uint8;
-  else if constexpr (std::is_same_v<T, std::uint16_t>) return io::npy_dtype::uint16;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return io::npy_dtype::uint32;
-  else static_assert(sizeof(T) == 0, "no npy dtype for this element type");
+  if constexpr (std::is_same_v<T, float>)
+    return io::npy_dtype::float32;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return io::npy_dtype::uint8;
+  else if constexpr (std::is_same_v<T, std::uint16_t>)
+    return io::npy_dtype::uint16;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return io::npy_dtype::uint32;
+  else
+    static_assert(sizeof(T) == 0, "no npy dtype for this element type");
 }
 
 /// The fields of one case, or of one step of a case, as its check reads them. Made with every
@@ -153,7 +158,9 @@ class case_fields {
   bool boolean(const std::string& name) { return typed(name, &nlohmann::json::is_boolean, "true or false").get<bool>(); }
   std::string text(const std::string& name) { return typed(name, &nlohmann::json::is_string, "a string").get<std::string>(); }
   /// An integer (a JSON number without a fraction; 2.0 and 2.5 are refused for a count).
-  std::int64_t integer(const std::string& name) { return typed(name, &nlohmann::json::is_number_integer, "an integer").get<std::int64_t>(); }
+  std::int64_t integer(const std::string& name) {
+    return typed(name, &nlohmann::json::is_number_integer, "an integer").get<std::int64_t>();
+  }
   /// A number, read as float (the producers write float32 values, which JSON carries exactly).
   float number(const std::string& name) { return typed(name, &nlohmann::json::is_number, "a number").get<float>(); }
   /// A string field whose value must be one of `allowed`.
@@ -274,11 +281,12 @@ inline gpu_gemm gpu_of(case_fields& f, const std::string& kind) {
     const std::string source = f.text("source");
     static const std::regex hopper(R"((^|[^A-Za-z0-9])G?H(100|200|800|20)([^0-9]|$))");
     if (!std::regex_search(source, hopper))
-      throw refusal(f.where() + ": source '" + source + "' names no Hopper GPU (H100, H200, H800, H20, GH200), the only cuBLASLt this test models");
+      throw refusal(f.where() + ": source '" + source +
+                    "' names no Hopper GPU (H100, H200, H800, H20, GH200), the only cuBLASLt this test models");
     return {};
   }
-  const bool h100_kind = kind == "gemm_fp8_cublas" || kind == "gemm_fp8_block_cublas" ||
-                         (kind.size() > 5 && kind.compare(kind.size() - 5, 5, "_h100") == 0);
+  const bool h100_kind =
+      kind == "gemm_fp8_cublas" || kind == "gemm_fp8_block_cublas" || (kind.size() > 5 && kind.compare(kind.size() - 5, 5, "_h100") == 0);
   if (!h100_kind) throw refusal(f.where() + ": no 'source' naming the GPU that computed the case");
   return {};
 }
@@ -320,7 +328,8 @@ class recipe_call {
   }
   std::int64_t integer(const std::string& key) const {
     const std::string v = value(key);
-    if (!std::regex_match(v, std::regex(R"(-?[0-9]+)"))) throw refusal(where_ + ": " + name_ + "(" + key + "=" + v + "): an integer expected");
+    if (!std::regex_match(v, std::regex(R"(-?[0-9]+)")))
+      throw refusal(where_ + ": " + name_ + "(" + key + "=" + v + "): an integer expected");
     return std::stoll(v);
   }
   float number(const std::string& key) const {
@@ -520,8 +529,7 @@ std::vector<std::uint8_t> scale_bytes(const quantized_tensor<Format>& q) {
 /// input of exactly -0.0 as +0 (0x0), where we keep the sign (0x8) as the hardware's cvt does;
 /// both decode to zero. `source` is the matrix that was quantized (same shape as q).
 template <class Format>
-long first_code_difference(const quantized_tensor<Format>& q, const std::vector<std::uint8_t>& expected,
-                           matrix_view<const float> source) {
+long first_code_difference(const quantized_tensor<Format>& q, const std::vector<std::uint8_t>& expected, matrix_view<const float> source) {
   const auto got = data_bytes(q);
   if (got.size() != expected.size()) return 0;
   for (index_t r = 0; r < q.rows(); ++r)

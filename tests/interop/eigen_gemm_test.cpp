@@ -58,12 +58,12 @@ TEST(EigenGemm, QuantizedOverloadIsTheCoreGemmInRowMajorOrder) {
 TEST(EigenGemm, EigenOverloadQuantizesAAlongRowsAndBAlongColumns) {
   // B given as [K, N] in both storage orders; the recipe is quantize(A), quantize(Bᵀ).
   const Eigen::MatrixXf a = random_matrix(8, 64, 3), b_t = random_matrix(24, 64, 4);
-  const Eigen::MatrixXf b = b_t.transpose();                         // [K, N], column-major
-  const eigen::row_major_matrix_f32 b_row_major = b;                 // [K, N], row-major
+  const Eigen::MatrixXf b = b_t.transpose();          // [K, N], column-major
+  const eigen::row_major_matrix_f32 b_row_major = b;  // [K, N], row-major
   const auto expected = nvfp4::gemm(eigen::quantize<nvfp4_1x16>(a), eigen::quantize<nvfp4_16x16>(b_t));
-  for (const eigen::row_major_matrix_f32& d : {eigen::gemm<nvfp4_1x16, nvfp4_16x16>(a, b),
-                                               eigen::gemm<nvfp4_1x16, nvfp4_16x16>(a, b_row_major),
-                                               eigen::gemm<nvfp4_1x16, nvfp4_16x16>(a, b_t.transpose())}) {
+  for (const eigen::row_major_matrix_f32& d :
+       {eigen::gemm<nvfp4_1x16, nvfp4_16x16>(a, b), eigen::gemm<nvfp4_1x16, nvfp4_16x16>(a, b_row_major),
+        eigen::gemm<nvfp4_1x16, nvfp4_16x16>(a, b_t.transpose())}) {
     ASSERT_EQ(d.rows(), 8);
     ASSERT_EQ(d.cols(), 24);
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), d.data()));

@@ -52,8 +52,8 @@ TEST(EigenInterop, TransposedExpressionGivesTheColumnwiseCopy) {
   const eigen::row_major_matrix_f32 x = random_matrix(32, 64, 2);
   const auto pair = eigen::quantize_rowwise_and_columnwise<nvfp4_1x16>(x);
   const eigen::row_major_matrix_f32 xt = x.transpose();
-  const auto columnwise = nvfp4::quantize_with_amax<nvfp4_1x16>(
-      matrix_view<const float>::row_major(xt.data(), 64, 32), pair.rowwise.amax());
+  const auto columnwise =
+      nvfp4::quantize_with_amax<nvfp4_1x16>(matrix_view<const float>::row_major(xt.data(), 64, 32), pair.rowwise.amax());
   EXPECT_EQ(pair.columnwise.rows(), 64);
   EXPECT_TRUE(std::equal(columnwise.data().begin(), columnwise.data().end(), pair.columnwise.data().begin()));
 }
@@ -69,8 +69,7 @@ TEST(EigenInterop, Bfloat16InAndOut) {
   const eigen::row_major_matrix_bf16 back_bf16 = eigen::dequantize_bf16(q);
   ASSERT_EQ(back.rows(), 16);
   for (index_t r = 0; r < 16; ++r)
-    for (index_t c = 0; c < 32; ++c)
-      EXPECT_EQ(static_cast<float>(back_bf16(r, c)), static_cast<float>(Eigen::bfloat16(back(r, c))));
+    for (index_t c = 0; c < 32; ++c) EXPECT_EQ(static_cast<float>(back_bf16(r, c)), static_cast<float>(Eigen::bfloat16(back(r, c))));
 }
 
 TEST(EigenInterop, DequantizeMatchesTheCoreCall) {

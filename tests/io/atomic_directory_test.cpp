@@ -29,7 +29,6 @@ namespace fs = std::filesystem;
 
 class AtomicDirectory : public nvfp4::test::temp_dir_test {
  protected:
-
   /// Every file under `dir` (relative name -> bytes).
   static std::map<std::string, std::string> snapshot(const fs::path& dir) {
     std::map<std::string, std::string> out;
@@ -81,10 +80,11 @@ TEST_F(AtomicDirectory, NewDirectoryAppearsWhole) {
 
 TEST_F(AtomicDirectory, FailedWriteLeavesNoDirectoryAndNoParents) {
   const fs::path out = dir_ / "a" / "b" / "ckpt";
-  EXPECT_THROW(write_directory_atomically(out, [](const fs::path& dir) {
-                 write_safetensors(dir / "model.safetensors", tensors(1, 10, 1));
-                 throw error(errc::invalid_argument, "refused midway");
-               }),
+  EXPECT_THROW(write_directory_atomically(out,
+                                          [](const fs::path& dir) {
+                                            write_safetensors(dir / "model.safetensors", tensors(1, 10, 1));
+                                            throw error(errc::invalid_argument, "refused midway");
+                                          }),
                error);
   EXPECT_FALSE(fs::exists(dir_ / "a"));
   EXPECT_TRUE(others("").empty());

@@ -16,7 +16,7 @@ quantized_weight base() {
   w.name = "w";
   w.rows = 2;
   w.cols = 64;
-  w.data.assign(64, 0x22);  // every element 1.0
+  w.data.assign(64, 0x22);   // every element 1.0
   w.scales.assign(8, 0x38);  // scale 1.0
   w.weight_scale = scale_pair::from_decode(0.5f);
   return w;
@@ -39,8 +39,8 @@ TEST(CheckpointDiff, PlantedDifferencesAreCountedAndExplained) {
   set_code(b, 0, 3, 0x3);   // 1.0 -> 1.5: one rounding step, block (0, 0)
   set_code(a, 1, 20, 0x0);  // +0 vs -0 in block (1, 1)
   set_code(b, 1, 20, 0x8);
-  b.scales[2] = 0x39;       // block (0, 2): a different scale
-  b.scales[3] = 0x7E;       // block (0, 3): a clamped scale (448)
+  b.scales[2] = 0x39;  // block (0, 2): a different scale
+  b.scales[3] = 0x7E;  // block (0, 3): a clamped scale (448)
   const auto d = diff_weights(a, b);
   EXPECT_EQ(d.blocks_scale_differ, 2);
   EXPECT_EQ(d.blocks_codes_differ, 2);

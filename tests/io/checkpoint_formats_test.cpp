@@ -62,8 +62,9 @@ TEST_F(CheckpointFormats, ModelOptFileRoundTripsThroughEveryFormatByteForByte) {
   write_modelopt(path("model.safetensors"), c);
   const auto original = bytes(path("model.safetensors"));
   EXPECT_EQ(detect_checkpoint_format(path("model.safetensors")), checkpoint_format::modelopt);
-  const std::pair<checkpoint_format, std::string> targets[] = {
-      {checkpoint_format::compressed_tensors, "ct.safetensors"}, {checkpoint_format::gguf, "m.gguf"}, {checkpoint_format::torchao, "ao.safetensors"}};
+  const std::pair<checkpoint_format, std::string> targets[] = {{checkpoint_format::compressed_tensors, "ct.safetensors"},
+                                                               {checkpoint_format::gguf, "m.gguf"},
+                                                               {checkpoint_format::torchao, "ao.safetensors"}};
   for (const auto& [format, name] : targets) {
     SCOPED_TRACE(checkpoint_format_name(format));
     write_checkpoint(path(name), format, read_checkpoint(path("model.safetensors")));
@@ -146,8 +147,8 @@ TEST_F(CheckpointFormats, OtherFormatsKeepTheirBitsThroughModelOpt) {
 
 TEST_F(CheckpointFormats, RefusalsNameTheTensorAndWriteNothing) {
   checkpoint c = small_model();
-  quantized_weight mx = make_quantized_weight("model.layers.0.mlp.experts.0.w1", quantize<mxfp4>(matrix_view<const float>::row_major(
-                                                                                        weights(8, 64, 9).data(), 8, 64)));
+  quantized_weight mx = make_quantized_weight("model.layers.0.mlp.experts.0.w1",
+                                              quantize<mxfp4>(matrix_view<const float>::row_major(weights(8, 64, 9).data(), 8, 64)));
   c.weights.push_back(mx);
   for (const auto format : {checkpoint_format::compressed_tensors, checkpoint_format::torchao}) {
     try {

@@ -90,7 +90,7 @@ TEST(Checkpoint, AnnotationKeepsTheSourceOrderForSortingWriters) {
   c.weights = {weight("z.q", 2, 32, 0.5f), weight("a.k", 2, 32, 0.5f)};  // not by name, as in a GGUF file
   safetensors_tensor norm{"norm", safetensors_dtype::bf16, {2}, {0, 0, 0, 0}};
   safetensors_tensor kv{"kv_scale", safetensors_dtype::f32, {}, {0, 0, 0, 0}};
-  c.tensors = {norm, kv};  // safetensors would put the F32 tensor first
+  c.tensors = {norm, kv};                                       // safetensors would put the F32 tensor first
   EXPECT_TRUE(make_annotation(c, true, false, false).empty());  // GGUF and torchao keep order themselves
   const auto a = make_annotation(c, true, false, false, /*with_order=*/true);
   EXPECT_EQ(a["weight_order"], nlohmann::ordered_json({"z.q", "a.k"}));
@@ -118,7 +118,7 @@ TEST(Checkpoint, LoadChecksCountsAndWarnsOfSuspiciousScales) {
   w.data[16] = w.data[33] = 0x01;     // the rows' last bytes, padding zero
   EXPECT_NO_THROW(check_weight_on_load(w, "f", warnings));
   EXPECT_TRUE(warnings.empty());
-  w.data[16] = 0xF1;  // row 0's last byte: high nibble is padding
+  w.data[16] = 0xF1;   // row 0's last byte: high nibble is padding
   w.scales[0] = 0xB8;  // sign bit
   w.scales[1] = 0x7F;  // NaN
   check_weight_on_load(w, "f", warnings);
@@ -132,7 +132,9 @@ TEST(Checkpoint, LoadChecksCountsAndWarnsOfSuspiciousScales) {
     ADD_FAILURE();
   } catch (const error& e) {
     EXPECT_EQ(e.code(), errc::malformed_file);
-    EXPECT_NE(std::string(e.what()).find("f.safetensors: tensor 'w': block scales: 5 bytes, the shape [2, 33] needs 2 x 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("f.safetensors: tensor 'w': block scales: 5 bytes, the shape [2, 33] needs 2 x 3"),
+              std::string::npos)
+        << e.what();
   }
   warnings.clear();
   auto bad_scale = weight("s", 1, 16, 0.0f);
@@ -143,7 +145,8 @@ TEST(Checkpoint, LoadChecksCountsAndWarnsOfSuspiciousScales) {
 
 TEST(Checkpoint, FusedLayersWithDifferentScalesAreReported) {
   checkpoint c;
-  for (const char* leaf : {"q_proj", "k_proj", "v_proj", "o_proj"}) c.weights.push_back(weight(std::string("l0.attn.") + leaf, 1, 16, 0.5f));
+  for (const char* leaf : {"q_proj", "k_proj", "v_proj", "o_proj"})
+    c.weights.push_back(weight(std::string("l0.attn.") + leaf, 1, 16, 0.5f));
   c.weights.push_back(weight("l0.mlp.gate_proj", 1, 16, 0.5f));
   c.weights.push_back(weight("l0.mlp.up_proj", 1, 16, 0.25f));
   c.weights.push_back(weight("l1.mlp.up_proj", 1, 16, 0.75f));  // another layer: not fused with l0
@@ -254,10 +257,16 @@ TEST(Checkpoint, ConfigurationsMustDescribeTheirWeights) {
   EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "MXFP4", "group_size": 32}})").first, errc::malformed_file);
   EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "NVFP4", "group_size": "16"}})").first, errc::unsupported);
   EXPECT_EQ(with_config(R"({"producer": {}})").first, errc::malformed_file);
-  EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.q_proj": {"quant_algo": "NVFP4", "group_size": 16}}}})").first,
-            errc{});
-  EXPECT_EQ(with_config(R"({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.q_proj": {"quant_algo": "MXFP4", "group_size": 32}}}})").first,
-            errc::malformed_file);
+  EXPECT_EQ(
+      with_config(
+          R"({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.q_proj": {"quant_algo": "NVFP4", "group_size": 16}}}})")
+          .first,
+      errc{});
+  EXPECT_EQ(
+      with_config(
+          R"({"quantization": {"quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.q_proj": {"quant_algo": "MXFP4", "group_size": 32}}}})")
+          .first,
+      errc::malformed_file);
   // An MXFP8 / FP8 config with no NVFP4 or MXFP4 weight (pack --format mxfp8 / fp8) is theirs.
   checkpoint plain;
   plain.hf_quant_config = nlohmann::ordered_json::parse(R"({"quantization": {"quant_algo": "MXFP8", "group_size": 32}})");

@@ -5,8 +5,8 @@
 #include "nvfp4/io/file_bytes.hpp"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>

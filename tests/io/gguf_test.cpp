@@ -37,8 +37,8 @@ std::vector<std::uint8_t> hand_file() {
   put_str(b, "t");
   put_u32(b, 1);  // n_dims
   put_u64(b, 2);
-  put_u32(b, 0);  // f32
-  put_u64(b, 0);  // offset
+  put_u32(b, 0);             // f32
+  put_u64(b, 0);             // offset
   EXPECT_EQ(b.size(), 79u);  // 24 header + 22 key-value + 33 tensor info
   b.resize(96, 0);           // padded to the alignment
   const float v[2] = {1.5f, -2.0f};

@@ -28,12 +28,15 @@ namespace {
 std::vector<std::uint8_t> image_of(std::string json) {
   json.append((8 - json.size() % 8) % 8, ' ');
   std::vector<std::uint8_t> out(8 + json.size());
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(json.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(json.size()) >> (8 * i));
   std::copy(json.begin(), json.end(), out.begin() + 8);
   return out;
 }
 
-std::string nested(int depth) { return std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']'); }
+std::string nested(int depth) {
+  return std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']');
+}
 
 /// The error parse_safetensors throws for `json`; fails the test when it parses.
 error parse_error(const std::string& json) {
@@ -93,11 +96,11 @@ TEST(JsonLimits, DeeplyNestedShapeOrOffsetsAreRefusedWithAShortMessage) {
 
 TEST(JsonLimits, LongFileContentIsClippedInMessages) {
   const std::string huge(1'000'000, 'X');
-  for (const std::string& json : {R"({"w":{"dtype":")" + huge + R"(","shape":[0],"data_offsets":[0,0]}})",
-                                  R"({"w":{"dtype":"F32","shape":[")" + huge + R"("],"data_offsets":[0,0]}})",
-                                  R"({")" + huge + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,0]}})",
-                                  R"({"w":{"dtype":"F32","shape":[)" + std::string(200'000, '1').insert(0, "[").append("]") +
-                                      R"(],"data_offsets":[0,0]}})"}) {
+  for (const std::string& json :
+       {R"({"w":{"dtype":")" + huge + R"(","shape":[0],"data_offsets":[0,0]}})",
+        R"({"w":{"dtype":"F32","shape":[")" + huge + R"("],"data_offsets":[0,0]}})",
+        R"({")" + huge + R"(":{"dtype":"F32","shape":[1],"data_offsets":[0,0]}})",
+        R"({"w":{"dtype":"F32","shape":[)" + std::string(200'000, '1').insert(0, "[").append("]") + R"(],"data_offsets":[0,0]}})"}) {
     const error e = parse_error(json);
     EXPECT_LT(std::string(e.what()).size(), 600u) << std::string(e.what()).substr(0, 600);
   }
@@ -114,7 +117,8 @@ TEST(JsonLimits, ManyTensorsAreReadAndWrittenInLinearTime) {
   // second on a loaded 2-core machine (more under the sanitizers, well within the bound).
   constexpr int n = 100'000;
   std::string json = "{";
-  for (int i = 0; i < n; ++i) json += (i ? "," : "") + std::string("\"model.layers.") + std::to_string(i) + R"(.t":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  for (int i = 0; i < n; ++i)
+    json += (i ? "," : "") + std::string("\"model.layers.") + std::to_string(i) + R"(.t":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
   json += "}";
   const auto image = image_of(json);
   auto start = std::chrono::steady_clock::now();
@@ -170,7 +174,8 @@ TEST(JsonLimits, ParsingAnOrderedObjectDoesNoScanPerKey) {
   // 4,000 keys, one object nested in each: a scan per key would be 8 million entries.
   constexpr std::size_t n = 4'000;
   std::string text = "{";
-  for (std::size_t i = 0; i < n; ++i) text += (i ? "," : "") + std::string("\"k") + std::to_string(i) + "\":{\"a\":" + std::to_string(i) + ",\"b\":[1]}";
+  for (std::size_t i = 0; i < n; ++i)
+    text += (i ? "," : "") + std::string("\"k") + std::to_string(i) + "\":{\"a\":" + std::to_string(i) + ",\"b\":[1]}";
   text += "}";
   for (const auto duplicates : {duplicate_keys::refuse, duplicate_keys::keep_last}) {
     entries_scanned = 0;
@@ -191,8 +196,8 @@ TEST(JsonLimits, ParsingAnOrderedObjectDoesNoScanPerKey) {
 
 TEST(JsonLimits, KeepLastKeepsTheFirstPlaceAndTheLastValue) {
   // As Python's json.loads: {"a": 1, "b": 2, "a": 3} is {"a": 3, "b": 2}, keys in that order.
-  const auto ordered = parse_json_bounded<nlohmann::ordered_json>(R"({"a": 1, "b": {"x": [1, {"y": null}]}, "a": 3})", "doc",
-                                                                  duplicate_keys::keep_last);
+  const auto ordered =
+      parse_json_bounded<nlohmann::ordered_json>(R"({"a": 1, "b": {"x": [1, {"y": null}]}, "a": 3})", "doc", duplicate_keys::keep_last);
   EXPECT_EQ(ordered.dump(), R"({"a":3,"b":{"x":[1,{"y":null}]}})");
   const auto sorted = parse_json_bounded<nlohmann::json>(R"({"b": 1.5, "a": "s", "b": -2, "c": true})", "doc", duplicate_keys::keep_last);
   EXPECT_EQ(sorted.dump(), R"({"a":"s","b":-2,"c":true})");
@@ -205,8 +210,9 @@ TEST(JsonLimits, KeepLastKeepsTheFirstPlaceAndTheLastValue) {
 
 TEST(JsonLimits, RootMembersCanBeHandedOverOneByOne) {
   std::vector<std::pair<std::string, nlohmann::json>> members;
-  const auto rest = parse_json_bounded<nlohmann::json>(R"({"w": {"shape": [1, 2]}, "n": 3, "m": {}})", "doc", duplicate_keys::refuse,
-                                                       [&](std::string&& key, nlohmann::json&& value) { members.emplace_back(key, value); });
+  const auto rest =
+      parse_json_bounded<nlohmann::json>(R"({"w": {"shape": [1, 2]}, "n": 3, "m": {}})", "doc", duplicate_keys::refuse,
+                                         [&](std::string&& key, nlohmann::json&& value) { members.emplace_back(key, value); });
   EXPECT_TRUE(rest.is_object() && rest.empty());
   ASSERT_EQ(members.size(), 3u);
   EXPECT_EQ(members[0].first, "w");

@@ -59,8 +59,8 @@ TEST(ModelOpt, HfQuantConfigAsModelOptWritesIt) {
   EXPECT_EQ(hf.dump(4), R"({
     "producer": {
         "name": "nvfp4",
-        "version": ")" + std::to_string(NVFP4_VERSION_MAJOR) + "." + std::to_string(NVFP4_VERSION_MINOR) + "." +
-                            std::to_string(NVFP4_VERSION_PATCH) + R"("
+        "version": ")" + std::to_string(NVFP4_VERSION_MAJOR) +
+                            "." + std::to_string(NVFP4_VERSION_MINOR) + "." + std::to_string(NVFP4_VERSION_PATCH) + R"("
     },
     "quantization": {
         "quant_algo": "NVFP4",

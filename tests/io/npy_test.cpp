@@ -76,8 +76,8 @@ TEST(Npy, ParsesVersion2Header) {
 
 TEST(Npy, FortranOrderIsTransposedToCOrder) {
   // The 2x3 matrix [[1,2,3],[4,5,6]] in column-major order is 1,4,2,5,3,6.
-  const auto image = npy_image("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
-                               bytes_of(std::vector<float>{1, 4, 2, 5, 3, 6}));
+  const auto image =
+      npy_image("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", bytes_of(std::vector<float>{1, 4, 2, 5, 3, 6}));
   const npy_array a = parse_npy(image.data(), image.size());
   EXPECT_TRUE(a.fortran_order);
   EXPECT_EQ(to_float32(a), (std::vector<float>{1, 2, 3, 4, 5, 6}));
@@ -107,8 +107,10 @@ TEST(Npy, HalfToFloatMatchesTheDefinitionForEveryCode) {
     const int mantissa = code & 0x3FF;
     const float got = half_to_float(static_cast<std::uint16_t>(code));
     if (exponent == 31) {
-      if (mantissa == 0) EXPECT_EQ(got, sign * INFINITY) << code;
-      else EXPECT_TRUE(std::isnan(got)) << code;
+      if (mantissa == 0)
+        EXPECT_EQ(got, sign * INFINITY) << code;
+      else
+        EXPECT_TRUE(std::isnan(got)) << code;
       continue;
     }
     const double expected = exponent == 0 ? sign * std::ldexp(mantissa, -24) : sign * std::ldexp(1024 + mantissa, exponent - 25);
@@ -121,8 +123,8 @@ TEST(Npy, Float16Bfloat16AndFloat64Convert) {
   const auto half = npy_image("{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }",
                               bytes_of(std::vector<std::uint16_t>{0x3C00, 0xC000, 0x0001, 0x7BFF}));
   EXPECT_EQ(to_float32(parse_npy(half.data(), half.size())), (std::vector<float>{1.0f, -2.0f, std::ldexp(1.0f, -24), 65504.0f}));
-  const auto bf = npy_image("{'descr': '<V2', 'fortran_order': False, 'shape': (3,), }",
-                            bytes_of(std::vector<std::uint16_t>{0x3F80, 0xC040, 0x4049}));
+  const auto bf =
+      npy_image("{'descr': '<V2', 'fortran_order': False, 'shape': (3,), }", bytes_of(std::vector<std::uint16_t>{0x3F80, 0xC040, 0x4049}));
   EXPECT_EQ(to_float32(parse_npy(bf.data(), bf.size())), (std::vector<float>{1.0f, -3.0f, 3.140625f}));
   const auto f64 = npy_image("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
                              bytes_of(std::vector<double>{0.1, 1.0 + std::ldexp(1.0, -30)}));
@@ -221,17 +223,15 @@ TEST(NpyMalformed, EveryCaseIsReported) {
   cases.push_back({"not a dict", npy_image("'descr': '<f4'", {}), errc::malformed_file});
   cases.push_back({"no descr", npy_image("{'fortran_order': False, 'shape': (1,), }", {0, 0, 0, 0}), errc::malformed_file});
   cases.push_back({"no shape", npy_image("{'descr': '<f4', 'fortran_order': False, }", {0, 0, 0, 0}), errc::malformed_file});
-  cases.push_back({"bad order", npy_image("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }", {0, 0, 0, 0}),
-                   errc::malformed_file});
+  cases.push_back(
+      {"bad order", npy_image("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }", {0, 0, 0, 0}), errc::malformed_file});
   cases.push_back({"bad shape", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (x,), }", {}), errc::malformed_file});
-  cases.push_back({"unterminated shape", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (1, }", {}),
-                   errc::malformed_file});
-  cases.push_back({"huge shape", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999,), }", {}),
-                   errc::malformed_file});
-  cases.push_back({"huge product", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (100000000, 100000000), }", {}),
-                   errc::malformed_file});
-  cases.push_back({"big endian", npy_image("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", {0, 0, 0, 0}),
-                   errc::unsupported});
+  cases.push_back({"unterminated shape", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (1, }", {}), errc::malformed_file});
+  cases.push_back(
+      {"huge shape", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999,), }", {}), errc::malformed_file});
+  cases.push_back(
+      {"huge product", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (100000000, 100000000), }", {}), errc::malformed_file});
+  cases.push_back({"big endian", npy_image("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", {0, 0, 0, 0}), errc::unsupported});
   cases.push_back({"complex dtype", npy_image("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", {}), errc::unsupported});
   for (const auto& c : cases) EXPECT_EQ(code_of_parse(c.image), c.expected) << c.what;
   EXPECT_EQ(code_of_parse(good), errc{});
@@ -248,10 +248,10 @@ std::string message_of_parse(const std::vector<std::uint8_t>& image) {
 
 TEST(Npy, HeaderDictionaryInAnyQuoteStyleAndSpacing) {
   const auto payload = bytes_of(std::vector<float>{1, 2});
-  for (const std::string dict : {R"({"descr": "<f4", "fortran_order": False, "shape": (2,), })",
-                                 R"({'shape':(2,),'fortran_order':False,'descr':'<f4'})",
-                                 R"({ 'descr' : "<f4" , 'fortran_order' : False , 'shape' : ( 2 , ) })",
-                                 R"({'descr': '<f4', 'fortran_order': False, 'shape': (2L,)})"}) {
+  for (const std::string dict :
+       {R"({"descr": "<f4", "fortran_order": False, "shape": (2,), })", R"({'shape':(2,),'fortran_order':False,'descr':'<f4'})",
+        R"({ 'descr' : "<f4" , 'fortran_order' : False , 'shape' : ( 2 , ) })",
+        R"({'descr': '<f4', 'fortran_order': False, 'shape': (2L,)})"}) {
     const auto image = npy_image(dict, payload);
     const std::string message = message_of_parse(image);
     ASSERT_EQ(message, "") << dict;

@@ -55,8 +55,10 @@ TYPED_TEST(CheckpointRoundTrip, StoreSerializeParseLoadIsBitExact) {
     EXPECT_EQ(weight.dtype, Format::is_fp4 ? safetensors_dtype::u8 : safetensors_dtype::f8_e4m3);
     EXPECT_EQ(weight.shape, (std::vector<std::int64_t>{rows, Format::is_fp4 ? cols / 2 : cols}));
     EXPECT_EQ(scale.dtype, Format::has_tensor_scale ? safetensors_dtype::f8_e4m3 : safetensors_dtype::u8);
-    if (swizzle) EXPECT_EQ(scale.shape, (std::vector<std::int64_t>{128, block == 16 ? 8 : 4}));  // 6 or 3 scale columns, padded to 4
-    else EXPECT_EQ(scale.shape, (std::vector<std::int64_t>{rows, cols / block}));
+    if (swizzle)
+      EXPECT_EQ(scale.shape, (std::vector<std::int64_t>{128, block == 16 ? 8 : 4}));  // 6 or 3 scale columns, padded to 4
+    else
+      EXPECT_EQ(scale.shape, (std::vector<std::int64_t>{rows, cols / block}));
     if constexpr (Format::has_tensor_scale) {
       const auto& scale_2 = back.at("layer.0.w.weight_scale_2");
       EXPECT_EQ(scale_2.dtype, safetensors_dtype::f32);
@@ -182,18 +184,21 @@ TEST(Checkpoint, InconsistentFilesAreReported) {
   EXPECT_EQ(code_of(changed([](auto& f) { f.metadata["nvfp4.w"] = "{not json"; }), "w"), errc::malformed_file);
   EXPECT_EQ(code_of(changed([](auto& f) { f.metadata["nvfp4.w"] = R"({"format":"nvfp4"})"; }), "w"), errc::malformed_file);
   EXPECT_EQ(code_of(changed([](auto& f) {
-              f.metadata["nvfp4.w"] = R"({"format":"nvfp5","block":[1,16],"rows":16,"cols":32,"shape":[16,32],"scale_layout":"compact","amax":1})";
-            }),
+                      f.metadata["nvfp4.w"] =
+                          R"({"format":"nvfp5","block":[1,16],"rows":16,"cols":32,"shape":[16,32],"scale_layout":"compact","amax":1})";
+                    }),
                     "w"),
             errc::unsupported);
   EXPECT_EQ(code_of(changed([](auto& f) {
-              f.metadata["nvfp4.w"] = R"({"format":"nvfp4","block":[1,16],"rows":16,"cols":32,"shape":[4,32],"scale_layout":"compact","amax":1})";
-            }),
+                      f.metadata["nvfp4.w"] =
+                          R"({"format":"nvfp4","block":[1,16],"rows":16,"cols":32,"shape":[4,32],"scale_layout":"compact","amax":1})";
+                    }),
                     "w"),
             errc::malformed_file);
   EXPECT_EQ(code_of(changed([](auto& f) {
-              f.metadata["nvfp4.w"] = R"({"format":"nvfp4","block":[1,16],"rows":16,"cols":32,"shape":[16,32],"scale_layout":"zigzag","amax":1})";
-            }),
+                      f.metadata["nvfp4.w"] =
+                          R"({"format":"nvfp4","block":[1,16],"rows":16,"cols":32,"shape":[16,32],"scale_layout":"zigzag","amax":1})";
+                    }),
                     "w"),
             errc::malformed_file);
   // Asking for the wrong format.
@@ -217,10 +222,16 @@ std::pair<errc, std::string> error_of(const safetensors_file& file, const std::s
 /// JSON text) when given.
 std::string metadata_text(index_t rows, index_t cols, const std::string& field = "", const std::string& value = "",
                           const std::string& layout = "compact", const std::string& rht = "none") {
-  std::map<std::string, std::string> fields = {
-      {"format", R"("nvfp4")"}, {"block", "[1,16]"}, {"rows", std::to_string(rows)}, {"cols", std::to_string(cols)},
-      {"shape", "[" + std::to_string(rows) + "," + std::to_string(cols) + "]"}, {"scale_layout", "\"" + layout + "\""},
-      {"rht", "\"" + rht + "\""}, {"rounding", R"("nearest_even")"}, {"seed", "0"}, {"amax", "1.5"}};
+  std::map<std::string, std::string> fields = {{"format", R"("nvfp4")"},
+                                               {"block", "[1,16]"},
+                                               {"rows", std::to_string(rows)},
+                                               {"cols", std::to_string(cols)},
+                                               {"shape", "[" + std::to_string(rows) + "," + std::to_string(cols) + "]"},
+                                               {"scale_layout", "\"" + layout + "\""},
+                                               {"rht", "\"" + rht + "\""},
+                                               {"rounding", R"("nearest_even")"},
+                                               {"seed", "0"},
+                                               {"amax", "1.5"}};
   if (!field.empty()) fields[field] = value;
   std::string text = "{";
   for (const auto& [k, v] : fields) {
@@ -235,7 +246,8 @@ std::string metadata_text(index_t rows, index_t cols, const std::string& field =
 
 /// A file holding "w" = an NVFP4 2 x 32 tensor (every element code 0x1 = 0.5, scales 0x38 = 1)
 /// with weight_scale_2 `decode`, with our metadata or without (ModelOpt layout).
-safetensors_file small_file(float decode, bool with_metadata = true, std::vector<std::uint8_t> scales = std::vector<std::uint8_t>(4, 0x38)) {
+safetensors_file small_file(float decode, bool with_metadata = true,
+                            std::vector<std::uint8_t> scales = std::vector<std::uint8_t>(4, 0x38)) {
   safetensors_file f;
   f.add({"w.weight", safetensors_dtype::u8, {2, 16}, std::vector<std::uint8_t>(32, 0x11)});
   f.add({"w.weight_scale", safetensors_dtype::f8_e4m3, {2, 2}, std::move(scales)});
@@ -293,7 +305,8 @@ TEST(CheckpointMalformed, ShapesOfAHandBuiltFileAreCheckedWithoutOverflow) {
 TEST(CheckpointEmpty, HugeRowsOfNoColumnsDequantizeAtOnce) {
   // rows = 2^40, cols = 0, with RHT and with the 128x4 layout: an empty result at once.
   const index_t rows = max_element_count;
-  for (const auto& [layout, rht] : {std::pair<std::string, std::string>{"compact", "te16_rows"}, {"128x4", "none"}, {"128x4", "te16_rows"}}) {
+  for (const auto& [layout, rht] :
+       {std::pair<std::string, std::string>{"compact", "te16_rows"}, {"128x4", "none"}, {"128x4", "te16_rows"}}) {
     safetensors_file f;
     f.add({"w.weight", safetensors_dtype::u8, {rows, 0}, {}});
     f.add({"w.weight_scale", safetensors_dtype::f8_e4m3, {rows, 0}, {}});
@@ -373,8 +386,10 @@ void expect_te_ceil_edge(float at_edge, float below_edge, std::uint8_t scale_byt
     const auto q = quantize<Format>(matrix_view<const float>::row_major(v.data(), 1, 32), {.mx_rule = mx_scale_rule::te_ceil});
     EXPECT_EQ(q.scales()[0].bits(), scale_byte) << x;
     const std::uint8_t code = x == at_edge ? top_code : below_code;
-    if constexpr (Format::is_fp4) EXPECT_EQ(q.data()[0].bits(), static_cast<std::uint8_t>(code | (code << 4))) << x;
-    else EXPECT_EQ(q.data()[0].bits(), code) << x;
+    if constexpr (Format::is_fp4)
+      EXPECT_EQ(q.data()[0].bits(), static_cast<std::uint8_t>(code | (code << 4))) << x;
+    else
+      EXPECT_EQ(q.data()[0].bits(), code) << x;
     safetensors_file file;
     if (x == at_edge) {
       // Such a tensor is not stored: the file would not read back (issue 34 item 4).
@@ -466,12 +481,15 @@ TYPED_TEST_SUITE(CheckpointPieces, all_formats);
 
 /// The values handed over piece by piece, concatenated, with the size of each piece.
 std::pair<std::vector<float>, std::vector<std::size_t>> in_pieces(const safetensors_file& file, const std::string& name, index_t piece,
-                                                                 const load_options& options = {}) {
+                                                                  const load_options& options = {}) {
   std::pair<std::vector<float>, std::vector<std::size_t>> out;
-  (void)dequantize_tensor_in_pieces(file, name, options, [&](std::span<const float> v) {
-    out.first.insert(out.first.end(), v.begin(), v.end());
-    out.second.push_back(v.size());
-  }, piece);
+  (void)dequantize_tensor_in_pieces(
+      file, name, options,
+      [&](std::span<const float> v) {
+        out.first.insert(out.first.end(), v.begin(), v.end());
+        out.second.push_back(v.size());
+      },
+      piece);
   return out;
 }
 
@@ -546,7 +564,9 @@ TEST(CheckpointPieces, ErrorsNameTheSameElementWhateverThePieces) {
   // A NaN block scale: refused before any piece is handed over.
   auto n = small_file(0.25f, true, std::vector<std::uint8_t>{0x38, 0x38, 0x38, 0x7F});
   std::size_t handed = 0;
-  EXPECT_THROW((void)dequantize_tensor_in_pieces(n, "w", {}, [&](std::span<const float>) { ++handed; }, 32), error);
+  EXPECT_THROW((void)dequantize_tensor_in_pieces(
+                   n, "w", {}, [&](std::span<const float>) { ++handed; }, 32),
+               error);
   EXPECT_EQ(handed, 0u);
 }
 

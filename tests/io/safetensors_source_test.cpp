@@ -92,7 +92,8 @@ TEST_F(SafetensorsSource, ImagesAndFilesInMemoryGiveTheSameTensors) {
 
 TEST_F(SafetensorsSource, ShardsAreReadInTheirOrderOneFileAtATime) {
   safetensors_file f;
-  for (int i = 0; i < 40; ++i) f.add({"t" + std::to_string(i), safetensors_dtype::u8, {8}, std::vector<std::uint8_t>(8, static_cast<std::uint8_t>(i))});
+  for (int i = 0; i < 40; ++i)
+    f.add({"t" + std::to_string(i), safetensors_dtype::u8, {8}, std::vector<std::uint8_t>(8, static_cast<std::uint8_t>(i))});
   write_safetensors_checkpoint(dir_ / "sharded", f, 16);  // 2 tensors per shard: 20 shards
   ASSERT_TRUE(fs::exists(dir_ / "sharded" / safetensors_index_name));
   const auto source = safetensors_source::open(dir_ / "sharded");

@@ -43,10 +43,9 @@ errc code_of_parse(const std::vector<std::uint8_t>& image, std::string* message 
 
 TEST(Safetensors, ParsesAHandWrittenFile) {
   // Two tensors deliberately listed out of buffer order, and metadata.
-  const std::string header =
-      R"({"b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]},)"
-      R"("__metadata__":{"format":"pt","note":"hi"},)"
-      R"("a":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]}})";
+  const std::string header = R"({"b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]},)"
+                             R"("__metadata__":{"format":"pt","note":"hi"},)"
+                             R"("a":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]}})";
   auto buffer = float_bytes({1.5f, -2});
   buffer.insert(buffer.end(), {7, 8, 9});
   const auto image = image_of(header, buffer);
@@ -133,10 +132,10 @@ TEST(SafetensorsMalformed, EveryCaseIsReported) {
   cases.push_back({"not json", image_of("{nope", {}), errc::malformed_file});
   cases.push_back({"truncated json", image_of(R"({"t":{"dtype":"F32")", {}), errc::malformed_file});
   cases.push_back({"array header", image_of("[]", {}), errc::malformed_file});
-  cases.push_back({"duplicate name",
-                   image_of(R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"t":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
-                            {1, 2}),
-                   errc::malformed_file});
+  cases.push_back(
+      {"duplicate name",
+       image_of(R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"t":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", {1, 2}),
+       errc::malformed_file});
   cases.push_back({"metadata not object", image_of(R"({"__metadata__":[1]})", {}), errc::malformed_file});
   cases.push_back({"metadata value not string", image_of(R"({"__metadata__":{"a":1}})", {}), errc::malformed_file});
   cases.push_back({"entry not object", image_of(t("3"), {}), errc::malformed_file});
@@ -150,21 +149,20 @@ TEST(SafetensorsMalformed, EveryCaseIsReported) {
   cases.push_back({"three offsets", image_of(t(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4,4]})"), four), errc::malformed_file});
   cases.push_back({"negative offset", image_of(t(R"({"dtype":"F32","shape":[1],"data_offsets":[-4,0]})"), four), errc::malformed_file});
   cases.push_back({"backwards offsets", image_of(t(R"({"dtype":"U8","shape":[0],"data_offsets":[4,0]})"), four), errc::malformed_file});
-  cases.push_back({"past buffer (truncated)", image_of(t(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), four),
-                   errc::malformed_file});
+  cases.push_back(
+      {"past buffer (truncated)", image_of(t(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), four), errc::malformed_file});
   cases.push_back({"shape vs span", image_of(t(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"), four), errc::malformed_file});
   cases.push_back({"dtype vs span", image_of(t(R"({"dtype":"F16","shape":[1],"data_offsets":[0,4]})"), four), errc::malformed_file});
-  cases.push_back({"shape overflow",
-                   image_of(t(R"({"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,4]})"), four),
+  cases.push_back({"shape overflow", image_of(t(R"({"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,4]})"), four),
                    errc::malformed_file});
-  cases.push_back({"overlap",
-                   image_of(R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})",
-                            four),
-                   errc::malformed_file});
-  cases.push_back({"gap",
-                   image_of(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})",
-                            four),
-                   errc::malformed_file});
+  cases.push_back(
+      {"overlap",
+       image_of(R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", four),
+       errc::malformed_file});
+  cases.push_back(
+      {"gap",
+       image_of(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", four),
+       errc::malformed_file});
   cases.push_back({"trailing bytes", image_of(t(R"({"dtype":"U8","shape":[3],"data_offsets":[0,3]})"), four), errc::malformed_file});
   for (const auto& c : cases) {
     std::string message;

@@ -33,9 +33,10 @@ TEST(Torchao, LayoutAndMetadataAsTorchaoWritesThem) {
   EXPECT_EQ(s.shape, (std::vector<std::int64_t>{64, 16}));  // ceil(130/128)*32, ceil(64/64)*16
   EXPECT_TRUE(f.at("layers.0.ffn._weight_per_tensor_scale").shape.empty());
   EXPECT_EQ(f.metadata.at("tensor_names"), R"(["layers.0.ffn.weight", "norm.weight"])");
-  EXPECT_EQ(f.metadata.at("layers.0.ffn.weight"),
-            R"({"_type": "NVFP4Tensor", "_data": {"is_swizzled_scales": true, "use_triton_kernel": false, "act_quant_kwargs": null, )"
-            R"("block_size": 16, "orig_dtype": {"_type": "torch.dtype", "_data": "bfloat16"}}, "_tensor_data_names": ["per_tensor_scale", "qdata", "scale"]})");
+  EXPECT_EQ(
+      f.metadata.at("layers.0.ffn.weight"),
+      R"({"_type": "NVFP4Tensor", "_data": {"is_swizzled_scales": true, "use_triton_kernel": false, "act_quant_kwargs": null, )"
+      R"("block_size": 16, "orig_dtype": {"_type": "torch.dtype", "_data": "bfloat16"}}, "_tensor_data_names": ["per_tensor_scale", "qdata", "scale"]})");
   EXPECT_EQ(f.metadata.at("norm.weight"), R"({"_type": "Tensor"})");
   const auto back = torchao_from_safetensors(f, "ao");
   ASSERT_EQ(back.weights.size(), 1u);

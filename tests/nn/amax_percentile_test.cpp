@@ -21,7 +21,7 @@ namespace {
 TEST(AmaxPercentile, QuantilesWorkedByHand) {
   const std::vector<float> x{-3, 1, 10, -7, 2, 5, -9, 4, 6, 8};  // |x| sorted: 1 2 3 4 5 6 7 8 9 10
   EXPECT_EQ(amax_percentile(x, 1.0), 10.0f);
-  EXPECT_EQ(amax_percentile(x, 0.9), 9.0f);   // the 9th of 10
+  EXPECT_EQ(amax_percentile(x, 0.9), 9.0f);    // the 9th of 10
   EXPECT_EQ(amax_percentile(x, 0.91), 10.0f);  // ceil(9.1) = 10th
   EXPECT_EQ(amax_percentile(x, 0.5), 5.0f);
   EXPECT_EQ(amax_percentile(x, 0.01), 1.0f);
@@ -29,7 +29,9 @@ TEST(AmaxPercentile, QuantilesWorkedByHand) {
   // The header: invalid_argument for q outside (0, 1], non_finite_input for NaN/Inf in x.
   EXPECT_EQ(test::error_code_of([&] { amax_percentile(x, 0.0); }), errc::invalid_argument);
   EXPECT_EQ(test::error_code_of([&] { amax_percentile(x, 1.5); }), errc::invalid_argument);
-  EXPECT_EQ(test::error_code_of([] { amax_percentile(std::vector<float>{1.0f, std::numeric_limits<float>::quiet_NaN()}, 0.5); }),
+  EXPECT_EQ(test::error_code_of([] {
+              amax_percentile(std::vector<float>{1.0f, std::numeric_limits<float>::quiet_NaN()}, 0.5);
+            }),
             errc::non_finite_input);
 }
 
@@ -47,12 +49,12 @@ TEST(AmaxPercentile, EqualsTheSortedMagnitudes) {
   std::vector<std::vector<float>> cases;
   cases.push_back(test::random_values(10007, 1, {.log2_spread = 4.0, .zero_every = 17}));
   cases.push_back(test::random_values(4096, 2));
-  cases.push_back(std::vector<float>(1000, -2.5f));                       // one bucket, all tied
+  cases.push_back(std::vector<float>(1000, -2.5f));  // one bucket, all tied
   std::vector<float> near(3000);
   for (std::size_t i = 0; i < near.size(); ++i) near[i] = (i % 2 ? -1.0f : 1.0f) * std::nextafter(1.0f + float(i % 97) * 1e-7f, 2.0f);
-  cases.push_back(near);                                                  // one bucket, distinct values
+  cases.push_back(near);  // one bucket, distinct values
   std::vector<float> tiny{0.0f, -0.0f, 1e-45f, -1e-45f, 1e-40f, std::numeric_limits<float>::min(), -3e-39f, 0.0f};
-  cases.push_back(tiny);                                                  // zeros and subnormals
+  cases.push_back(tiny);  // zeros and subnormals
   cases.push_back({std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 1.0f});
   for (std::size_t i = 0; i < cases.size(); ++i)
     for (double q : {1e-6, 0.001, 0.25, 0.5, 0.9, 0.999, 0.9999, 1.0}) {
@@ -94,10 +96,9 @@ std::vector<float> two_steps(gemm_engine& engine, const std::vector<float>& w, i
 TEST(PercentileEngine, QuantileOneIsTheLinearLayersNvfp4) {
   const index_t m = 32, k = 64, n = 48;
   const auto w = test::random_values(n * k, 5);
-  for (const nvfp4_block_scaling& recipe :
-       {nvfp4_block_scaling{}, nvfp4_block_scaling{.disable_rht = true},
-        nvfp4_block_scaling{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all},
-        nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true}}) {
+  for (const nvfp4_block_scaling& recipe : {nvfp4_block_scaling{}, nvfp4_block_scaling{.disable_rht = true},
+                                            nvfp4_block_scaling{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all},
+                                            nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true}}) {
     linear_engine reference(k, n, recipe, {.dtype = high_precision::bf16, .seed = 77});
     nvfp4_percentile_engine engine(k, n, {.quantile = 1.0, .recipe = recipe, .seed = 77});
     EXPECT_EQ(two_steps(engine, w, m, k, n), two_steps(reference, w, m, k, n))
@@ -144,9 +145,10 @@ TEST(PercentileEngine, BelowOneIsThePublicQuantizersWithQuantileAmaxes) {
     const nvfp4_operand x_row{quantize_with_amax<nvfp4_1x16>(xv, amax_percentile(x, q)), 448.0f, {}};
     const nvfp4_operand x_col = columnwise_copy(xv, {});
     const std::uint64_t seed = nvfp4::derived_seed(3, 0);  // step 0 of options.seed 3, as the Linear documents
-    const nvfp4_operand g_row{quantize_with_amax<nvfp4_1x16>(gv, amax_percentile(dy, q), {.rounding = rounding_mode::stochastic,
-                                                                                          .seed = nvfp4::derived_seed(seed, 0)}),
-                              448.0f, {}};
+    const nvfp4_operand g_row{quantize_with_amax<nvfp4_1x16>(gv, amax_percentile(dy, q),
+                                                             {.rounding = rounding_mode::stochastic, .seed = nvfp4::derived_seed(seed, 0)}),
+                              448.0f,
+                              {}};
     const nvfp4_operand g_col = columnwise_copy(gv, {.rounding = rounding_mode::stochastic, .seed = nvfp4::derived_seed(seed, 1)});
     std::vector<float> want_y(m * n), want_dx(m * k), want_dw(n * k);
     nvfp4_gemm(x_row, ws.rowwise, matrix_view<float>::row_major(want_y.data(), m, n));

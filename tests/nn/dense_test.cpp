@@ -44,13 +44,15 @@ TEST(Dense, Fp32ForwardAndBackward) {
   for (index_t i = 0; i < m; ++i)
     for (index_t q = 0; q < k; ++q) {
       double s = 0;  // dX = dY · W
-      for (index_t j = 0; j < n; ++j) s += static_cast<double>(dy[static_cast<std::size_t>(i * n + j)]) * d.weight().value[static_cast<std::size_t>(j * k + q)];
+      for (index_t j = 0; j < n; ++j)
+        s += static_cast<double>(dy[static_cast<std::size_t>(i * n + j)]) * d.weight().value[static_cast<std::size_t>(j * k + q)];
       EXPECT_NEAR(dx[static_cast<std::size_t>(i * k + q)], s, 1e-5);
     }
   for (index_t j = 0; j < n; ++j)
     for (index_t q = 0; q < k; ++q) {
       double s = 0;  // dW = dYᵀ · X
-      for (index_t i = 0; i < m; ++i) s += static_cast<double>(dy[static_cast<std::size_t>(i * n + j)]) * x[static_cast<std::size_t>(i * k + q)];
+      for (index_t i = 0; i < m; ++i)
+        s += static_cast<double>(dy[static_cast<std::size_t>(i * n + j)]) * x[static_cast<std::size_t>(i * k + q)];
       EXPECT_NEAR(d.weight().grad[static_cast<std::size_t>(j * k + q)], s, 1e-5);
     }
 }
@@ -67,7 +69,7 @@ TEST(Dense, Bf16RoundsOperandsAndOutputs) {
   for (index_t i = 0; i < m; ++i)
     for (index_t j = 0; j < n; ++j) {
       const float v = y[static_cast<std::size_t>(i * n + j)];
-      EXPECT_EQ(v, bf16::from_float(v).to_float());  // written in BF16
+      EXPECT_EQ(v, bf16::from_float(v).to_float());   // written in BF16
       const double exact = dot_row(xr, i, wr, j, k);  // exact products of the BF16 operands
       EXPECT_NEAR(v, exact, std::fabs(exact) * std::exp2(-7.0) + 1e-6);
     }
@@ -76,7 +78,8 @@ TEST(Dense, Bf16RoundsOperandsAndOutputs) {
   for (index_t j = 0; j < n; ++j)
     for (index_t q = 0; q < k; ++q) {
       double s = 0;
-      for (index_t i = 0; i < m; ++i) s += static_cast<double>(dyr[static_cast<std::size_t>(i * n + j)]) * xr[static_cast<std::size_t>(i * k + q)];
+      for (index_t i = 0; i < m; ++i)
+        s += static_cast<double>(dyr[static_cast<std::size_t>(i * n + j)]) * xr[static_cast<std::size_t>(i * k + q)];
       EXPECT_NEAR(d.weight().grad[static_cast<std::size_t>(j * k + q)], s, 1e-5);
     }
 }
@@ -96,7 +99,8 @@ TEST(Dense, Nvfp4EqualsTheRecipeComposedFromPublicFunctions) {
   const operand_pair xs = quantize_activation(view(xr, m, k), recipe), ws = quantize_weight(view(wr, n, k), recipe);
   recipe.seed = nvfp4::derived_seed(nvfp4::derived_seed(9, name_hash("blk0.up")), 0);
   const operand_pair gs = quantize_gradient(view(dyr, m, n), recipe);
-  std::vector<float> y_ref(static_cast<std::size_t>(m * n)), dx_ref(static_cast<std::size_t>(m * k)), dw_ref(static_cast<std::size_t>(n * k));
+  std::vector<float> y_ref(static_cast<std::size_t>(m * n)), dx_ref(static_cast<std::size_t>(m * k)),
+      dw_ref(static_cast<std::size_t>(n * k));
   nvfp4_gemm(xs.rowwise, ws.rowwise, matrix_view<float>::row_major(y_ref.data(), m, n));
   nvfp4_gemm(gs.rowwise, ws.columnwise, matrix_view<float>::row_major(dx_ref.data(), m, k));
   nvfp4_gemm(gs.columnwise, xs.columnwise, matrix_view<float>::row_major(dw_ref.data(), n, k));
@@ -151,7 +155,8 @@ TEST(Dense, ObserverSeesEveryTensorInOrderAndCanStopTheLayer) {
   std::vector<float> y, dx;
   d.forward(std::vector<float>(8, 1.0f), 2, y, true);
   d.backward(std::vector<float>(6, 1.0f), dx);
-  EXPECT_EQ(obs.seen, (std::vector<std::string>{"fc:activation:8", "fc:weight:12", "fc:output:6", "fc:gradient:6", "fc:weight_gradient:12"}));
+  EXPECT_EQ(obs.seen,
+            (std::vector<std::string>{"fc:activation:8", "fc:weight:12", "fc:output:6", "fc:gradient:6", "fc:weight_gradient:12"}));
   obs.reject = "fc:weight";
   try {
     d.forward(std::vector<float>(8, 1.0f), 2, y, true);

@@ -136,9 +136,13 @@ TEST(Functional, BadShapesAndTargets) {
   // none, docs/errors.md's (a wrong size is shape_mismatch, width % heads != 0 a parameter out of
   // its domain).
   std::vector<float> out;
-  EXPECT_EQ(test::error_code_of([] { softmax_cross_entropy(std::vector<float>(4), 2, std::vector<std::int32_t>{0, 2}, 1.0f, nullptr); }),
+  EXPECT_EQ(test::error_code_of([] {
+              softmax_cross_entropy(std::vector<float>(4), 2, std::vector<std::int32_t>{0, 2}, 1.0f, nullptr);
+            }),
             errc::invalid_argument);
-  EXPECT_EQ(test::error_code_of([] { softmax_cross_entropy(std::vector<float>(3), 2, std::vector<std::int32_t>{0, 1}, 1.0f, nullptr); }),
+  EXPECT_EQ(test::error_code_of([] {
+              softmax_cross_entropy(std::vector<float>(3), 2, std::vector<std::int32_t>{0, 1}, 1.0f, nullptr);
+            }),
             errc::shape_mismatch);
   EXPECT_EQ(test::error_code_of([] { causal_attention(10, 3); }), errc::invalid_argument);
   causal_attention att(4, 2);
@@ -148,9 +152,12 @@ TEST(Functional, BadShapesAndTargets) {
   // Sizes whose product overflows are refused through the checked-size helpers, not multiplied.
   const index_t huge = index_t{1} << 62;
   EXPECT_EQ(test::error_code_of([&] { norm.forward(std::vector<float>(8), huge, out); }), errc::shape_mismatch);
-  EXPECT_EQ(test::error_code_of([] { softmax_cross_entropy(std::vector<float>(4), index_t{1} << 62, std::vector<std::int32_t>{0, 1}, 1.0f, nullptr); }),
+  EXPECT_EQ(test::error_code_of([] {
+              softmax_cross_entropy(std::vector<float>(4), index_t{1} << 62, std::vector<std::int32_t>{0, 1}, 1.0f, nullptr);
+            }),
             errc::shape_mismatch);
-  EXPECT_EQ(test::error_code_of([] { parameter("w", parameter_kind::matrix, index_t{1} << 30, index_t{1} << 30); }), errc::invalid_argument);
+  EXPECT_EQ(test::error_code_of([] { parameter("w", parameter_kind::matrix, index_t{1} << 30, index_t{1} << 30); }),
+            errc::invalid_argument);
   EXPECT_EQ(test::error_code_of([] { parameter("w", parameter_kind::matrix, -1, 4); }), errc::invalid_argument);
 }
 

@@ -116,10 +116,10 @@ TEST(Linear, NoQuantizationRelaxedIsTheRelaxedFloatGemmAtTileSizes) {
 
 TEST(Linear, Nvfp4ComposesRecipeOperandsAndGemm) {
   const inputs in;
-  for (const nvfp4_block_scaling& r : {nvfp4_block_scaling{}, nvfp4_block_scaling{.disable_rht = true, .disable_2d_quantization = true},
-                                       nvfp4_block_scaling{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all},
-                                       nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true,
-                                                           .nvfp4_4over6 = four_over_six_scope::weights}}) {
+  for (const nvfp4_block_scaling& r :
+       {nvfp4_block_scaling{}, nvfp4_block_scaling{.disable_rht = true, .disable_2d_quantization = true},
+        nvfp4_block_scaling{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all},
+        nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true, .nvfp4_4over6 = four_over_six_scope::weights}}) {
     for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed}) {
       const nn::linear_options options{.bias = true, .dtype = high_precision::bf16, .mode = mode, .seed = 11};
       const layer_run got = run_layer(r, options, in);
@@ -151,7 +151,8 @@ nvfp4_amax_rule scaled_amax_rule() {
 TEST(Linear, Nvfp4AmaxRuleComposes) {
   const inputs in;
   const nvfp4_amax_rule rule = scaled_amax_rule();
-  for (const nvfp4_block_scaling& r : {nvfp4_block_scaling{}, nvfp4_block_scaling{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all}}) {
+  for (const nvfp4_block_scaling& r :
+       {nvfp4_block_scaling{}, nvfp4_block_scaling{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all}}) {
     const nn::linear_options options{.bias = true, .dtype = high_precision::bf16, .seed = 11, .nvfp4_amax = rule};
     const layer_run got = run_layer(r, options, in);
     const auto x = to_bf16(in.x), w = to_bf16(in.w), dy = to_bf16(in.dy);
@@ -185,7 +186,7 @@ TEST(Linear, Nvfp4AmaxRuleIsRefusedWhereItCannotApply) {
   nn::linear layer(K, N, nvfp4_block_scaling{}, options);
   EXPECT_EQ(test::error_code_of([&] { layer.set_recipe(delayed_scaling{}); }), errc::unsupported);
   EXPECT_EQ(std::string(recipe_name(layer.current_recipe())), recipe_name(nvfp4_block_scaling{}));  // unchanged
-  EXPECT_NO_THROW(layer.set_recipe(no_quantization{}));  // nothing quantized: the rule rests
+  EXPECT_NO_THROW(layer.set_recipe(no_quantization{}));                                             // nothing quantized: the rule rests
 
   // A rule whose answer is not an amax: the forward throws before writing Y or saving anything.
   nn::linear bad(K, N, nvfp4_block_scaling{}, {.nvfp4_amax = [](const nvfp4_amax_query&) { return -1.0f; }});
@@ -306,9 +307,11 @@ TEST(Linear, EveryRecipeApproximatesTheProduct) {
     }
     return std::sqrt(e / n);
   };
-  const std::vector<std::pair<recipe, double>> cases = {
-      {nvfp4_block_scaling{}, 0.25}, {float8_current_scaling{}, 0.1}, {delayed_scaling{}, 0.1},
-      {float8_block_scaling{}, 0.1},  {mxfp8_block_scaling{}, 0.1}};
+  const std::vector<std::pair<recipe, double>> cases = {{nvfp4_block_scaling{}, 0.25},
+                                                        {float8_current_scaling{}, 0.1},
+                                                        {delayed_scaling{}, 0.1},
+                                                        {float8_block_scaling{}, 0.1},
+                                                        {mxfp8_block_scaling{}, 0.1}};
   for (const auto& [r, bound] : cases) {
     const layer_run got = run_layer(r, {}, in);
     EXPECT_LT(relative(got.y, exact.y), bound) << recipe_name(r);
@@ -393,8 +396,10 @@ TEST(Linear, RepeatedStepsGiveAFreshLayersBits) {
       fresh.set_steps(1);
       const std::vector<float> got = step(layer, x2, dy2);
       EXPECT_EQ(first_difference(got, step(fresh, x2, dy2)), -1) << recipe_name(r) << ", " << threads << " threads";
-      if (threads == 1) one_thread.push_back(got);
-      else EXPECT_EQ(first_difference(got, one_thread[i]), -1) << recipe_name(r) << ": 2 threads against 1";
+      if (threads == 1)
+        one_thread.push_back(got);
+      else
+        EXPECT_EQ(first_difference(got, one_thread[i]), -1) << recipe_name(r) << ": 2 threads against 1";
     }
   }
   test::set_threads(2);
@@ -610,7 +615,7 @@ TEST(Linear, RecipeSwitchKeepsWeightsAndRejectsWhatTeRejects) {
     EXPECT_EQ(std::string(recipe_name(layer.current_recipe())), "NoQuantization");  // unchanged
   };
   rejected(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::activations}, errc::invalid_argument);  // with RHT
-  rejected(nvfp4_block_scaling{.row_scaled_activation = true}, errc::invalid_argument);                   // with RHT
+  rejected(nvfp4_block_scaling{.row_scaled_activation = true}, errc::invalid_argument);                     // with RHT
   rejected(nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true, .nvfp4_4over6 = four_over_six_scope::all},
            errc::invalid_argument);
   rejected(float8_current_scaling{.fp8_format = recipe_format::e5m2}, errc::invalid_argument);
@@ -647,7 +652,10 @@ TEST(LinearParameters, ExternalLayerRefusesMissingOrMisshapenParameters) {
   nn::linear layer(K, N, nvfp4_block_scaling{}, {.bias = true, .parameters = nn::parameter_storage::external});
   std::vector<float> y(M * N), dx(M * K), dw(N * K), db(N);
   EXPECT_EQ(test::error_code_of([&] { layer.forward(cview(in.x, M, K), mview(y, M, N)); }), errc::invalid_argument);
-  EXPECT_EQ(test::error_code_of([&] { layer.forward({cview(in.w, K, N), in.b}, cview(in.x, M, K), mview(y, M, N)); }), errc::shape_mismatch);
+  EXPECT_EQ(test::error_code_of([&] {
+              layer.forward({cview(in.w, K, N), in.b}, cview(in.x, M, K), mview(y, M, N));
+            }),
+            errc::shape_mismatch);
   EXPECT_EQ(test::error_code_of([&] { layer.forward({cview(in.w, N, K), {}}, cview(in.x, M, K), mview(y, M, N)); }), errc::shape_mismatch);
   layer.forward({cview(in.w, N, K), in.b}, cview(in.x, M, K), mview(y, M, N));
   EXPECT_EQ(test::error_code_of([&] { layer.backward(cview(in.dy, M, N), mview(dx, M, K)); }), errc::invalid_argument);
@@ -742,7 +750,10 @@ TEST(LinearBf16, TensorsAsStoredGiveTheFloatCallsBits) {
     options.bias = true;
     const auto x = to_bf16(in.x), w = to_bf16(in.w), b = to_bf16(in.b), dy = to_bf16(in.dy);
     const layer_run want = run_layer(r, options, {.x = x, .w = w, .b = b, .dy = dy});
-    const nn::linear_options external{.bias = true, .dtype = high_precision::bf16, .mode = options.mode, .seed = options.seed,
+    const nn::linear_options external{.bias = true,
+                                      .dtype = high_precision::bf16,
+                                      .mode = options.mode,
+                                      .seed = options.seed,
                                       .parameters = nn::parameter_storage::external};
     const auto xb = bf16_values(x), wb = bf16_values(w), bb = bf16_values(b), dyb = bf16_values(dy);
     // X strided: every other element of a wider buffer.
@@ -750,7 +761,8 @@ TEST(LinearBf16, TensorsAsStoredGiveTheFloatCallsBits) {
     for (std::size_t i = 0; i < xb.size(); ++i) x_wide[2 * i] = xb[i];
     for (const bool strided : {false, true}) {
       nn::linear layer(K, N, r, external);  // fresh: delayed scaling's per-call update moves the scales
-      const auto xv = strided ? matrix_view<const bf16>(x_wide.data(), M, K, 2 * K, 2) : matrix_view<const bf16>::row_major(xb.data(), M, K);
+      const auto xv =
+          strided ? matrix_view<const bf16>(x_wide.data(), M, K, 2 * K, 2) : matrix_view<const bf16>::row_major(xb.data(), M, K);
       const nn::linear_parameters p{.weight = matrix_view<const bf16>::row_major(wb.data(), N, K), .bias = std::span<const bf16>(bb)};
       std::vector<bf16> y(M * N), dx(M * K);
       std::vector<float> dw(N * K), db(N);
@@ -770,7 +782,9 @@ TEST(LinearBf16, TensorsAsStoredGiveTheFloatCallsBits) {
     nn::linear layer(K, N, r, external);
     std::vector<bf16> y(M * N, bf16::from_bits(0x3F80));
     const nn::linear_parameters p{.weight = matrix_view<const bf16>::row_major(wb.data(), N, K), .bias = std::span<const bf16>(bb)};
-    EXPECT_EQ(test::error_code_of([&] { layer.forward(p, matrix_view<const bf16>::row_major(nan_x.data(), M, K), matrix_view<bf16>::row_major(y.data(), M, N)); }),
+    EXPECT_EQ(test::error_code_of([&] {
+                layer.forward(p, matrix_view<const bf16>::row_major(nan_x.data(), M, K), matrix_view<bf16>::row_major(y.data(), M, N));
+              }),
               errc::non_finite_input);
     for (bf16 v : y) ASSERT_EQ(v.bits(), 0x3F80);
   }

@@ -19,7 +19,9 @@ constexpr index_t M = 48, K = 160, N = 64;
 inline matrix_view<const float> cview(const std::vector<float>& v, index_t rows, index_t cols) {
   return matrix_view<const float>::row_major(v.data(), rows, cols);
 }
-inline matrix_view<float> mview(std::vector<float>& v, index_t rows, index_t cols) { return matrix_view<float>::row_major(v.data(), rows, cols); }
+inline matrix_view<float> mview(std::vector<float>& v, index_t rows, index_t cols) {
+  return matrix_view<float>::row_major(v.data(), rows, cols);
+}
 
 /// Index of the first element whose bits differ, or -1 (a size mismatch reports 0).
 inline long first_difference(std::span<const float> a, std::span<const float> b) {

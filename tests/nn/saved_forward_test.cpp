@@ -39,8 +39,8 @@ struct alone {
   std::vector<float> y;
   gradients g;
 };
-alone run_alone(const recipe& r, const nn::linear_options& options, const inputs& in, const std::vector<float>& x, const std::vector<float>& dy,
-                std::uint64_t backward_number) {
+alone run_alone(const recipe& r, const nn::linear_options& options, const inputs& in, const std::vector<float>& x,
+                const std::vector<float>& dy, std::uint64_t backward_number) {
   nn::linear layer = make_layer(r, options, in);
   layer.set_steps(backward_number);
   alone out{std::vector<float>(M * N), gradients(options.bias)};
@@ -85,9 +85,11 @@ TEST(SavedForward, TwoForwardsThenBackwardsInEitherOrderGiveFreshLayersBits) {
 // the new recipe as a fresh layer would.
 TEST(SavedForward, RecipeSwitchBetweenForwardAndBackward) {
   const inputs in;
-  const nn::linear_options options{.bias = true, .dtype = high_precision::bf16, .seed = 5, .delayed_update = nn::scaling_update::per_region};
-  const std::vector<recipe> recipes = {no_quantization{}, nvfp4_block_scaling{}, float8_current_scaling{}, delayed_scaling{.amax_history_len = 4},
-                                       float8_block_scaling{}, mxfp8_block_scaling{}};
+  const nn::linear_options options{
+      .bias = true, .dtype = high_precision::bf16, .seed = 5, .delayed_update = nn::scaling_update::per_region};
+  const std::vector<recipe> recipes = {no_quantization{},        nvfp4_block_scaling{},
+                                       float8_current_scaling{}, delayed_scaling{.amax_history_len = 4},
+                                       float8_block_scaling{},   mxfp8_block_scaling{}};
   for (const recipe& first : recipes) {
     for (const recipe& second : recipes) {
       SCOPED_TRACE(std::string(recipe_name(first)) + " -> " + recipe_name(second));

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "nvfp4/gemm/fp4/gemm.hpp"
+#include "nvfp4/gemm/fp8/gemm.hpp"
 #include "nvfp4/io/npy.hpp"
 #include "nvfp4/io/quantized_checkpoint.hpp"
 #include "nvfp4/nn/amax_percentile.hpp"
@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
     io::add_quantized_tensor(file, "columnwise_rht", quantize_columnwise_rht(xb), stored(columnwise, false, true));
     std::vector<bf16> rotated(x.size());
     hadamard_rows(xv, hadamard_transform::te_default(), matrix_view<bf16>::row_major(rotated.data(), rows, cols));
-    io::add_quantized_tensor(file, "rowwise_rht",
-                             quantize<nvfp4_1x16>(matrix_view<const bf16>::row_major(rotated.data(), rows, cols)), stored({}, false, true));
+    io::add_quantized_tensor(file, "rowwise_rht", quantize<nvfp4_1x16>(matrix_view<const bf16>::row_major(rotated.data(), rows, cols)),
+                             stored({}, false, true));
     io::write_safetensors(dir / "reference.safetensors", file);
 
     // The RHT: TE's 16-point one and a random 64-point one (seed 3), as bf16 bits.
@@ -116,8 +116,7 @@ int main(int argc, char** argv) {
     std::vector<bf16> d_bf16(static_cast<std::size_t>(rows * b_rows));
     gemm(q1, qb, matrix_view<bf16>::row_major(d_bf16.data(), rows, b_rows));
     io::write_npy(dir / "gemm_exact_bf16.npy", array_of(bits_of(d_bf16), io::npy_dtype::uint16, rows, b_rows));
-    io::write_npy(dir / "gemm_mxfp4.npy",
-                  array_of(gemm(quantize<mxfp4>(xv), quantize<mxfp4>(bv)), io::npy_dtype::float32, rows, b_rows));
+    io::write_npy(dir / "gemm_mxfp4.npy", array_of(gemm(quantize<mxfp4>(xv), quantize<mxfp4>(bv)), io::npy_dtype::float32, rows, b_rows));
 
     // FP8: codes and scale_inv of each quantizer, then the FP8 GEMMs on them (C++ defaults unless named).
     auto write_fp8 = [&](const char* name, const fp8_tensor& t) {
@@ -188,9 +187,8 @@ int main(int argc, char** argv) {
     nn::linear quantile_layer(cols, b_rows, nvfp4_block_scaling{}, layer_options);
     std::copy(b.begin(), b.end(), quantile_layer.weight().begin());
     io::write_npy(dir / "linear_q99_y.npy", array_of(quantile_layer.forward(xv), io::npy_dtype::float32, rows, b_rows));
-    io::write_npy(dir / "linear_q99_dx.npy",
-                  array_of(quantile_layer.backward(matrix_view<const float>::row_major(dy.data(), rows, b_rows)), io::npy_dtype::float32,
-                           rows, cols));
+    io::write_npy(dir / "linear_q99_dx.npy", array_of(quantile_layer.backward(matrix_view<const float>::row_major(dy.data(), rows, b_rows)),
+                                                      io::npy_dtype::float32, rows, cols));
 
     // Metrics of the 1x16 round trip, in the order of error_report's fields.
     const std::vector<float> restored = dequantize(q1);

@@ -46,7 +46,8 @@ TEST(CustomRecipe, RunsInALayerAsItsHeaderSays) {
   const auto pow2 = [](const std::vector<float>& v, index_t r, index_t c, fp8_format f) {
     return quantize_fp8_current(cview(v, r, c), f, {.power_2_scale = true});
   };
-  const fp8_tensor x8 = pow2(in.x, M, K, fp8_format::e4m3), w8 = pow2(in.w, N, K, fp8_format::e4m3), g8 = pow2(in.dy, M, N, fp8_format::e5m2);
+  const fp8_tensor x8 = pow2(in.x, M, K, fp8_format::e4m3), w8 = pow2(in.w, N, K, fp8_format::e4m3),
+                   g8 = pow2(in.dy, M, N, fp8_format::e5m2);
   const auto col = [](const std::vector<float>& v, index_t r, index_t c, const fp8_tensor& row) {
     return quantize_fp8_with_scale(cview(v, r, c).transposed(), row.format(), row.scale(), quantized_axis::columnwise);
   };

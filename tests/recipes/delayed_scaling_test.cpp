@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
-#include <string>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "nvfp4/io/npy.hpp"
@@ -88,8 +88,7 @@ TEST(DelayedScaling, HistoryRollsAndMaxTakesTheWindow) {
 }
 
 TEST(DelayedScaling, MostRecentAndMargin) {
-  delayed_scaling_state s({.margin = 2, .amax_history_len = 4, .amax_compute_algo = amax_compute_algorithm::most_recent},
-                          fp8_format::e5m2);
+  delayed_scaling_state s({.margin = 2, .amax_history_len = 4, .amax_compute_algo = amax_compute_algorithm::most_recent}, fp8_format::e5m2);
   EXPECT_EQ(s.scaled_max(), 57344.0f / 4);
   for (float a : {16.0f, 2.0f, 8.0f}) {
     s.record(a);
@@ -152,7 +151,7 @@ TEST(DelayedScaling, TinyAmaxGivesFltMax) {
   delayed_scaling_state s({.amax_history_len = 1}, fp8_format::e4m3);
   s.record(std::ldexp(1.0f, -140));
   s.update();
-  EXPECT_EQ(s.scale(), FLT_MAX);  // 448 / 2^-140 overflows
+  EXPECT_EQ(s.scale(), FLT_MAX);         // 448 / 2^-140 overflows
   EXPECT_EQ(s.amax_history()[0], 0.0f);  // a one-entry history is cleared for the next step
 }
 
@@ -169,7 +168,7 @@ TEST(DelayedScalingUnfused, ZeroAmaxRollsAndTheMaxStillSeesTheWindow) {
   s.record(1.0f);
   s.update();
   EXPECT_EQ(history_of(s), (std::vector<float>{0.0f, 0.0f, 1.0f}));  // the 7 left the window
-  EXPECT_EQ(s.scale(), 64.0f);  // ...but the max was taken before the roll: [1, 7, 0]
+  EXPECT_EQ(s.scale(), 64.0f);                                       // ...but the max was taken before the roll: [1, 7, 0]
   s.update();
   EXPECT_EQ(s.scale(), 448.0f);  // window [0, 0, 1]
 }
@@ -235,7 +234,10 @@ void expect_the_gpus_unfused_scales(unfused_update_form form, const char* prefix
     ASSERT_EQ(amaxes.size(), 6323u);
   }
   const float old_scale = 0.75f;  // the producer's starting scale, which no amax here maps to
-  struct config { float margin; const char* tag; };
+  struct config {
+    float margin;
+    const char* tag;
+  };
   std::size_t checked = 0;
   for (const config& m : {config{0.0f, "0"}, config{1.0f, "1"}, config{0.5f, "0p5"}, config{2.0f, "2"}, config{-1.0f, "m1"}}) {
     for (const fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
@@ -369,11 +371,15 @@ TEST(DelayedScaling, MarginIsValidWhereTwoToMinusMarginIsANormalFloat) {
   // and one step past them, through validate() and the state's constructor (which validates).
   for (int margin : {-127, 0, 125, 126}) {
     EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = static_cast<float>(margin)}.validate(); }), errc{}) << margin;
-    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = static_cast<float>(margin)}, fp8_format::e4m3); }), errc{}) << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = static_cast<float>(margin)}, fp8_format::e4m3); }), errc{})
+        << margin;
   }
   for (int margin : {-128, 127, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()}) {
-    EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = static_cast<float>(margin)}.validate(); }), errc::invalid_argument) << margin;
-    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = static_cast<float>(margin)}, fp8_format::e4m3); }), errc::invalid_argument) << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling{.margin = static_cast<float>(margin)}.validate(); }), errc::invalid_argument)
+        << margin;
+    EXPECT_EQ(test::error_code_of([&] { delayed_scaling_state({.margin = static_cast<float>(margin)}, fp8_format::e4m3); }),
+              errc::invalid_argument)
+        << margin;
   }
   // The accepted edge gives the documented scale: amax 1 maps to 448 * 2^-126 (FLT_MIN * 448).
   delayed_scaling_state s({.margin = 126, .amax_history_len = 1}, fp8_format::e4m3);
@@ -389,9 +395,9 @@ TEST(DelayedScaling, RestoreRejectsAScaleThatIsNotPositiveAndFiniteAndKeepsTheSt
   const std::vector<float> saved = {0.0f, 3.0f};
   s.restore(saved, 2.0f);
   const std::vector<float> other = {1.0f, 5.0f};
-  for (float scale : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
-                      std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), -1.0f, -0.0f,
-                      -std::numeric_limits<float>::denorm_min()}) {
+  for (float scale :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity(), -1.0f, -0.0f, -std::numeric_limits<float>::denorm_min()}) {
     EXPECT_EQ(test::error_code_of([&] { s.restore(other, scale); }), errc::invalid_argument) << scale;
     EXPECT_EQ(s.scale(), 2.0f) << scale;
     EXPECT_EQ(history_of(s), saved) << scale;

@@ -159,13 +159,11 @@ TEST(Nvfp4AmaxRule, ChosenAmaxIsQuantizeWithAmax) {
   const columnwise_rht gt = rht_columnwise(dy);
   const operand_pair gq = quantize_gradient(dy, r, quarter.rule());
   EXPECT_EQ(bytes_of(gq.rowwise.tensor),
-            bytes_of(quantize_with_amax<nvfp4_1x16>(
-                dy, g_amax, {.rounding = rounding_mode::stochastic, .seed = derived_seed(r.seed, 0)})));
+            bytes_of(quantize_with_amax<nvfp4_1x16>(dy, g_amax, {.rounding = rounding_mode::stochastic, .seed = derived_seed(r.seed, 0)})));
   EXPECT_EQ(bytes_of(gq.columnwise.tensor),
-            bytes_of(quantize_with_amax<nvfp4_1x16>(gt.view(), 0.25f * gt.amax,
-                                                    {.rounding = rounding_mode::stochastic,
-                                                     .seed = derived_seed(r.seed, 1),
-                                                     .axis = quantized_axis::columnwise})));
+            bytes_of(quantize_with_amax<nvfp4_1x16>(
+                gt.view(), 0.25f * gt.amax,
+                {.rounding = rounding_mode::stochastic, .seed = derived_seed(r.seed, 1), .axis = quantized_axis::columnwise})));
   // The weight's tiles.
   const auto ws = values(N * K, 9);
   const auto w = view(ws, N, K);

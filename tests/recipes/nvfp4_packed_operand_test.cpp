@@ -50,7 +50,7 @@ TEST(Nvfp4PackedOperand, EpilogueOnHandMadeOperands) {
     nvfp4_tensor t(rows, 16);
     for (index_t r = 0; r < rows; ++r) {
       t.data()[static_cast<std::size_t>(r * t.data_row_stride())] = e2m1x2(e2m1::from_bits(0x2), e2m1::from_bits(0));  // 1.0, 0
-      t.scales()[static_cast<std::size_t>(r)] = ue4m3::from_bits(0x38);                                                 // 1.0
+      t.scales()[static_cast<std::size_t>(r)] = ue4m3::from_bits(0x38);                                                // 1.0
     }
     t.set_tensor_scale(amax, 1.0f, 1.0f);
     return t;
@@ -116,7 +116,8 @@ TEST(Nvfp4PackedOperand, ProductsEqualTheUnpackedOnes) {
       const auto x = random_matrix(M, K, seed);
       const nvfp4_operand a = quantize_activation_rowwise(view(x, M, K), seed == 11 ? row_scaled : nvfp4_block_scaling{});
       for (gemm_mode mode : {gemm_mode::exact, gemm_mode::relaxed}) {
-        const std::string what = std::string(kind.name) + ", seed " + std::to_string(seed) + (mode == gemm_mode::exact ? ", exact" : ", relaxed");
+        const std::string what =
+            std::string(kind.name) + ", seed " + std::to_string(seed) + (mode == gemm_mode::exact ? ", exact" : ", relaxed");
         std::vector<float> want(M * N);
         std::vector<bf16> want16(M * N);
         nvfp4_gemm(a, kind.operand, matrix_view<float>::row_major(want.data(), M, N), mode, bias);

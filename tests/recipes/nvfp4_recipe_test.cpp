@@ -98,26 +98,29 @@ TEST(Nvfp4Recipe, WgradProductWithRhtMatchesDenseProduct) {
   });
   EXPECT_LT(wgrad_error, 0.2);
   const auto fprop = ops.fprop();
-  EXPECT_LT(relative_error(fprop.a->tensor, fprop.b->tensor, [&](index_t m, index_t n) {
-              double s = 0;
-              for (index_t k = 0; k < K; ++k) s += double(x(m, k)) * w(n, k);
-              return s;
-            }),
+  EXPECT_LT(relative_error(fprop.a->tensor, fprop.b->tensor,
+                           [&](index_t m, index_t n) {
+                             double s = 0;
+                             for (index_t k = 0; k < K; ++k) s += double(x(m, k)) * w(n, k);
+                             return s;
+                           }),
             0.2);
   const auto dgrad = ops.dgrad();
-  EXPECT_LT(relative_error(dgrad.a->tensor, dgrad.b->tensor, [&](index_t m, index_t k) {
-              double s = 0;
-              for (index_t n = 0; n < N; ++n) s += double(dy(m, n)) * w(n, k);
-              return s;
-            }),
+  EXPECT_LT(relative_error(dgrad.a->tensor, dgrad.b->tensor,
+                           [&](index_t m, index_t k) {
+                             double s = 0;
+                             for (index_t n = 0; n < N; ++n) s += double(dy(m, n)) * w(n, k);
+                             return s;
+                           }),
             0.2);
   // RHT on only one side breaks the product: the check above can fail.
   const auto unrotated = quantize_activation(x, {.disable_rht = true});
-  EXPECT_GT(relative_error(wgrad.a->tensor, unrotated.columnwise.tensor, [&](index_t n, index_t k) {
-              double s = 0;
-              for (index_t m = 0; m < M; ++m) s += double(dy(m, n)) * x(m, k);
-              return s;
-            }),
+  EXPECT_GT(relative_error(wgrad.a->tensor, unrotated.columnwise.tensor,
+                           [&](index_t n, index_t k) {
+                             double s = 0;
+                             for (index_t m = 0; m < M; ++m) s += double(dy(m, n)) * x(m, k);
+                             return s;
+                           }),
             0.5);
 }
 
@@ -175,10 +178,13 @@ std::vector<float> operand_bits(const nvfp4_operand& op) {
 // known amax (the caller's finite pass) gives the same bits as the quantizers' own.
 TEST(Nvfp4Recipe, IntoFormsGiveTheValueFormsBits) {
   const nvfp4_amax_rule half = [](const nvfp4_amax_query& q) { return 0.5f * q.amax; };
-  const std::vector<nvfp4_block_scaling> recipes = {
-      {}, {.disable_rht = true}, {.disable_2d_quantization = true}, {.disable_stochastic_rounding = true, .seed = 7},
-      {.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all}, {.nvfp4_4over6 = four_over_six_scope::weights},
-      {.disable_rht = true, .row_scaled_activation = true}};
+  const std::vector<nvfp4_block_scaling> recipes = {{},
+                                                    {.disable_rht = true},
+                                                    {.disable_2d_quantization = true},
+                                                    {.disable_stochastic_rounding = true, .seed = 7},
+                                                    {.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all},
+                                                    {.nvfp4_4over6 = four_over_six_scope::weights},
+                                                    {.disable_rht = true, .row_scaled_activation = true}};
   nvfp4_operand row, col;  // kept across every case below, as a layer keeps them
   nvfp4_role_storage storage;
   for (const auto& [rows, cols] : {std::pair<index_t, index_t>{64, 48}, {32, 96}, {80, 64}}) {

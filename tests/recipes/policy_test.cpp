@@ -24,9 +24,9 @@ using test::random_values;
 
 // TE's recipe class names (transformer_engine/common/recipe/__init__.py), and the library's.
 TEST(RecipePolicy, NamesAreTheRecipeClasses) {
-  const std::vector<std::string> te = {"NoQuantization", "NVFP4BlockScaling", "Float8CurrentScaling",
+  const std::vector<std::string> te = {"NoQuantization", "NVFP4BlockScaling",  "Float8CurrentScaling",
                                        "DelayedScaling", "Float8BlockScaling", "MXFP8BlockScaling"};
-  const std::vector<recipe> recipes = {no_quantization{}, nvfp4_block_scaling{}, float8_current_scaling{},
+  const std::vector<recipe> recipes = {no_quantization{}, nvfp4_block_scaling{},  float8_current_scaling{},
                                        delayed_scaling{}, float8_block_scaling{}, mxfp8_block_scaling{}};
   ASSERT_EQ(std::variant_size_v<recipe>, te.size());
   for (std::size_t i = 0; i < recipes.size(); ++i) EXPECT_EQ(recipe_name(recipes[i]), te[i]);
@@ -87,7 +87,8 @@ TEST(RecipePolicy, Nvfp4ComposesThePublicQuantizers) {
   // A kept W (packed once) gives the plain operand's bits; inference saves nothing.
   policy.pack_fprop_operand(c, ops);
   std::vector<float> y_packed(s.m * s.n);
-  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, false), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n));
+  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, false), ops,
+               matrix_view<float>::row_major(y_packed.data(), s.m, s.n));
   EXPECT_EQ(bits(y_packed), bits(want_y));
 }
 
@@ -109,14 +110,15 @@ TEST(RecipePolicy, CurrentScalingComposesThePublicQuantizers) {
   EXPECT_EQ(bits(y), bits(want));
   policy.pack_fprop_operand(c, ops);
   std::vector<float> y_packed(s.m * s.n);
-  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, false), ops, matrix_view<float>::row_major(y_packed.data(), s.m, s.n));
+  policy.fprop(c, policy.quantize_input(c, view(x, s.m, s.k), nullptr, false), ops,
+               matrix_view<float>::row_major(y_packed.data(), s.m, s.n));
   EXPECT_EQ(bits(y_packed), bits(want));
 }
 
 bool same_fp8(const fp8_tensor& a, const fp8_tensor& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && a.format() == b.format() && a.axis() == b.axis() &&
-         a.block_rows() == b.block_rows() && a.amax() == b.amax() && a.scale() == b.scale() &&
-         std::ranges::equal(a.codes(), b.codes()) && std::ranges::equal(a.scale_inv(), b.scale_inv());
+         a.block_rows() == b.block_rows() && a.amax() == b.amax() && a.scale() == b.scale() && std::ranges::equal(a.codes(), b.codes()) &&
+         std::ranges::equal(a.scale_inv(), b.scale_inv());
 }
 template <class Format>
 bool same_mx(const quantized_tensor<Format>& a, const quantized_tensor<Format>& b) {
@@ -212,7 +214,8 @@ TEST(RecipePolicy, DelayedScalingStateHooks) {
   const float input_scale = policy.scaling_state(tensor_role::input)->scale();
   EXPECT_NE(input_scale, 1.0f);
   EXPECT_NE(policy.scaling_state(tensor_role::weight)->scale(), 1.0f);
-  delayed_scaling_policy next = policy.switched_to(delayed_scaling{.amax_history_len = 2, .fp8_gemm_dgrad = {.use_split_accumulator = false}});
+  delayed_scaling_policy next =
+      policy.switched_to(delayed_scaling{.amax_history_len = 2, .fp8_gemm_dgrad = {.use_split_accumulator = false}});
   EXPECT_EQ(next.scaling_state(tensor_role::input)->scale(), input_scale);
   EXPECT_EQ(next.scaling_state(tensor_role::input)->amax_history().size(), 2u);
   EXPECT_EQ(next.recipe().amax_history_len, 2);

@@ -52,7 +52,8 @@ TEST(RecipeFields, TablesNameDistinctFieldsAndApiMdListsThem) {
     const std::string row = api_row_of(api, P::name);
     ASSERT_FALSE(row.empty()) << "docs/api.md has no row '| `<struct>` | TE's " << P::name << ": ...'";
     for_each_field<R>([&](const auto& f) {
-      EXPECT_NE(row.find("`" + std::string(f.name) + "`"), std::string::npos) << "docs/api.md's " << P::name << " row lacks `" << f.name << "`";
+      EXPECT_NE(row.find("`" + std::string(f.name) + "`"), std::string::npos)
+          << "docs/api.md's " << P::name << " row lacks `" << f.name << "`";
     });
   });
   EXPECT_EQ(described, 5u);  // every TE recipe of the list

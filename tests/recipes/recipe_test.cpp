@@ -56,8 +56,8 @@ TEST(Recipe, FourOverSixScopes) {
   EXPECT_FALSE(weights.uses_4over6(tensor_role::grad_output));
   EXPECT_EQ(weights.e4m3_max(tensor_role::weight), 256);
   EXPECT_EQ(weights.e4m3_max(tensor_role::input), 448);  // not a 4over6 tensor
-  const nvfp4_block_scaling all{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all,
-                                .nvfp4_4over6_e4m3_use_256 = four_over_six_scope::activations};
+  const nvfp4_block_scaling all{
+      .disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all, .nvfp4_4over6_e4m3_use_256 = four_over_six_scope::activations};
   EXPECT_TRUE(all.uses_4over6(tensor_role::input));
   EXPECT_FALSE(all.uses_4over6(tensor_role::grad_output));  // never on gradients
   EXPECT_EQ(all.e4m3_max(tensor_role::input), 256);
@@ -82,15 +82,15 @@ TEST(Recipe, TeRejections) {
   EXPECT_EQ(code_of(float8_block_scaling{.fp8_gemm_fprop = {.use_split_accumulator = false}}), bad);
   EXPECT_EQ(code_of(float8_block_scaling{.fp8_gemm_dgrad = {.use_split_accumulator = false}}), bad);
   EXPECT_EQ(code_of(float8_block_scaling{.fp8_gemm_wgrad = {.use_split_accumulator = false}}), bad);
-  EXPECT_EQ(code_of(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::all}), bad);          // activations with RHT
+  EXPECT_EQ(code_of(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::all}), bad);  // activations with RHT
   EXPECT_EQ(code_of(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::activations}), bad);
-  EXPECT_EQ(code_of(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::weights}), errc{});   // weights have no RHT
+  EXPECT_EQ(code_of(nvfp4_block_scaling{.nvfp4_4over6 = four_over_six_scope::weights}), errc{});  // weights have no RHT
   EXPECT_EQ(code_of(nvfp4_block_scaling{.disable_rht = true, .nvfp4_4over6 = four_over_six_scope::all}), errc{});
   EXPECT_EQ(code_of(nvfp4_block_scaling{.row_scaled_activation = true}), bad);
   EXPECT_EQ(code_of(nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true}), errc{});
-  EXPECT_EQ(code_of(nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true,
-                                        .nvfp4_4over6 = four_over_six_scope::activations}),
-            bad);
+  EXPECT_EQ(
+      code_of(nvfp4_block_scaling{.disable_rht = true, .row_scaled_activation = true, .nvfp4_4over6 = four_over_six_scope::activations}),
+      bad);
   EXPECT_EQ(code_of(mxfp8_block_scaling{.enable_2d_quantization = true}), errc::unsupported);
 }
 

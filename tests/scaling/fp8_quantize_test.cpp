@@ -19,7 +19,6 @@
 namespace nvfp4 {
 namespace {
 
-
 bool same(const fp8_tensor& a, const fp8_tensor& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && a.format() == b.format() && a.block_rows() == b.block_rows() &&
          a.block_cols() == b.block_cols() && a.axis() == b.axis() && a.codes().size() == b.codes().size() &&
@@ -77,7 +76,7 @@ TEST(Fp8Quantize, BlocksByHand) {
   const auto q = quantize_fp8_blockwise(v, fp8_format::e4m3, fp8_block_shape::block_1x128);
   ASSERT_EQ(q.scale_rows(), 2);
   ASSERT_EQ(q.scale_cols(), 2);
-  EXPECT_EQ(q.block_scale_inv(0, 0), 1.0f / 64.0f);  // 448 / 4 = 112 -> pow2 64
+  EXPECT_EQ(q.block_scale_inv(0, 0), 1.0f / 64.0f);   // 448 / 4 = 112 -> pow2 64
   EXPECT_EQ(q.block_scale_inv(0, 1), 1.0f / 256.0f);  // 448 -> 256
   EXPECT_EQ(q.block_scale_inv(1, 0), 1.0f);
   EXPECT_EQ(q.code(0, 5), e4m3::from_float(256.0f).bits());
@@ -117,7 +116,8 @@ TEST(Fp8Quantize, FastEqualsReference) {
     const auto vb = matrix_view<const bf16>::row_major(xb.data(), rows, cols);
     for (fp8_format f : {fp8_format::e4m3, fp8_format::e5m2}) {
       EXPECT_TRUE(same(quantize_fp8_current(v, f), reference::quantize_fp8_current(v, f)));
-      EXPECT_TRUE(same(quantize_fp8_current(vb, f, {.power_2_scale = true}), reference::quantize_fp8_current(vb, f, {.power_2_scale = true})));
+      EXPECT_TRUE(
+          same(quantize_fp8_current(vb, f, {.power_2_scale = true}), reference::quantize_fp8_current(vb, f, {.power_2_scale = true})));
       EXPECT_TRUE(same(quantize_fp8_with_scale(v.transposed(), f, 3.5f), reference::quantize_fp8_with_scale(v.transposed(), f, 3.5f)));
       for (auto shape : {fp8_block_shape::block_1x128, fp8_block_shape::block_128x128}) {
         EXPECT_TRUE(same(quantize_fp8_blockwise(v, f, shape), reference::quantize_fp8_blockwise(v, f, shape)));
@@ -141,15 +141,17 @@ std::vector<T> block_test_values(index_t rows, index_t cols, unsigned seed) {
   for (index_t r = 0; r < rows; ++r)
     for (index_t c = 0; c < cols; ++c) {
       float& v = x[static_cast<std::size_t>(r * cols + c)];
-      if (c >= 128 && c < 256 && r % 3 == 0) v = 0.0f;                               // zero blocks
+      if (c >= 128 && c < 256 && r % 3 == 0) v = 0.0f;                                                  // zero blocks
       if (c < 128 && r % 5 == 1) v = std::ldexp(v > 0 ? 1.0f : -1.0f, -130 - static_cast<int>(c % 8));  // tiny blocks
       if ((r * cols + c) % 211 == 7) v = (c % 2 ? -1.0f : 1.0f) * largest;
       if ((r * cols + c) % 173 == 5) v = std::numeric_limits<float>::denorm_min();
     }
   std::vector<T> out;
   for (float v : x) {
-    if constexpr (std::is_same_v<T, bf16>) out.push_back(bf16::from_float(v));
-    else out.push_back(v);
+    if constexpr (std::is_same_v<T, bf16>)
+      out.push_back(bf16::from_float(v));
+    else
+      out.push_back(v);
   }
   return out;
 }
@@ -164,8 +166,7 @@ struct block_views {
   block_views(index_t rows, index_t cols, unsigned seed)
       : values(block_test_values<T>(rows, cols, seed)), padded(static_cast<std::size_t>(rows * (cols + 3) + 2)), wide(values.size() * 2) {
     for (std::size_t i = 0; i < values.size(); ++i) wide[2 * i] = values[i];
-    for (index_t r = 0; r < rows; ++r)
-      std::copy_n(values.begin() + r * cols, cols, padded.begin() + 2 + r * (cols + 3));
+    for (index_t r = 0; r < rows; ++r) std::copy_n(values.begin() + r * cols, cols, padded.begin() + 2 + r * (cols + 3));
     row_major = matrix_view<const T>::row_major(values.data(), rows, cols);
     window = matrix_view<const T>(padded.data() + 2, rows, cols, cols + 3, 1);
     strided = matrix_view<const T>(wide.data(), rows, cols, 2 * cols, 2);
@@ -181,19 +182,19 @@ void expect_block_paths_equal_reference(index_t rows, index_t cols) {
     for (auto shape : {fp8_block_shape::block_1x128, fp8_block_shape::block_128x128})
       for (matrix_view<const T> x :
            {v.row_major, v.row_major.transposed(), v.window, v.window.transposed(), v.strided, v.strided.transposed()}) {
-          SCOPED_TRACE(std::string(fp8_format_name(f)) + (shape == fp8_block_shape::block_1x128 ? " 1x128 " : " 128x128 ") + std::to_string(x.rows()) +
-                       "x" + std::to_string(x.cols()) + " strides " + std::to_string(x.row_stride()) + "," + std::to_string(x.col_stride()) +
-                       (o.power_2_scale ? " pow2" : " fp32 scales"));
-          const fp8_tensor want = reference::quantize_fp8_blockwise(x, f, shape, o);
-          EXPECT_TRUE(same(quantize_fp8_blockwise(x, f, shape, o), want));
-          // Both copies in one pass: x's and xᵀ's.
-          fp8_tensor row, col;
-          quantize_fp8_blockwise_both_into(x, f, shape, o, row, col);
-          EXPECT_TRUE(same(row, want));
-          EXPECT_TRUE(same(col, reference::quantize_fp8_blockwise(x.transposed(), f, shape, o, quantized_axis::columnwise)));
-          EXPECT_EQ(row.axis(), quantized_axis::rowwise);
-          EXPECT_EQ(col.axis(), quantized_axis::columnwise);
-        }
+        SCOPED_TRACE(std::string(fp8_format_name(f)) + (shape == fp8_block_shape::block_1x128 ? " 1x128 " : " 128x128 ") +
+                     std::to_string(x.rows()) + "x" + std::to_string(x.cols()) + " strides " + std::to_string(x.row_stride()) + "," +
+                     std::to_string(x.col_stride()) + (o.power_2_scale ? " pow2" : " fp32 scales"));
+        const fp8_tensor want = reference::quantize_fp8_blockwise(x, f, shape, o);
+        EXPECT_TRUE(same(quantize_fp8_blockwise(x, f, shape, o), want));
+        // Both copies in one pass: x's and xᵀ's.
+        fp8_tensor row, col;
+        quantize_fp8_blockwise_both_into(x, f, shape, o, row, col);
+        EXPECT_TRUE(same(row, want));
+        EXPECT_TRUE(same(col, reference::quantize_fp8_blockwise(x.transposed(), f, shape, o, quantized_axis::columnwise)));
+        EXPECT_EQ(row.axis(), quantized_axis::rowwise);
+        EXPECT_EQ(col.axis(), quantized_axis::columnwise);
+      }
 }
 
 TEST(Fp8Quantize, BlockTilesEqualTheReferenceAtEveryEdge) {
@@ -217,7 +218,8 @@ TEST(Fp8Quantize, BlockPathsOfAnAllZeroTensor) {
   std::vector<float> x(static_cast<std::size_t>(130 * 200), 0.0f);
   for (std::size_t i = 0; i < x.size(); i += 3) x[i] = -0.0f;
   const auto v = matrix_view<const float>::row_major(x.data(), 130, 200);
-  for (const fp8_scale_options o : {fp8_scale_options{.power_2_scale = true}, fp8_scale_options{.power_2_scale = false, .amax_epsilon = 0.5f}})
+  for (const fp8_scale_options o :
+       {fp8_scale_options{.power_2_scale = true}, fp8_scale_options{.power_2_scale = false, .amax_epsilon = 0.5f}})
     for (auto shape : {fp8_block_shape::block_1x128, fp8_block_shape::block_128x128})
       for (matrix_view<const float> view : {v, v.transposed()}) {
         const fp8_tensor want = reference::quantize_fp8_blockwise(view, fp8_format::e4m3, shape, o);
@@ -227,7 +229,8 @@ TEST(Fp8Quantize, BlockPathsOfAnAllZeroTensor) {
         fp8_tensor row, col;
         quantize_fp8_blockwise_both_into(view, fp8_format::e4m3, shape, o, row, col);
         EXPECT_TRUE(same(row, want));
-        EXPECT_TRUE(same(col, reference::quantize_fp8_blockwise(view.transposed(), fp8_format::e4m3, shape, o, quantized_axis::columnwise)));
+        EXPECT_TRUE(
+            same(col, reference::quantize_fp8_blockwise(view.transposed(), fp8_format::e4m3, shape, o, quantized_axis::columnwise)));
       }
 }
 
@@ -248,7 +251,8 @@ TEST(Fp8Quantize, BlockIntoReusesAKeptTensorAndWritesEveryByte) {
         EXPECT_EQ(q.codes().data(), storage) << "a kept tensor of the same shape is reused";
       }
       quantize_fp8_blockwise_into(v.row_major.transposed(), fp8_format::e5m2, shape, {}, q, quantized_axis::columnwise);
-      EXPECT_TRUE(same(q, reference::quantize_fp8_blockwise(v.row_major.transposed(), fp8_format::e5m2, shape, {}, quantized_axis::columnwise)));
+      EXPECT_TRUE(
+          same(q, reference::quantize_fp8_blockwise(v.row_major.transposed(), fp8_format::e5m2, shape, {}, quantized_axis::columnwise)));
       EXPECT_EQ(q.axis(), quantized_axis::columnwise);
       std::fill(col.codes().begin(), col.codes().end(), std::uint8_t{0x55});
       quantize_fp8_blockwise_both_into(v.row_major, fp8_format::e4m3, shape, {.power_2_scale = true}, row, col);
@@ -306,10 +310,14 @@ TEST(Fp8Quantize, NonFiniteInputAsTesDelayedScalingCast) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> x = {2.0f, inf, -inf, nan, -1.5f, 0.25f};
   const auto v = matrix_view<const float>::row_major(x.data(), 2, 3);
-  struct expected_codes { fp8_format format; std::uint8_t inf, minus_inf, nan; };
+  struct expected_codes {
+    fp8_format format;
+    std::uint8_t inf, minus_inf, nan;
+  };
   for (const expected_codes e : {expected_codes{fp8_format::e4m3, 0x7E, 0xFE, 0x7F}, expected_codes{fp8_format::e5m2, 0x7B, 0xFB, 0x7F}}) {
-    for (const fp8_tensor& q : {quantize_fp8_with_scale(v, e.format, 2.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite),
-                                reference::quantize_fp8_with_scale(v, e.format, 2.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite)}) {
+    for (const fp8_tensor& q :
+         {quantize_fp8_with_scale(v, e.format, 2.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite),
+          reference::quantize_fp8_with_scale(v, e.format, 2.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite)}) {
       EXPECT_EQ(q.code(0, 1), e.inf);
       EXPECT_EQ(q.code(0, 2), e.minus_inf);
       EXPECT_EQ(q.code(1, 0), e.nan);
@@ -344,14 +352,16 @@ TEST(Fp8Quantize, NonFiniteFastEqualsReference) {
     for (fp8_format f : {fp8_format::e4m3, fp8_format::e5m2})
       EXPECT_TRUE(same(quantize_fp8_with_scale(clean, f, 5.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite),
                        quantize_fp8_with_scale(clean, f, 5.0f)));
-    for (std::size_t i = 0; i < x.size(); i += 97) x[i] = i % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : (i % 3 == 1 ? 1.0f : -1.0f) * std::numeric_limits<float>::infinity();
+    for (std::size_t i = 0; i < x.size(); i += 97)
+      x[i] = i % 3 == 0 ? std::numeric_limits<float>::quiet_NaN() : (i % 3 == 1 ? 1.0f : -1.0f) * std::numeric_limits<float>::infinity();
     const auto v = matrix_view<const float>::row_major(x.data(), rows, cols);
     std::vector<bf16> xb;
     for (float value : x) xb.push_back(bf16::from_float(value));
     const auto vb = matrix_view<const bf16>::row_major(xb.data(), rows, cols);
     for (fp8_format f : {fp8_format::e4m3, fp8_format::e5m2}) {
       const auto te = fp8_non_finite::te_satfinite;
-      EXPECT_TRUE(same(quantize_fp8_with_scale(v, f, 5.0f, quantized_axis::rowwise, te), reference::quantize_fp8_with_scale(v, f, 5.0f, quantized_axis::rowwise, te)));
+      EXPECT_TRUE(same(quantize_fp8_with_scale(v, f, 5.0f, quantized_axis::rowwise, te),
+                       reference::quantize_fp8_with_scale(v, f, 5.0f, quantized_axis::rowwise, te)));
       EXPECT_TRUE(same(quantize_fp8_with_scale(vb.transposed(), f, 0.5f, quantized_axis::columnwise, te),
                        reference::quantize_fp8_with_scale(vb.transposed(), f, 0.5f, quantized_axis::columnwise, te)));
     }

@@ -15,11 +15,11 @@ TEST(Swizzle128x4, FirstTileMatchesTheDocumentedInterleave) {
   std::iota(compact.begin(), compact.end(), 0);
   const auto s = swizzle_128x4(compact, 128, 4);
   ASSERT_EQ(s.bytes().size(), 512u);
-  EXPECT_EQ(s.bytes()[0], compact[0]);                 // (0,0)
-  EXPECT_EQ(s.bytes()[3], compact[3]);                 // (0,3)
-  EXPECT_EQ(s.bytes()[4], compact[32 * 4]);            // (32,0)
-  EXPECT_EQ(s.bytes()[12], compact[96 * 4]);           // (96,0)
-  EXPECT_EQ(s.bytes()[16], compact[1 * 4]);            // (1,0)
+  EXPECT_EQ(s.bytes()[0], compact[0]);                       // (0,0)
+  EXPECT_EQ(s.bytes()[3], compact[3]);                       // (0,3)
+  EXPECT_EQ(s.bytes()[4], compact[32 * 4]);                  // (32,0)
+  EXPECT_EQ(s.bytes()[12], compact[96 * 4]);                 // (96,0)
+  EXPECT_EQ(s.bytes()[16], compact[1 * 4]);                  // (1,0)
   EXPECT_EQ(s.bytes()[16 * 31 + 15], compact[127 * 4 + 3]);  // (127,3)
 }
 
@@ -45,8 +45,7 @@ TEST(Swizzle128x4, OfAQuantizedTensorPlacesEachBlockScaleByTheFormula) {
   EXPECT_EQ(s.padded_rows(), 256);
   EXPECT_EQ(s.padded_cols(), 8);
   for (index_t r = 0; r < 130; ++r)
-    for (index_t c = 0; c < 5; ++c)
-      EXPECT_EQ(s.bytes()[static_cast<std::size_t>(swizzled_offset_128x4(r, c, 5))], q.scale(r, c).bits());
+    for (index_t c = 0; c < 5; ++c) EXPECT_EQ(s.bytes()[static_cast<std::size_t>(swizzled_offset_128x4(r, c, 5))], q.scale(r, c).bits());
 }
 
 TEST(Swizzle128x4, RejectsAByteCountThatDoesNotMatchTheShape) {

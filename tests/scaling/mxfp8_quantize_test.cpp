@@ -10,8 +10,8 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "nvfp4/scaling/mxfp8_quantize.hpp"
@@ -38,10 +38,10 @@ TEST(Mxfp8Quantize, RoundUpE8m0) {
   EXPECT_EQ(e8m0_round_up(0.0f).bits(), 0);
   EXPECT_EQ(e8m0_round_up(std::nanf("")).bits(), 0xFF);
   EXPECT_EQ(e8m0_round_up(INFINITY).bits(), 0xFE);
-  EXPECT_EQ(e8m0_round_up(std::ldexp(1.5f, 127)).bits(), 0xFE);       // saturates at 2^127
-  EXPECT_EQ(e8m0_round_up(std::ldexp(1.0f, -127)).bits(), 0);         // subnormal 2^-127 exactly
-  EXPECT_EQ(e8m0_round_up(std::ldexp(1.0f, -130)).bits(), 0);         // below: 2^-127
-  EXPECT_EQ(e8m0_round_up(std::ldexp(1.5f, -127)).bits(), 1);         // above 2^-127: 2^-126
+  EXPECT_EQ(e8m0_round_up(std::ldexp(1.5f, 127)).bits(), 0xFE);  // saturates at 2^127
+  EXPECT_EQ(e8m0_round_up(std::ldexp(1.0f, -127)).bits(), 0);    // subnormal 2^-127 exactly
+  EXPECT_EQ(e8m0_round_up(std::ldexp(1.0f, -130)).bits(), 0);    // below: 2^-127
+  EXPECT_EQ(e8m0_round_up(std::ldexp(1.5f, -127)).bits(), 1);    // above 2^-127: 2^-126
   EXPECT_EQ(e8m0_round_up(std::ldexp(1.0f, -126)).bits(), 1);
 }
 
@@ -94,9 +94,16 @@ std::vector<float> mxfp8_test_values(index_t rows, index_t cols, unsigned seed) 
   std::lognormal_distribution<float> wide(0.0f, 4.0f);
   std::vector<float> x(static_cast<std::size_t>(rows * cols));
   for (auto& v : x) v = (gen() & 1 ? -1.0f : 1.0f) * wide(gen);
-  const float edges[] = {0.0f, std::numeric_limits<float>::denorm_min(), std::ldexp(1.0f, -127) * 448.0f,
-                         std::nextafter(std::ldexp(1.0f, -127) * 448.0f, 1.0f), std::ldexp(1.0f, -126), std::bit_cast<float>(0x7F7F0000u) /* bf16's largest */, 448.0f, 449.0f,
-                         57344.0f, 1.0f};
+  const float edges[] = {0.0f,
+                         std::numeric_limits<float>::denorm_min(),
+                         std::ldexp(1.0f, -127) * 448.0f,
+                         std::nextafter(std::ldexp(1.0f, -127) * 448.0f, 1.0f),
+                         std::ldexp(1.0f, -126),
+                         std::bit_cast<float>(0x7F7F0000u) /* bf16's largest */,
+                         448.0f,
+                         449.0f,
+                         57344.0f,
+                         1.0f};
   for (std::size_t i = 0; i + 1 < x.size(); i += 97) x[i] = (i % 2 ? -1.0f : 1.0f) * edges[(i / 97) % std::size(edges)];
   for (std::size_t i = 0; i < x.size() / 7; ++i) x[i * 7 % x.size()] = 0.0f;  // sparse zeros; some blocks all zero below
   for (index_t c = 0; c < std::min<index_t>(cols, 40); ++c) x[static_cast<std::size_t>(c)] = 0.0f;

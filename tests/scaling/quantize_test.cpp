@@ -26,13 +26,20 @@ enum class distribution { normal, heavy_tailed, tiny, huge, zero_blocks, ties, w
 
 const char* distribution_name(distribution d) {
   switch (d) {
-    case distribution::normal: return "normal";
-    case distribution::heavy_tailed: return "heavy_tailed";
-    case distribution::tiny: return "tiny";
-    case distribution::huge: return "huge";
-    case distribution::zero_blocks: return "zero_blocks";
-    case distribution::ties: return "ties";
-    case distribution::wide_range: return "wide_range";
+    case distribution::normal:
+      return "normal";
+    case distribution::heavy_tailed:
+      return "heavy_tailed";
+    case distribution::tiny:
+      return "tiny";
+    case distribution::huge:
+      return "huge";
+    case distribution::zero_blocks:
+      return "zero_blocks";
+    case distribution::ties:
+      return "ties";
+    case distribution::wide_range:
+      return "wide_range";
   }
   return "?";
 }
@@ -54,14 +61,20 @@ std::vector<float> make_values(distribution d, index_t rows, index_t cols, unsig
       }
       float x = 0.0f;
       switch (d) {
-        case distribution::normal: x = normal(rng); break;
+        case distribution::normal:
+          x = normal(rng);
+          break;
         case distribution::heavy_tailed:
           // Student-t like tails, plus rare outliers four orders of magnitude up.
           x = normal(rng) / std::max(1e-3f, std::sqrt(uniform(rng)));
           if (rng() % 200 == 0) x *= 1e4f;
           break;
-        case distribution::tiny: x = normal(rng) * (rng() % 2 ? 1e-39f : 1e-37f); break;  // subnormal and near it
-        case distribution::huge: x = normal(rng) * 1e30f; break;
+        case distribution::tiny:
+          x = normal(rng) * (rng() % 2 ? 1e-39f : 1e-37f);
+          break;  // subnormal and near it
+        case distribution::huge:
+          x = normal(rng) * 1e30f;
+          break;
         case distribution::zero_blocks:
           x = zero_block ? (rng() % 2 ? -0.0f : 0.0f) : normal(rng);
           if (rng() % 7 == 0) x = -0.0f;
@@ -94,11 +107,16 @@ enum class layout { row_major, padded_row_major, column_major, transposed_padded
 
 const char* layout_name(layout l) {
   switch (l) {
-    case layout::row_major: return "row_major";
-    case layout::padded_row_major: return "padded_row_major";
-    case layout::column_major: return "column_major";
-    case layout::transposed_padded: return "transposed_padded";
-    case layout::strided: return "strided";
+    case layout::row_major:
+      return "row_major";
+    case layout::padded_row_major:
+      return "padded_row_major";
+    case layout::column_major:
+      return "column_major";
+    case layout::transposed_padded:
+      return "transposed_padded";
+    case layout::strided:
+      return "strided";
   }
   return "?";
 }
@@ -115,7 +133,8 @@ T convert(float x) {
   if constexpr (std::is_same_v<T, bf16>) {
     const bf16 b = bf16::from_float(x);
     // Finite values beyond bf16's range would round to Inf: keep them finite (bf16 max).
-    if (std::isfinite(x) && !std::isfinite(b.to_float())) return bf16::from_bits(static_cast<std::uint16_t>((b.bits() & 0x8000u) | 0x7F7Fu));
+    if (std::isfinite(x) && !std::isfinite(b.to_float()))
+      return bf16::from_bits(static_cast<std::uint16_t>((b.bits() & 0x8000u) | 0x7F7Fu));
     return b;
   } else {
     return x;
@@ -128,20 +147,33 @@ stored_matrix<T> store(const std::vector<float>& values, index_t rows, index_t c
   index_t col_stride = 1;
   index_t size = rows * cols;
   switch (l) {
-    case layout::row_major: break;
-    case layout::padded_row_major: row_stride = cols + 5; size = rows * row_stride; break;
-    case layout::column_major: row_stride = 1; col_stride = rows; break;
+    case layout::row_major:
+      break;
+    case layout::padded_row_major:
+      row_stride = cols + 5;
+      size = rows * row_stride;
+      break;
+    case layout::column_major:
+      row_stride = 1;
+      col_stride = rows;
+      break;
     case layout::transposed_padded:  // the transpose of a row-major cols x (rows + 3) buffer
-      row_stride = 1; col_stride = rows + 3; size = cols * col_stride; break;
-    case layout::strided: row_stride = 2 * cols; col_stride = 2; size = 2 * rows * cols; break;
+      row_stride = 1;
+      col_stride = rows + 3;
+      size = cols * col_stride;
+      break;
+    case layout::strided:
+      row_stride = 2 * cols;
+      col_stride = 2;
+      size = 2 * rows * cols;
+      break;
   }
   stored_matrix<T> m;
   // Unused padding holds NaN: a kernel that reads outside the view shows up as a mismatch.
   m.storage.assign(static_cast<std::size_t>(size), convert<T>(std::numeric_limits<float>::quiet_NaN()));
   for (index_t r = 0; r < rows; ++r)
     for (index_t c = 0; c < cols; ++c)
-      m.storage[static_cast<std::size_t>(r * row_stride + c * col_stride)] =
-          convert<T>(values[static_cast<std::size_t>(r * cols + c)]);
+      m.storage[static_cast<std::size_t>(r * row_stride + c * col_stride)] = convert<T>(values[static_cast<std::size_t>(r * cols + c)]);
   m.view = matrix_view<const T>(m.storage.data(), rows, cols, row_stride, col_stride);
   return m;
 }
@@ -204,13 +236,12 @@ struct config {
 template <class Config>
 class FastQuantize : public ::testing::Test {};
 
-using configs = ::testing::Types<
-    config<nvfp4_1x16, mx_scale_rule::ocp_floor, float>, config<nvfp4_1x16, mx_scale_rule::ocp_floor, bf16>,
-    config<nvfp4_16x16, mx_scale_rule::ocp_floor, float>, config<nvfp4_16x16, mx_scale_rule::ocp_floor, bf16>,
-    config<mxfp4, mx_scale_rule::ocp_floor, float>, config<mxfp4, mx_scale_rule::te_ceil, bf16>,
-    config<mxfp4, mx_scale_rule::te_ceil, float>, config<mxfp4, mx_scale_rule::ocp_floor, bf16>,
-    config<mxfp8, mx_scale_rule::ocp_floor, float>, config<mxfp8, mx_scale_rule::te_ceil, bf16>,
-    config<mxfp8, mx_scale_rule::te_ceil, float>, config<mxfp8, mx_scale_rule::ocp_floor, bf16>>;
+using configs = ::testing::Types<config<nvfp4_1x16, mx_scale_rule::ocp_floor, float>, config<nvfp4_1x16, mx_scale_rule::ocp_floor, bf16>,
+                                 config<nvfp4_16x16, mx_scale_rule::ocp_floor, float>, config<nvfp4_16x16, mx_scale_rule::ocp_floor, bf16>,
+                                 config<mxfp4, mx_scale_rule::ocp_floor, float>, config<mxfp4, mx_scale_rule::te_ceil, bf16>,
+                                 config<mxfp4, mx_scale_rule::te_ceil, float>, config<mxfp4, mx_scale_rule::ocp_floor, bf16>,
+                                 config<mxfp8, mx_scale_rule::ocp_floor, float>, config<mxfp8, mx_scale_rule::te_ceil, bf16>,
+                                 config<mxfp8, mx_scale_rule::te_ceil, float>, config<mxfp8, mx_scale_rule::ocp_floor, bf16>>;
 TYPED_TEST_SUITE(FastQuantize, configs);
 
 struct shape {
@@ -242,8 +273,7 @@ void check_case(const std::vector<float>& values, shape s, layout l) {
     quantize_into(x, reused, options);
     expect_identical(reused, ref);
     options.axis = quantized_axis::columnwise;  // recorded, not applied: the data is the view's
-    expect_identical(quantize_with_amax<format>(x, ref_amax, options),
-                     reference::quantize_with_amax<format>(x, ref_amax, options));
+    expect_identical(quantize_with_amax<format>(x, ref_amax, options), reference::quantize_with_amax<format>(x, ref_amax, options));
     options.axis = quantized_axis::rowwise;
     expect_same_dequantization(ref);
   }
@@ -257,11 +287,9 @@ TYPED_TEST(FastQuantize, MatchesReferenceBitForBit) {
   // (detail/column_bands.hpp), a band of one block beside one of two, and the rows and
   // the partial block it leaves to the row kernel; 128 x 4096 there: four groups of bands.
   const shape shapes[] = {{0, 0}, {0, 7}, {5, 0}, {1, 1}, {1, 15}, {17, 33}, {33, 47}, {128, 4096}, {300, 300}, {3, 16400}, {1100, 56}};
-  const distribution distributions[] = {distribution::normal,      distribution::heavy_tailed, distribution::tiny,
-                                        distribution::huge,        distribution::zero_blocks,  distribution::ties,
-                                        distribution::wide_range};
-  const layout layouts[] = {layout::row_major, layout::padded_row_major, layout::column_major,
-                            layout::transposed_padded, layout::strided};
+  const distribution distributions[] = {distribution::normal,      distribution::heavy_tailed, distribution::tiny,      distribution::huge,
+                                        distribution::zero_blocks, distribution::ties,         distribution::wide_range};
+  const layout layouts[] = {layout::row_major, layout::padded_row_major, layout::column_major, layout::transposed_padded, layout::strided};
   unsigned seed = 1;
   for (const shape s : shapes) {
     const bool large = s.rows * s.cols > 100000;
@@ -271,8 +299,7 @@ TYPED_TEST(FastQuantize, MatchesReferenceBitForBit) {
       const auto values = make_values(d, s.rows, s.cols, seed++);
       for (const layout l : layouts) {
         if (large && l == layout::strided) continue;
-        SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + distribution_name(d) + " " +
-                     layout_name(l));
+        SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + distribution_name(d) + " " + layout_name(l));
         check_case<TypeParam>(values, s, l);
         if (::testing::Test::HasFailure()) return;  // one failing case says enough
       }
@@ -431,10 +458,10 @@ TEST(FastQuantize, HandWorkedNvfp4BlockAtVectorWidth) {
   const auto q = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x.data(), 1, 32));
   EXPECT_EQ(q.scale(0, 0).bits(), 0x7E);
   EXPECT_EQ(q.scale(0, 1).bits(), 0x40);
-  EXPECT_EQ(q.data()[0].bits(), 0x57);  // 6 (7) low, 3 (5) high
-  EXPECT_EQ(q.data()[1].bits(), 0x01);  // 0.5 (1) low, 0 high
-  EXPECT_EQ(q.data()[8].bits(), 0x47);  // 6 (7) low, 2 (4) high
-  EXPECT_EQ(q.data()[9].bits(), 0xA4);  // 2 (4) low, -1 (0xA) high
+  EXPECT_EQ(q.data()[0].bits(), 0x57);   // 6 (7) low, 3 (5) high
+  EXPECT_EQ(q.data()[1].bits(), 0x01);   // 0.5 (1) low, 0 high
+  EXPECT_EQ(q.data()[8].bits(), 0x47);   // 6 (7) low, 2 (4) high
+  EXPECT_EQ(q.data()[9].bits(), 0xA4);   // 2 (4) low, -1 (0xA) high
   EXPECT_EQ(q.data()[10].bits(), 0x60);  // 0 low, 4 (6) high
 }
 
@@ -457,7 +484,8 @@ TEST(QuantizeWithAmax, RejectsNonFiniteInputAndAnAmaxThatIsNotAFiniteNonNegative
     EXPECT_EQ(code_of([&] { (void)quantize_with_amax<nvfp4_1x16>(view, bad); }), errc::invalid_argument) << bad;
     EXPECT_EQ(code_of([&] { (void)quantize_with_amax<mxfp4>(view, bad); }), errc::invalid_argument) << bad;
     EXPECT_EQ(code_of([&] { (void)quantize_with_amax<nvfp4_1x16>(view, bad, {.rounding = rounding_mode::stochastic}); }),
-              errc::invalid_argument) << bad;
+              errc::invalid_argument)
+        << bad;
   }
   for (const float bad : {NAN, INFINITY}) {
     x[32 + 19] = bad;

@@ -25,7 +25,7 @@ TEST(QuantizerFlavor, NamesParseBothWays) {
 
 TEST(QuantizerFlavor, TorchFloat8CastIsNotSaturating) {
   EXPECT_EQ(rules::torch_float8_e4m3fn_byte(448.0f), 0x7E);
-  EXPECT_EQ(rules::torch_float8_e4m3fn_byte(464.0f), 0x7E);  // the midpoint rounds to even (448)
+  EXPECT_EQ(rules::torch_float8_e4m3fn_byte(464.0f), 0x7E);                          // the midpoint rounds to even (448)
   EXPECT_EQ(rules::torch_float8_e4m3fn_byte(std::nextafter(464.0f, 500.0f)), 0x7F);  // NaN, not 448
   EXPECT_EQ(rules::torch_float8_e4m3fn_byte(1000.0f), 0x7F);
   EXPECT_EQ(rules::torch_float8_e4m3fn_byte(-1000.0f), 0xFF);
@@ -80,7 +80,7 @@ TEST(QuantizerFlavor, CompressedTensorsRules) {
   // * 2688 = 67.2656 -> bf16 67.5 (not 2688/40 = 67.2 -> 67.0).
   EXPECT_EQ(rules::compressed_tensors_global_scale(40.0f, true), 67.5f);
   EXPECT_EQ(rules::compressed_tensors_global_scale(40.0f, false), (1.0f / 40.0f) * 2688.0f);
-  EXPECT_EQ(rules::compressed_tensors_global_scale(0.0f, true), 1.0f);   // 2688 / tiny overflows -> 1
+  EXPECT_EQ(rules::compressed_tensors_global_scale(0.0f, true), 1.0f);  // 2688 / tiny overflows -> 1
   EXPECT_EQ(rules::compressed_tensors_global_scale(1e-37f, false), 1.0f);
   // Zero block: float8_e4m3fn's "eps" 0.125 (0x20).
   EXPECT_EQ(rules::compressed_tensors_block_scale(0.0f, 67.5f, true), 0x20);
@@ -184,8 +184,8 @@ TEST(QuantizerFlavor, ResultsDoNotDependOnThreadCount) {
     const auto two = quantize_nvfp4_flavor(view, f);
     EXPECT_TRUE(std::equal(one.data().begin(), one.data().end(), two.data().begin(), [](auto p, auto q) { return p.bits() == q.bits(); }))
         << quantizer_flavor_name(f);
-    EXPECT_TRUE(std::equal(one.scales().begin(), one.scales().end(), two.scales().begin(),
-                           [](auto p, auto q) { return p.bits() == q.bits(); }));
+    EXPECT_TRUE(
+        std::equal(one.scales().begin(), one.scales().end(), two.scales().begin(), [](auto p, auto q) { return p.bits() == q.bits(); }));
   }
   omp_set_num_threads(1);
   const auto m1 = quantize_mxfp4_flavor(view, quantizer_flavor::ggml);

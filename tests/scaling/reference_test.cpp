@@ -14,9 +14,7 @@
 namespace nvfp4 {
 namespace {
 
-std::vector<float> random_values(index_t n, unsigned seed, float sigma = 1.0f) {
-  return test::random_values(n, seed, {.sigma = sigma});
-}
+std::vector<float> random_values(index_t n, unsigned seed, float sigma = 1.0f) { return test::random_values(n, seed, {.sigma = sigma}); }
 
 matrix_view<const float> view_of(const std::vector<float>& v, index_t rows, index_t cols) {
   return matrix_view<const float>::row_major(v.data(), rows, cols);
@@ -104,9 +102,9 @@ TEST(MxReference, HandWorkedBlock) {
   EXPECT_EQ(ocp.element(0, 2).to_float(), -1.0f);  // tie 0.5|1 -> even
   const auto te = reference::quantize<mxfp4>(view_of(x, 1, 32), {.mx_rule = mx_scale_rule::te_ceil});
   EXPECT_EQ(te.scale(0, 0).to_float(), 2.0f);
-  EXPECT_EQ(te.element(0, 0).to_float(), 4.0f);    // 3.5 -> tie -> 4
-  EXPECT_EQ(te.element(0, 1).to_float(), 2.0f);    // 2.5 -> 2
-  EXPECT_EQ(te.element(0, 2).to_float(), -0.5f);   // -0.375 -> -0.5
+  EXPECT_EQ(te.element(0, 0).to_float(), 4.0f);   // 3.5 -> tie -> 4
+  EXPECT_EQ(te.element(0, 1).to_float(), 2.0f);   // 2.5 -> 2
+  EXPECT_EQ(te.element(0, 2).to_float(), -0.5f);  // -0.375 -> -0.5
   EXPECT_EQ(te.encode_scale(), 1.0f);
 }
 
@@ -182,8 +180,8 @@ TEST(Nvfp4Reference, TileScalingGivesTheTransposeForTheColumnwiseCopy) {
 }
 
 TEST(QuantizeErrors, NonFiniteInputIsReportedWithItsPosition) {
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                    -std::numeric_limits<float>::infinity()}) {
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
     auto x = random_values(8 * 32, 10);
     x[3 * 32 + 5] = bad;
     x[6 * 32 + 1] = bad;  // a later one is not the one reported
@@ -243,7 +241,9 @@ TEST(QuantizeErrors, StochasticRoundingNeedsFp4Elements) {
 // A bf16/fp32 mix-up cannot compile: the quantizers take views of float or nvfp4::bf16 only, and
 // a raw uint16_t buffer of bf16 bits is not a bf16 view.
 template <class T>
-concept quantizable = requires(matrix_view<const T> v) { nvfp4::quantize<nvfp4_1x16>(v); };
+concept quantizable = requires(matrix_view<const T> v) {
+  nvfp4::quantize<nvfp4_1x16>(v);
+};
 static_assert(quantizable<float> && quantizable<bf16>);
 static_assert(!quantizable<std::uint16_t> && !quantizable<double> && !quantizable<std::uint8_t>);
 

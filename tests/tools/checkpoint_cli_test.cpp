@@ -2,13 +2,13 @@
 // the built binary on files made here, its outputs checked against the library (bit for bit),
 // and for every refusal its exit status, its message, and that nothing was written.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
-#include <filesystem>
-#include <fstream>
 #include <bit>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -47,7 +47,6 @@ class CheckpointCli : public nvfp4::test::temp_dir_test {
     io::write_npy(p(name), io::make_float32_array(x, {rows, cols}));
     return x;
   }
-
 };
 
 TEST_F(CheckpointCli, PackWritesModelOptWithInputScaleAndConfig) {
@@ -61,8 +60,8 @@ TEST_F(CheckpointCli, PackWritesModelOptWithInputScaleAndConfig) {
   const auto* w = c.find_weight("l0.q_proj");
   ASSERT_NE(w, nullptr);
   // Bit for bit what the library's ModelOpt flavor makes.
-  const auto expected = io::make_quantized_weight("l0.q_proj", quantize_nvfp4_flavor(matrix_view<const float>::row_major(q.data(), 32, 64),
-                                                                                     quantizer_flavor::modelopt));
+  const auto expected = io::make_quantized_weight(
+      "l0.q_proj", quantize_nvfp4_flavor(matrix_view<const float>::row_major(q.data(), 32, 64), quantizer_flavor::modelopt));
   EXPECT_EQ(w->data, expected.data);
   EXPECT_EQ(w->scales, expected.scales);
   EXPECT_EQ(w->weight_scale.decode, expected.weight_scale.decode);
@@ -79,7 +78,7 @@ TEST_F(CheckpointCli, PackOneFileWithInputScalesAndHfQuantConfigBeside) {
   // weight_scale_2 = amax * fp32(1/2688), as its GPU division computes amax / 2688).
   auto a = save_weight("a.npy", 16, 64, 7);
   for (int c = 0; c < 16; ++c) a[static_cast<std::size_t>(c)] = 0.0f;  // row 0's first block is all zero
-  a[100] = -8.25f;                                                      // the tensor amax
+  a[100] = -8.25f;                                                     // the tensor amax
   io::write_npy(p("a.npy"), io::make_float32_array(a, {16, 64}));
   save_weight("b.npy", 32, 32, 8);
   std::string out;
@@ -122,8 +121,8 @@ TEST_F(CheckpointCli, PackOneFileWithInputScalesAndHfQuantConfigBeside) {
   // Read back: both weights, bit for bit what the library's ModelOpt flavor makes.
   const auto c = io::read_checkpoint(p("out.safetensors"));
   ASSERT_EQ(c.weights.size(), 2u);
-  const auto expected = io::make_quantized_weight("x.a_proj", quantize_nvfp4_flavor(matrix_view<const float>::row_major(a.data(), 16, 64),
-                                                                                     quantizer_flavor::modelopt));
+  const auto expected = io::make_quantized_weight(
+      "x.a_proj", quantize_nvfp4_flavor(matrix_view<const float>::row_major(a.data(), 16, 64), quantizer_flavor::modelopt));
   EXPECT_EQ(c.find_weight("x.a_proj")->data, expected.data);
   EXPECT_EQ(c.find_weight("x.a_proj")->scales, expected.scales);
 }
@@ -189,7 +188,8 @@ TEST_F(CheckpointCli, PackQuantizesAnUnquantizedCheckpoint) {
   model.add({"model.norm.weight", io::safetensors_dtype::bf16, {64}, std::vector<std::uint8_t>(128, 0x3f)});
   io::write_safetensors(p("bf16.safetensors"), model);
   std::string out;
-  ASSERT_EQ(run("pack out.safetensors bf16.safetensors --ignore 'lm_*' --flavor compressed_tensors --to compressed-tensors", &out), 0) << out;
+  ASSERT_EQ(run("pack out.safetensors bf16.safetensors --ignore 'lm_*' --flavor compressed_tensors --to compressed-tensors", &out), 0)
+      << out;
   const auto c = io::read_checkpoint(p("out.safetensors"));
   ASSERT_EQ(c.weights.size(), 1u);
   EXPECT_EQ(c.weights[0].name, "model.layers.0.mlp.up_proj");

@@ -62,7 +62,8 @@ std::string quantized_file(const std::string& rows, const std::string& cols, std
   header["__metadata__"] = {{"nvfp4.W", meta}};
   const std::size_t w = weight.size(), s = scales.size();
   header["W.weight"] = {{"dtype", "U8"}, {"shape", nlohmann::json::parse(shape_json(weight_shape))}, {"data_offsets", {0, w}}};
-  header["W.weight_scale"] = {{"dtype", "F8_E4M3"}, {"shape", nlohmann::json::parse(shape_json(scale_shape))}, {"data_offsets", {w, w + s}}};
+  header["W.weight_scale"] = {
+      {"dtype", "F8_E4M3"}, {"shape", nlohmann::json::parse(shape_json(scale_shape))}, {"data_offsets", {w, w + s}}};
   header["W.weight_scale_2"] = {{"dtype", "F32"}, {"shape", nlohmann::json::array()}, {"data_offsets", {w + s, w + s + 4}}};
   return safetensors_image(header.dump(), weight + scales + float_bytes({scale_2}));
 }
@@ -112,7 +113,8 @@ TEST_F(CliBadFiles, HugeEmptyShapesAreRefusedOrEmptyAtOnce) {
 
   // Metadata rows = 2^40, cols = 0 with RHT, and with the 128x4 scale layout.
   const std::string rows = two_to_40;
-  write_raw("rht.safetensors", quantized_file(rows, "0", {std::int64_t{1} << 40, 0}, {std::int64_t{1} << 40, 0}, "", "", "compact", "te16_rows"));
+  write_raw("rht.safetensors",
+            quantized_file(rows, "0", {std::int64_t{1} << 40, 0}, {std::int64_t{1} << 40, 0}, "", "", "compact", "te16_rows"));
   write_raw("swizzled.safetensors", quantized_file(rows, "0", {std::int64_t{1} << 40, 0}, {std::int64_t{1} << 40, 0}, "", "", "128x4"));
   for (const std::string f : {"rht.safetensors", "swizzled.safetensors"}) {
     expect_run("inspect " + f, "inspect " + q(f), 0, "1099511627776 x 0");
@@ -143,11 +145,10 @@ TEST_F(CliBadFiles, MetadataNumbersThatAreNotExactIntegersInRange) {
   write_raw("m.safetensors", quantized_file("0", "9223372036854775807", {0, 0}, {0, 0}, "", ""));
   expect_run("cols = INT64_MAX", "inspect " + q("m.safetensors"), 18, "metadata 'cols' is 9223372036854775807");
   // A ModelOpt-layout weight [0, 2^62] (shape[1] * 2 would overflow): refused when read.
-  write_raw("m.safetensors",
-            safetensors_image(R"({"W.weight":{"dtype":"U8","shape":[0,4611686018427387904],"data_offsets":[0,0]},)"
-                              R"("W.weight_scale":{"dtype":"F8_E4M3","shape":[0,0],"data_offsets":[0,0]},)"
-                              R"("W.weight_scale_2":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})",
-                              float_bytes({1.0f})));
+  write_raw("m.safetensors", safetensors_image(R"({"W.weight":{"dtype":"U8","shape":[0,4611686018427387904],"data_offsets":[0,0]},)"
+                                               R"("W.weight_scale":{"dtype":"F8_E4M3","shape":[0,0],"data_offsets":[0,0]},)"
+                                               R"("W.weight_scale_2":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})",
+                                               float_bytes({1.0f})));
   expect_run("weight [0, 2^62]", "dequantize " + q("m.safetensors") + " " + q("out.npy"), 18, "shape entry 4611686018427387904");
 }
 
@@ -188,16 +189,18 @@ TEST_F(CliBadFiles, NonFiniteAndOverflowingData) {
   std::vector<float> values(32, 1.0f);
   values[19] = NAN;
   write_raw("nan.npy", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 16), }", float_bytes(values)));
-  write_raw("ones.npy", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 16), }", float_bytes(std::vector<float>(32, 1.0f))));
+  write_raw("ones.npy",
+            npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 16), }", float_bytes(std::vector<float>(32, 1.0f))));
   expect_run("stats with NaN", "stats " + q("nan.npy") + " " + q("ones.npy"), 13, "nan.npy holds NaN at [1, 3]");
   // 16 x 3e38: finite, but its Hadamard transform is not.
-  write_raw("big.npy", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 16), }", float_bytes(std::vector<float>(16, 3e38f))));
+  write_raw("big.npy",
+            npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 16), }", float_bytes(std::vector<float>(16, 3e38f))));
   expect_run("RHT of 16 x 3e38", "quantize --rht " + q("big.npy") + " " + q("out.safetensors"), 20,
              "big.npy: hadamard input: the Hadamard transform of finite values overflows bf16 at row 0, columns 0..15");
   // amax 2e19 for both operands: alpha = 4e38 / (6*6*448*448) overflows in TE's order.
-  write_raw("a.npy", npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 64), }", float_bytes(std::vector<float>(128, 2e19f))));
-  expect_run("GEMM alpha overflow", "gemm " + q("a.npy") + " " + q("a.npy") + " " + q("d.npy"), 20,
-             "amax_A (2e+19) * amax_B (2e+19)");
+  write_raw("a.npy",
+            npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 64), }", float_bytes(std::vector<float>(128, 2e19f))));
+  expect_run("GEMM alpha overflow", "gemm " + q("a.npy") + " " + q("a.npy") + " " + q("d.npy"), 20, "amax_A (2e+19) * amax_B (2e+19)");
 }
 
 TEST_F(CliBadFiles, TheWrongKindOfFileIsNamed) {

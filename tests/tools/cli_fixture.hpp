@@ -42,7 +42,6 @@ inline std::string slurp(const fs::path& p) {
 
 class Cli : public nvfp4::test::temp_dir_test {
  protected:
-
   fs::path path(const std::string& name) const { return dir_ / name; }
 
   /// Runs `ENV nvfp4 ARGS` through the shell (ARGS already shell-quoted where needed; ENV such as
@@ -117,7 +116,6 @@ class Cli : public nvfp4::test::temp_dir_test {
     std::sort(names.begin(), names.end());
     EXPECT_EQ(files(), names);
   }
-
 };
 
 }  // namespace nvfp4::test

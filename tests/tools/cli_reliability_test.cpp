@@ -9,13 +9,13 @@
 // (exit 1, a loop of links said "no such file"), a FIFO beside a checkpoint blocked --force, a
 // 0-d array came back [1, 1], and inspect / dequantize held whole files and float copies.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <nlohmann/json.hpp>
 
 #include <cfloat>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -59,15 +59,17 @@ class CliReliability : public Cli {
   }
 };
 
-std::string nested(int depth) { return std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']'); }
+std::string nested(int depth) {
+  return std::string(static_cast<std::size_t>(depth), '[') + std::string(static_cast<std::size_t>(depth), ']');
+}
 
 TEST_F(CliReliability, DeepJsonNestingIsRefusedByEveryReaderWithAShortMessage) {
   write_header("shape.safetensors", R"({"w":{"dtype":"F32","shape":)" + nested(100'000) + R"(,"data_offsets":[0,0]}})");
   write_header("offsets.safetensors", R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[)" + nested(50'000) + R"(,0]}})");
   for (const std::string file : {"shape.safetensors", "offsets.safetensors"}) {
-    for (const std::string& command : {"inspect " + q(file), "dequantize " + q(file) + " " + q("out.npy"), "stats " + q(file) + " " + q(file),
-                                       "convert " + q(file) + " " + q("out_dir") + " --to modelopt", "diff " + q(file) + " " + q(file),
-                                       "gemm " + q(file) + " " + q(file)}) {
+    for (const std::string& command : {"inspect " + q(file), "dequantize " + q(file) + " " + q("out.npy"),
+                                       "stats " + q(file) + " " + q(file), "convert " + q(file) + " " + q("out_dir") + " --to modelopt",
+                                       "diff " + q(file) + " " + q(file), "gemm " + q(file) + " " + q(file)}) {
       const auto r = run(command);
       EXPECT_EQ(r.status, 18) << command << "\n" << r.err.substr(0, 500);
       EXPECT_LT(r.err.size(), 1000u) << command;
@@ -109,9 +111,9 @@ TEST_F(CliReliability, ManyTensorsAreHandledInSeconds) {
   const auto one = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(row.data(), 1, 16));
   for (int i = 0; i < 5'000; ++i) io::add_quantized_tensor(weights, "model.layers." + std::to_string(i) + ".w", one);
   io::write_safetensors(path("weights.safetensors"), weights);
-  for (const std::string& command : {"inspect " + q("weights.safetensors"), "dequantize " + q("weights.safetensors") + " " + q("all") + " --all",
-                                     "convert " + q("weights.safetensors") + " " + q("sharded") + " --to modelopt --max-shard-size 4000",
-                                     "inspect " + q("sharded")}) {
+  for (const std::string& command :
+       {"inspect " + q("weights.safetensors"), "dequantize " + q("weights.safetensors") + " " + q("all") + " --all",
+        "convert " + q("weights.safetensors") + " " + q("sharded") + " --to modelopt --max-shard-size 4000", "inspect " + q("sharded")}) {
     const auto r = run(command);
     EXPECT_EQ(r.status, 0) << command << "\n" << r.err.substr(0, 500);
     EXPECT_LT(r.seconds, 10.0) << command;
@@ -129,14 +131,17 @@ TEST_F(CliReliability, ConvertIntoAnExistingDirectoryStoppedByTheFileSizeLimitLe
   // does not: the old code left the new shards beside the old ones.
   write_floats("v.npy", 64, 256, -2.0f);
   write_floats("big.npy", 64, 512, 3.0f);
-  ASSERT_EQ(run("pack " + q("src2") + " layer0=" + q("v.npy") + " layer1=" + q("v.npy") + " layer2=" + q("v.npy") + " zbig=" + q("big.npy")).status, 0);
+  ASSERT_EQ(run("pack " + q("src2") + " layer0=" + q("v.npy") + " layer1=" + q("v.npy") + " layer2=" + q("v.npy") + " zbig=" + q("big.npy"))
+                .status,
+            0);
   const auto r = run("convert " + q("src2") + " " + q("ckpt") + " --to modelopt --force --max-shard-size 9000", "ulimit -f 24;");
   EXPECT_EQ(r.status, 17) << r.err;
   EXPECT_EQ(snapshot("ckpt"), before);
   EXPECT_TRUE(temporaries().empty());
   EXPECT_EQ(run("inspect " + q("ckpt")).status, 0);
   // pack straight into it, stopped the same way.
-  const auto p = run("pack " + q("ckpt") + " --force layer0=" + q("v.npy") + " zbig=" + q("big.npy") + " --max-shard-size 9000", "ulimit -f 24;");
+  const auto p =
+      run("pack " + q("ckpt") + " --force layer0=" + q("v.npy") + " zbig=" + q("big.npy") + " --max-shard-size 9000", "ulimit -f 24;");
   EXPECT_EQ(p.status, 17) << p.err;
   EXPECT_EQ(snapshot("ckpt"), before);
   EXPECT_TRUE(temporaries().empty());
@@ -337,7 +342,8 @@ TEST_F(CliReliability, LyingConfigurationsAreRefusedAndNothingIsWritten) {
   EXPECT_EQ(r.status, 18) << r.err;
   EXPECT_NE(r.err.find("says quant_algo MXFP8, but weight 'w' is nvfp4"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(path("out")));
-  write_raw_gguf(path("group7.gguf"), 2, scales, 0.01f, R"({"hf_quant_config": {"quantization": {"quant_algo": "NVFP4", "group_size": 7}}})");
+  write_raw_gguf(path("group7.gguf"), 2, scales, 0.01f,
+                 R"({"hf_quant_config": {"quantization": {"quant_algo": "NVFP4", "group_size": 7}}})");
   r = run("convert " + q("group7.gguf") + " " + q("out") + " --to modelopt");
   EXPECT_EQ(r.status, 19) << r.err;
   EXPECT_NE(r.err.find("NVFP4 group_size 7 (16 is the format)"), std::string::npos) << r.err;
@@ -374,11 +380,12 @@ TEST_F(CliReliability, PathsThatCannotBeOpenedGetTheSystemsReason) {
     std::string args;
     std::string reason;
   };
-  for (const auto& c : {failing{"inspect " + too_long, "File name too long"}, failing{"pack " + q("p1") + " " + too_long, "File name too long"},
-                        failing{"inspect " + q("loop"), "Too many levels of symbolic links"},
-                        failing{"pack " + q("p2") + " " + q("loop"), "Too many levels of symbolic links"},
-                        failing{"convert " + q("loop") + " " + q("p3") + " --to gguf", "Too many levels of symbolic links"},
-                        failing{"dequantize " + q("loop") + " " + q("p4.npy"), "Too many levels of symbolic links"}}) {
+  for (const auto& c :
+       {failing{"inspect " + too_long, "File name too long"}, failing{"pack " + q("p1") + " " + too_long, "File name too long"},
+        failing{"inspect " + q("loop"), "Too many levels of symbolic links"},
+        failing{"pack " + q("p2") + " " + q("loop"), "Too many levels of symbolic links"},
+        failing{"convert " + q("loop") + " " + q("p3") + " --to gguf", "Too many levels of symbolic links"},
+        failing{"dequantize " + q("loop") + " " + q("p4.npy"), "Too many levels of symbolic links"}}) {
     r = run(c.args);
     EXPECT_EQ(r.status, 17) << c.args.substr(0, 60) << "\n" << r.err.substr(0, 300);
     EXPECT_NE(r.err.find(c.reason), std::string::npos) << c.args.substr(0, 60) << "\n" << r.err.substr(0, 300);

@@ -63,12 +63,13 @@ TEST_F(Cli, HelpForEveryCommand) {
 TEST_F(Cli, UsageErrorsExitWithTwo) {
   io::write_npy(path("x.npy"), io::make_float32_array(outlier_matrix(kRows, kCols, 1), {kRows, kCols}));
   const std::string x = q("x.npy"), out = q("o.safetensors");
-  for (const std::string& args : std::vector<std::string>{std::string(""), std::string("frobnicate"), "quantize " + x, "quantize " + x + " " + out + " extra",
-                                 "quantize " + x + " " + out + " --bogus", "quantize " + x + " " + out + " --format nvfp5",
-                                 "quantize " + x + " " + out + " --mode 3d", "quantize " + x + " " + out + " --sr --seed abc",
-                                 "quantize " + x + " " + out + " --seed 3", "quantize " + x + " " + out + " --format mxfp8 --sr",
-                                 "quantize " + x + " " + out + " --format mxfp4 --mode 2d", "quantize " + x + " " + out + " --name",
-                                 std::string("help nothing"), std::string("stats a.npy"), std::string("inspect")}) {
+  for (const std::string& args :
+       std::vector<std::string>{std::string(""), std::string("frobnicate"), "quantize " + x, "quantize " + x + " " + out + " extra",
+                                "quantize " + x + " " + out + " --bogus", "quantize " + x + " " + out + " --format nvfp5",
+                                "quantize " + x + " " + out + " --mode 3d", "quantize " + x + " " + out + " --sr --seed abc",
+                                "quantize " + x + " " + out + " --seed 3", "quantize " + x + " " + out + " --format mxfp8 --sr",
+                                "quantize " + x + " " + out + " --format mxfp4 --mode 2d", "quantize " + x + " " + out + " --name",
+                                std::string("help nothing"), std::string("stats a.npy"), std::string("inspect")}) {
     const auto r = run(args);
     EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
     EXPECT_FALSE(r.err.empty()) << args;
@@ -84,7 +85,8 @@ struct mode_case {
 };
 
 template <class Format>
-std::vector<float> library_roundtrip(const std::vector<float>& x, const quantize_options& options, bool rht, io::safetensors_file* stored_bytes) {
+std::vector<float> library_roundtrip(const std::vector<float>& x, const quantize_options& options, bool rht,
+                                     io::safetensors_file* stored_bytes) {
   const auto view = matrix_view<const float>::row_major(x.data(), kRows, kCols);
   if (!rht) {
     const auto q = quantize<Format>(view, options);
@@ -98,8 +100,8 @@ std::vector<float> library_roundtrip(const std::vector<float>& x, const quantize
   if (stored_bytes) io::add_quantized_tensor(*stored_bytes, "W", q);
   std::vector<float> restored = dequantize(q);
   std::vector<bf16> back(x.size());
-  hadamard_rows(matrix_view<const float>::row_major(restored.data(), kRows, kCols), t, matrix_view<bf16>::row_major(back.data(), kRows, kCols),
-                hadamard_direction::inverse);
+  hadamard_rows(matrix_view<const float>::row_major(restored.data(), kRows, kCols), t,
+                matrix_view<bf16>::row_major(back.data(), kRows, kCols), hadamard_direction::inverse);
   for (std::size_t i = 0; i < back.size(); ++i) restored[i] = back[i].to_float();
   return restored;
 }
@@ -134,10 +136,18 @@ TEST_F(Cli, QuantizeDequantizeMatchesTheLibraryBitForBit) {
     io::safetensors_file expected_file;
     std::vector<float> expected;
     switch (c.format) {
-      case 0: expected = library_roundtrip<nvfp4_1x16>(x, c.options, c.rht, &expected_file); break;
-      case 1: expected = library_roundtrip<nvfp4_16x16>(x, c.options, c.rht, &expected_file); break;
-      case 2: expected = library_roundtrip<mxfp4>(x, c.options, c.rht, &expected_file); break;
-      default: expected = library_roundtrip<mxfp8>(x, c.options, c.rht, &expected_file); break;
+      case 0:
+        expected = library_roundtrip<nvfp4_1x16>(x, c.options, c.rht, &expected_file);
+        break;
+      case 1:
+        expected = library_roundtrip<nvfp4_16x16>(x, c.options, c.rht, &expected_file);
+        break;
+      case 2:
+        expected = library_roundtrip<mxfp4>(x, c.options, c.rht, &expected_file);
+        break;
+      default:
+        expected = library_roundtrip<mxfp8>(x, c.options, c.rht, &expected_file);
+        break;
     }
     const auto got = read_floats(path("back.npy"));
     ASSERT_EQ(got.size(), expected.size());
@@ -219,13 +229,15 @@ TEST_F(Cli, Float16BfloatAndNdInputs) {
   const auto x = outlier_matrix(kRows, kCols, 4);
   io::npy_array fortran = io::make_float32_array(x, {kRows, kCols});
   for (index_t r = 0; r < kRows; ++r)
-    for (index_t c = 0; c < kCols; ++c) std::memcpy(fortran.bytes.data() + 4 * (c * kRows + r), &x[static_cast<std::size_t>(r * kCols + c)], 4);
+    for (index_t c = 0; c < kCols; ++c)
+      std::memcpy(fortran.bytes.data() + 4 * (c * kRows + r), &x[static_cast<std::size_t>(r * kCols + c)], 4);
   fortran.fortran_order = true;
   io::write_npy(path("f.npy"), fortran);
   io::write_npy(path("c.npy"), io::make_float32_array(x, {kRows, kCols}));
   ASSERT_EQ(run("quantize " + q("f.npy") + " " + q("f.safetensors") + " --quiet").status, 0);
   ASSERT_EQ(run("quantize " + q("c.npy") + " " + q("c.safetensors") + " --quiet").status, 0);
-  EXPECT_EQ(io::read_safetensors(path("f.safetensors")).at("W.weight").bytes, io::read_safetensors(path("c.safetensors")).at("W.weight").bytes);
+  EXPECT_EQ(io::read_safetensors(path("f.safetensors")).at("W.weight").bytes,
+            io::read_safetensors(path("c.safetensors")).at("W.weight").bytes);
 }
 
 TEST_F(Cli, StatsReportsHandComputedMetrics) {
@@ -398,8 +410,10 @@ std::map<int, std::string> documented_exit_statuses() {
   std::string line;
   bool in_table = false;
   while (std::getline(doc, line)) {
-    if (line.rfind("## Exit status", 0) == 0) in_table = true;
-    else if (line.rfind("## ", 0) == 0) in_table = false;
+    if (line.rfind("## Exit status", 0) == 0)
+      in_table = true;
+    else if (line.rfind("## ", 0) == 0)
+      in_table = false;
     if (!in_table || line.rfind("| ", 0) != 0 || line.size() < 3 || !std::isdigit(static_cast<unsigned char>(line[2]))) continue;
     const int status = std::stoi(line.substr(2));
     const auto open = line.find('`'), close = line.find('`', open + 1);
@@ -460,8 +474,8 @@ TEST_F(Cli, VersionNamesTheLibraryVersionAndTheCompiledIsa) {
   ASSERT_EQ(r.status, 0);
   // The test is built with the CLI's flags, so its compiled_isa is the CLI's.
   const std::string expected = "nvfp4 " + std::to_string(NVFP4_VERSION_MAJOR) + "." + std::to_string(NVFP4_VERSION_MINOR) + "." +
-                               std::to_string(NVFP4_VERSION_PATCH) + "\nisa: " + isa_name(compiled_isa) + "\nopenmp: " +
-                               (NVFP4_HAS_OPENMP ? "on" : "off") + "\n";
+                               std::to_string(NVFP4_VERSION_PATCH) + "\nisa: " + isa_name(compiled_isa) +
+                               "\nopenmp: " + (NVFP4_HAS_OPENMP ? "on" : "off") + "\n";
   EXPECT_EQ(r.out, expected);
 }
 
@@ -564,7 +578,9 @@ TEST_F(Cli, OutputsThroughSymlinksAndNeverOverAReadOnlyFile) {
 TEST_F(Cli, InspectAlignsLongTensorNames) {
   io::safetensors_file file;
   file.add({"short", io::safetensors_dtype::f32, {2}, std::vector<std::uint8_t>(8)});
-  file.add({"model.layers.31.self_attn.o_proj.weight_scale_inverse.long_name", io::safetensors_dtype::u8, {3, 5},
+  file.add({"model.layers.31.self_attn.o_proj.weight_scale_inverse.long_name",
+            io::safetensors_dtype::u8,
+            {3, 5},
             std::vector<std::uint8_t>(15)});
   io::write_safetensors(path("t.safetensors"), file);
   const auto r = run("inspect " + q("t.safetensors"));

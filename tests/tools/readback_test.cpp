@@ -192,9 +192,9 @@ TEST_F(Readback, FilesOfOtherToolsAreNamedNotParsed) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     write_raw(c.name, c.bytes);
-    for (const std::string& args : {"inspect " + q(c.name), "dequantize " + q(c.name) + " " + q("out.npy"),
-                                    "stats " + q("x.npy") + " " + q(c.name), "diff " + q(c.name) + " " + q(c.name),
-                                    "convert " + q(c.name) + " " + q("out.gguf") + " --to gguf"}) {
+    for (const std::string& args :
+         {"inspect " + q(c.name), "dequantize " + q(c.name) + " " + q("out.npy"), "stats " + q("x.npy") + " " + q(c.name),
+          "diff " + q(c.name) + " " + q(c.name), "convert " + q(c.name) + " " + q("out.gguf") + " --to gguf"}) {
       const auto r = run(args);
       EXPECT_EQ(r.status, c.status) << args << "\n" << r.err;
       EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;

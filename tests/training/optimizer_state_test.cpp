@@ -84,8 +84,8 @@ std::vector<float> spread_values(std::size_t n, unsigned seed) {
 
 /// |x̂ − x| ≤ half an ulp of the format relative to |x| for normal codes, and half the subnormal
 /// step times the scale below that (a little slack for the FP32 scale's own rounding).
-void expect_within_bounds(state_format f, const std::vector<float>& x, const std::vector<float>& out, float mantissa_bits,
-                          float min_normal, float scale_of(std::size_t)) {
+void expect_within_bounds(state_format f, const std::vector<float>& x, const std::vector<float>& out, float mantissa_bits, float min_normal,
+                          float scale_of(std::size_t)) {
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float scale = scale_of(i);
     const float relative = std::exp2(-mantissa_bits - 1.0f) * std::fabs(x[i]);
@@ -121,8 +121,7 @@ TEST(OptimizerState, RoundTripErrorBounds) {
   EXPECT_EQ(std::vector<float>(s.scales().begin(), s.scales().end()), block_scales);
   std::vector<float> out(1000);
   s.load(out);
-  expect_within_bounds(state_format::block_fp8_e4m3, x, out, 3, std::exp2(-6.0f),
-                       [](std::size_t i) { return block_scales[i / 256]; });
+  expect_within_bounds(state_format::block_fp8_e4m3, x, out, 3, std::exp2(-6.0f), [](std::size_t i) { return block_scales[i / 256]; });
   // Blocks of different magnitude (block j scaled by 2^-6j): per-block scales keep the small
   // blocks that one tensor scale flushes towards zero.
   std::vector<float> y(x);

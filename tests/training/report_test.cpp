@@ -116,7 +116,8 @@ TEST(ReportTest, NoMinusZeroTick) {
   EXPECT_NE(std::find(labels.begin(), labels.end(), "0"), labels.end());
   // Also for a gap chart (zero line) whose data lie just below zero.
   chart_series g{"nvfp4", {0, 1, 2}, {-1e-3, -2e-3, -0.5e-3}, {}, {}, {}, -1};
-  for (const auto& label : tick_labels(line_chart_svg({g}, {.title = "g", .x_label = "", .y_label = "", .note = "", .zero_line = true}))) EXPECT_NE(label, "-0");
+  for (const auto& label : tick_labels(line_chart_svg({g}, {.title = "g", .x_label = "", .y_label = "", .note = "", .zero_line = true})))
+    EXPECT_NE(label, "-0");
   EXPECT_EQ(nvfp4::training::detail::tick_label(-0.0, 0.2, 4), "0");
   EXPECT_EQ(nvfp4::training::detail::tick_label(-1e-17, 0.2, 4), "0");
   EXPECT_EQ(nvfp4::training::detail::tick_label(-0.2, 0.2, 4), "-0.2");

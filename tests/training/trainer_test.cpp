@@ -134,10 +134,10 @@ nn::engine_factory faulty_fc1(long long first, long long last) {
 TEST(Trainer, NanMonitorNamesStepLayerAndTensorAndSkipsTheStep) {
   // A NaN written into fc1's weight before step 5: seen as fc1's weight at step 5.
   {
-    const auto r = run(nn::fp32_engines(),
-                       {.steps = 8, .eval_every = 0, .max_skipped_steps = 100, .before_step = [](long long step, nn::model& m) {
-                          if (step == 5) m.dense_layers()[1]->weight().value[3] = std::numeric_limits<float>::quiet_NaN();
-                        }});
+    const auto r =
+        run(nn::fp32_engines(), {.steps = 8, .eval_every = 0, .max_skipped_steps = 100, .before_step = [](long long step, nn::model& m) {
+                                   if (step == 5) m.dense_layers()[1]->weight().value[3] = std::numeric_limits<float>::quiet_NaN();
+                                 }});
     ASSERT_FALSE(r.nan_events.empty());
     EXPECT_EQ(r.nan_events[0].step, 5);
     EXPECT_EQ(r.nan_events[0].layer, "fc1");
@@ -192,8 +192,8 @@ TEST(Trainer, DynamicLossScalingBacksOffAndGrows) {
   EXPECT_EQ(r.nan_events.size(), 2u);
   // A fixed scale that fits changes nothing but rounding: the same loss curve up to FP32 noise.
   const auto plain = run(nn::fp32_engines(), {.steps = 10, .eval_every = 0});
-  const auto fixed = run(nn::fp32_engines(),
-                         {.steps = 10, .scaling = {.kind = loss_scaling::mode::fixed, .initial_scale = 1024.0f}, .eval_every = 0});
+  const auto fixed =
+      run(nn::fp32_engines(), {.steps = 10, .scaling = {.kind = loss_scaling::mode::fixed, .initial_scale = 1024.0f}, .eval_every = 0});
   for (std::size_t i = 0; i < plain.steps.size(); ++i) EXPECT_NEAR(plain.steps[i].loss, fixed.steps[i].loss, 1e-4);
 }
 

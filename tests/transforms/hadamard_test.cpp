@@ -136,26 +136,49 @@ std::vector<float> edge_block(int pattern, std::mt19937& gen) {
     block[(position + 5) % 16] = random_bf16_value(gen, top - span);
   };
   switch (pattern) {
-    case 0: break;                                                     // all +0
-    case 1: std::fill(block.begin(), block.end(), -0.0f); break;      // all -0
-    case 2:                                                            // signed zeros and one value
+    case 0:
+      break;  // all +0
+    case 1:
+      std::fill(block.begin(), block.end(), -0.0f);
+      break;  // all -0
+    case 2:   // signed zeros and one value
       for (int i = 0; i < 16; ++i) block[i] = (gen() & 1) ? -0.0f : 0.0f;
       block[position] = random_bf16_value(gen, 3);
       break;
-    case 3: span_block(2, 11); break;  // the float32 kernel's guard: spans 11 to 14 binades
-    case 4: span_block(5, 12); break;
-    case 5: span_block(-7, 13); break;
-    case 6: span_block(0, 14); break;
-    case 7: span_block(20, 40); break;  // the float64 fallback's guard: spans 40 to 43
-    case 8: span_block(20, 41); break;
-    case 9: span_block(20, 42); break;
-    case 10: span_block(20, 43); break;
+    case 3:
+      span_block(2, 11);
+      break;  // the float32 kernel's guard: spans 11 to 14 binades
+    case 4:
+      span_block(5, 12);
+      break;
+    case 5:
+      span_block(-7, 13);
+      break;
+    case 6:
+      span_block(0, 14);
+      break;
+    case 7:
+      span_block(20, 40);
+      break;  // the float64 fallback's guard: spans 40 to 43
+    case 8:
+      span_block(20, 41);
+      break;
+    case 9:
+      span_block(20, 42);
+      break;
+    case 10:
+      span_block(20, 43);
+      break;
     case 11:  // bf16 subnormals (multiples of 2^-133) and tiny normals: outputs round to 0 or -0
       for (int i = 0; i < 16; ++i) block[i] = std::ldexp(static_cast<float>(gen() % 128), -133) * ((gen() & 1) ? -1.0f : 1.0f);
       block[position] = random_bf16_value(gen, -126);
       break;
-    case 12: span_block(123, 2); break;  // partial sums up to 2^128: the float32 overflow guard's edge
-    case 13: span_block(124, 1); break;
+    case 12:
+      span_block(123, 2);
+      break;  // partial sums up to 2^128: the float32 overflow guard's edge
+    case 13:
+      span_block(124, 1);
+      break;
     case 14:  // bf16's largest finite values: outputs overflow to Inf
       for (int i = 0; i < 16; ++i) block[i] = bf16::from_bits(0x7F7F).to_float();
       block[position] = -block[position];
@@ -180,8 +203,10 @@ TYPED_TEST(HadamardTyped, FastPathEqualsReferenceOnGuardEdges) {
         const auto block = edge_block(static_cast<int>((c + 7 * b) % patterns), gen);
         for (int i = 0; i < 16; ++i) {
           const float v = block[static_cast<std::size_t>(i)];
-          if constexpr (std::is_same_v<T, float>) values[static_cast<std::size_t>((16 * b + i) * n + c)] = v;
-          else values[static_cast<std::size_t>((16 * b + i) * n + c)] = bf16::from_float(v);
+          if constexpr (std::is_same_v<T, float>)
+            values[static_cast<std::size_t>((16 * b + i) * n + c)] = v;
+          else
+            values[static_cast<std::size_t>((16 * b + i) * n + c)] = bf16::from_float(v);
         }
       }
     const auto source = matrix_view<const T>::row_major(values.data(), m, n);
@@ -345,7 +370,7 @@ TEST(Hadamard, FusedAmaxPassRedoesTheLanesThatCanHoldTheMax) {
   for (index_t position = 0; position < (m / 16) * n; position += 7) {
     const index_t block_row = position % (m / 16), column = position / (m / 16);
     std::vector<bf16> values = background;
-    set_block(values, block_row, column, std::ldexp(1.0f, 10), std::ldexp(1.0f, -10));  // the max
+    set_block(values, block_row, column, std::ldexp(1.0f, 10), std::ldexp(1.0f, -10));              // the max
     set_block(values, (block_row + 1) % (m / 16), (column + 5) % n, 0.75f, std::ldexp(1.0f, -20));  // far below it
     set_block(values, (block_row + 2) % (m / 16), (column + 17) % n, 3.0f, std::ldexp(1.0f, -14));
     const auto x = matrix_view<const bf16>::row_major(values.data(), m, n);
@@ -399,10 +424,18 @@ std::vector<float> heavy_tailed(int kind, index_t rows, index_t cols, unsigned s
   for (index_t i = 0; i < rows * cols; ++i) {
     double v = 0;
     switch (kind) {
-      case 0: v = student(gen); break;
-      case 1: v = normal(gen) * (uniform(gen) < 0.01 ? 20.0 : 1.0); break;  // 1% outliers x20
-      case 2: v = normal(gen) * ((i / cols) % 16 == 5 ? 100.0 : 1.0); break;  // every 16th token x100
-      default: v = normal(gen) * std::exp(1.5 * normal(gen)); break;  // log-normal magnitudes
+      case 0:
+        v = student(gen);
+        break;
+      case 1:
+        v = normal(gen) * (uniform(gen) < 0.01 ? 20.0 : 1.0);
+        break;  // 1% outliers x20
+      case 2:
+        v = normal(gen) * ((i / cols) % 16 == 5 ? 100.0 : 1.0);
+        break;  // every 16th token x100
+      default:
+        v = normal(gen) * std::exp(1.5 * normal(gen));
+        break;  // log-normal magnitudes
     }
     values.push_back(bf16::from_float(static_cast<float>(v)).to_float());
   }
@@ -434,7 +467,8 @@ TEST(Hadamard, SpreadsOutliers) {
         std::vector<float> transformed_float;
         for (bf16 v : transformed.values) transformed_float.push_back(v.to_float());
         const auto t_view = matrix_view<const float>::row_major(transformed_float.data(), cols, rows);
-        const std::string where = std::string(heavy_tailed_names[kind]) + ", seed " + std::to_string(seed) + ", size " + std::to_string(size);
+        const std::string where =
+            std::string(heavy_tailed_names[kind]) + ", seed " + std::to_string(seed) + ", size " + std::to_string(size);
 
         EXPECT_LT(transformed.amax, amax(x)) << where;
         const double nvfp4_plain = quantized_sqnr_db(x.transposed(), quantize<nvfp4_1x16>(x.transposed()));
@@ -444,8 +478,8 @@ TEST(Hadamard, SpreadsOutliers) {
         EXPECT_GT(mxfp4_rht, mxfp4_plain) << where;
         EXPECT_LT(nvfp4_rht, nvfp4_plain) << where;
         if (seed == 1)
-          std::printf("%-34s n=%3d: amax %8.2f -> %7.2f, SQNR NVFP4 %.2f -> %.2f dB, MXFP4 %.2f -> %.2f dB\n",
-                      heavy_tailed_names[kind], size, amax(x), transformed.amax, nvfp4_plain, nvfp4_rht, mxfp4_plain, mxfp4_rht);
+          std::printf("%-34s n=%3d: amax %8.2f -> %7.2f, SQNR NVFP4 %.2f -> %.2f dB, MXFP4 %.2f -> %.2f dB\n", heavy_tailed_names[kind],
+                      size, amax(x), transformed.amax, nvfp4_plain, nvfp4_rht, mxfp4_plain, mxfp4_rht);
       }
 }
 
@@ -458,15 +492,15 @@ TEST(HadamardBadInput, SizesShapesAndNonFinite) {
     }
     return errc{};
   };
-  for (int n : {0, 8, 24, 48, 512, -16})
-    EXPECT_EQ(code_of([&] { (void)hadamard_transform::random(n, 0); }), errc::invalid_argument) << n;
+  for (int n : {0, 8, 24, 48, 512, -16}) EXPECT_EQ(code_of([&] { (void)hadamard_transform::random(n, 0); }), errc::invalid_argument) << n;
   EXPECT_EQ(code_of([] { (void)hadamard_transform::with_signs(std::vector<int>(16, 2)); }), errc::invalid_argument);
   std::vector<float> values(24 * 16, 1.0f);
   std::vector<bf16> out(values.size(), bf16::from_bits(0x1234));
   const auto x = matrix_view<const float>::row_major(values.data(), 24, 16);  // M = 24: not a multiple of 16
   EXPECT_EQ(code_of([&] { (void)rht_columnwise(x); }), errc::shape_mismatch);
-  EXPECT_EQ(code_of([&] { hadamard_rows(x.transposed(), hadamard_transform::te_default(), matrix_view<bf16>::row_major(out.data(), 16, 24)); }),
-            errc::shape_mismatch);
+  EXPECT_EQ(
+      code_of([&] { hadamard_rows(x.transposed(), hadamard_transform::te_default(), matrix_view<bf16>::row_major(out.data(), 16, 24)); }),
+      errc::shape_mismatch);
   EXPECT_EQ(code_of([&] { hadamard_rows(x, hadamard_transform::te_default(), matrix_view<bf16>::row_major(out.data(), 16, 24)); }),
             errc::shape_mismatch);
   values[5 * 16 + 3] = INFINITY;
@@ -537,7 +571,8 @@ TEST(HadamardBadInput, OverflowOfFiniteInputIsReportedWithItsPlaceAndWritesNothi
   }
   // The columnwise copy: column 3 of a 16 x 16 source, plain and fused (bf16) paths.
   std::vector<bf16> source(16 * 16, bf16::from_float(1.0f));
-  for (int i = 0; i < 16; ++i) source[static_cast<std::size_t>(i * 16 + 3)] = bf16::from_float(static_cast<float>(t.sign(i)) * std::ldexp(1.0f, 126));
+  for (int i = 0; i < 16; ++i)
+    source[static_cast<std::size_t>(i * 16 + 3)] = bf16::from_float(static_cast<float>(t.sign(i)) * std::ldexp(1.0f, 126));
   const auto x = matrix_view<const bf16>::row_major(source.data(), 16, 16);
   for (const auto& what : {error_text_of([&] { (void)rht_columnwise(x, t); }), error_text_of([&] { (void)quantize_columnwise_rht(x, t); }),
                            error_text_of([&] { (void)quantize_columnwise_rht<mxfp4>(x, t); })})

@@ -54,8 +54,7 @@ inline index_t checked_element_count(std::span<const std::int64_t> shape, errc c
   index_t nonzero = 1;
   bool empty = false;
   for (const std::int64_t d : shape) {
-    if (d < 0)
-      throw error(code, std::string(what) + ": shape " + shape_text(shape) + " has a negative dimension");
+    if (d < 0) throw error(code, std::string(what) + ": shape " + shape_text(shape) + " has a negative dimension");
     if (d > max_element_count)
       throw error(code, std::string(what) + ": dimension " + std::to_string(d) + " of shape " + shape_text(shape) +
                             " exceeds the limit of " + std::to_string(max_element_count) + " (nvfp4::max_element_count)");
@@ -65,8 +64,8 @@ inline index_t checked_element_count(std::span<const std::int64_t> shape, errc c
     }
     nonzero = bounded_product(nonzero, d);
     if (nonzero < 0)
-      throw error(code, std::string(what) + ": shape " + shape_text(shape) + " has more than " +
-                            std::to_string(max_element_count) + " elements (nvfp4::max_element_count)");
+      throw error(code, std::string(what) + ": shape " + shape_text(shape) + " has more than " + std::to_string(max_element_count) +
+                            " elements (nvfp4::max_element_count)");
   }
   return empty ? 0 : nonzero;
 }

@@ -24,8 +24,8 @@ namespace nvfp4::detail {
 /// each of its view rows where the output rows are line-aligned (the NVFP4 copy with 32-row bands:
 /// 512 data bytes and 64 scale bytes of a row per item), so threads do not share lines. (Items of
 /// whole bands, all view rows each, shared every scale line among four threads and ran slower
-/// than the copies made by transposing: docs/benchmarks.md, "Figures behind code choices".) For each band of an item, then each vector of `lanes` view rows
-/// r0, run() calls
+/// than the copies made by transposing: docs/benchmarks.md, "Figures behind code choices".) For each band of an item, then each vector of
+/// `lanes` view rows r0, run() calls
 ///   step(r0, c0, blocks, source, stride)
 /// where element (r0 + lane, c0 + block * k + i) of x, for k < blocks, is
 /// source[(block * k + i) * stride + lane].

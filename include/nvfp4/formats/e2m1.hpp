@@ -6,9 +6,14 @@
 
 namespace nvfp4 {
 
-inline constexpr minifloat_traits e2m1_traits{.exponent_bits = 2, .mantissa_bits = 1, .bias = 1,
-                                              .has_sign = true, .has_inf = false, .has_nan = false,
-                                              .max_code = 0x7, .nan_code = 0x7};
+inline constexpr minifloat_traits e2m1_traits{.exponent_bits = 2,
+                                              .mantissa_bits = 1,
+                                              .bias = 1,
+                                              .has_sign = true,
+                                              .has_inf = false,
+                                              .has_nan = false,
+                                              .max_code = 0x7,
+                                              .nan_code = 0x7};
 
 /// One E2M1 value in the low nibble of a byte.
 using e2m1 = minifloat<e2m1_traits>;

@@ -6,14 +6,24 @@
 
 namespace nvfp4 {
 
-inline constexpr minifloat_traits e4m3_traits{.exponent_bits = 4, .mantissa_bits = 3, .bias = 7,
-                                              .has_sign = true, .has_inf = false, .has_nan = true,
-                                              .max_code = 0x7E, .nan_code = 0x7F};
+inline constexpr minifloat_traits e4m3_traits{.exponent_bits = 4,
+                                              .mantissa_bits = 3,
+                                              .bias = 7,
+                                              .has_sign = true,
+                                              .has_inf = false,
+                                              .has_nan = true,
+                                              .max_code = 0x7E,
+                                              .nan_code = 0x7F};
 
 /// UE4M3: E4M3 with the sign bit ignored (a scale byte 0x80..0xFF reads as its low 7 bits).
-inline constexpr minifloat_traits ue4m3_traits{.exponent_bits = 4, .mantissa_bits = 3, .bias = 7,
-                                               .has_sign = false, .has_inf = false, .has_nan = true,
-                                               .max_code = 0x7E, .nan_code = 0x7F};
+inline constexpr minifloat_traits ue4m3_traits{.exponent_bits = 4,
+                                               .mantissa_bits = 3,
+                                               .bias = 7,
+                                               .has_sign = false,
+                                               .has_inf = false,
+                                               .has_nan = true,
+                                               .max_code = 0x7E,
+                                               .nan_code = 0x7F};
 
 using e4m3 = minifloat<e4m3_traits>;
 using ue4m3 = minifloat<ue4m3_traits>;

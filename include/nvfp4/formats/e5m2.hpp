@@ -5,9 +5,14 @@
 
 namespace nvfp4 {
 
-inline constexpr minifloat_traits e5m2_traits{.exponent_bits = 5, .mantissa_bits = 2, .bias = 15,
-                                              .has_sign = true, .has_inf = true, .has_nan = true,
-                                              .max_code = 0x7B, .nan_code = 0x7E};
+inline constexpr minifloat_traits e5m2_traits{.exponent_bits = 5,
+                                              .mantissa_bits = 2,
+                                              .bias = 15,
+                                              .has_sign = true,
+                                              .has_inf = true,
+                                              .has_nan = true,
+                                              .max_code = 0x7B,
+                                              .nan_code = 0x7E};
 
 using e5m2 = minifloat<e5m2_traits>;
 

@@ -11,8 +11,7 @@ namespace nvfp4 {
 class e2m1x2 {
  public:
   constexpr e2m1x2() = default;
-  constexpr e2m1x2(e2m1 low, e2m1 high)
-      : bits_(static_cast<std::uint8_t>(low.bits() | (high.bits() << 4))) {}
+  constexpr e2m1x2(e2m1 low, e2m1 high) : bits_(static_cast<std::uint8_t>(low.bits() | (high.bits() << 4))) {}
   static constexpr e2m1x2 from_bits(std::uint8_t byte) {
     e2m1x2 v;
     v.bits_ = byte;

@@ -43,10 +43,7 @@ constexpr std::uint32_t float_bits(float x) { return std::bit_cast<std::uint32_t
 constexpr float bits_float(std::uint32_t b) { return std::bit_cast<float>(b); }
 
 /// 2^e as a float for e in [-149, 127], exactly.
-constexpr float exp2i(int e) {
-  return e >= -126 ? bits_float(static_cast<std::uint32_t>(e + 127) << 23)
-                   : bits_float(1u << (e + 149));
-}
+constexpr float exp2i(int e) { return e >= -126 ? bits_float(static_cast<std::uint32_t>(e + 127) << 23) : bits_float(1u << (e + 149)); }
 
 /// Decodes a code of format T to the float32 it stands for (exact for every format here).
 template <minifloat_traits T>
@@ -59,15 +56,13 @@ constexpr float decode_minifloat(std::uint32_t code) {
   const std::uint32_t exponent_all_ones = (1u << T.exponent_bits) - 1;
   float value;
   if (T.has_inf && exponent_field == exponent_all_ones) {
-    value = mantissa == 0 ? std::numeric_limits<float>::infinity()
-                          : std::numeric_limits<float>::quiet_NaN();
+    value = mantissa == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
   } else if (T.has_nan && !T.has_inf && magnitude > T.max_code) {
     value = std::numeric_limits<float>::quiet_NaN();
   } else if (exponent_field == 0) {
     value = static_cast<float>(mantissa) * exp2i(1 - T.bias - T.mantissa_bits);
   } else {
-    value = static_cast<float>(mantissa + (1u << T.mantissa_bits)) *
-            exp2i(static_cast<int>(exponent_field) - T.bias - T.mantissa_bits);
+    value = static_cast<float>(mantissa + (1u << T.mantissa_bits)) * exp2i(static_cast<int>(exponent_field) - T.bias - T.mantissa_bits);
   }
   return negative ? -value : value;
 }
@@ -82,9 +77,7 @@ constexpr std::uint8_t encode_minifloat(float x, overflow_policy policy) {
   const std::uint32_t sign = T.has_sign ? ((bits >> 31) << magnitude_bits) : 0u;
   const std::uint32_t abs_bits = bits & 0x7FFFFFFFu;
   const std::uint32_t overflow_code =
-      policy == overflow_policy::saturate
-          ? T.max_code
-          : (T.has_inf ? (((1u << T.exponent_bits) - 1) << T.mantissa_bits) : T.nan_code);
+      policy == overflow_policy::saturate ? T.max_code : (T.has_inf ? (((1u << T.exponent_bits) - 1) << T.mantissa_bits) : T.nan_code);
   if (abs_bits > 0x7F800000u) {
     // NaN: the hardware's satfinite conversion writes the positive all-ones code whatever the
     // input's sign (checked on an H100 over every NaN pattern); ml_dtypes' cast keeps the sign.
@@ -112,10 +105,8 @@ constexpr std::uint8_t encode_minifloat(float x, overflow_policy policy) {
   }
   // Code = (binade above the subnormal one) << mantissa_bits + rounded significand; a carry out
   // of the mantissa moves to the next binade by itself.
-  const std::uint32_t magnitude =
-      (static_cast<std::uint32_t>(kept_exponent - min_exponent) << T.mantissa_bits) + rounded;
-  const bool overflows = magnitude > T.max_code ||
-                         (T.has_inf && magnitude >= (((1u << T.exponent_bits) - 1) << T.mantissa_bits));
+  const std::uint32_t magnitude = (static_cast<std::uint32_t>(kept_exponent - min_exponent) << T.mantissa_bits) + rounded;
+  const bool overflows = magnitude > T.max_code || (T.has_inf && magnitude >= (((1u << T.exponent_bits) - 1) << T.mantissa_bits));
   return static_cast<std::uint8_t>(sign | (overflows ? overflow_code : magnitude));
 }
 

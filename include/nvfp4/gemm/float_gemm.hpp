@@ -26,8 +26,8 @@ namespace nvfp4 {
 
 namespace detail {
 /// Throws unless A [M, K], B [N, K], C (empty or [M, N]) and D [M, N] fit together.
-inline void check_float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
-                             matrix_view<float> d, const char* what) {
+inline void check_float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d,
+                             const char* what) {
   a.validate("A");
   b.validate("B");
   d.validate("D");
@@ -49,8 +49,7 @@ namespace reference {
 
 /// D = C + A·Bᵀ: for each output, acc = C(i, j) (or 0), then acc = fma(A(i, k), B(j, k), acc) for
 /// k = 0, 1, ..., K-1, one fp32 rounding per step. `c` may be empty; it may alias `d`.
-inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
-                       matrix_view<float> d) {
+inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d) {
   for (index_t i = 0; i < a.rows(); ++i)
     for (index_t j = 0; j < b.rows(); ++j) {
       float acc = c.empty() ? 0.0f : c(i, j);
@@ -182,8 +181,7 @@ inline void pack_float_rows(matrix_view<const float> a, index_t i0, index_t rows
 
 /// The fast path of float_gemm: D = C + A·Bᵀ, bit-identical to reference::float_gemm for any
 /// thread count and any build (the tile kernel's lanes each run one output's K-order chain).
-inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
-                            matrix_view<float> d) {
+inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d) {
   using blocking = float_gemm_blocking;
   using kernel = blocking::kernel;
   constexpr index_t mr = blocking::mr, nr = blocking::nr, chunk_k = blocking::chunk_k;
@@ -311,8 +309,7 @@ inline void float_gemm_fast(matrix_view<const float> a, matrix_view<const float>
 /// D = C + A·Bᵀ with A [M, K], B [N, K] (the "TN" layout), C empty or [M, N] (may alias D): each
 /// output is one fp32 FMA chain over k = 0..K-1 (see reference::float_gemm), the same result on
 /// every build and thread count. Throws shape_mismatch / null_pointer before writing anything.
-inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c,
-                       matrix_view<float> d) {
+inline void float_gemm(matrix_view<const float> a, matrix_view<const float> b, matrix_view<const float> c, matrix_view<float> d) {
   detail::check_float_gemm(a, b, c, d, "float_gemm");
   detail::float_gemm_fast(a, b, c, d);
 }

@@ -15,15 +15,14 @@ namespace nvfp4 {
 /// E2M1 elements with UE4M3 scales per 16 (NVFP4, 1x16 or 16x16 tiles: both store a scale per
 /// row and 16 columns) or E8M0 scales per 32 (MXFP4). MXFP8 is not an operand of kind::mxf4nvf4.
 template <class Format>
-concept fp4_gemm_format =
-    block_scaled_format<Format> && Format::is_fp4 &&
+concept fp4_gemm_format = block_scaled_format<Format> && Format::is_fp4 &&
     ((std::is_same_v<typename Format::scale_type, ue4m3> && Format::block_cols == 16) ||
      (std::is_same_v<typename Format::scale_type, e8m0> && Format::block_cols == 32));
 
 /// Two formats one MMA can multiply: the same scale type (NVFP4 with NVFP4, MXFP4 with MXFP4).
 template <class FormatA, class FormatB>
-concept fp4_gemm_pair = fp4_gemm_format<FormatA> && fp4_gemm_format<FormatB> &&
-                        std::is_same_v<typename FormatA::scale_type, typename FormatB::scale_type>;
+concept fp4_gemm_pair =
+    fp4_gemm_format<FormatA> && fp4_gemm_format<FormatB> && std::is_same_v<typename FormatA::scale_type, typename FormatB::scale_type>;
 
 /// How the block terms of a step are added up.
 enum class gemm_mode {
@@ -43,9 +42,8 @@ namespace detail {
 template <class FormatA, class FormatB>
 void check_gemm_operands(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b) {
   require(a.cols() == b.cols(), errc::shape_mismatch,
-          "gemm: A is " + std::to_string(a.rows()) + "x" + std::to_string(a.cols()) + " and B is " +
-              std::to_string(b.rows()) + "x" + std::to_string(b.cols()) +
-              ": both must be [rows, K] with the same K (B is [N, K], the TN layout)");
+          "gemm: A is " + std::to_string(a.rows()) + "x" + std::to_string(a.cols()) + " and B is " + std::to_string(b.rows()) + "x" +
+              std::to_string(b.cols()) + ": both must be [rows, K] with the same K (B is [N, K], the TN layout)");
 }
 }  // namespace detail
 

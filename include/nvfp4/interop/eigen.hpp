@@ -110,8 +110,8 @@ error_report compare(const Eigen::DenseBase<DerivedRef>& reference, const Eigen:
   static_assert(detail::supported_scalar<typename DerivedRef::Scalar> && detail::supported_scalar<typename DerivedApprox::Scalar>,
                 "eigen::compare takes float or Eigen::bfloat16 matrices");
   nvfp4::detail::require(reference.rows() == approx.rows() && reference.cols() == approx.cols(), errc::shape_mismatch,
-                  "eigen::compare: reference is " + std::to_string(reference.rows()) + "x" + std::to_string(reference.cols()) +
-                      ", approximation " + std::to_string(approx.rows()) + "x" + std::to_string(approx.cols()));
+                         "eigen::compare: reference is " + std::to_string(reference.rows()) + "x" + std::to_string(reference.cols()) +
+                             ", approximation " + std::to_string(approx.rows()) + "x" + std::to_string(approx.cols()));
   row_major_matrix_f32 reference_copy, approx_copy;
   return nvfp4::compare(detail::row_major_values(reference, reference_copy), detail::row_major_values(approx, approx_copy));
 }

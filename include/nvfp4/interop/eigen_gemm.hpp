@@ -13,9 +13,8 @@ namespace nvfp4::eigen {
 /// bits, §6; or relaxed), as a new row-major [M, N] matrix. options.beta is unused (no C).
 /// Throws nvfp4::error(shape_mismatch) when A and B have different K.
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
-  requires fp4_gemm_pair<FormatA, FormatB>
-row_major_matrix_f32 gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
-                          const gemm_options& options = {}) {
+requires fp4_gemm_pair<FormatA, FormatB> row_major_matrix_f32 gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
+                                                                   const gemm_options& options = {}) {
   nvfp4::detail::check_gemm_operands(a, b);
   row_major_matrix_f32 out(a.rows(), b.rows());
   nvfp4::gemm(a, b, matrix_view<float>::row_major(out.data(), a.rows(), b.rows()), options);
@@ -31,9 +30,8 @@ row_major_matrix_f32 gemm(const quantized_tensor<FormatA>& a, const quantized_te
 /// Returns a row-major [M, N] matrix. Throws nvfp4::error: shape_mismatch when A's columns are
 /// not B's rows, non_finite when an input holds NaN/Inf.
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB = FormatA, class DerivedA, class DerivedB>
-  requires fp4_gemm_pair<FormatA, FormatB>
-row_major_matrix_f32 gemm(const Eigen::DenseBase<DerivedA>& a, const Eigen::DenseBase<DerivedB>& b,
-                          const gemm_options& options = {}) {
+requires fp4_gemm_pair<FormatA, FormatB> row_major_matrix_f32 gemm(const Eigen::DenseBase<DerivedA>& a, const Eigen::DenseBase<DerivedB>& b,
+                                                                   const gemm_options& options = {}) {
   nvfp4::detail::require(a.cols() == b.rows(), errc::shape_mismatch,
                          "eigen::gemm: A is " + std::to_string(a.rows()) + "x" + std::to_string(a.cols()) + " and B is " +
                              std::to_string(b.rows()) + "x" + std::to_string(b.cols()) +
@@ -47,8 +45,8 @@ row_major_matrix_f32 gemm(const Eigen::DenseBase<DerivedA>& a, const Eigen::Dens
 /// gemm(a, b) (alpha applied through the dequantization's tensor scales), with Eigen's summation
 /// order. A baseline, not what the tensor core computes. Row-major [M, N].
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
-  requires fp4_gemm_pair<FormatA, FormatB>
-row_major_matrix_f32 dequantize_then_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b) {
+requires fp4_gemm_pair<FormatA, FormatB> row_major_matrix_f32 dequantize_then_gemm(const quantized_tensor<FormatA>& a,
+                                                                                   const quantized_tensor<FormatB>& b) {
   nvfp4::detail::check_gemm_operands(a, b);
   const row_major_matrix_f32 a_values = eigen::dequantize(a);
   const row_major_matrix_f32 b_values = eigen::dequantize(b);

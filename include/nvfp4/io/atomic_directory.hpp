@@ -50,7 +50,8 @@ inline void carry_entry(const std::filesystem::path& from, const std::filesystem
   const fs::file_status status = fs::symlink_status(from, step);
   if (step) throw error(errc::io_error, "cannot carry " + from.string() + " over into the new directory: " + step.message());
   if (fs::is_directory(status)) {
-    if (depth > 32) throw error(errc::io_error, "cannot carry " + from.string() + " over into the new directory: nested more than 32 levels deep");
+    if (depth > 32)
+      throw error(errc::io_error, "cannot carry " + from.string() + " over into the new directory: nested more than 32 levels deep");
     fs::create_directory(to, from, step);
     for (fs::directory_iterator it(from, step), end; !step && it != end; it.increment(step))
       carry_entry(it->path(), to / it->path().filename(), depth + 1);
@@ -134,7 +135,8 @@ inline void write_directory_atomically(const std::filesystem::path& path, const 
   const fs::file_status existing = fs::status(target, ec);
   const bool replacing = fs::exists(existing);
   if (replacing) {
-    if (!fs::is_directory(existing)) throw error(errc::io_error, "cannot write the directory " + shown + ": it exists and is not a directory");
+    if (!fs::is_directory(existing))
+      throw error(errc::io_error, "cannot write the directory " + shown + ": it exists and is not a directory");
     if (::access(target.c_str(), W_OK) != 0)
       throw error(errc::io_error, "cannot write the directory " + shown + ": it is read-only; not replacing it");
   }
@@ -161,8 +163,8 @@ inline void write_directory_atomically(const std::filesystem::path& path, const 
   }
   detail_directory::remove_stale_directories(parent, target);
   std::random_device entropy;
-  const fs::path staging = parent / (detail_file::temporary_prefix(target) + std::to_string(::getpid()) + "." +
-                                     std::to_string(entropy()) + std::to_string(entropy()));
+  const fs::path staging = parent / (detail_file::temporary_prefix(target) + std::to_string(::getpid()) + "." + std::to_string(entropy()) +
+                                     std::to_string(entropy()));
   if (!fs::create_directory(staging, ec) || ec) {
     remove_created();
     throw error(errc::io_error, "cannot create the temporary directory " + staging.string() + " to write " + shown + ": " +
@@ -204,7 +206,8 @@ inline void write_directory_atomically(const std::filesystem::path& path, const 
   }
   // No RENAME_EXCHANGE here: the old directory is moved aside, the new one moved in, the old one
   // restored should that fail.
-  const fs::path aside = parent / (detail_file::temporary_prefix(target) + std::to_string(::getpid()) + ".old." + std::to_string(entropy()));
+  const fs::path aside =
+      parent / (detail_file::temporary_prefix(target) + std::to_string(::getpid()) + ".old." + std::to_string(entropy()));
   fs::rename(target, aside, ec);
   if (ec) {
     discard();

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,11 +44,10 @@ enum class checkpoint_format { modelopt, compressed_tensors, gguf, torchao };
 namespace nvfp4::detail {
 template <>
 struct enum_table<io::checkpoint_format> {
-  static constexpr enum_entry<io::checkpoint_format> entries[] = {
-      {"modelopt", io::checkpoint_format::modelopt},
-      {"compressed-tensors", io::checkpoint_format::compressed_tensors},
-      {"gguf", io::checkpoint_format::gguf},
-      {"torchao", io::checkpoint_format::torchao}};
+  static constexpr enum_entry<io::checkpoint_format> entries[] = {{"modelopt", io::checkpoint_format::modelopt},
+                                                                  {"compressed-tensors", io::checkpoint_format::compressed_tensors},
+                                                                  {"gguf", io::checkpoint_format::gguf},
+                                                                  {"torchao", io::checkpoint_format::torchao}};
 };
 }  // namespace nvfp4::detail
 
@@ -91,10 +90,10 @@ struct quantized_weight {
   index_t cols = 0;
   std::vector<std::uint8_t> data;
   std::vector<std::uint8_t> scales;
-  scale_pair weight_scale;                 ///< NVFP4's tensor scale (1 / 1 for MXFP4)
-  std::optional<scale_pair> input_scale;   ///< the activation's tensor scale, if calibrated
-  bool rht = false;                        ///< quantized after TE's RHT (our own files only)
-  std::string original_dtype = "bfloat16"; ///< the unquantized weight's dtype (torchao records it)
+  scale_pair weight_scale;                  ///< NVFP4's tensor scale (1 / 1 for MXFP4)
+  std::optional<scale_pair> input_scale;    ///< the activation's tensor scale, if calibrated
+  bool rht = false;                         ///< quantized after TE's RHT (our own files only)
+  std::string original_dtype = "bfloat16";  ///< the unquantized weight's dtype (torchao records it)
 
   index_t block_cols() const { return format == weight_format::nvfp4 ? 16 : 32; }
   index_t data_cols() const { return (cols + 1) / 2; }
@@ -105,12 +104,12 @@ struct quantized_weight {
 /// A checkpoint: quantized weights, other tensors, and what the configs say.
 struct checkpoint {
   std::vector<quantized_weight> weights;
-  std::vector<safetensors_tensor> tensors;  ///< everything else (norms, embeddings, KV scales), as stored
+  std::vector<safetensors_tensor> tensors;      ///< everything else (norms, embeddings, KV scales), as stored
   std::map<std::string, std::string> metadata;  ///< safetensors __metadata__ entries of the source ("format": "pt")
-  nlohmann::ordered_json hf_quant_config;   ///< ModelOpt's hf_quant_config.json, as read (null if none)
-  nlohmann::ordered_json model_config;      ///< config.json without quantization_config (null if none)
-  std::vector<std::string> ignore;          ///< modules left unquantized (exclude_modules / ignore)
-  std::vector<std::string> warnings;        ///< what the load-time checks found that is not fatal
+  nlohmann::ordered_json hf_quant_config;       ///< ModelOpt's hf_quant_config.json, as read (null if none)
+  nlohmann::ordered_json model_config;          ///< config.json without quantization_config (null if none)
+  std::vector<std::string> ignore;              ///< modules left unquantized (exclude_modules / ignore)
+  std::vector<std::string> warnings;            ///< what the load-time checks found that is not fatal
 
   const quantized_weight* find_weight(const std::string& name) const {
     for (const auto& w : weights)
@@ -165,9 +164,7 @@ inline std::string float_text(float v) {
   return text;
 }
 
-[[noreturn]] inline void fail(errc code, const std::string& where, const std::string& what) {
-  throw error(code, where + ": " + what);
-}
+[[noreturn]] inline void fail(errc code, const std::string& where, const std::string& what) { throw error(code, where + ": " + what); }
 
 }  // namespace detail_checkpoint_model
 
@@ -242,8 +239,8 @@ inline void check_weight_on_load(const quantized_weight& w, const std::string& w
   }
   auto check_scale = [&](const scale_pair& s, const char* name) {
     if (!(std::isfinite(s.decode) && s.decode > 0.0f && std::isfinite(s.encode) && s.encode > 0.0f))
-      warnings.push_back(what + ": " + name + " is not a positive finite number (decode " +
-                         detail_checkpoint_model::float_text(s.decode) + ", encode " + detail_checkpoint_model::float_text(s.encode) + ")");
+      warnings.push_back(what + ": " + name + " is not a positive finite number (decode " + detail_checkpoint_model::float_text(s.decode) +
+                         ", encode " + detail_checkpoint_model::float_text(s.encode) + ")");
   };
   if (w.format == weight_format::nvfp4) check_scale(w.weight_scale, "the weight's tensor scale");
   if (w.input_scale) check_scale(*w.input_scale, "the input scale");
@@ -261,23 +258,27 @@ inline void require_readable_weight(const quantized_weight& w, const std::string
   const std::string what = "weight '" + w.name + "'";
   const bool nv = w.format == weight_format::nvfp4;
   const index_t scale_cols = w.scale_cols();
-  const std::string remedy = "; the readers refuse it (inspect / dequantize --accept-invalid-scales read such a source), so it is not written";
+  const std::string remedy =
+      "; the readers refuse it (inspect / dequantize --accept-invalid-scales read such a source), so it is not written";
   for (std::size_t i = 0; i < w.scales.size(); ++i) {
     const std::uint8_t b = w.scales[i];
     if (nv ? (b & 0x80) != 0 || (b & 0x7F) == 0x7F : b == 0xFF)
       fail(errc::malformed_file, where,
-           what + ": block scale (" + std::to_string(static_cast<index_t>(i) / scale_cols) + ", " + std::to_string(static_cast<index_t>(i) % scale_cols) +
-               ") is byte " + std::to_string(b) + ((nv ? (b & 0x7F) == 0x7F : true) ? " (NaN)" : " (sign bit set)") + remedy);
+           what + ": block scale (" + std::to_string(static_cast<index_t>(i) / scale_cols) + ", " +
+               std::to_string(static_cast<index_t>(i) % scale_cols) + ") is byte " + std::to_string(b) +
+               ((nv ? (b & 0x7F) == 0x7F : true) ? " (NaN)" : " (sign bit set)") + remedy);
   }
   const float decode = nv ? w.weight_scale.decode : 1.0f;
   if (!std::isfinite(decode) || std::signbit(decode))
-    fail(errc::malformed_file, where, what + ": the tensor scale (decode sense) is " + detail_checkpoint_model::float_text(decode) +
-                                          ", not a finite number >= 0" + remedy);
+    fail(errc::malformed_file, where,
+         what + ": the tensor scale (decode sense) is " + detail_checkpoint_model::float_text(decode) + ", not a finite number >= 0" +
+             remedy);
   // Values overflow only where block scale x 6 (the largest E2M1 magnitude) x decode reaches
   // float's top: only then is each such block's largest element looked at, as the reader
   // computes it ((element x scale) x decode, in float).
   float largest_scale = 0.0f;
-  for (const std::uint8_t b : w.scales) largest_scale = std::max(largest_scale, nv ? ue4m3::from_bits(b).to_float() : e8m0::from_bits(b).to_float());
+  for (const std::uint8_t b : w.scales)
+    largest_scale = std::max(largest_scale, nv ? ue4m3::from_bits(b).to_float() : e8m0::from_bits(b).to_float());
   if (static_cast<double>(largest_scale) * 6.0 * decode < static_cast<double>(FLT_MAX)) return;
   const index_t block = w.block_cols();
   for (index_t r = 0; r < w.rows; ++r)
@@ -286,8 +287,9 @@ inline void require_readable_weight(const quantized_weight& w, const std::string
       const float scale = nv ? ue4m3::from_bits(sb).to_float() : e8m0::from_bits(sb).to_float();
       const float value = e2m1::from_bits(detail_checkpoint_model::packed_code(w.data, w.cols, r, c)).to_float() * scale * decode;
       if (!std::isfinite(value))
-        fail(errc::overflow, where, what + ": dequantized element (" + std::to_string(r) + ", " + std::to_string(c) +
-                                        ") overflows float (element times its scales is beyond float's range)" + remedy);
+        fail(errc::overflow, where,
+             what + ": dequantized element (" + std::to_string(r) + ", " + std::to_string(c) +
+                 ") overflows float (element times its scales is beyond float's range)" + remedy);
     }
 }
 
@@ -314,7 +316,8 @@ inline void check_configs(const checkpoint& c, const std::string& where) {
       // (MXFP8, FP8, ...: the weights of such a checkpoint are plain tensors here, none quantized.)
       if (!c.weights.empty())
         throw error(errc::malformed_file, config + " says quant_algo " + clip_for_message(algo) + ", but weight '" + c.weights[0].name +
-                                              "' is " + weight_format_name(c.weights[0].format) + ": the config does not describe these weights");
+                                              "' is " + weight_format_name(c.weights[0].format) +
+                                              ": the config does not describe these weights");
     }
     const auto group_size = [&](const nlohmann::ordered_json& o, int expected) -> std::string {
       const auto g = o.find("group_size");
@@ -340,8 +343,9 @@ inline void check_configs(const checkpoint& c, const std::string& where) {
         const bool nv = found->second->format == weight_format::nvfp4;
         if (layer_algo != (nv ? "NVFP4" : "MXFP4") || !group_size(entry, nv ? 16 : 32).empty())
           throw error(errc::malformed_file, config + ": quantized_layers says " + clip_for_message(layer) + " is " +
-                                                json_for_message(entry) + ", but it is stored as " + weight_format_name(found->second->format) +
-                                                " with groups of " + std::to_string(found->second->block_cols()));
+                                                json_for_message(entry) + ", but it is stored as " +
+                                                weight_format_name(found->second->format) + " with groups of " +
+                                                std::to_string(found->second->block_cols()));
       }
     }
   }
@@ -369,8 +373,7 @@ inline void check_configs(const checkpoint& c, const std::string& where) {
 /// The fused group of a module, as "<parent>#<n>" (the siblings q/k/v_proj, gate/up_proj or
 /// w1/w3 under one parent share it), or nothing for a module no engine fuses.
 inline std::optional<std::string> fused_group_of(const std::string& module) {
-  static const std::vector<std::vector<std::string>> groups = {
-      {"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}, {"w1", "w3"}};
+  static const std::vector<std::vector<std::string>> groups = {{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj"}, {"w1", "w3"}};
   const auto dot = module.rfind('.');
   const std::string parent = dot == std::string::npos ? "" : module.substr(0, dot);
   const std::string leaf = dot == std::string::npos ? module : module.substr(dot + 1);
@@ -408,22 +411,38 @@ inline void check_fused_scales(const checkpoint& c, std::vector<std::string>& wa
 inline void sort_like_safetensors(std::vector<safetensors_tensor>& tensors) {
   auto rank = [](safetensors_dtype d) {
     switch (d) {
-      case safetensors_dtype::boolean: return 0;
-      case safetensors_dtype::u8: return 4;
-      case safetensors_dtype::i8: return 5;
-      case safetensors_dtype::f8_e5m2: return 6;
-      case safetensors_dtype::f8_e4m3: return 7;
-      case safetensors_dtype::f8_e8m0: return 8;
-      case safetensors_dtype::i16: return 11;
-      case safetensors_dtype::u16: return 12;
-      case safetensors_dtype::f16: return 13;
-      case safetensors_dtype::bf16: return 14;
-      case safetensors_dtype::i32: return 15;
-      case safetensors_dtype::u32: return 16;
-      case safetensors_dtype::f32: return 17;
-      case safetensors_dtype::f64: return 19;
-      case safetensors_dtype::i64: return 20;
-      case safetensors_dtype::u64: return 21;
+      case safetensors_dtype::boolean:
+        return 0;
+      case safetensors_dtype::u8:
+        return 4;
+      case safetensors_dtype::i8:
+        return 5;
+      case safetensors_dtype::f8_e5m2:
+        return 6;
+      case safetensors_dtype::f8_e4m3:
+        return 7;
+      case safetensors_dtype::f8_e8m0:
+        return 8;
+      case safetensors_dtype::i16:
+        return 11;
+      case safetensors_dtype::u16:
+        return 12;
+      case safetensors_dtype::f16:
+        return 13;
+      case safetensors_dtype::bf16:
+        return 14;
+      case safetensors_dtype::i32:
+        return 15;
+      case safetensors_dtype::u32:
+        return 16;
+      case safetensors_dtype::f32:
+        return 17;
+      case safetensors_dtype::f64:
+        return 19;
+      case safetensors_dtype::i64:
+        return 20;
+      case safetensors_dtype::u64:
+        return 21;
     }
     return 0;
   };

@@ -41,15 +41,24 @@ enum class diff_reason {
 
 constexpr const char* diff_reason_name(diff_reason r) {
   switch (r) {
-    case diff_reason::zero_block: return "zero-block scale";
-    case diff_reason::scale_clamp: return "scale clamp / underflow";
-    case diff_reason::tensor_scale: return "tensor scale";
-    case diff_reason::scale_formula: return "block-scale formula";
-    case diff_reason::tie_rule: return "tie rule";
-    case diff_reason::element_scaling: return "element scaling arithmetic";
-    case diff_reason::rounding: return "rounding step";
-    case diff_reason::sign_of_zero: return "sign of zero";
-    case diff_reason::other: return "other";
+    case diff_reason::zero_block:
+      return "zero-block scale";
+    case diff_reason::scale_clamp:
+      return "scale clamp / underflow";
+    case diff_reason::tensor_scale:
+      return "tensor scale";
+    case diff_reason::scale_formula:
+      return "block-scale formula";
+    case diff_reason::tie_rule:
+      return "tie rule";
+    case diff_reason::element_scaling:
+      return "element scaling arithmetic";
+    case diff_reason::rounding:
+      return "rounding step";
+    case diff_reason::sign_of_zero:
+      return "sign of zero";
+    case diff_reason::other:
+      return "other";
   }
   return "?";
 }
@@ -57,11 +66,11 @@ constexpr const char* diff_reason_name(diff_reason r) {
 /// One differing block.
 struct block_difference {
   index_t row = 0;
-  index_t block = 0;             ///< block column: elements [block * size, (block + 1) * size)
+  index_t block = 0;  ///< block column: elements [block * size, (block + 1) * size)
   std::uint8_t scale_a = 0, scale_b = 0;
-  int codes_differ = 0;          ///< elements whose codes differ
-  double max_abs_diff = 0;       ///< largest |x̂_a - x̂_b| in the block
-  double block_max = 0;          ///< largest |x̂_a| in the block (for scale)
+  int codes_differ = 0;     ///< elements whose codes differ
+  double max_abs_diff = 0;  ///< largest |x̂_a - x̂_b| in the block
+  double block_max = 0;     ///< largest |x̂_a| in the block (for scale)
   diff_reason reason = diff_reason::other;
 };
 
@@ -73,25 +82,25 @@ struct tensor_difference {
   std::int64_t blocks = 0;
   float decode_a = 1, decode_b = 1;  ///< tensor scales (decode sense)
   bool tensor_scale_differs = false;
-  std::int64_t blocks_scale_differ = 0;   ///< effective block scale (byte x tensor scale) differs by more than 1e-6
-  std::int64_t scale_bytes_differ = 0;    ///< scale bytes differ (not comparable if the tensor scale differs)
-  std::int64_t blocks_codes_differ = 0;   ///< same effective scale, some codes differ
-  std::int64_t codes_differ = 0;          ///< elements with different codes (any block)
-  std::int64_t values_differ = 0;         ///< elements whose dequantized values differ
+  std::int64_t blocks_scale_differ = 0;  ///< effective block scale (byte x tensor scale) differs by more than 1e-6
+  std::int64_t scale_bytes_differ = 0;   ///< scale bytes differ (not comparable if the tensor scale differs)
+  std::int64_t blocks_codes_differ = 0;  ///< same effective scale, some codes differ
+  std::int64_t codes_differ = 0;         ///< elements with different codes (any block)
+  std::int64_t values_differ = 0;        ///< elements whose dequantized values differ
   double max_abs_diff = 0;
-  double mean_abs_diff = 0;               ///< over all elements
-  double rms_a = 0;                       ///< RMS of the dequantized A (to read the errors against)
+  double mean_abs_diff = 0;  ///< over all elements
+  double rms_a = 0;          ///< RMS of the dequantized A (to read the errors against)
   std::map<diff_reason, std::int64_t> blocks_by_reason;
   std::map<diff_reason, std::int64_t> elements_by_reason;
-  std::vector<block_difference> worst;    ///< the blocks with the largest max_abs_diff
+  std::vector<block_difference> worst;  ///< the blocks with the largest max_abs_diff
 };
 
 /// The comparison of two checkpoints.
 struct checkpoint_difference {
   std::vector<tensor_difference> weights;
   std::vector<std::string> only_in_a, only_in_b;
-  std::vector<std::string> incomparable;   ///< same name, different format or shape (with why)
-  std::vector<std::string> tensors_differ; ///< other tensors with different bytes
+  std::vector<std::string> incomparable;    ///< same name, different format or shape (with why)
+  std::vector<std::string> tensors_differ;  ///< other tensors with different bytes
   std::int64_t tensors_same = 0;
 };
 
@@ -157,7 +166,8 @@ inline tensor_difference diff_weights(const quantized_weight& a, const quantized
       bool all_zero = true, any_code = false;
       std::map<diff_reason, int> element_reasons;
       for (index_t c = blk * bs; c < std::min<index_t>((blk + 1) * bs, a.cols); ++c) {
-        const std::uint8_t ca = detail_checkpoint_model::packed_code(a.data, a.cols, r, c), cb = detail_checkpoint_model::packed_code(b.data, b.cols, r, c);
+        const std::uint8_t ca = detail_checkpoint_model::packed_code(a.data, a.cols, r, c),
+                           cb = detail_checkpoint_model::packed_code(b.data, b.cols, r, c);
         const double va = e2m1::from_bits(ca).to_float() * sa, vb = e2m1::from_bits(cb).to_float() * sb;
         const double diff = std::fabs(va - vb);
         sum_abs += std::isfinite(diff) ? diff : 0.0;
@@ -165,8 +175,10 @@ inline tensor_difference diff_weights(const quantized_weight& a, const quantized
         bd.max_abs_diff = std::max(bd.max_abs_diff, std::isfinite(diff) ? diff : 0.0);
         bd.block_max = std::max(bd.block_max, std::isfinite(va) ? std::fabs(va) : 0.0);
         d.values_differ += va != vb && !(std::isnan(va) && std::isnan(vb));
-        if (source) all_zero = all_zero && source[static_cast<std::size_t>(r * a.cols + c)] == 0.0f;
-        else all_zero = all_zero && magnitude_step(ca) == 0 && magnitude_step(cb) == 0;
+        if (source)
+          all_zero = all_zero && source[static_cast<std::size_t>(r * a.cols + c)] == 0.0f;
+        else
+          all_zero = all_zero && magnitude_step(ca) == 0 && magnitude_step(cb) == 0;
         if (ca == cb) continue;
         any_code = true;
         ++bd.codes_differ;
@@ -190,7 +202,7 @@ inline tensor_difference diff_weights(const quantized_weight& a, const quantized
         const auto clamped = [&](const quantized_weight& w, std::uint8_t s) {
           return w.format == weight_format::nvfp4 ? ((s & 0x7F) == 0x7E || (s & 0x7F) == 0x08 || (s & 0x78) == 0) : (s == 0 || s == 0xFE);
         };
-        bd.reason = all_zero ? diff_reason::zero_block
+        bd.reason = all_zero                                             ? diff_reason::zero_block
                     : (clamped(a, bd.scale_a) || clamped(b, bd.scale_b)) ? diff_reason::scale_clamp
                     : d.tensor_scale_differs                             ? diff_reason::tensor_scale
                                                                          : diff_reason::scale_formula;
@@ -286,8 +298,13 @@ inline nlohmann::ordered_json to_json(const tensor_difference& d) {
   j["elements_by_reason"] = elements;
   nlohmann::ordered_json worst = nlohmann::ordered_json::array();
   for (const auto& b : d.worst)
-    worst.push_back({{"row", b.row}, {"block", b.block}, {"scale_a", b.scale_a}, {"scale_b", b.scale_b},
-                     {"codes_differ", b.codes_differ}, {"max_abs_diff", b.max_abs_diff}, {"block_max", b.block_max},
+    worst.push_back({{"row", b.row},
+                     {"block", b.block},
+                     {"scale_a", b.scale_a},
+                     {"scale_b", b.scale_b},
+                     {"codes_differ", b.codes_differ},
+                     {"max_abs_diff", b.max_abs_diff},
+                     {"block_max", b.block_max},
                      {"reason", diff_reason_name(b.reason)}});
   j["worst_blocks"] = worst;
   return j;
@@ -329,25 +346,28 @@ inline std::string format_table(const tensor_difference& d, const std::string& l
   std::snprintf(line, sizeof line, "  elements, codes / values   %10lld / %lld differ of %lld\n", static_cast<long long>(d.codes_differ),
                 static_cast<long long>(d.values_differ), static_cast<long long>(d.rows) * d.cols);
   out += line;
-  std::snprintf(line, sizeof line, "  |value A - value B|        max %.6g, mean %.6g (RMS of A %.6g)\n", d.max_abs_diff, d.mean_abs_diff, d.rms_a);
+  std::snprintf(line, sizeof line, "  |value A - value B|        max %.6g, mean %.6g (RMS of A %.6g)\n", d.max_abs_diff, d.mean_abs_diff,
+                d.rms_a);
   out += line;
   if (!d.blocks_by_reason.empty()) {
     out += "  why (blocks)              ";
     // Built with append(): GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
-    for (const auto& [r, n] : d.blocks_by_reason) out.append(" ").append(diff_reason_name(r)).append(" ").append(std::to_string(n)).append(";");
+    for (const auto& [r, n] : d.blocks_by_reason)
+      out.append(" ").append(diff_reason_name(r)).append(" ").append(std::to_string(n)).append(";");
     out += "\n";
   }
   if (!d.elements_by_reason.empty()) {
     out += "  why (elements, same scale)";
-    for (const auto& [r, n] : d.elements_by_reason) out.append(" ").append(diff_reason_name(r)).append(" ").append(std::to_string(n)).append(";");
+    for (const auto& [r, n] : d.elements_by_reason)
+      out.append(" ").append(diff_reason_name(r)).append(" ").append(std::to_string(n)).append(";");
     out += "\n";
   }
   if (!d.worst.empty()) {
     out += "  worst blocks:   row  block  scale A  scale B  codes  max |diff|  block max  why\n";
     for (const auto& b : d.worst) {
-      std::snprintf(line, sizeof line, "               %6lld %6lld     0x%02x     0x%02x  %5d  %10.4g %10.4g  %s\n", static_cast<long long>(b.row),
-                    static_cast<long long>(b.block), b.scale_a, b.scale_b, b.codes_differ, b.max_abs_diff, b.block_max,
-                    diff_reason_name(b.reason));
+      std::snprintf(line, sizeof line, "               %6lld %6lld     0x%02x     0x%02x  %5d  %10.4g %10.4g  %s\n",
+                    static_cast<long long>(b.row), static_cast<long long>(b.block), b.scale_a, b.scale_b, b.codes_differ, b.max_abs_diff,
+                    b.block_max, diff_reason_name(b.reason));
       out += line;
     }
   }

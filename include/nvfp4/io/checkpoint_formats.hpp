@@ -34,10 +34,14 @@ inline checkpoint_format detect_checkpoint_format(const std::filesystem::path& p
 /// Reads a checkpoint of the given format (detected when not given).
 inline checkpoint read_checkpoint(const std::filesystem::path& path, std::optional<checkpoint_format> format = std::nullopt) {
   switch (format ? *format : detect_checkpoint_format(path)) {
-    case checkpoint_format::modelopt: return read_modelopt(path);
-    case checkpoint_format::compressed_tensors: return read_compressed_tensors(path);
-    case checkpoint_format::gguf: return read_gguf_checkpoint(path);
-    case checkpoint_format::torchao: return read_torchao(path);
+    case checkpoint_format::modelopt:
+      return read_modelopt(path);
+    case checkpoint_format::compressed_tensors:
+      return read_compressed_tensors(path);
+    case checkpoint_format::gguf:
+      return read_gguf_checkpoint(path);
+    case checkpoint_format::torchao:
+      return read_torchao(path);
   }
   throw error(errc::invalid_argument, "unknown checkpoint format");
 }
@@ -45,8 +49,8 @@ inline checkpoint read_checkpoint(const std::filesystem::path& path, std::option
 /// Options of write_checkpoint.
 struct checkpoint_write_options {
   std::uint64_t max_shard_bytes = std::uint64_t{5} << 30;  ///< directory outputs: shard above this
-  bool torchao_swizzled_scales = true;                      ///< torchao: is_swizzled_scales
-  bool hf_quant_config_beside_file = false;                 ///< ModelOpt file output: write hf_quant_config.json beside it
+  bool torchao_swizzled_scales = true;                     ///< torchao: is_swizzled_scales
+  bool hf_quant_config_beside_file = false;                ///< ModelOpt file output: write hf_quant_config.json beside it
 };
 
 /// Writes `c` in `format` at `path` (a .safetensors / .gguf file, or a directory for ModelOpt and
@@ -56,11 +60,18 @@ inline void write_checkpoint(const std::filesystem::path& path, checkpoint_forma
                              const checkpoint_write_options& options = {}) {
   switch (format) {
     case checkpoint_format::modelopt:
-      write_modelopt(path, c, {.max_shard_bytes = options.max_shard_bytes, .hf_quant_config_beside_file = options.hf_quant_config_beside_file});
+      write_modelopt(path, c,
+                     {.max_shard_bytes = options.max_shard_bytes, .hf_quant_config_beside_file = options.hf_quant_config_beside_file});
       return;
-    case checkpoint_format::compressed_tensors: write_compressed_tensors(path, c, options.max_shard_bytes); return;
-    case checkpoint_format::gguf: write_gguf_checkpoint(path, c); return;
-    case checkpoint_format::torchao: write_torchao(path, c, {.swizzled_scales = options.torchao_swizzled_scales}); return;
+    case checkpoint_format::compressed_tensors:
+      write_compressed_tensors(path, c, options.max_shard_bytes);
+      return;
+    case checkpoint_format::gguf:
+      write_gguf_checkpoint(path, c);
+      return;
+    case checkpoint_format::torchao:
+      write_torchao(path, c, {.swizzled_scales = options.torchao_swizzled_scales});
+      return;
   }
 }
 

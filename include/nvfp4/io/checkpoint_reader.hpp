@@ -40,8 +40,9 @@ inline fp8_tensor load_fp8_weight(const safetensors_file& file, const std::strin
 /// The values of quantized weight W of a ModelOpt-layout file, handed to `consume` piece by piece
 /// in C order, as dequantize_tensor_in_pieces hands them: a per-tensor FP8 weight decoded, anything
 /// else as io/quantized_checkpoint.hpp's dequantize_tensor. Returns the source shape.
-inline std::vector<std::int64_t> dequantize_any_in_pieces(const safetensors_file& file, const std::string& name, const load_options& options,
-                                                          const value_consumer& consume, index_t piece_elements = dequantize_piece_elements) {
+inline std::vector<std::int64_t> dequantize_any_in_pieces(const safetensors_file& file, const std::string& name,
+                                                          const load_options& options, const value_consumer& consume,
+                                                          index_t piece_elements = dequantize_piece_elements) {
   if (!is_fp8_weight(file, name)) return dequantize_tensor_in_pieces(file, name, options, consume, piece_elements).shape;
   const auto& w = file.at(name + ".weight");
   const fp8_format format = w.dtype == safetensors_dtype::f8_e5m2 ? fp8_format::e5m2 : fp8_format::e4m3;
@@ -65,7 +66,8 @@ inline std::vector<std::int64_t> dequantize_any_in_pieces(const safetensors_file
 
 /// The source shape dequantize_any gives weight W, from the file's descriptions (no data read).
 /// Throws as describe_quantized_tensor does.
-inline std::vector<std::int64_t> dequantized_shape(const safetensors_file& file, const std::string& name, const load_options& options = {}) {
+inline std::vector<std::int64_t> dequantized_shape(const safetensors_file& file, const std::string& name,
+                                                   const load_options& options = {}) {
   if (is_fp8_weight(file, name)) return file.at(name + ".weight").shape;
   return describe_quantized_tensor(file, name, options).shape;
 }
@@ -75,15 +77,15 @@ inline std::vector<std::int64_t> dequantized_shape(const safetensors_file& file,
 inline restored_tensor dequantize_any(const safetensors_file& file, const std::string& name, const load_options& options = {}) {
   if (!is_fp8_weight(file, name)) return dequantize_tensor(file, name, options);
   restored_tensor out;
-  out.shape = dequantize_any_in_pieces(file, name, options, [&](std::span<const float> piece) {
-    out.values.insert(out.values.end(), piece.begin(), piece.end());
-  });
+  out.shape = dequantize_any_in_pieces(
+      file, name, options, [&](std::span<const float> piece) { out.values.insert(out.values.end(), piece.begin(), piece.end()); });
   return out;
 }
 
 /// The names W of the quantized weights of `source` (as quantized_tensor_names finds them in a file).
 inline std::vector<std::string> quantized_tensor_names(const safetensors_source& source) {
-  return detail_checkpoint::quantized_names(source.metadata(), source.entries(), [&](const std::string& n) { return source.find(n) != nullptr; });
+  return detail_checkpoint::quantized_names(source.metadata(), source.entries(),
+                                            [&](const std::string& n) { return source.find(n) != nullptr; });
 }
 
 /// Quantized weight W of `source` as a small file the quantized-tensor readers take: W.weight,

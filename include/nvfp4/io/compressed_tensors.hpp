@@ -27,7 +27,8 @@ namespace detail_compressed_tensors {
 inline float one_f32(const safetensors_tensor& t, const std::string& where) {
   if (t.dtype != safetensors_dtype::f32 || t.bytes.size() != 4)
     throw error(errc::dtype_mismatch, where + ": tensor '" + t.name + "' is not one F32 value (" +
-                                          std::string(safetensors_dtype_name(t.dtype)) + " " + detail_safetensors::shape_text(t.shape) + ")");
+                                          std::string(safetensors_dtype_name(t.dtype)) + " " + detail_safetensors::shape_text(t.shape) +
+                                          ")");
   float v;
   std::memcpy(&v, t.bytes.data(), 4);
   return v;
@@ -67,14 +68,14 @@ inline checkpoint compressed_tensors_from_safetensors(const safetensors_file& fi
     const auto* scale = file.find(name + ".weight_scale");
     const auto* global = file.find(name + ".weight_global_scale");
     if (!scale || !global)
-      throw error(errc::malformed_file, where + ": tensor '" + name + "' has weight_packed but no " +
-                                            (scale ? "weight_global_scale" : "weight_scale"));
+      throw error(errc::malformed_file,
+                  where + ": tensor '" + name + "' has weight_packed but no " + (scale ? "weight_global_scale" : "weight_scale"));
     if (t.dtype != safetensors_dtype::u8 || t.shape.size() != 2)
       throw error(errc::dtype_mismatch, where + ": " + t.name + " is " + std::string(safetensors_dtype_name(t.dtype)) + " " +
                                             detail_safetensors::shape_text(t.shape) + ", expected U8 [N, K/2]");
     if (scale->dtype != safetensors_dtype::f8_e4m3 || scale->shape.size() != 2)
-      throw error(errc::dtype_mismatch, where + ": " + scale->name + " is " + std::string(safetensors_dtype_name(scale->dtype)) +
-                                            " " + detail_safetensors::shape_text(scale->shape) + ", expected F8_E4M3 [N, K/16]");
+      throw error(errc::dtype_mismatch, where + ": " + scale->name + " is " + std::string(safetensors_dtype_name(scale->dtype)) + " " +
+                                            detail_safetensors::shape_text(scale->shape) + ", expected F8_E4M3 [N, K/16]");
     quantized_weight w;
     w.name = name;
     w.format = weight_format::nvfp4;
@@ -125,7 +126,8 @@ inline checkpoint read_compressed_tensors(const std::filesystem::path& path) {
     if (q->contains("format") && (*q)["format"].is_string()) formats.insert((*q)["format"].get<std::string>());
     if (const auto g = q->find("config_groups"); g != q->end() && g->is_object())
       for (const auto& [_, group] : g->items())
-        if (group.is_object() && group.contains("format") && group["format"].is_string()) formats.insert(group["format"].get<std::string>());
+        if (group.is_object() && group.contains("format") && group["format"].is_string())
+          formats.insert(group["format"].get<std::string>());
     for (const auto& f : formats)
       if (f != compressed_tensors_nvfp4_format && f != "dense" && f != "mixed-precision")
         throw error(errc::unsupported, (path / "config.json").string() + ": compression format '" + f + "' (only " +
@@ -179,8 +181,8 @@ inline safetensors_file compressed_tensors_to_safetensors(const checkpoint& c, b
       throw error(errc::unsupported, "compressed-tensors writer: tensor '" + w.name + "' is MXFP4; this writer holds " +
                                          compressed_tensors_nvfp4_format + " weights only");
     if (w.rht)
-      throw error(errc::unsupported, "compressed-tensors writer: tensor '" + w.name +
-                                         "' was quantized after TE's RHT; compressed-tensors cannot say so");
+      throw error(errc::unsupported,
+                  "compressed-tensors writer: tensor '" + w.name + "' was quantized after TE's RHT; compressed-tensors cannot say so");
     if (w.cols % 2)
       throw error(errc::shape_mismatch, "compressed-tensors writer: tensor '" + w.name + "' has an odd number of columns (" +
                                             std::to_string(w.cols) + "); the layout infers K = 2 x bytes per row");

@@ -39,8 +39,7 @@ namespace nvfp4::io {
 inline std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
-  if (std::filesystem::is_directory(status))
-    throw error(errc::io_error, "cannot read " + path.string() + ": it is a directory");
+  if (std::filesystem::is_directory(status)) throw error(errc::io_error, "cannot read " + path.string() + ": it is a directory");
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
     throw error(errc::io_error, "cannot read " + path.string() + ": it is not a regular file");
   errno = 0;
@@ -80,15 +79,18 @@ class file_reader {
     if (fd_ < 0) {
       const int reason = errno;
       // (a path too long to open is too long to repeat whole: its first 200 bytes)
-      throw error(errc::io_error, "cannot open " + (path_.size() > 200 ? path_.substr(0, 200) + "... (" + std::to_string(path_.size()) + " bytes)" : path_) +
-                                      ": " + std::strerror(reason));
+      throw error(errc::io_error,
+                  "cannot open " +
+                      (path_.size() > 200 ? path_.substr(0, 200) + "... (" + std::to_string(path_.size()) + " bytes)" : path_) + ": " +
+                      std::strerror(reason));
     }
     struct stat st {};
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
       const int reason = errno;
       ::close(fd_);
       fd_ = -1;
-      throw error(errc::io_error, "cannot read " + path_ + (reason != 0 ? std::string(": ") + std::strerror(reason) : ": it is not a regular file"));
+      throw error(errc::io_error,
+                  "cannot read " + path_ + (reason != 0 ? std::string(": ") + std::strerror(reason) : ": it is not a regular file"));
     }
     size_ = static_cast<std::uint64_t>(st.st_size);
   }
@@ -376,7 +378,8 @@ inline void write_file_atomically(const std::filesystem::path& path, const std::
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) {
       const int reason = errno;
-      give_up("cannot create " + temporary.string() + " to write " + shown + (reason != 0 ? std::string(": ") + std::strerror(reason) : std::string()));
+      give_up("cannot create " + temporary.string() + " to write " + shown +
+              (reason != 0 ? std::string(": ") + std::strerror(reason) : std::string()));
     }
     bool failed = false;
     try {

@@ -39,8 +39,8 @@ struct detected_file {
   checkpoint_format format = checkpoint_format::modelopt;  ///< for kind == checkpoint
   bool directory = false;                                  ///< a Hugging Face directory
   bool sharded = false;                                    ///< a directory with an index and shards
-  std::string description;  ///< "ModelOpt (sharded directory)", "a PyTorch zip checkpoint", ...
-  bool foreign = false;     ///< kind unsupported: a known format of other tools (else: no known format)
+  std::string description;                                 ///< "ModelOpt (sharded directory)", "a PyTorch zip checkpoint", ...
+  bool foreign = false;                                    ///< kind unsupported: a known format of other tools (else: no known format)
 };
 
 /// The formats the readers take, for messages.
@@ -76,16 +76,23 @@ inline std::vector<std::uint8_t> read_prefix(const std::filesystem::path& path, 
 inline std::optional<std::string> foreign_format(const std::vector<std::uint8_t>& head) {
   auto starts = [&](const char* magic, std::size_t n) { return head.size() >= n && std::memcmp(head.data(), magic, n) == 0; };
   if (starts("PK\x03\x04", 4) || starts("PK\x05\x06", 4))
-    return std::string("a ZIP archive (a PyTorch torch.save checkpoint such as pytorch_model.bin / .pt, or a NumPy .npz): "
-                       "save the tensors with safetensors.torch.save_file or numpy.save first");
+    return std::string(
+        "a ZIP archive (a PyTorch torch.save checkpoint such as pytorch_model.bin / .pt, or a NumPy .npz): "
+        "save the tensors with safetensors.torch.save_file or numpy.save first");
   if (head.size() >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5)
     return std::string("a Python pickle (a legacy PyTorch checkpoint): save the tensors with safetensors.torch.save_file first");
   if (starts("\x89HDF\r\n\x1a\n", 8)) return std::string("an HDF5 file (Keras / h5py)");
   if (starts("\x1f\x8b", 2)) return std::string("a gzip-compressed file (decompress it first)");
-  if (starts("\xfd" "7zXZ", 6)) return std::string("an xz-compressed file (decompress it first)");
+  if (starts("\xfd"
+             "7zXZ",
+             6))
+    return std::string("an xz-compressed file (decompress it first)");
   if (starts("GGML", 4) || starts("GGJT", 4) || starts("GGLA", 4) || starts("lmgg", 4) || starts("tjgg", 4))
     return std::string("a legacy GGML file (before GGUF; convert it with llama.cpp first)");
-  if (starts("\x7f" "ELF", 4)) return std::string("an executable (ELF)");
+  if (starts("\x7f"
+             "ELF",
+             4))
+    return std::string("an executable (ELF)");
   std::size_t i = 0;
   while (i < head.size() && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')) ++i;
   if (i < head.size() && (head[i] == '{' || head[i] == '['))
@@ -123,10 +130,14 @@ inline std::optional<checkpoint_format> safetensors_header_format(const std::fil
 
 inline std::string format_title(checkpoint_format f) {
   switch (f) {
-    case checkpoint_format::modelopt: return "ModelOpt";
-    case checkpoint_format::compressed_tensors: return "compressed-tensors";
-    case checkpoint_format::gguf: return "GGUF";
-    case checkpoint_format::torchao: return "torchao";
+    case checkpoint_format::modelopt:
+      return "ModelOpt";
+    case checkpoint_format::compressed_tensors:
+      return "compressed-tensors";
+    case checkpoint_format::gguf:
+      return "GGUF";
+    case checkpoint_format::torchao:
+      return "torchao";
   }
   return "?";
 }
@@ -160,9 +171,12 @@ inline detected_file detect_regular_file(const std::filesystem::path& path) {
     d.foreign = true;
     return d;
   }
-  if (size == 0) d.description = "an empty file";
-  else if (size < 9) d.description = "a file of " + std::to_string(size) + " bytes, too short for any of these formats";
-  else d.description = "a file of no format known here (no .npy, safetensors or GGUF header)";
+  if (size == 0)
+    d.description = "an empty file";
+  else if (size < 9)
+    d.description = "a file of " + std::to_string(size) + " bytes, too short for any of these formats";
+  else
+    d.description = "a file of no format known here (no .npy, safetensors or GGUF header)";
   return d;
 }
 
@@ -181,8 +195,10 @@ inline detected_file detect_directory(const std::filesystem::path& path) {
     if (const auto q = config.find("quantization_config"); q != config.end() && q->is_object()) {
       const auto method = q->find("quant_method");
       const std::string m = method != q->end() && method->is_string() ? method->get<std::string>() : "";
-      if (m == "compressed-tensors") format = checkpoint_format::compressed_tensors;
-      else if (m == "modelopt") format = checkpoint_format::modelopt;
+      if (m == "compressed-tensors")
+        format = checkpoint_format::compressed_tensors;
+      else if (m == "modelopt")
+        format = checkpoint_format::modelopt;
       else if (!m.empty())
         refuse_unsupported_file(path.string(), "a checkpoint directory quantized with quant_method \"" + m + "\"");
     }
@@ -206,8 +222,10 @@ inline detected_file detect_directory(const std::filesystem::path& path) {
       if (found.size() == 1) first = found[0];
     }
     if (first.empty())
-      refuse_unsupported_file(path.string(), "a directory without model.safetensors, " + std::string(safetensors_index_name) +
-                                                 " or exactly one .safetensors file", errc::invalid_argument);
+      refuse_unsupported_file(
+          path.string(),
+          "a directory without model.safetensors, " + std::string(safetensors_index_name) + " or exactly one .safetensors file",
+          errc::invalid_argument);
     const detected_file inner = detect_regular_file(first);
     if (inner.kind != file_kind::checkpoint || inner.format == checkpoint_format::gguf)
       refuse_unsupported_file(path.string(), "a directory whose " + first.filename().string() + " is " + inner.description,
@@ -232,8 +250,9 @@ inline detected_file detect_file(const std::filesystem::path& path) {
   // The system's reason: a loop of symbolic links, a name too long, a directory not searchable
   // are not "no such file".
   if (!fs::exists(status))
-    throw error(errc::io_error, "cannot open " + clip_for_message(path.string()) + ": " +
-                                    (ec && ec != std::errc::no_such_file_or_directory ? ec.message() : std::string("no such file or directory")));
+    throw error(errc::io_error,
+                "cannot open " + clip_for_message(path.string()) + ": " +
+                    (ec && ec != std::errc::no_such_file_or_directory ? ec.message() : std::string("no such file or directory")));
   if (fs::is_directory(status)) return detail_file_format::detect_directory(path);
   if (!fs::is_regular_file(status)) throw error(errc::io_error, "cannot read " + path.string() + ": it is not a regular file");
   return detail_file_format::detect_regular_file(path);

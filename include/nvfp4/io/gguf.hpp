@@ -38,7 +38,8 @@ namespace nvfp4::io {
 /// UE4M3 scales [rows, cols/16]) -> GGUF type-40 blocks, row after row. cols % 64 == 0.
 inline std::vector<std::uint8_t> encode_gguf_nvfp4(index_t rows, index_t cols, std::span<const std::uint8_t> data,
                                                    std::span<const std::uint8_t> scales) {
-  detail::require(cols % 64 == 0 && rows >= 0, errc::shape_mismatch, "gguf: NVFP4 blocks hold 64 elements; " + std::to_string(cols) + " columns is not a multiple");
+  detail::require(cols % 64 == 0 && rows >= 0, errc::shape_mismatch,
+                  "gguf: NVFP4 blocks hold 64 elements; " + std::to_string(cols) + " columns is not a multiple");
   detail::require(data.size() == static_cast<std::size_t>(rows * cols / 2) && scales.size() == static_cast<std::size_t>(rows * cols / 16),
                   errc::shape_mismatch, "gguf: NVFP4 byte counts do not fit the shape");
   std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * (cols / 64) * 36));
@@ -49,7 +50,8 @@ inline std::vector<std::uint8_t> encode_gguf_nvfp4(index_t rows, index_t cols, s
       for (int s = 0; s < 4; ++s)
         for (int j = 0; j < 8; ++j) {
           const index_t c0 = b * 64 + s * 16 + j;
-          out[o++] = static_cast<std::uint8_t>(detail_checkpoint_model::packed_code(data, cols, r, c0) | (detail_checkpoint_model::packed_code(data, cols, r, c0 + 8) << 4));
+          out[o++] = static_cast<std::uint8_t>(detail_checkpoint_model::packed_code(data, cols, r, c0) |
+                                               (detail_checkpoint_model::packed_code(data, cols, r, c0 + 8) << 4));
         }
     }
   return out;
@@ -79,7 +81,8 @@ inline void decode_gguf_nvfp4(index_t rows, index_t cols, std::span<const std::u
 /// MXFP4 weight (canonical data, compact E8M0 scales [rows, cols/32]) -> GGUF type-39 blocks.
 inline std::vector<std::uint8_t> encode_gguf_mxfp4(index_t rows, index_t cols, std::span<const std::uint8_t> data,
                                                    std::span<const std::uint8_t> scales) {
-  detail::require(cols % 32 == 0 && rows >= 0, errc::shape_mismatch, "gguf: MXFP4 blocks hold 32 elements; " + std::to_string(cols) + " columns is not a multiple");
+  detail::require(cols % 32 == 0 && rows >= 0, errc::shape_mismatch,
+                  "gguf: MXFP4 blocks hold 32 elements; " + std::to_string(cols) + " columns is not a multiple");
   detail::require(data.size() == static_cast<std::size_t>(rows * cols / 2) && scales.size() == static_cast<std::size_t>(rows * cols / 32),
                   errc::shape_mismatch, "gguf: MXFP4 byte counts do not fit the shape");
   std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * (cols / 32) * 17));
@@ -88,7 +91,8 @@ inline std::vector<std::uint8_t> encode_gguf_mxfp4(index_t rows, index_t cols, s
     for (index_t b = 0; b < cols / 32; ++b) {
       out[o++] = scales[static_cast<std::size_t>(r * (cols / 32) + b)];
       for (int j = 0; j < 16; ++j) {
-        out[o++] = static_cast<std::uint8_t>(detail_checkpoint_model::packed_code(data, cols, r, b * 32 + j) | (detail_checkpoint_model::packed_code(data, cols, r, b * 32 + j + 16) << 4));
+        out[o++] = static_cast<std::uint8_t>(detail_checkpoint_model::packed_code(data, cols, r, b * 32 + j) |
+                                             (detail_checkpoint_model::packed_code(data, cols, r, b * 32 + j + 16) << 4));
       }
     }
   return out;
@@ -198,8 +202,9 @@ inline checkpoint checkpoint_from_gguf(const gguf_file& file, const std::string&
     for (const auto& p : plain_types)
       if (p.ggml == t.type) dtype = p.st;
     if (!dtype)
-      throw error(errc::unsupported, where + ": tensor '" + t.name + "' is " + ggml_type_text(t.type) +
-                                         ", which this library cannot represent (it reads nvfp4, mxfp4, f32, f16, bf16 and integer tensors)");
+      throw error(errc::unsupported,
+                  where + ": tensor '" + t.name + "' is " + ggml_type_text(t.type) +
+                      ", which this library cannot represent (it reads nvfp4, mxfp4, f32, f16, bf16 and integer tensors)");
     safetensors_tensor s;
     s.name = t.name;
     s.dtype = *dtype;
@@ -258,7 +263,8 @@ inline gguf_file checkpoint_to_gguf(const checkpoint& c) {
       throw error(errc::unsupported, "gguf writer: tensor '" + s.name + "' is " + std::string(safetensors_dtype_name(s.dtype)) +
                                          ", which has no GGUF tensor type");
     if (s.shape.size() > gguf_max_dims)
-      throw error(errc::unsupported, "gguf writer: tensor '" + s.name + "' has " + std::to_string(s.shape.size()) + " dimensions (GGUF: at most 4)");
+      throw error(errc::unsupported,
+                  "gguf writer: tensor '" + s.name + "' has " + std::to_string(s.shape.size()) + " dimensions (GGUF: at most 4)");
     gguf_tensor t;
     t.name = s.name;
     t.type = *type;

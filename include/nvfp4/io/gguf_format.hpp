@@ -17,13 +17,24 @@ namespace nvfp4::io {
 
 /// Value types of GGUF metadata (gguf.h gguf_type).
 enum class gguf_type : std::uint32_t {
-  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7, string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
 };
 
 /// The ggml tensor type ids (ggml.h enum ggml_type) this library maps to its own formats.
 struct ggml_type {
-  static constexpr std::uint32_t f32 = 0, f16 = 1, i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, bf16 = 30, mxfp4 = 39,
-                                 nvfp4 = 40;
+  static constexpr std::uint32_t f32 = 0, f16 = 1, i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, bf16 = 30, mxfp4 = 39, nvfp4 = 40;
 };
 
 /// What every ggml tensor type is: its name, elements per block and bytes per block (ggml.c
@@ -35,15 +46,49 @@ struct ggml_type_info {
 };
 
 inline constexpr std::array<ggml_type_info, 43> ggml_types = {{
-    {"f32", 1, 4},       {"f16", 1, 2},         {"q4_0", 32, 18},    {"q4_1", 32, 20},    {"q4_2 (removed)", 0, 0},
-    {"q4_3 (removed)", 0, 0}, {"q5_0", 32, 22}, {"q5_1", 32, 24},    {"q8_0", 32, 34},    {"q8_1", 32, 36},
-    {"q2_K", 256, 84},   {"q3_K", 256, 110},    {"q4_K", 256, 144},  {"q5_K", 256, 176},  {"q6_K", 256, 210},
-    {"q8_K", 256, 292},  {"iq2_xxs", 256, 66},  {"iq2_xs", 256, 74}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50},
-    {"iq4_nl", 32, 18},  {"iq3_s", 256, 110},   {"iq2_s", 256, 82},  {"iq4_xs", 256, 136}, {"i8", 1, 1},
-    {"i16", 1, 2},       {"i32", 1, 4},         {"i64", 1, 8},       {"f64", 1, 8},       {"iq1_m", 256, 56},
-    {"bf16", 1, 2},      {"q4_0_4_4 (removed)", 0, 0}, {"q4_0_4_8 (removed)", 0, 0}, {"q4_0_8_8 (removed)", 0, 0},
-    {"tq1_0", 256, 54},  {"tq2_0", 256, 66},    {"iq4_nl_4_4 (removed)", 0, 0}, {"iq4_nl_4_8 (removed)", 0, 0},
-    {"iq4_nl_8_8 (removed)", 0, 0}, {"mxfp4", 32, 17}, {"nvfp4", 64, 36}, {"q1_0", 128, 18}, {"q2_0", 64, 18},
+    {"f32", 1, 4},
+    {"f16", 1, 2},
+    {"q4_0", 32, 18},
+    {"q4_1", 32, 20},
+    {"q4_2 (removed)", 0, 0},
+    {"q4_3 (removed)", 0, 0},
+    {"q5_0", 32, 22},
+    {"q5_1", 32, 24},
+    {"q8_0", 32, 34},
+    {"q8_1", 32, 36},
+    {"q2_K", 256, 84},
+    {"q3_K", 256, 110},
+    {"q4_K", 256, 144},
+    {"q5_K", 256, 176},
+    {"q6_K", 256, 210},
+    {"q8_K", 256, 292},
+    {"iq2_xxs", 256, 66},
+    {"iq2_xs", 256, 74},
+    {"iq3_xxs", 256, 98},
+    {"iq1_s", 256, 50},
+    {"iq4_nl", 32, 18},
+    {"iq3_s", 256, 110},
+    {"iq2_s", 256, 82},
+    {"iq4_xs", 256, 136},
+    {"i8", 1, 1},
+    {"i16", 1, 2},
+    {"i32", 1, 4},
+    {"i64", 1, 8},
+    {"f64", 1, 8},
+    {"iq1_m", 256, 56},
+    {"bf16", 1, 2},
+    {"q4_0_4_4 (removed)", 0, 0},
+    {"q4_0_4_8 (removed)", 0, 0},
+    {"q4_0_8_8 (removed)", 0, 0},
+    {"tq1_0", 256, 54},
+    {"tq2_0", 256, 66},
+    {"iq4_nl_4_4 (removed)", 0, 0},
+    {"iq4_nl_4_8 (removed)", 0, 0},
+    {"iq4_nl_8_8 (removed)", 0, 0},
+    {"mxfp4", 32, 17},
+    {"nvfp4", 64, 36},
+    {"q1_0", 128, 18},
+    {"q2_0", 64, 18},
 }};
 
 /// "q4_K (12)" for a type id, "type 99" for one outside the table.

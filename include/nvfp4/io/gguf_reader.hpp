@@ -48,9 +48,7 @@ class reader {
     pos_ += static_cast<std::size_t>(n);
     return s;
   }
-  void copy(std::vector<std::uint8_t>& out, std::size_t from, std::size_t to) const {
-    out.insert(out.end(), data_ + from, data_ + to);
-  }
+  void copy(std::vector<std::uint8_t>& out, std::size_t from, std::size_t to) const { out.insert(out.end(), data_ + from, data_ + to); }
   void skip(std::uint64_t n, const char* what) {
     need(n, what);
     pos_ += static_cast<std::size_t>(n);
@@ -66,11 +64,23 @@ class reader {
 
 inline std::size_t scalar_size(gguf_type t) {
   switch (t) {
-    case gguf_type::u8: case gguf_type::i8: case gguf_type::boolean: return 1;
-    case gguf_type::u16: case gguf_type::i16: return 2;
-    case gguf_type::u32: case gguf_type::i32: case gguf_type::f32: return 4;
-    case gguf_type::u64: case gguf_type::i64: case gguf_type::f64: return 8;
-    default: return 0;
+    case gguf_type::u8:
+    case gguf_type::i8:
+    case gguf_type::boolean:
+      return 1;
+    case gguf_type::u16:
+    case gguf_type::i16:
+      return 2;
+    case gguf_type::u32:
+    case gguf_type::i32:
+    case gguf_type::f32:
+      return 4;
+    case gguf_type::u64:
+    case gguf_type::i64:
+    case gguf_type::f64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -106,7 +116,8 @@ inline gguf_file parse_gguf(const std::uint8_t* image, std::size_t size, const s
   gguf_file file;
   file.version = r.scalar<std::uint32_t>("the version");
   if (file.version != 0 && (file.version & 0xFFFF) == 0)
-    throw error(errc::unsupported, name + ": GGUF version " + std::to_string(file.version) + " reads as a big-endian file, which is not supported");
+    throw error(errc::unsupported,
+                name + ": GGUF version " + std::to_string(file.version) + " reads as a big-endian file, which is not supported");
   if (file.version == 1) throw error(errc::unsupported, name + ": GGUF version 1 is no longer supported (ggml reads 2 and 3)");
   if (file.version == 0 || file.version > 3) r.fail("GGUF version " + std::to_string(file.version) + " (2 and 3 are read)");
   const auto n_tensors = r.scalar<std::int64_t>("the tensor count");
@@ -114,7 +125,8 @@ inline gguf_file parse_gguf(const std::uint8_t* image, std::size_t size, const s
   // Every entry takes at least 8 bytes (a string length): a count the file cannot hold is a lie.
   if (n_tensors < 0 || static_cast<std::uint64_t>(n_tensors) > r.remaining() / 8)
     r.fail("tensor count " + std::to_string(n_tensors) + " does not fit in the file");
-  if (n_kv < 0 || static_cast<std::uint64_t>(n_kv) > r.remaining() / 8) r.fail("key-value count " + std::to_string(n_kv) + " does not fit in the file");
+  if (n_kv < 0 || static_cast<std::uint64_t>(n_kv) > r.remaining() / 8)
+    r.fail("key-value count " + std::to_string(n_kv) + " does not fit in the file");
   std::set<std::string> keys;
   for (std::int64_t i = 0; i < n_kv; ++i) {
     gguf_kv kv;
@@ -132,7 +144,8 @@ inline gguf_file parse_gguf(const std::uint8_t* image, std::size_t size, const s
       kv.array_type = static_cast<gguf_type>(element);
       kv.count = r.scalar<std::uint64_t>("an array length");
       const std::size_t smallest = kv.array_type == gguf_type::string ? 8 : scalar_size(kv.array_type);
-      if (kv.count > r.remaining() / smallest) r.fail("array '" + clip_for_message(kv.key) + "' of " + std::to_string(kv.count) + " elements does not fit in the file");
+      if (kv.count > r.remaining() / smallest)
+        r.fail("array '" + clip_for_message(kv.key) + "' of " + std::to_string(kv.count) + " elements does not fit in the file");
       const std::size_t values = r.position();
       for (std::uint64_t k = 0; k < kv.count; ++k) skip_value(r, kv.array_type, kv.key);
       r.copy(kv.raw, values, r.position());

@@ -43,7 +43,8 @@ inline std::vector<std::uint8_t> serialize_gguf(const gguf_file& file) {
   put_u64(out, file.metadata.size());
   std::set<std::string> keys, names;
   for (const auto& kv : file.metadata) {
-    detail::require(!kv.key.empty() && keys.insert(kv.key).second, errc::invalid_argument, "gguf: key '" + clip_for_message(kv.key) + "' is empty or repeated");
+    detail::require(!kv.key.empty() && keys.insert(kv.key).second, errc::invalid_argument,
+                    "gguf: key '" + clip_for_message(kv.key) + "' is empty or repeated");
     put_string(out, kv.key);
     put_u32(out, static_cast<std::uint32_t>(kv.type));
     if (kv.type == gguf_type::array) {

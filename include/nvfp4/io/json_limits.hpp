@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
-#include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -75,7 +75,8 @@ class bounded_dom_builder {
   using object_t = typename Json::object_t;
   using string_t = typename Json::string_t;
   /// Whether objects keep insertion order (ordered_json): their own find is a scan.
-  static constexpr bool ordered = std::is_base_of_v<std::vector<typename object_t::value_type, typename object_t::allocator_type>, object_t>;
+  static constexpr bool ordered =
+      std::is_base_of_v<std::vector<typename object_t::value_type, typename object_t::allocator_type>, object_t>;
   using member_callback = std::function<void(string_t&& key, Json&& value)>;
 
   bounded_dom_builder(duplicate_keys duplicates, member_callback on_root_member)
@@ -124,9 +125,9 @@ class bounded_dom_builder {
  private:
   struct level {
     Json* container = nullptr;
-    bool hand_over_at_close = false;  ///< a root member built on its own, handed over when it closes
-    string_t key;                     ///< objects: the key whose value comes next
-    std::optional<std::size_t> slot;  ///< ordered objects, keep_last: where that key already is
+    bool hand_over_at_close = false;                      ///< a root member built on its own, handed over when it closes
+    string_t key;                                         ///< objects: the key whose value comes next
+    std::optional<std::size_t> slot;                      ///< ordered objects, keep_last: where that key already is
     std::unordered_map<string_t, std::size_t> positions;  ///< ordered objects: key -> index
     std::unordered_set<string_t> handed_keys;             ///< a root object handed over: its keys
   };
@@ -165,8 +166,10 @@ class bounded_dom_builder {
   }
 
   bool value(Json&& v) {
-    if (handing_over()) on_root_member_(std::move(levels_.back().key), std::move(v));
-    else place(std::move(v));
+    if (handing_over())
+      on_root_member_(std::move(levels_.back().key), std::move(v));
+    else
+      place(std::move(v));
     return true;
   }
 
@@ -245,7 +248,8 @@ struct key_scanner {
 /// repeated keys are not looked for) without building anything: `on_key(depth, key)` sees every
 /// key, `depth` 1 for the root object's own. For a look at a document's keys (which format a
 /// header is) at the cost of one pass and no allocation per value.
-inline void scan_json_bounded(std::string_view text, const std::string& what, const std::function<void(int depth, const std::string& key)>& on_key) {
+inline void scan_json_bounded(std::string_view text, const std::string& what,
+                              const std::function<void(int depth, const std::string& key)>& on_key) {
   if (const auto nul = text.find('\0'); nul != std::string_view::npos)
     throw error(errc::malformed_file, what + " holds a NUL byte at offset " + std::to_string(nul));
   detail_json::key_scanner scanner{on_key};
@@ -270,8 +274,7 @@ Json parse_json_bounded(std::string_view text, const std::string& what, duplicat
     throw error(errc::malformed_file, what + " holds a NUL byte at offset " + std::to_string(nul));
   detail_json::bounded_dom_builder<Json> builder(duplicates, std::move(on_root_member));
   const bool parsed = Json::sax_parse(text.begin(), text.end(), &builder, nlohmann::json::input_format_t::json, /*strict=*/true);
-  if (builder.too_deep)
-    throw error(errc::malformed_file, what + " nests JSON deeper than " + std::to_string(json_max_depth) + " levels");
+  if (builder.too_deep) throw error(errc::malformed_file, what + " nests JSON deeper than " + std::to_string(json_max_depth) + " levels");
   if (builder.has_duplicate)
     throw error(errc::malformed_file, what + " has the key '" + clip_for_message(builder.duplicate) + "' twice in one object");
   if (!parsed) throw error(errc::malformed_file, what + " is not valid JSON");

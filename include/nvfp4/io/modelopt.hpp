@@ -30,7 +30,8 @@ namespace detail_modelopt {
 inline float scalar_f32(const safetensors_tensor& t, const std::string& where) {
   if (t.dtype != safetensors_dtype::f32 || t.bytes.size() != 4 || t.element_count() != 1)
     throw error(errc::dtype_mismatch, where + ": tensor '" + t.name + "' is not one F32 value (" +
-                                          std::string(safetensors_dtype_name(t.dtype)) + " " + detail_safetensors::shape_text(t.shape) + ")");
+                                          std::string(safetensors_dtype_name(t.dtype)) + " " + detail_safetensors::shape_text(t.shape) +
+                                          ")");
   float v;
   std::memcpy(&v, t.bytes.data(), 4);
   return v;
@@ -196,7 +197,7 @@ inline checkpoint read_modelopt(const std::filesystem::path& path) {
 /// What write_modelopt does beyond the tensors.
 struct modelopt_write_options {
   std::uint64_t max_shard_bytes = std::uint64_t{5} << 30;  ///< directory output: shard above this
-  bool hf_quant_config_beside_file = false;  ///< file output: also write hf_quant_config.json beside it
+  bool hf_quant_config_beside_file = false;                ///< file output: also write hf_quant_config.json beside it
 };
 
 /// The ModelOpt tensors of a checkpoint as one safetensors_file (in safetensors' own order), with
@@ -214,8 +215,8 @@ inline safetensors_file modelopt_to_safetensors(const checkpoint& c, bool annota
                                             " columns; ModelOpt's layout infers K = 2 x bytes per row, so it cannot hold an odd K");
     file.tensors.push_back(u8_tensor(w.name + ".weight", safetensors_dtype::u8, w.rows, w.data_cols(), w.data));
     file.tensors.push_back(u8_tensor(w.name + ".weight_scale",
-                                     w.format == weight_format::nvfp4 ? safetensors_dtype::f8_e4m3 : safetensors_dtype::u8,
-                                     w.rows, w.scale_cols(), w.scales));
+                                     w.format == weight_format::nvfp4 ? safetensors_dtype::f8_e4m3 : safetensors_dtype::u8, w.rows,
+                                     w.scale_cols(), w.scales));
     if (w.format == weight_format::nvfp4) file.tensors.push_back(f32_tensor(w.name + ".weight_scale_2", w.weight_scale.decode, {}));
     if (w.input_scale) file.tensors.push_back(f32_tensor(w.name + ".input_scale", w.input_scale->decode, {}));
   }
@@ -227,8 +228,9 @@ inline safetensors_file modelopt_to_safetensors(const checkpoint& c, bool annota
       throw error(errc::invalid_argument, "modelopt writer: two tensors would be named '" + clip_for_message(t.name) + "'");
   for (const auto& w : c.weights)
     if (w.rht)
-      throw error(errc::unsupported, "modelopt writer: tensor '" + w.name +
-                                         "' was quantized after TE's RHT; ModelOpt's layout cannot say so (use nvfp4 quantize's own files)");
+      throw error(errc::unsupported,
+                  "modelopt writer: tensor '" + w.name +
+                      "' was quantized after TE's RHT; ModelOpt's layout cannot say so (use nvfp4 quantize's own files)");
   file.metadata = c.metadata;
   const auto annotation = make_annotation(c, /*stored_decode=*/true, /*with_metadata=*/false, annotate_configs, /*with_order=*/true);
   if (!annotation.empty()) file.metadata[checkpoint_annotation_key] = annotation.dump();

@@ -3,12 +3,12 @@
 // Used by the tools and tests; the core library does not need it.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -29,10 +29,22 @@ enum class npy_dtype { float32, float16, bfloat16, float64, uint8, int8, uint16,
 
 constexpr std::size_t npy_dtype_size(npy_dtype t) {
   switch (t) {
-    case npy_dtype::float64: case npy_dtype::int64: case npy_dtype::uint64: return 8;
-    case npy_dtype::float32: case npy_dtype::uint32: case npy_dtype::int32: return 4;
-    case npy_dtype::float16: case npy_dtype::bfloat16: case npy_dtype::uint16: case npy_dtype::int16: case npy_dtype::void2: return 2;
-    default: return 1;
+    case npy_dtype::float64:
+    case npy_dtype::int64:
+    case npy_dtype::uint64:
+      return 8;
+    case npy_dtype::float32:
+    case npy_dtype::uint32:
+    case npy_dtype::int32:
+      return 4;
+    case npy_dtype::float16:
+    case npy_dtype::bfloat16:
+    case npy_dtype::uint16:
+    case npy_dtype::int16:
+    case npy_dtype::void2:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -41,20 +53,34 @@ constexpr std::size_t npy_dtype_size(npy_dtype t) {
 /// raw until the caller says they hold bfloat16 bits (reinterpret_as_bfloat16).
 constexpr std::string_view npy_descr(npy_dtype t) {
   switch (t) {
-    case npy_dtype::float32: return "<f4";
-    case npy_dtype::float16: return "<f2";
-    case npy_dtype::bfloat16: return "<V2";
-    case npy_dtype::float64: return "<f8";
-    case npy_dtype::uint8: return "|u1";
-    case npy_dtype::int8: return "|i1";
-    case npy_dtype::uint16: return "<u2";
-    case npy_dtype::int16: return "<i2";
-    case npy_dtype::uint32: return "<u4";
-    case npy_dtype::int32: return "<i4";
-    case npy_dtype::int64: return "<i8";
-    case npy_dtype::uint64: return "<u8";
-    case npy_dtype::boolean: return "|b1";
-    case npy_dtype::void2: return "|V2";
+    case npy_dtype::float32:
+      return "<f4";
+    case npy_dtype::float16:
+      return "<f2";
+    case npy_dtype::bfloat16:
+      return "<V2";
+    case npy_dtype::float64:
+      return "<f8";
+    case npy_dtype::uint8:
+      return "|u1";
+    case npy_dtype::int8:
+      return "|i1";
+    case npy_dtype::uint16:
+      return "<u2";
+    case npy_dtype::int16:
+      return "<i2";
+    case npy_dtype::uint32:
+      return "<u4";
+    case npy_dtype::int32:
+      return "<i4";
+    case npy_dtype::int64:
+      return "<i8";
+    case npy_dtype::uint64:
+      return "<u8";
+    case npy_dtype::boolean:
+      return "|b1";
+    case npy_dtype::void2:
+      return "|V2";
   }
   return "";
 }
@@ -73,8 +99,7 @@ struct npy_array {
   template <class T>
   std::vector<T> as() const {
     detail::require(sizeof(T) == npy_dtype_size(dtype), errc::dtype_mismatch,
-                    "npy: element size " + std::to_string(sizeof(T)) + " asked of a " +
-                        std::string(npy_descr(dtype)) + " array");
+                    "npy: element size " + std::to_string(sizeof(T)) + " asked of a " + std::string(npy_descr(dtype)) + " array");
     detail::require(bytes.size() == static_cast<std::size_t>(element_count()) * sizeof(T), errc::shape_mismatch,
                     "npy: " + std::to_string(bytes.size()) + " bytes do not fit the array's shape");
     std::vector<T> out(static_cast<std::size_t>(element_count()));
@@ -84,9 +109,7 @@ struct npy_array {
 };
 
 /// True when `image` starts with the .npy magic string.
-inline bool looks_like_npy(const std::uint8_t* image, std::size_t size) {
-  return size >= 6 && std::memcmp(image, "\x93NUMPY", 6) == 0;
-}
+inline bool looks_like_npy(const std::uint8_t* image, std::size_t size) { return size >= 6 && std::memcmp(image, "\x93NUMPY", 6) == 0; }
 
 namespace detail_npy {
 
@@ -117,14 +140,17 @@ class header_parser {
       if (key == "descr") {
         once(seen_descr, key);
         if (peek() == '[' || peek() == '{')
-          throw error(errc::unsupported, file_ + ": structured .npy dtype " + bracketed() +
-                                             " is not supported (a plain numeric dtype such as '<f4' is)");
+          throw error(errc::unsupported,
+                      file_ + ": structured .npy dtype " + bracketed() + " is not supported (a plain numeric dtype such as '<f4' is)");
         r.descr = quoted_string("the value of 'descr'");
       } else if (key == "fortran_order") {
         once(seen_order, key);
-        if (take_word("True")) r.fortran_order = true;
-        else if (take_word("False")) r.fortran_order = false;
-        else fail("'fortran_order' must be True or False, found " + excerpt());
+        if (take_word("True"))
+          r.fortran_order = true;
+        else if (take_word("False"))
+          r.fortran_order = false;
+        else
+          fail("'fortran_order' must be True or False, found " + excerpt());
       } else if (key == "shape") {
         once(seen_shape, key);
         r.shape = shape_tuple();
@@ -234,10 +260,9 @@ class header_parser {
 
 inline npy_dtype parse_descr(std::string descr, const std::string& file) {
   if (descr.size() == 3 && descr[0] == '=') descr[0] = '<';
-  const npy_dtype all[] = {npy_dtype::float32, npy_dtype::float16, npy_dtype::bfloat16, npy_dtype::float64,
-                           npy_dtype::uint8,   npy_dtype::int8,    npy_dtype::uint16,   npy_dtype::int16,
-                           npy_dtype::uint32,  npy_dtype::int32,   npy_dtype::int64,    npy_dtype::uint64,
-                           npy_dtype::boolean, npy_dtype::void2};
+  const npy_dtype all[] = {npy_dtype::float32, npy_dtype::float16, npy_dtype::bfloat16, npy_dtype::float64, npy_dtype::uint8,
+                           npy_dtype::int8,    npy_dtype::uint16,  npy_dtype::int16,    npy_dtype::uint32,  npy_dtype::int32,
+                           npy_dtype::int64,   npy_dtype::uint64,  npy_dtype::boolean,  npy_dtype::void2};
   for (auto t : all) {
     const std::string_view d = npy_descr(t);
     if (descr == d) return t;
@@ -245,10 +270,10 @@ inline npy_dtype parse_descr(std::string descr, const std::string& file) {
     if (d[0] == '|' && t != npy_dtype::void2 && descr.size() == 3 && (descr[0] == '<' || descr[0] == '>') && descr.substr(1) == d.substr(1))
       return t;
   }
-  if (!descr.empty() && descr[0] == '>')
-    throw error(errc::unsupported, file + ": big-endian .npy data ('" + descr + "') is not supported");
-  throw error(errc::unsupported, file + ": .npy dtype '" + descr + "' is not supported (float32, float16, bfloat16, float64 and "
-                                        "the integer types are)");
+  if (!descr.empty() && descr[0] == '>') throw error(errc::unsupported, file + ": big-endian .npy data ('" + descr + "') is not supported");
+  throw error(errc::unsupported, file + ": .npy dtype '" + descr +
+                                     "' is not supported (float32, float16, bfloat16, float64 and "
+                                     "the integer types are)");
 }
 
 }  // namespace detail_npy
@@ -258,8 +283,8 @@ struct npy_header_info {
   npy_dtype dtype = npy_dtype::float32;
   std::vector<std::int64_t> shape;
   bool fortran_order = false;
-  std::uint64_t data_offset = 0;   ///< bytes before the data
-  std::uint64_t data_bytes = 0;    ///< element count x element size
+  std::uint64_t data_offset = 0;  ///< bytes before the data
+  std::uint64_t data_bytes = 0;   ///< element count x element size
 };
 
 namespace detail_npy {
@@ -297,8 +322,8 @@ inline npy_header_info parse_header_text(std::string_view header, std::size_t pr
   // The format ends the header with '\n' (after the padding spaces): a length field that is off
   // (too short, it would read header bytes as data) shows here.
   if (header.empty() || header.back() != '\n')
-    throw error(errc::malformed_file, name + ": .npy header of " + std::to_string(header_len) +
-                                          " bytes does not end in a newline (wrong header length field?)");
+    throw error(errc::malformed_file,
+                name + ": .npy header of " + std::to_string(header_len) + " bytes does not end in a newline (wrong header length field?)");
   for (std::size_t i = 0; i + 1 < header.size(); ++i) {
     const auto c = static_cast<unsigned char>(header[i]);
     if (c < 0x20 || c > 0x7E)
@@ -369,7 +394,8 @@ inline npy_array read_npy(const std::filesystem::path& path) {
 inline std::vector<std::uint8_t> npy_header_bytes(npy_dtype dtype, std::span<const std::int64_t> shape_dims, bool fortran_order = false) {
   (void)detail::checked_element_count(shape_dims, errc::invalid_argument, "serialize_npy");
   std::string shape = "(";
-  for (std::size_t i = 0; i < shape_dims.size(); ++i) shape += std::to_string(shape_dims[i]) + (shape_dims.size() == 1 || i + 1 < shape_dims.size() ? "," : "");
+  for (std::size_t i = 0; i < shape_dims.size(); ++i)
+    shape += std::to_string(shape_dims[i]) + (shape_dims.size() == 1 || i + 1 < shape_dims.size() ? "," : "");
   if (shape_dims.size() > 1 && shape.back() == ',') shape.pop_back();
   shape += ")";
   std::string header = "{'descr': '" + std::string(npy_descr(dtype)) + "', 'fortran_order': " + (fortran_order ? "True" : "False") +
@@ -396,8 +422,8 @@ inline std::vector<std::uint8_t> npy_header_bytes(npy_dtype dtype, std::span<con
 inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
   const auto count = static_cast<std::uint64_t>(detail::checked_element_count(array.shape, errc::invalid_argument, "serialize_npy"));
   detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
-                  "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) +
-                      " elements of " + std::string(npy_descr(array.dtype)));
+                  "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) + " elements of " +
+                      std::string(npy_descr(array.dtype)));
   std::vector<std::uint8_t> image = npy_header_bytes(array.dtype, array.shape, array.fortran_order);
   image.insert(image.end(), array.bytes.begin(), array.bytes.end());
   return image;
@@ -408,8 +434,8 @@ inline std::vector<std::uint8_t> serialize_npy(const npy_array& array) {
 inline void write_npy(const std::filesystem::path& path, const npy_array& array) {
   const auto count = static_cast<std::uint64_t>(detail::checked_element_count(array.shape, errc::invalid_argument, "serialize_npy"));
   detail::require(array.bytes.size() == count * npy_dtype_size(array.dtype), errc::shape_mismatch,
-                  "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) +
-                      " elements of " + std::string(npy_descr(array.dtype)));
+                  "serialize_npy: " + std::to_string(array.bytes.size()) + " bytes for " + std::to_string(count) + " elements of " +
+                      std::string(npy_descr(array.dtype)));
   const std::vector<std::uint8_t> header = npy_header_bytes(array.dtype, array.shape, array.fortran_order);
   const std::span<const std::uint8_t> parts[] = {header, array.bytes};  // (no copy of the data into one image)
   write_file_atomically(path, std::span<const std::span<const std::uint8_t>>(parts));
@@ -466,8 +492,7 @@ inline npy_array to_c_order(const npy_array& array) {
   }
   const std::size_t element = npy_dtype_size(array.dtype);
   const std::size_t count = static_cast<std::size_t>(array.element_count());
-  detail::require(array.bytes.size() == count * element, errc::shape_mismatch,
-                  "npy: byte count does not fit the array's shape");
+  detail::require(array.bytes.size() == count * element, errc::shape_mismatch, "npy: byte count does not fit the array's shape");
   npy_array out = array;
   out.fortran_order = false;
   // Walk the Fortran-order source linearly, keeping the multi-index (first index fastest) and
@@ -586,8 +611,8 @@ inline npy_array make_float32_array(std::span<const float> values, std::vector<s
   out.dtype = npy_dtype::float32;
   out.shape = std::move(shape);
   detail::require(static_cast<std::size_t>(out.element_count()) == values.size(), errc::shape_mismatch,
-                  "make_float32_array: " + std::to_string(values.size()) + " values for a shape of " +
-                      std::to_string(out.element_count()) + " elements");
+                  "make_float32_array: " + std::to_string(values.size()) + " values for a shape of " + std::to_string(out.element_count()) +
+                      " elements");
   out.bytes.resize(values.size() * 4);
   if (!values.empty()) std::memcpy(out.bytes.data(), values.data(), out.bytes.size());
   return out;

@@ -33,19 +33,26 @@ enum class stored_format { nvfp4_1x16, nvfp4_16x16, mxfp4, mxfp8 };
 
 constexpr const char* stored_format_name(stored_format f) {
   switch (f) {
-    case stored_format::nvfp4_1x16: return "nvfp4";
-    case stored_format::nvfp4_16x16: return "nvfp4";
-    case stored_format::mxfp4: return "mxfp4";
-    case stored_format::mxfp8: return "mxfp8";
+    case stored_format::nvfp4_1x16:
+      return "nvfp4";
+    case stored_format::nvfp4_16x16:
+      return "nvfp4";
+    case stored_format::mxfp4:
+      return "mxfp4";
+    case stored_format::mxfp8:
+      return "mxfp8";
   }
   return "?";
 }
 
 template <block_scaled_format Format>
 constexpr stored_format stored_format_of() {
-  if constexpr (std::is_same_v<Format, nvfp4_1x16>) return stored_format::nvfp4_1x16;
-  else if constexpr (std::is_same_v<Format, nvfp4_16x16>) return stored_format::nvfp4_16x16;
-  else if constexpr (std::is_same_v<Format, mxfp4>) return stored_format::mxfp4;
+  if constexpr (std::is_same_v<Format, nvfp4_1x16>)
+    return stored_format::nvfp4_1x16;
+  else if constexpr (std::is_same_v<Format, nvfp4_16x16>)
+    return stored_format::nvfp4_16x16;
+  else if constexpr (std::is_same_v<Format, mxfp4>)
+    return stored_format::mxfp4;
   else {
     static_assert(std::is_same_v<Format, mxfp8>, "no stored layout for this format");
     return stored_format::mxfp8;
@@ -55,9 +62,9 @@ constexpr stored_format stored_format_of() {
 /// Everything a stored quantized tensor says about itself (from its metadata, or inferred from
 /// the ModelOpt tensor names and dtypes when the file has none of ours).
 struct stored_tensor_info {
-  std::string name;                 ///< the prefix W of W.weight
+  std::string name;  ///< the prefix W of W.weight
   stored_format format = stored_format::nvfp4_1x16;
-  index_t rows = 0;                 ///< the quantized matrix's shape
+  index_t rows = 0;  ///< the quantized matrix's shape
   index_t cols = 0;
   std::vector<std::int64_t> shape;  ///< the source array's shape (rows = product of all but the last)
   bool swizzled = false;            ///< scales in the 128x4 layout instead of compact
@@ -66,14 +73,14 @@ struct stored_tensor_info {
   std::uint64_t seed = 0;
   std::string mx_rule = "ocp_floor";
   float amax = 0.0f;
-  bool has_metadata = false;        ///< written by this library (else inferred)
+  bool has_metadata = false;  ///< written by this library (else inferred)
 };
 
 /// How a tensor was made; recorded in the metadata.
 struct store_options {
-  bool swizzle = false;                  ///< write the scales in the 128x4 layout GPU GEMMs read
-  bool rht = false;                      ///< the rows went through TE's RHT (dequantize inverts it)
-  quantize_options quantize = {};        ///< rounding, seed, MX rule used
+  bool swizzle = false;            ///< write the scales in the 128x4 layout GPU GEMMs read
+  bool rht = false;                ///< the rows went through TE's RHT (dequantize inverts it)
+  quantize_options quantize = {};  ///< rounding, seed, MX rule used
   /// The N-D shape to restore (rows = the product of all but the last, cols = the last; a 0-d
   /// source, {}, is one element); none: [rows, cols].
   std::optional<std::vector<std::int64_t>> source_shape = std::nullopt;
@@ -194,7 +201,8 @@ namespace detail_checkpoint {
 /// quantized_tensor_names over any set of tensors: its metadata, its tensors (each with a .name)
 /// in order, and whether a tensor of a given name is there.
 template <class Tensors, class Contains>
-std::vector<std::string> quantized_names(const std::map<std::string, std::string>& metadata, const Tensors& tensors, const Contains& contains) {
+std::vector<std::string> quantized_names(const std::map<std::string, std::string>& metadata, const Tensors& tensors,
+                                         const Contains& contains) {
   std::vector<std::string> names;
   std::unordered_set<std::string> listed;  // (a scan of names per tensor was quadratic in the weights)
   for (const auto& [key, value] : metadata)
@@ -220,8 +228,9 @@ inline std::vector<std::string> quantized_tensor_names(const safetensors_file& f
 inline bool is_fp8_weight(const safetensors_file& file, const std::string& name) {
   const auto* w = file.find(name + ".weight");
   const auto* s = file.find(name + ".weight_scale");
-  return w && s && !file.metadata.contains("nvfp4." + name) && (w->dtype == safetensors_dtype::f8_e4m3 || w->dtype == safetensors_dtype::f8_e5m2) &&
-         w->shape.size() == 2 && s->dtype == safetensors_dtype::f32 && s->bytes.size() == 4 && s->shape.size() <= 1;
+  return w && s && !file.metadata.contains("nvfp4." + name) &&
+         (w->dtype == safetensors_dtype::f8_e4m3 || w->dtype == safetensors_dtype::f8_e5m2) && w->shape.size() == 2 &&
+         s->dtype == safetensors_dtype::f32 && s->bytes.size() == 4 && s->shape.size() <= 1;
 }
 
 /// How a stored quantized tensor is read.
@@ -250,8 +259,7 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
   if (!weight || !scale) {
     detail::require(!file.metadata.contains(detail_checkpoint::metadata_key(name)), errc::malformed_file,
                     "tensor '" + name + "': metadata present but " + name + ".weight or " + name + ".weight_scale is missing");
-    throw error(errc::invalid_argument, "no quantized tensor '" + name + "' (no " + name + ".weight + " + name +
-                                            ".weight_scale pair)");
+    throw error(errc::invalid_argument, "no quantized tensor '" + name + "' (no " + name + ".weight + " + name + ".weight_scale pair)");
   }
   // Past these checks every dimension is at most 2^40, so the sizes below cannot overflow.
   detail_checkpoint::check_2d(*weight, name);
@@ -264,11 +272,16 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
     const detail_checkpoint::metadata_reader read(meta, name);
     const std::string format = read.text("format");
     const auto block = read.sizes("block");
-    if (format == "nvfp4" && block == std::vector<std::int64_t>{1, 16}) info.format = stored_format::nvfp4_1x16;
-    else if (format == "nvfp4" && block == std::vector<std::int64_t>{16, 16}) info.format = stored_format::nvfp4_16x16;
-    else if (format == "mxfp4" && block == std::vector<std::int64_t>{1, 32}) info.format = stored_format::mxfp4;
-    else if (format == "mxfp8" && block == std::vector<std::int64_t>{1, 32}) info.format = stored_format::mxfp8;
-    else fail(errc::unsupported, name, "format '" + format + "' with block " + detail::shape_text(block) + " is not one of ours");
+    if (format == "nvfp4" && block == std::vector<std::int64_t>{1, 16})
+      info.format = stored_format::nvfp4_1x16;
+    else if (format == "nvfp4" && block == std::vector<std::int64_t>{16, 16})
+      info.format = stored_format::nvfp4_16x16;
+    else if (format == "mxfp4" && block == std::vector<std::int64_t>{1, 32})
+      info.format = stored_format::mxfp4;
+    else if (format == "mxfp8" && block == std::vector<std::int64_t>{1, 32})
+      info.format = stored_format::mxfp8;
+    else
+      fail(errc::unsupported, name, "format '" + format + "' with block " + detail::shape_text(block) + " is not one of ours");
     info.rows = read.size("rows");
     info.cols = read.size("cols");
     (void)detail::checked_element_count(info.rows, info.cols, errc::malformed_file, "tensor '" + name + "': metadata rows x cols");
@@ -286,8 +299,9 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
     for (std::size_t d = 0; d + 1 < info.shape.size(); ++d) shape_rows *= info.shape[d];
     const std::int64_t shape_cols = info.shape.empty() ? 1 : info.shape.back();
     if (shape_cols != info.cols || shape_rows != info.rows)
-      fail(errc::malformed_file, name, "metadata shape " + detail::shape_text(info.shape) + " does not match its rows (" +
-                                           std::to_string(info.rows) + ") and cols (" + std::to_string(info.cols) + ")");
+      fail(errc::malformed_file, name,
+           "metadata shape " + detail::shape_text(info.shape) + " does not match its rows (" + std::to_string(info.rows) + ") and cols (" +
+               std::to_string(info.cols) + ")");
   } else {
     // No metadata of ours: recognise the layout from the dtypes (ModelOpt NVFP4, MX) and assume
     // compact scales and an even number of columns.
@@ -304,9 +318,9 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
       info.format = stored_format::mxfp8;
       info.cols = weight->shape[1];
     } else {
-      fail(errc::dtype_mismatch, name, "unrecognised layout: " + name + ".weight is " +
-                                           std::string(safetensors_dtype_name(weight->dtype)) + ", " + name + ".weight_scale is " +
-                                           std::string(safetensors_dtype_name(scale->dtype)));
+      fail(errc::dtype_mismatch, name,
+           "unrecognised layout: " + name + ".weight is " + std::string(safetensors_dtype_name(weight->dtype)) + ", " + name +
+               ".weight_scale is " + std::string(safetensors_dtype_name(scale->dtype)));
     }
     (void)detail::checked_element_count(info.rows, info.cols, errc::malformed_file, "tensor '" + name + "': its rows x cols");
     info.shape = {info.rows, info.cols};
@@ -325,20 +339,23 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
   const index_t scale_cols = (info.cols + block_cols - 1) / block_cols;
   const auto expected_weight_dtype = is_fp4 ? safetensors_dtype::u8 : safetensors_dtype::f8_e4m3;
   if (weight->dtype != expected_weight_dtype)
-    fail(errc::dtype_mismatch, name, name + ".weight is " + std::string(safetensors_dtype_name(weight->dtype)) + ", expected " +
-                                         std::string(safetensors_dtype_name(expected_weight_dtype)));
+    fail(errc::dtype_mismatch, name,
+         name + ".weight is " + std::string(safetensors_dtype_name(weight->dtype)) + ", expected " +
+             std::string(safetensors_dtype_name(expected_weight_dtype)));
   if (weight->shape[0] != info.rows || weight->shape[1] != data_cols)
-    fail(errc::shape_mismatch, name, name + ".weight is " + detail::shape_text(weight->shape) + ", expected [" +
-                                         std::to_string(info.rows) + ", " + std::to_string(data_cols) + "]");
+    fail(errc::shape_mismatch, name,
+         name + ".weight is " + detail::shape_text(weight->shape) + ", expected [" + std::to_string(info.rows) + ", " +
+             std::to_string(data_cols) + "]");
   const bool scale_dtype_ok = is_nvfp4 ? scale->dtype == safetensors_dtype::f8_e4m3
                                        : (scale->dtype == safetensors_dtype::u8 || scale->dtype == safetensors_dtype::f8_e8m0);
   if (!scale_dtype_ok)
-    fail(errc::dtype_mismatch, name, name + ".weight_scale has dtype " + std::string(safetensors_dtype_name(scale->dtype)) +
-                                         (is_nvfp4 ? ", expected F8_E4M3" : ", expected U8 (E8M0 bytes)"));
+    fail(errc::dtype_mismatch, name,
+         name + ".weight_scale has dtype " + std::string(safetensors_dtype_name(scale->dtype)) +
+             (is_nvfp4 ? ", expected F8_E4M3" : ", expected U8 (E8M0 bytes)"));
   const auto scale_shape_expected = detail_checkpoint::stored_scale_shape(info.rows, scale_cols, info.swizzled);
   if (scale->shape != scale_shape_expected)
-    fail(errc::shape_mismatch, name, name + ".weight_scale is " + detail::shape_text(scale->shape) + ", expected " +
-                                         detail::shape_text(scale_shape_expected));
+    fail(errc::shape_mismatch, name,
+         name + ".weight_scale is " + detail::shape_text(scale->shape) + ", expected " + detail::shape_text(scale_shape_expected));
   if (is_nvfp4) {
     if (!scale_2) fail(errc::malformed_file, name, name + ".weight_scale_2 is missing");
     if (scale_2->dtype != safetensors_dtype::f32 || scale_2->bytes.size() != 4)
@@ -346,9 +363,10 @@ inline stored_tensor_info describe_quantized_tensor(const safetensors_file& file
     float decode;
     std::memcpy(&decode, scale_2->bytes.data(), 4);
     if (!options.accept_invalid_scales && (!std::isfinite(decode) || std::signbit(decode)))
-      fail(errc::malformed_file, name, name + ".weight_scale_2 is " + detail::number_text(decode) +
-                                           ": a tensor scale must be a finite number >= 0 (load_options::accept_invalid_scales, "
-                                           "the CLI's --accept-invalid-scales, read it anyway)");
+      fail(errc::malformed_file, name,
+           name + ".weight_scale_2 is " + detail::number_text(decode) +
+               ": a tensor scale must be a finite number >= 0 (load_options::accept_invalid_scales, "
+               "the CLI's --accept-invalid-scales, read it anyway)");
   }
   return info;
 }
@@ -372,7 +390,8 @@ void refuse_invalid_scales(std::span<const std::uint8_t> compact, index_t scale_
 
 /// The tensor scale (amax, encode, decode) a stored tensor is rebuilt with.
 template <block_scaled_format Format>
-void set_stored_tensor_scale(quantized_tensor<Format>& q, const safetensors_file& file, const std::string& name, const stored_tensor_info& info) {
+void set_stored_tensor_scale(quantized_tensor<Format>& q, const safetensors_file& file, const std::string& name,
+                             const stored_tensor_info& info) {
   if constexpr (Format::has_tensor_scale) {
     float decode;
     std::memcpy(&decode, file.at(name + ".weight_scale_2").bytes.data(), 4);
@@ -408,7 +427,8 @@ quantized_tensor<Format> load_quantized_tensor(const safetensors_file& file, con
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = Format::storage_type::from_bits(weight.bytes[i]);
   std::vector<std::uint8_t> unswizzled;
   if (info.swizzled) unswizzled = detail_checkpoint::unswizzled_copy(file, name, info, q.scale_cols());
-  const std::span<const std::uint8_t> compact = info.swizzled ? std::span<const std::uint8_t>(unswizzled) : file.at(name + ".weight_scale").bytes;
+  const std::span<const std::uint8_t> compact =
+      info.swizzled ? std::span<const std::uint8_t>(unswizzled) : file.at(name + ".weight_scale").bytes;
   if (!options.accept_invalid_scales) detail_checkpoint::refuse_invalid_scales<Format>(compact, q.scale_cols(), name);
   auto scales = q.scales();
   for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = Format::scale_type::from_bits(compact[i]);
@@ -451,19 +471,20 @@ void for_each_piece(index_t rows, index_t cols, index_t piece_elements, Fn&& fn)
 /// The error of an inverse RHT that failed on a piece of rows [r0, r0 + rows) x columns [c0, c0 +
 /// cols) of a tensor, with the failing block's place given in the tensor's coordinates: the first
 /// block whose own transform fails is found again, block by block (only on failure).
-inline error rht_error_in_tensor(const error& piece_error, std::span<const float> values, index_t r0, index_t rows, index_t c0, index_t cols) {
+inline error rht_error_in_tensor(const error& piece_error, std::span<const float> values, index_t r0, index_t rows, index_t c0,
+                                 index_t cols) {
   const auto transform = hadamard_transform::te_default();
   bf16 out[16];
   for (index_t r = 0; r < rows; ++r)
     for (index_t c = 0; c < cols; c += 16) {
       try {
-        hadamard_rows(matrix_view<const float>::row_major(values.data() + r * cols + c, 1, 16), transform, matrix_view<bf16>::row_major(out, 1, 16),
-                      hadamard_direction::inverse);
+        hadamard_rows(matrix_view<const float>::row_major(values.data() + r * cols + c, 1, 16), transform,
+                      matrix_view<bf16>::row_major(out, 1, 16), hadamard_direction::inverse);
       } catch (const error& e) {
         std::string what = e.what();
         if (what.rfind("nvfp4: ", 0) == 0) what.erase(0, 7);
         const std::string local = "at row 0, columns 0..15", place = "at row " + std::to_string(r0 + r) + ", columns " +
-                                                                         std::to_string(c0 + c) + ".." + std::to_string(c0 + c + 15);
+                                                                     std::to_string(c0 + c) + ".." + std::to_string(c0 + c + 15);
         if (const auto at = what.find(local); at != std::string::npos) what.replace(at, local.size(), place);
         return error(e.code(), what);
       }
@@ -481,7 +502,8 @@ void dequantize_pieces(const safetensors_file& file, const std::string& name, co
   const auto& weight = file.at(name + ".weight");
   std::vector<std::uint8_t> unswizzled;
   if (info.swizzled) unswizzled = unswizzled_copy(file, name, info, scale_cols);
-  const std::span<const std::uint8_t> compact = info.swizzled ? std::span<const std::uint8_t>(unswizzled) : file.at(name + ".weight_scale").bytes;
+  const std::span<const std::uint8_t> compact =
+      info.swizzled ? std::span<const std::uint8_t>(unswizzled) : file.at(name + ".weight_scale").bytes;
   if (!options.accept_invalid_scales) refuse_invalid_scales<Format>(compact, scale_cols, name);
   quantized_tensor<Format> whole_scale;  // (only its tensor scale: copied into each piece)
   set_stored_tensor_scale(whole_scale, file, name, info);
@@ -494,7 +516,8 @@ void dequantize_pieces(const safetensors_file& file, const std::string& name, co
     const index_t piece_stride = q.data_row_stride(), piece_scale_cols = q.scale_cols();
     for (index_t r = r0; r < r1; ++r) {
       const std::uint8_t* from = weight.bytes.data() + r * data_stride + c0 / Format::elements_per_storage;
-      for (index_t i = 0; i < piece_stride; ++i) data[static_cast<std::size_t>((r - r0) * piece_stride + i)] = Format::storage_type::from_bits(from[i]);
+      for (index_t i = 0; i < piece_stride; ++i)
+        data[static_cast<std::size_t>((r - r0) * piece_stride + i)] = Format::storage_type::from_bits(from[i]);
       const std::uint8_t* scale_from = compact.data() + r * scale_cols + c0 / Format::block_cols;
       for (index_t i = 0; i < piece_scale_cols; ++i)
         scales[static_cast<std::size_t>((r - r0) * piece_scale_cols + i)] = Format::scale_type::from_bits(scale_from[i]);
@@ -508,8 +531,9 @@ void dequantize_pieces(const safetensors_file& file, const std::string& name, co
   const auto refuse_overflow = [&](index_t r0, index_t c0, index_t piece_cols) {
     for (std::size_t i = 0; i < values.size(); ++i)
       if (!std::isfinite(values[i]))
-        throw error(errc::overflow, "tensor '" + name + "': dequantized element (" + std::to_string(r0 + static_cast<index_t>(i) / piece_cols) +
-                                        ", " + std::to_string(c0 + static_cast<index_t>(i) % piece_cols) +
+        throw error(errc::overflow, "tensor '" + name + "': dequantized element (" +
+                                        std::to_string(r0 + static_cast<index_t>(i) / piece_cols) + ", " +
+                                        std::to_string(c0 + static_cast<index_t>(i) % piece_cols) +
                                         ") overflows float (element times its scales is beyond float's range)");
   };
   if (!info.rht) {
@@ -552,7 +576,8 @@ void dequantize_pieces(const safetensors_file& file, const std::string& name, co
     } catch (const error& e) {
       // Name the tensor and the block's place in it (the transform saw the piece alone): the
       // dequantized values (of invalid scales, or huge ones) do not fit bf16.
-      throw detail::with_context(rht_error_in_tensor(e, values, r0, r1 - r0, c0, c1 - c0), "tensor '" + name + "': inverse RHT of the dequantized values");
+      throw detail::with_context(rht_error_in_tensor(e, values, r0, r1 - r0, c0, c1 - c0),
+                                 "tensor '" + name + "': inverse RHT of the dequantized values");
     }
     for (std::size_t i = 0; i < restored.size(); ++i) values[i] = restored[i].to_float();
     for (const std::size_t b : poisoned_blocks) std::fill_n(values.begin() + static_cast<std::ptrdiff_t>(b), 16, NAN);
@@ -564,10 +589,18 @@ void dequantize_pieces(const safetensors_file& file, const std::string& name, co
 inline void dequantize_described(const safetensors_file& file, const std::string& name, const stored_tensor_info& info,
                                  const load_options& options, const value_consumer& consume, index_t piece_elements) {
   switch (info.format) {
-    case stored_format::nvfp4_1x16: dequantize_pieces<nvfp4_1x16>(file, name, info, options, consume, piece_elements); break;
-    case stored_format::nvfp4_16x16: dequantize_pieces<nvfp4_16x16>(file, name, info, options, consume, piece_elements); break;
-    case stored_format::mxfp4: dequantize_pieces<mxfp4>(file, name, info, options, consume, piece_elements); break;
-    case stored_format::mxfp8: dequantize_pieces<mxfp8>(file, name, info, options, consume, piece_elements); break;
+    case stored_format::nvfp4_1x16:
+      dequantize_pieces<nvfp4_1x16>(file, name, info, options, consume, piece_elements);
+      break;
+    case stored_format::nvfp4_16x16:
+      dequantize_pieces<nvfp4_16x16>(file, name, info, options, consume, piece_elements);
+      break;
+    case stored_format::mxfp4:
+      dequantize_pieces<mxfp4>(file, name, info, options, consume, piece_elements);
+      break;
+    case stored_format::mxfp8:
+      dequantize_pieces<mxfp8>(file, name, info, options, consume, piece_elements);
+      break;
   }
 }
 
@@ -595,9 +628,9 @@ inline restored_tensor dequantize_tensor(const safetensors_file& file, const std
   restored_tensor out;
   out.shape = info.shape;
   out.values.reserve(static_cast<std::size_t>(info.rows * info.cols));
-  detail_checkpoint::dequantize_described(file, name, info, options, [&](std::span<const float> piece) {
-    out.values.insert(out.values.end(), piece.begin(), piece.end());
-  }, dequantize_piece_elements);
+  detail_checkpoint::dequantize_described(
+      file, name, info, options, [&](std::span<const float> piece) { out.values.insert(out.values.end(), piece.begin(), piece.end()); },
+      dequantize_piece_elements);
   return out;
 }
 

@@ -40,14 +40,12 @@ struct safetensors_dtype_info {
 };
 
 inline constexpr safetensors_dtype_info safetensors_dtypes[] = {
-    {safetensors_dtype::boolean, "BOOL", 1}, {safetensors_dtype::u8, "U8", 1},
-    {safetensors_dtype::i8, "I8", 1},        {safetensors_dtype::u16, "U16", 2},
-    {safetensors_dtype::i16, "I16", 2},      {safetensors_dtype::f16, "F16", 2},
-    {safetensors_dtype::bf16, "BF16", 2},    {safetensors_dtype::u32, "U32", 4},
-    {safetensors_dtype::i32, "I32", 4},      {safetensors_dtype::f32, "F32", 4},
-    {safetensors_dtype::u64, "U64", 8},      {safetensors_dtype::i64, "I64", 8},
-    {safetensors_dtype::f64, "F64", 8},      {safetensors_dtype::f8_e4m3, "F8_E4M3", 1},
-    {safetensors_dtype::f8_e5m2, "F8_E5M2", 1}, {safetensors_dtype::f8_e8m0, "F8_E8M0", 1},
+    {safetensors_dtype::boolean, "BOOL", 1},    {safetensors_dtype::u8, "U8", 1},           {safetensors_dtype::i8, "I8", 1},
+    {safetensors_dtype::u16, "U16", 2},         {safetensors_dtype::i16, "I16", 2},         {safetensors_dtype::f16, "F16", 2},
+    {safetensors_dtype::bf16, "BF16", 2},       {safetensors_dtype::u32, "U32", 4},         {safetensors_dtype::i32, "I32", 4},
+    {safetensors_dtype::f32, "F32", 4},         {safetensors_dtype::u64, "U64", 8},         {safetensors_dtype::i64, "I64", 8},
+    {safetensors_dtype::f64, "F64", 8},         {safetensors_dtype::f8_e4m3, "F8_E4M3", 1}, {safetensors_dtype::f8_e5m2, "F8_E5M2", 1},
+    {safetensors_dtype::f8_e8m0, "F8_E8M0", 1},
 };
 
 /// The header name of a dtype ("F32", "F8_E4M3", ...).
@@ -170,8 +168,8 @@ struct safetensors_file {
       known += (known.empty() ? "" : ", ") + clip_for_message(t.name);
       ++listed;
     }
-    throw error(errc::invalid_argument, "safetensors: no tensor named '" + clip_for_message(name) + "' (the file has: " +
-                                            (known.empty() ? std::string("none") : known) + ")");
+    throw error(errc::invalid_argument, "safetensors: no tensor named '" + clip_for_message(name) +
+                                            "' (the file has: " + (known.empty() ? std::string("none") : known) + ")");
   }
   /// Appends a tensor after checking its name is new and its byte count matches shape x dtype.
   void add(safetensors_tensor tensor);
@@ -249,18 +247,17 @@ inline void check_header_member(const std::string& key, const nlohmann::json& va
   const auto offsets_it = value.find("data_offsets");
   if (dtype_it == value.end() || !dtype_it->is_string()) fail(where + " has no string 'dtype'");
   if (shape_it == value.end() || !shape_it->is_array()) fail(where + " has no 'shape' array");
-  if (offsets_it == value.end() || !offsets_it->is_array() || offsets_it->size() != 2)
-    fail(where + " has no 'data_offsets' pair");
+  if (offsets_it == value.end() || !offsets_it->is_array() || offsets_it->size() != 2) fail(where + " has no 'data_offsets' pair");
   header_entry entry;
   entry.name = key;
   const auto dtype_name = dtype_it->get<std::string>();
   const auto dtype = parse_safetensors_dtype(dtype_name);
-  if (!dtype) throw error(errc::unsupported, file + ": " + where + " has dtype '" + clip_for_message(dtype_name) + "', which is not supported");
+  if (!dtype)
+    throw error(errc::unsupported, file + ": " + where + " has dtype '" + clip_for_message(dtype_name) + "', which is not supported");
   entry.dtype = *dtype;
   for (const auto& d : *shape_it) {
     const auto dimension = exact_unsigned(d, static_cast<std::uint64_t>(max_element_count));
-    if (!dimension)
-      fail(where + " has shape entry " + json_text(d) + ", not an integer in [0, " + std::to_string(max_element_count) + "]");
+    if (!dimension) fail(where + " has shape entry " + json_text(d) + ", not an integer in [0, " + std::to_string(max_element_count) + "]");
     entry.shape.push_back(static_cast<std::int64_t>(*dimension));
   }
   std::uint64_t offsets[2];
@@ -271,8 +268,8 @@ inline void check_header_member(const std::string& key, const nlohmann::json& va
   }
   entry.begin = offsets[0];
   entry.end = offsets[1];
-  if (entry.begin > entry.end) fail(where + " has data_offsets [" + std::to_string(entry.begin) + ", " +
-                                    std::to_string(entry.end) + "] that run backwards");
+  if (entry.begin > entry.end)
+    fail(where + " has data_offsets [" + std::to_string(entry.begin) + ", " + std::to_string(entry.end) + "] that run backwards");
   if (entry.end > buffer_size)
     fail(where + " ends at byte " + std::to_string(entry.end) + " of a " + std::to_string(buffer_size) +
          "-byte data buffer (truncated file?)");
@@ -304,7 +301,8 @@ inline std::vector<header_entry> parse_header(std::string_view text, std::uint64
       first_bad = std::current_exception();
     }
   };
-  const nlohmann::json rest = parse_json_bounded<nlohmann::json>(text, file + ": the safetensors header", duplicate_keys::refuse, check_member);
+  const nlohmann::json rest =
+      parse_json_bounded<nlohmann::json>(text, file + ": the safetensors header", duplicate_keys::refuse, check_member);
   if (!rest.is_object()) throw error(errc::malformed_file, file + ": the safetensors header is not a JSON object");
   if (first_bad) std::rethrow_exception(first_bad);
   // Buffer order; empty tensors at one offset (the only ties) by name, whatever the header's order.
@@ -316,8 +314,8 @@ inline std::vector<header_entry> parse_header(std::string_view text, std::uint64
   std::uint64_t covered = 0;
   for (const auto& e : entries) {
     if (e.begin < covered) fail("tensor '" + clip_for_message(e.name) + "' overlaps the tensor before it in the data buffer");
-    if (e.begin > covered) fail("bytes " + std::to_string(covered) + ".." + std::to_string(e.begin) +
-                                " of the data buffer belong to no tensor");
+    if (e.begin > covered)
+      fail("bytes " + std::to_string(covered) + ".." + std::to_string(e.begin) + " of the data buffer belong to no tensor");
     covered = e.end;
   }
   if (covered != buffer_size)
@@ -334,11 +332,11 @@ inline std::uint64_t header_length(const std::uint8_t* prefix, std::uint64_t siz
   if (size < 8) throw error(errc::malformed_file, name + ": " + std::to_string(size) + " bytes is too short for a safetensors file");
   const std::uint64_t header_size = read_u64_le(prefix);
   if (header_size > safetensors_max_header_bytes)
-    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
-                                          " bytes exceeds the limit of " + std::to_string(safetensors_max_header_bytes));
+    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) + " bytes exceeds the limit of " +
+                                          std::to_string(safetensors_max_header_bytes));
   if (header_size > size - 8)
-    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) +
-                                          " bytes runs past the end of the " + std::to_string(size) + "-byte file");
+    throw error(errc::malformed_file, name + ": safetensors header of " + std::to_string(header_size) + " bytes runs past the end of the " +
+                                          std::to_string(size) + "-byte file");
   return header_size;
 }
 
@@ -352,9 +350,8 @@ inline void safetensors_file::add(safetensors_tensor tensor) {
   const auto expected = detail_safetensors::byte_size(tensor.shape, safetensors_dtype_size(tensor.dtype), errc::invalid_argument,
                                                       "safetensors: tensor '" + tensor.name + "'");
   detail::require(expected == tensor.bytes.size(), errc::shape_mismatch,
-                  "safetensors: tensor '" + tensor.name + "' has " + std::to_string(tensor.bytes.size()) +
-                      " bytes for shape " + detail_safetensors::shape_text(tensor.shape) + " of " +
-                      std::string(safetensors_dtype_name(tensor.dtype)));
+                  "safetensors: tensor '" + tensor.name + "' has " + std::to_string(tensor.bytes.size()) + " bytes for shape " +
+                      detail_safetensors::shape_text(tensor.shape) + " of " + std::string(safetensors_dtype_name(tensor.dtype)));
   tensors.push_back(std::move(tensor));
 }
 
@@ -448,8 +445,8 @@ inline std::vector<std::uint8_t> serialize_safetensors_header(const safetensors_
     const auto expected = detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument,
                                                         "safetensors: tensor '" + t.name + "'");
     detail::require(expected == t.bytes.size(), errc::shape_mismatch,
-                    "safetensors: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
-                        " bytes for shape " + detail_safetensors::shape_text(t.shape));
+                    "safetensors: tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) + " bytes for shape " +
+                        detail_safetensors::shape_text(t.shape));
     tensors.push_back({t.name, t.dtype, t.shape});
   }
   return serialize_safetensors_header(tensors, file.metadata);
@@ -472,7 +469,8 @@ inline void write_safetensors_streamed(const std::filesystem::path& path, std::s
                                        const std::function<void(const byte_sink&)>& produce) {
   const std::vector<std::uint8_t> header = serialize_safetensors_header(tensors, metadata);
   std::uint64_t expected = 0;
-  for (const auto& t : tensors) expected += detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument, t.name);
+  for (const auto& t : tensors)
+    expected += detail_safetensors::byte_size(t.shape, safetensors_dtype_size(t.dtype), errc::invalid_argument, t.name);
   write_file_atomically(path, [&](const byte_sink& sink) {
     sink(header);
     std::uint64_t written = 0;

@@ -210,13 +210,14 @@ inline safetensors_source safetensors_source::open(const std::filesystem::path& 
   if (fs::exists(index_path, ec)) {
     const auto index = read_json_file(index_path);
     const auto it = index.find("weight_map");
-    if (it == index.end() || !it->is_object())
-      throw error(errc::malformed_file, index_path.string() + ": no \"weight_map\" object");
+    if (it == index.end() || !it->is_object()) throw error(errc::malformed_file, index_path.string() + ": no \"weight_map\" object");
     std::set<std::string> listed;  // (a set: a scan of shard_names per entry was quadratic with one shard per tensor)
     for (const auto& [tensor, shard] : it->items()) {
-      if (!shard.is_string()) throw error(errc::malformed_file, index_path.string() + ": the shard of '" + clip_for_message(tensor) + "' is not a string");
+      if (!shard.is_string())
+        throw error(errc::malformed_file, index_path.string() + ": the shard of '" + clip_for_message(tensor) + "' is not a string");
       const std::string& name = shard.get_ref<const std::string&>();
-      if (name.empty() || name.size() > 255 || name.find('/') != std::string::npos || name.find('\\') != std::string::npos || name == "." || name == "..")
+      if (name.empty() || name.size() > 255 || name.find('/') != std::string::npos || name.find('\\') != std::string::npos || name == "." ||
+          name == "..")
         throw error(errc::malformed_file, index_path.string() + ": shard name '" + clip_for_message(name) + "' is not a plain file name");
       weight_map[tensor] = name;
       listed.insert(name);
@@ -227,7 +228,8 @@ inline safetensors_source safetensors_source::open(const std::filesystem::path& 
       const std::string n = entry.path().filename().string();
       const bool shard_like = n.size() == 32 && n.rfind("model-", 0) == 0 && n.find("-of-") == 11 && n.ends_with(".safetensors");
       if (shard_like && !listed.contains(n))
-        throw error(errc::malformed_file, index_path.string() + ": shard " + n + " is in the directory but the index lists none of its tensors");
+        throw error(errc::malformed_file,
+                    index_path.string() + ": shard " + n + " is in the directory but the index lists none of its tensors");
     }
   } else if (fs::exists(path / "model.safetensors", ec)) {
     shard_names = {"model.safetensors"};
@@ -257,7 +259,8 @@ inline safetensors_source safetensors_source::open(const std::filesystem::path& 
         if (it == weight_map.end())
           throw error(errc::malformed_file, shard_path.string() + ": tensor '" + clip_for_message(e.name) + "' is not in the index");
         if (it->second != shard)
-          throw error(errc::malformed_file, shard_path.string() + ": tensor '" + clip_for_message(e.name) + "' is listed in shard " + it->second);
+          throw error(errc::malformed_file,
+                      shard_path.string() + ": tensor '" + clip_for_message(e.name) + "' is listed in shard " + it->second);
       }
       if (s.positions_.contains(e.name))
         throw error(errc::malformed_file, shard_path.string() + ": tensor '" + clip_for_message(e.name) + "' is also in another shard");
@@ -266,7 +269,8 @@ inline safetensors_source safetensors_source::open(const std::filesystem::path& 
   }
   for (const auto& [tensor, shard] : weight_map)
     if (!s.positions_.contains(tensor))
-      throw error(errc::malformed_file, index_path.string() + ": tensor '" + clip_for_message(tensor) + "' is listed in " + shard + " but not there");
+      throw error(errc::malformed_file,
+                  index_path.string() + ": tensor '" + clip_for_message(tensor) + "' is listed in " + shard + " but not there");
   return s;
 }
 

@@ -38,9 +38,7 @@ void write_json_file(const std::filesystem::path& path, const Json& j, int inden
 /// tensors are in shard order, then file order; metadata is merged (a key set differently by two
 /// shards is malformed_file). Each tensor is read straight into its own buffer (no copy of the
 /// whole file is held); safetensors_source reads them one at a time.
-inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path& path) {
-  return safetensors_source::open(path).load_all();
-}
+inline safetensors_file read_safetensors_checkpoint(const std::filesystem::path& path) { return safetensors_source::open(path).load_all(); }
 
 namespace detail_sharded {
 
@@ -93,9 +91,8 @@ inline void write_tensor_files(const std::filesystem::path& dir, safetensors_fil
 /// existing `dir` is replaced at once, keeping the files beside its checkpoint.
 inline void write_safetensors_checkpoint(const std::filesystem::path& dir, safetensors_file file,
                                          std::uint64_t max_shard_bytes = std::uint64_t{5} << 30) {
-  write_directory_atomically(dir, [&](const std::filesystem::path& staging) {
-    detail_sharded::write_tensor_files(staging, std::move(file), max_shard_bytes);
-  });
+  write_directory_atomically(
+      dir, [&](const std::filesystem::path& staging) { detail_sharded::write_tensor_files(staging, std::move(file), max_shard_bytes); });
 }
 
 }  // namespace nvfp4::io

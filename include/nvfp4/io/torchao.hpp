@@ -48,13 +48,20 @@ inline std::string python_json(const nlohmann::ordered_json& j) {
       const std::string in = j.get<std::string>();
       for (std::size_t i = 0; i < in.size(); ++i) {
         const unsigned char ch = static_cast<unsigned char>(in[i]);
-        if (ch == '"') s += "\\\"";
-        else if (ch == '\\') s += "\\\\";
-        else if (ch == '\n') s += "\\n";
-        else if (ch == '\r') s += "\\r";
-        else if (ch == '\t') s += "\\t";
-        else if (ch == '\b') s += "\\b";
-        else if (ch == '\f') s += "\\f";
+        if (ch == '"')
+          s += "\\\"";
+        else if (ch == '\\')
+          s += "\\\\";
+        else if (ch == '\n')
+          s += "\\n";
+        else if (ch == '\r')
+          s += "\\r";
+        else if (ch == '\t')
+          s += "\\t";
+        else if (ch == '\b')
+          s += "\\b";
+        else if (ch == '\f')
+          s += "\\f";
         else if (ch < 0x20 || ch >= 0x80) {
           // Decode one UTF-8 sequence and write it as \uXXXX (a surrogate pair above U+FFFF).
           std::uint32_t cp = ch;
@@ -75,16 +82,20 @@ inline std::string python_json(const nlohmann::ordered_json& j) {
       }
       return s + "\"";
     }
-    case nlohmann::ordered_json::value_t::boolean: return j.get<bool>() ? "true" : "false";
-    case nlohmann::ordered_json::value_t::null: return "null";
-    default: return j.dump();
+    case nlohmann::ordered_json::value_t::boolean:
+      return j.get<bool>() ? "true" : "false";
+    case nlohmann::ordered_json::value_t::null:
+      return "null";
+    default:
+      return j.dump();
   }
 }
 
 inline float f32_value(const safetensors_tensor& t, const std::string& where) {
   if (t.dtype != safetensors_dtype::f32 || t.bytes.size() != 4 || !t.shape.empty())
     throw error(errc::dtype_mismatch, where + ": tensor '" + t.name + "' is not an F32 scalar (" +
-                                          std::string(safetensors_dtype_name(t.dtype)) + " " + detail_safetensors::shape_text(t.shape) + ")");
+                                          std::string(safetensors_dtype_name(t.dtype)) + " " + detail_safetensors::shape_text(t.shape) +
+                                          ")");
   float v;
   std::memcpy(&v, t.bytes.data(), 4);
   return v;
@@ -117,7 +128,8 @@ inline checkpoint torchao_from_safetensors(const safetensors_file& file, const s
     const std::string name = n.get<std::string>();
     const auto meta_it = file.metadata.find(name);
     if (meta_it == file.metadata.end()) throw error(errc::malformed_file, where + ": no metadata for '" + clip_for_message(name) + "'");
-    const auto meta = parse_json_bounded(meta_it->second, where + ": the metadata of '" + clip_for_message(name) + "'", duplicate_keys::keep_last);
+    const auto meta =
+        parse_json_bounded(meta_it->second, where + ": the metadata of '" + clip_for_message(name) + "'", duplicate_keys::keep_last);
     if (!meta.is_object() || !meta.contains("_type") || !meta["_type"].is_string())
       throw error(errc::malformed_file, where + ": the metadata of '" + clip_for_message(name) + "' has no \"_type\"");
     const std::string type = meta["_type"].get<std::string>();
@@ -134,10 +146,12 @@ inline checkpoint torchao_from_safetensors(const safetensors_file& file, const s
     const std::string prefix = data_prefix(name);
     const auto* qdata = file.find(prefix + "qdata");
     const auto* scale = file.find(prefix + "scale");
-    if (!qdata || !scale) throw error(errc::malformed_file, where + ": tensor '" + name + "' lacks " + prefix + (qdata ? "scale" : "qdata"));
+    if (!qdata || !scale)
+      throw error(errc::malformed_file, where + ": tensor '" + name + "' lacks " + prefix + (qdata ? "scale" : "qdata"));
     if (qdata->dtype != safetensors_dtype::u8 || qdata->shape.size() != 2)
       throw error(errc::dtype_mismatch, where + ": " + qdata->name + " is " + std::string(safetensors_dtype_name(qdata->dtype)) + " " +
-                                            detail_safetensors::shape_text(qdata->shape) + ", expected U8 [N, K/2] (3-D expert weights are not read)");
+                                            detail_safetensors::shape_text(qdata->shape) +
+                                            ", expected U8 [N, K/2] (3-D expert weights are not read)");
     quantized_weight w;
     const auto dot = name.rfind('.');
     w.name = dot == std::string::npos ? name : name.substr(0, dot);
@@ -226,17 +240,18 @@ inline safetensors_file torchao_to_safetensors(const checkpoint& c, const torcha
     require_readable_weight(w, "torchao writer");  // nothing its readers refuse
     if (w.format != weight_format::nvfp4)
       throw error(errc::unsupported, "torchao writer: tensor '" + w.name + "' is MXFP4; this writer holds NVFP4Tensor weights only");
-    if (w.rht) throw error(errc::unsupported, "torchao writer: tensor '" + w.name + "' was quantized after TE's RHT; torchao cannot say so");
+    if (w.rht)
+      throw error(errc::unsupported, "torchao writer: tensor '" + w.name + "' was quantized after TE's RHT; torchao cannot say so");
     if (w.cols % 16)
-      throw error(errc::shape_mismatch, "torchao writer: tensor '" + w.name + "' has " + std::to_string(w.cols) +
-                                            " columns; NVFP4Tensor needs a multiple of 16");
+      throw error(errc::shape_mismatch,
+                  "torchao writer: tensor '" + w.name + "' has " + std::to_string(w.cols) + " columns; NVFP4Tensor needs a multiple of 16");
     const std::string name = w.name + ".weight";
     const std::string prefix = data_prefix(name);
     file.tensors.push_back(u8_tensor(prefix + "qdata", safetensors_dtype::u8, w.rows, w.data_cols(), w.data));
     if (options.swizzled_scales) {
       const auto swizzled = swizzle_128x4(w.scales, w.rows, w.scale_cols());
-      file.tensors.push_back(u8_tensor(prefix + "scale", safetensors_dtype::f8_e4m3, (w.rows + 127) / 128 * 32,
-                                       (w.cols + 63) / 64 * 16, {swizzled.bytes().begin(), swizzled.bytes().end()}));
+      file.tensors.push_back(u8_tensor(prefix + "scale", safetensors_dtype::f8_e4m3, (w.rows + 127) / 128 * 32, (w.cols + 63) / 64 * 16,
+                                       {swizzled.bytes().begin(), swizzled.bytes().end()}));
     } else {
       file.tensors.push_back(u8_tensor(prefix + "scale", safetensors_dtype::f8_e4m3, w.rows, w.scale_cols(), w.scales));
     }

@@ -14,19 +14,18 @@ namespace nvfp4 {
 
 /// All metrics of `approx` against `reference` in one pass.
 struct error_report {
-  double mse = 0;               ///< mean of (approx - reference)^2
-  double rmse = 0;              ///< sqrt(mse)
-  double sqnr_db = 0;           ///< 10 log10(Σ reference^2 / Σ error^2); +Inf when exact
-  double max_abs_error = 0;     ///< max |approx - reference| (NaN when a pair gives NaN)
-  double max_rel_error = 0;     ///< max |approx - reference| / |reference| over reference != 0
-  double cosine_similarity = 0; ///< <approx, reference> / (|approx| |reference|); 1 when both are 0
+  double mse = 0;                ///< mean of (approx - reference)^2
+  double rmse = 0;               ///< sqrt(mse)
+  double sqnr_db = 0;            ///< 10 log10(Σ reference^2 / Σ error^2); +Inf when exact
+  double max_abs_error = 0;      ///< max |approx - reference| (NaN when a pair gives NaN)
+  double max_rel_error = 0;      ///< max |approx - reference| / |reference| over reference != 0
+  double cosine_similarity = 0;  ///< <approx, reference> / (|approx| |reference|); 1 when both are 0
 };
 
 namespace detail {
 inline void check_same_length(std::span<const float> reference, std::span<const float> approx) {
   require(reference.size() == approx.size(), errc::shape_mismatch,
-          "error metrics: reference has " + std::to_string(reference.size()) + " elements, approximation " +
-              std::to_string(approx.size()));
+          "error metrics: reference has " + std::to_string(reference.size()) + " elements, approximation " + std::to_string(approx.size()));
 }
 }  // namespace detail
 
@@ -51,7 +50,7 @@ inline error_report compare(std::span<const float> reference, std::span<const fl
   r.mse = n > 0 ? noise / n : 0.0;
   r.rmse = std::sqrt(r.mse);
   r.sqnr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
-  r.cosine_similarity = (signal == 0 && approx_norm == 0) ? 1.0
+  r.cosine_similarity = (signal == 0 && approx_norm == 0)   ? 1.0
                         : (signal == 0 || approx_norm == 0) ? 0.0
                                                             : dot / std::sqrt(signal * approx_norm);
   return r;

@@ -78,16 +78,14 @@ inline float amax_percentile(matrix_view<const float> values, double q) {
 inline nvfp4_amax_rule percentile_amax_rule(double q) {
   nvfp4::detail::require(q > 0.0 && q <= 1.0, errc::invalid_argument,
                          "percentile_amax_rule: q must be in (0, 1], got " + std::to_string(q));
-  return [q](const nvfp4_amax_query& query) {
-    return query.role == tensor_role::weight ? query.amax : amax_percentile(query.values, q);
-  };
+  return [q](const nvfp4_amax_query& query) { return query.role == tensor_role::weight ? query.amax : amax_percentile(query.values, q); };
 }
 
 struct percentile_amax_options {
   double quantile = 0.999;       ///< in (0, 1]; 1 is TE's amax (the maximum)
   nvfp4_block_scaling recipe{};  ///< every switch of the recipe (row-scaled activations keep their row amaxes)
   gemm_mode mode = gemm_mode::exact;
-  std::uint64_t seed = 0;        ///< as linear_options::seed: gradient SR seeds derive from it per step
+  std::uint64_t seed = 0;  ///< as linear_options::seed: gradient SR seeds derive from it per step
 };
 
 /// The Linear layer's NVFP4 (nn/linear.hpp, BF16 high precision) with percentile_amax_rule as its
@@ -98,7 +96,9 @@ class nvfp4_percentile_engine final : public gemm_engine {
   /// Throws invalid_argument for a quantile outside (0, 1] or a recipe TE rejects.
   nvfp4_percentile_engine(index_t in, index_t out, const percentile_amax_options& options)
       : engine_(in, out, options.recipe,
-                {.dtype = high_precision::bf16, .mode = options.mode, .seed = options.seed,
+                {.dtype = high_precision::bf16,
+                 .mode = options.mode,
+                 .seed = options.seed,
                  .nvfp4_amax = percentile_amax_rule(options.quantile)}),
         name_(quantile_name(options.quantile)) {}
   std::string name() const override { return name_; }

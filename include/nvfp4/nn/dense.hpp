@@ -33,11 +33,16 @@ enum class dense_tensor {
 
 constexpr const char* dense_tensor_name(dense_tensor role) {
   switch (role) {
-    case dense_tensor::activation: return "activation";
-    case dense_tensor::weight: return "weight";
-    case dense_tensor::output: return "output";
-    case dense_tensor::output_gradient: return "gradient";
-    case dense_tensor::weight_gradient: return "weight_gradient";
+    case dense_tensor::activation:
+      return "activation";
+    case dense_tensor::weight:
+      return "weight";
+    case dense_tensor::output:
+      return "output";
+    case dense_tensor::output_gradient:
+      return "gradient";
+    case dense_tensor::weight_gradient:
+      return "weight_gradient";
   }
   return "?";
 }
@@ -132,7 +137,8 @@ class linear_engine final : public gemm_engine {
 
  private:
   static linear_options external(linear_options o) {
-    nvfp4::detail::require(!o.bias, errc::invalid_argument, "linear_engine: a dense layer has no bias (linear_options::bias must be false)");
+    nvfp4::detail::require(!o.bias, errc::invalid_argument,
+                           "linear_engine: a dense layer has no bias (linear_options::bias must be false)");
     o.parameters = parameter_storage::external;
     o.delayed_update = scaling_update::per_region;
     return o;
@@ -218,8 +224,8 @@ class dense {
   /// dX [M, in] for dY [M, out] of the last training forward; writes dW into weight().grad.
   void backward(std::span<const float> dy, std::vector<float>& dx) {
     nvfp4::detail::require(active_ != nullptr && static_cast<index_t>(dy.size()) == rows_ * out_features(), errc::shape_mismatch,
-                           "dense '" + name_ + "': backward needs dY [" + std::to_string(rows_) + ", " +
-                               std::to_string(out_features()) + "] after a training forward");
+                           "dense '" + name_ + "': backward needs dY [" + std::to_string(rows_) + ", " + std::to_string(out_features()) +
+                               "] after a training forward");
     check(dense_tensor::output_gradient, dy);
     dx.assign(static_cast<std::size_t>(rows_ * in_features()), 0.0f);
     active_->backward(matrix_view<const float>::row_major(dy.data(), rows_, out_features()),

@@ -30,8 +30,9 @@ class rms_norm {
   /// y [rows, width] for x [rows, width]; keeps x and 1/rms for backward.
   void forward(std::span<const float> x, index_t rows, std::vector<float>& y) {
     const index_t width = gain_.cols;
-    nvfp4::detail::require(static_cast<index_t>(x.size()) == nvfp4::detail::checked_element_count(rows, width, errc::shape_mismatch, "rms_norm input"),
-                           errc::shape_mismatch, "rms_norm: input is not [rows, width]");
+    nvfp4::detail::require(
+        static_cast<index_t>(x.size()) == nvfp4::detail::checked_element_count(rows, width, errc::shape_mismatch, "rms_norm input"),
+        errc::shape_mismatch, "rms_norm: input is not [rows, width]");
     x_.assign(x.begin(), x.end());
     inv_rms_.resize(static_cast<std::size_t>(rows));
     y.resize(x.size());
@@ -42,7 +43,8 @@ class rms_norm {
         for (index_t j = 0; j < width; ++j) sum += in[j] * in[j];
         const float inv = 1.0f / std::sqrt(sum / static_cast<float>(width) + eps_);
         inv_rms_[static_cast<std::size_t>(r)] = inv;
-        for (index_t j = 0; j < width; ++j) y[static_cast<std::size_t>(r * width + j)] = in[j] * inv * gain_.value[static_cast<std::size_t>(j)];
+        for (index_t j = 0; j < width; ++j)
+          y[static_cast<std::size_t>(r * width + j)] = in[j] * inv * gain_.value[static_cast<std::size_t>(j)];
       }
     });
   }
@@ -51,8 +53,9 @@ class rms_norm {
   void backward(std::span<const float> dy, std::vector<float>& dx) {
     const index_t width = gain_.cols;
     const index_t rows = static_cast<index_t>(inv_rms_.size());
-    nvfp4::detail::require(static_cast<index_t>(dy.size()) == nvfp4::detail::checked_element_count(rows, width, errc::shape_mismatch, "rms_norm gradient"),
-                           errc::shape_mismatch, "rms_norm: gradient is not [rows, width]");
+    nvfp4::detail::require(
+        static_cast<index_t>(dy.size()) == nvfp4::detail::checked_element_count(rows, width, errc::shape_mismatch, "rms_norm gradient"),
+        errc::shape_mismatch, "rms_norm: gradient is not [rows, width]");
     dx.resize(dy.size());
     simd::parallel_ranges(rows, simd::worth_parallel(rows * width), [&](index_t begin, index_t end) {
       for (index_t r = begin; r < end; ++r) {
@@ -72,7 +75,9 @@ class rms_norm {
     simd::parallel_ranges(width, simd::worth_parallel(rows * width), [&](index_t begin, index_t end) {
       for (index_t j = begin; j < end; ++j) {
         float sum = 0.0f;
-        for (index_t r = 0; r < rows; ++r) sum += dy[static_cast<std::size_t>(r * width + j)] * x_[static_cast<std::size_t>(r * width + j)] * inv_rms_[static_cast<std::size_t>(r)];
+        for (index_t r = 0; r < rows; ++r)
+          sum += dy[static_cast<std::size_t>(r * width + j)] * x_[static_cast<std::size_t>(r * width + j)] *
+                 inv_rms_[static_cast<std::size_t>(r)];
         gain_.grad[static_cast<std::size_t>(j)] = sum;
       }
     });
@@ -213,15 +218,15 @@ class causal_attention {
 inline float softmax_cross_entropy(std::span<const float> logits, index_t classes, std::span<const std::int32_t> targets,
                                    float gradient_scale, std::vector<float>* d_logits) {
   const index_t rows = static_cast<index_t>(targets.size());
-  nvfp4::detail::require(classes > 0 && static_cast<index_t>(logits.size()) ==
-                                                nvfp4::detail::checked_element_count(rows, classes, errc::shape_mismatch, "cross_entropy logits"),
-                         errc::shape_mismatch,
-                         "cross_entropy: logits are not [targets, classes]");
+  nvfp4::detail::require(
+      classes > 0 && static_cast<index_t>(logits.size()) ==
+                         nvfp4::detail::checked_element_count(rows, classes, errc::shape_mismatch, "cross_entropy logits"),
+      errc::shape_mismatch, "cross_entropy: logits are not [targets, classes]");
   for (index_t r = 0; r < rows; ++r) {
     const std::int32_t t = targets[static_cast<std::size_t>(r)];
-    nvfp4::detail::require(t >= 0 && t < classes, errc::invalid_argument,
-                           "cross_entropy: target " + std::to_string(t) + " at row " + std::to_string(r) + " is outside [0, " +
-                               std::to_string(classes) + ")");
+    nvfp4::detail::require(
+        t >= 0 && t < classes, errc::invalid_argument,
+        "cross_entropy: target " + std::to_string(t) + " at row " + std::to_string(r) + " is outside [0, " + std::to_string(classes) + ")");
   }
   std::vector<float> row_loss(static_cast<std::size_t>(rows));
   if (d_logits != nullptr) d_logits->resize(logits.size());

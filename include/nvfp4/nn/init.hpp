@@ -20,8 +20,8 @@ constexpr float uniform_from_bits(std::uint32_t bits) { return (static_cast<floa
 /// block; its other two words are unused).
 inline std::pair<float, float> uniform_pair(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
   const auto block = philox4x32_10({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
-                                     static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
-                                    {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+                                    static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
+                                   {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
   return {uniform_from_bits(block[0]), uniform_from_bits(block[1])};
 }
 

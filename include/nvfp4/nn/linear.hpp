@@ -68,18 +68,20 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
   /// afresh. A kept W is dropped; saved forwards keep the recipe they ran.
   void set_recipe(recipe_type r) {
     validate(r);
-    std::visit([&]<class R>(const R& next) {
-      using P = typename Policies::template policy_for<R>;
-      nvfp4::detail::require(!options_.nvfp4_amax || P::takes_amax_rule, errc::unsupported,
-                             "linear: linear_options::nvfp4_amax applies to NVFP4 recipes only; this layer's recipe is FP8");
-      if constexpr (requires(const P& p) { p.switched_to(next); }) {
-        if (auto* slot = std::get_if<detail::policy_slot<P>>(&slots_)) {
-          slots_.template emplace<detail::policy_slot<P>>(std::make_shared<P>(slot->policy->switched_to(next)));
-          return;
-        }
-      }
-      slots_.template emplace<detail::policy_slot<P>>(std::make_shared<P>(next));
-    }, r);
+    std::visit(
+        [&]<class R>(const R& next) {
+          using P = typename Policies::template policy_for<R>;
+          nvfp4::detail::require(!options_.nvfp4_amax || P::takes_amax_rule, errc::unsupported,
+                                 "linear: linear_options::nvfp4_amax applies to NVFP4 recipes only; this layer's recipe is FP8");
+          if constexpr (requires(const P& p) { p.switched_to(next); }) {
+            if (auto* slot = std::get_if<detail::policy_slot<P>>(&slots_)) {
+              slots_.template emplace<detail::policy_slot<P>>(std::make_shared<P>(slot->policy->switched_to(next)));
+              return;
+            }
+          }
+          slots_.template emplace<detail::policy_slot<P>>(std::make_shared<P>(next));
+        },
+        r);
     recipe_ = std::move(r);
   }
 
@@ -112,14 +114,16 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
              eval_amaxes amaxes = eval_amaxes::record_nothing) {
     begin_call(p, x, y, "linear::infer");
     const bool record = amaxes == eval_amaxes::record_as_te;
-    std::visit([&]<class P>(detail::policy_slot<P>& s, auto xv) {
-      detail::with_input<P>(options_, xv, "input", infer_x_, infer_xb_, /*kept=*/false, [&](auto x_in, float x_amax) {
-        const auto w = weight_for(s, cache, /*for_training=*/false, record);
-        const auto yv = detail::scratch(xv.rows(), out_, infer_y_);
-        s.policy->fprop(context(), s.policy->quantize_input(context(x_amax), x_in, nullptr, record), *w, yv);
-        write_output(yv, y);
-      });
-    }, slots_, x);
+    std::visit(
+        [&]<class P>(detail::policy_slot<P>& s, auto xv) {
+          detail::with_input<P>(options_, xv, "input", infer_x_, infer_xb_, /*kept=*/false, [&](auto x_in, float x_amax) {
+            const auto w = weight_for(s, cache, /*for_training=*/false, record);
+            const auto yv = detail::scratch(xv.rows(), out_, infer_y_);
+            s.policy->fprop(context(), s.policy->quantize_input(context(x_amax), x_in, nullptr, record), *w, yv);
+            write_output(yv, y);
+          });
+        },
+        slots_, x);
   }
   /// dX = dY W, dW = dYᵀ X, db = Σ_rows dY of this layer's forward `saved`, under its recipe; any
   /// order, more than once (same bits unless NVFP4's seed, the backward count, or delayed scaling's
@@ -128,9 +132,11 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
     const detail::extent dye = detail::validated(dy, "linear output gradient"), dxe = detail::validated(dx, "linear input gradient");
     detail::check_backward_call(in_, out_, options_.bias, static_cast<bool>(saved), saved.rows(), dye, dxe,
                                 detail::validated(g.weight, "linear weight gradient"), g.bias);
-    std::visit([&]<class H>(const H& record, auto dyv) {
-      if constexpr (!std::is_same_v<H, std::monostate>) run_backward(*record, dyv, dx, g);
-    }, saved.record_, dy);
+    std::visit(
+        [&]<class H>(const H& record, auto dyv) {
+          if constexpr (!std::is_same_v<H, std::monostate>) run_backward(*record, dyv, dx, g);
+        },
+        saved.record_, dy);
   }
   /// backward on the last training forward, which is then no longer kept; dW and db into the
   /// caller's buffers (owned storage: backward(dy) writes weight_grad() and bias_grad()).
@@ -142,7 +148,8 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
   /// the input and weight states once (grad enabled; else the amaxes wait), a backward pass's end
   /// the grad_output state. No effect for other recipes or per_call.
   void end_forward_region(bool grad_enabled) {
-    if (grad_enabled && options_.delayed_update == scaling_update::per_region) std::visit([](auto& s) { s.policy->update_forward_roles(); }, slots_);
+    if (grad_enabled && options_.delayed_update == scaling_update::per_region)
+      std::visit([](auto& s) { s.policy->update_forward_roles(); }, slots_);
   }
   void end_backward_region() {
     if (options_.delayed_update == scaling_update::per_region) std::visit([](auto& s) { s.policy->update_backward_role(); }, slots_);
@@ -154,8 +161,13 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
     return ++count;
   }
   linear_context context(float tensor_amax = -1.0f) const {
-    return {.in_features = in_, .out_features = out_, .mode = options_.mode, .fp8_tensor_core = options_.fp8_tensor_core,
-            .promotion_interval = options_.promotion_interval, .amax_rule = &options_.nvfp4_amax, .bias = call_bias_,
+    return {.in_features = in_,
+            .out_features = out_,
+            .mode = options_.mode,
+            .fp8_tensor_core = options_.fp8_tensor_core,
+            .promotion_interval = options_.promotion_interval,
+            .amax_rule = &options_.nvfp4_amax,
+            .bias = call_bias_,
             .tensor_amax = tensor_amax};
   }
   /// forward's and infer's checks, before anything changes; then the call's W and bias.
@@ -173,14 +185,15 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
     const std::shared_ptr<detail::forward_record<P>> record = detail::reusable(s.spare_record);
     record->weight.reset();  // the last step's W operands, free for weight_for to reuse
     // X checked before W's amax is recorded; copied into the record where the policy keeps a view of it.
-    detail::with_input<P>(options_, x, "input", P::quantized ? x_ : record->x_copy, xb_, /*kept=*/!P::quantized, [&](auto xv, float x_amax) {
-      auto w = weight_for(s, cache, /*for_training=*/true, /*record=*/true);
-      const auto yv = detail::scratch(x.rows(), out_, y_);
-      s.policy->fprop(context(), s.policy->quantize_input(context(x_amax), xv, &record->input, /*record=*/true), *w, yv);
-      if (options_.delayed_update == scaling_update::per_call) s.policy->update_forward_roles();
-      write_output(yv, y);
-      record->weight = std::move(w);
-    });
+    detail::with_input<P>(
+        options_, x, "input", P::quantized ? x_ : record->x_copy, xb_, /*kept=*/!P::quantized, [&](auto xv, float x_amax) {
+          auto w = weight_for(s, cache, /*for_training=*/true, /*record=*/true);
+          const auto yv = detail::scratch(x.rows(), out_, y_);
+          s.policy->fprop(context(), s.policy->quantize_input(context(x_amax), xv, &record->input, /*record=*/true), *w, yv);
+          if (options_.delayed_update == scaling_update::per_call) s.policy->update_forward_roles();
+          write_output(yv, y);
+          record->weight = std::move(w);
+        });
     record->layer_id = id_;
     record->rows = x.rows();
     record->dtype = options_.dtype;
@@ -209,18 +222,22 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
   /// The W a forward runs on: the kept one (reuse; a miss quantizes and keeps), or W quantized now
   /// (refresh: kept and packed once; off: into the slot's spare set). Training records W's amax.
   template <class P>
-  std::shared_ptr<const typename P::weight_operands> weight_for(detail::policy_slot<P>& s, weight_cache cache, bool for_training, bool record) {
+  std::shared_ptr<const typename P::weight_operands> weight_for(detail::policy_slot<P>& s, weight_cache cache, bool for_training,
+                                                                bool record) {
     if (cache == weight_cache::reuse) {
       if (s.kept_weight) return s.kept_weight;
       cache = weight_cache::refresh;
     }
     using operands = typename P::weight_operands;
     const std::shared_ptr<operands> w = cache == weight_cache::refresh ? std::make_shared<operands>() : detail::reusable(s.spare_weight);
-    std::visit([&](auto w_given) {
-      detail::with_input<P>(options_, w_given, "weight", w_, wb_, /*kept=*/false, [&](auto wv, float w_amax) {
-        s.policy->quantize_weight(context(w_amax), wv, /*columnwise=*/for_training || cache == weight_cache::refresh, for_training || record, *w);
-      });
-    }, call_weight_);
+    std::visit(
+        [&](auto w_given) {
+          detail::with_input<P>(options_, w_given, "weight", w_, wb_, /*kept=*/false, [&](auto wv, float w_amax) {
+            s.policy->quantize_weight(context(w_amax), wv, /*columnwise=*/for_training || cache == weight_cache::refresh,
+                                      for_training || record, *w);
+          });
+        },
+        call_weight_);
     if (cache == weight_cache::refresh) {
       s.policy->pack_fprop_operand(context(), *w);
       s.kept_weight = w;
@@ -238,10 +255,10 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
   typename detail::storage_of<Policies>::slots slots_;
   saved_forward last_;  // the last training forward, for backward(dy, ...)
   std::uint64_t steps_ = 0;
-  input_matrix call_weight_;          // the call in progress: its W,
-  std::span<const float> call_bias_;  // and its bias as the GEMMs add it
+  input_matrix call_weight_;                                                  // the call in progress: its W,
+  std::span<const float> call_bias_;                                          // and its bias as the GEMMs add it
   std::vector<float> bias_scratch_, x_, w_, y_, g_, dx_, infer_x_, infer_y_;  // reused from call to call
-  std::vector<bf16> xb_, wb_, gb_, infer_xb_;                                // bf16 copies for policies that read them
+  std::vector<bf16> xb_, wb_, gb_, infer_xb_;                                 // bf16 copies for policies that read them
 };
 
 /// The layer of the library's recipes.

@@ -40,12 +40,12 @@ enum class eval_amaxes {
 
 /// How a linear layer computes, beside its recipe.
 struct linear_options {
-  bool bias = false;                                    ///< a bias b [out_features], fp32
-  high_precision dtype = high_precision::fp32;          ///< X, W, dY rounded to it; Y, dX written in it
-  gemm_mode mode = gemm_mode::exact;                    ///< quantized GEMMs: tensor-core exact, or relaxed
+  bool bias = false;                                                      ///< a bias b [out_features], fp32
+  high_precision dtype = high_precision::fp32;                            ///< X, W, dY rounded to it; Y, dX written in it
+  gemm_mode mode = gemm_mode::exact;                                      ///< quantized GEMMs: tensor-core exact, or relaxed
   fp8::mma::tensor_core fp8_tensor_core = fp8::mma::tensor_core::hopper;  ///< per-tensor and block FP8 GEMMs
-  index_t promotion_interval = 128;                     ///< FP8 split accumulator: elements of K per promotion
-  std::uint64_t seed = 0;                               ///< the only source of randomness (NVFP4 SR)
+  index_t promotion_interval = 128;                                       ///< FP8 split accumulator: elements of K per promotion
+  std::uint64_t seed = 0;                                                 ///< the only source of randomness (NVFP4 SR)
   /// NVFP4 recipes: chooses each tensor's global amax in place of TE's maximum |value| (a research
   /// control, e.g. nn/amax_percentile.hpp's quantile; empty: TE). It sees X, W and dY in the
   /// layer's dtype and the RHT'd wgrad copies; FP8 and MXFP8 recipes refuse a layer that has one.

@@ -17,11 +17,11 @@ namespace nvfp4::nn {
 /// One batch: feature rows and class labels (a classifier), or token sequences and their next
 /// tokens (a language model).
 struct batch {
-  index_t rows = 0;                    ///< examples, or sequences
-  index_t seq_len = 1;                 ///< tokens per sequence (1 for a classifier)
-  std::vector<float> features;         ///< [rows, features] inputs of a classifier
-  std::vector<std::int32_t> inputs;    ///< [rows, seq_len] input tokens of a language model
-  std::vector<std::int32_t> targets;   ///< [rows] labels, or [rows, seq_len] next tokens
+  index_t rows = 0;                   ///< examples, or sequences
+  index_t seq_len = 1;                ///< tokens per sequence (1 for a classifier)
+  std::vector<float> features;        ///< [rows, features] inputs of a classifier
+  std::vector<std::int32_t> inputs;   ///< [rows, seq_len] input tokens of a language model
+  std::vector<std::int32_t> targets;  ///< [rows] labels, or [rows, seq_len] next tokens
   /// Predictions the loss is averaged over (examples or tokens).
   index_t predictions() const { return static_cast<index_t>(targets.size()); }
 };

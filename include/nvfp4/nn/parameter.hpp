@@ -25,10 +25,14 @@ enum class parameter_kind {
 
 constexpr const char* parameter_kind_name(parameter_kind kind) {
   switch (kind) {
-    case parameter_kind::matrix: return "matrix";
-    case parameter_kind::head: return "head";
-    case parameter_kind::embedding: return "embedding";
-    case parameter_kind::vector: return "vector";
+    case parameter_kind::matrix:
+      return "matrix";
+    case parameter_kind::head:
+      return "head";
+    case parameter_kind::embedding:
+      return "embedding";
+    case parameter_kind::vector:
+      return "vector";
   }
   return "?";
 }
@@ -48,7 +52,9 @@ struct parameter {
   parameter() = default;
   parameter(std::string name_, parameter_kind kind_, index_t rows_, index_t cols_)
       : name(std::move(name_)), kind(kind_), rows(rows_), cols(cols_) {
-    value.assign(static_cast<std::size_t>(nvfp4::detail::checked_element_count(rows_, cols_, errc::invalid_argument, "parameter '" + name + "'")), 0.0f);
+    value.assign(
+        static_cast<std::size_t>(nvfp4::detail::checked_element_count(rows_, cols_, errc::invalid_argument, "parameter '" + name + "'")),
+        0.0f);
     grad.assign(value.size(), 0.0f);
   }
 

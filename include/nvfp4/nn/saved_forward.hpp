@@ -60,10 +60,14 @@ class basic_saved_forward {
 
   template <class F, class T>
   T visit_record(F&& f, T empty) const {
-    return std::visit([&]<class H>(const H& h) -> T {
-      if constexpr (std::is_same_v<H, std::monostate>) return empty;
-      else return f(*h);
-    }, record_);
+    return std::visit(
+        [&]<class H>(const H& h) -> T {
+          if constexpr (std::is_same_v<H, std::monostate>)
+            return empty;
+          else
+            return f(*h);
+        },
+        record_);
   }
 
   handles record_;

@@ -18,9 +18,9 @@ namespace nvfp4::nn {
 struct transformer_config {
   index_t vocab = 256;  ///< byte-level
   index_t width = 64;
-  int depth = 2;        ///< blocks
+  int depth = 2;  ///< blocks
   index_t heads = 4;
-  index_t seq_len = 64; ///< the longest sequence (positions)
+  index_t seq_len = 64;  ///< the longest sequence (positions)
   index_t mlp_ratio = 4;
   float init_std = 0.02f;
   std::uint64_t seed = 1;
@@ -37,9 +37,9 @@ class transformer_lm final : public model {
         final_norm_("ln_f.gain", config.width) {
     nvfp4::detail::require(config.vocab > 1 && config.width > 0 && config.depth >= 1 && config.seq_len > 0 && config.mlp_ratio > 0,
                            errc::invalid_argument, "transformer: vocab > 1, width > 0, depth >= 1, seq_len > 0 needed");
-    nvfp4::detail::require(config.heads > 0 && config.width % config.heads == 0, errc::invalid_argument,
-                           "transformer: width " + std::to_string(config.width) + " is not a multiple of heads " +
-                               std::to_string(config.heads));
+    nvfp4::detail::require(
+        config.heads > 0 && config.width % config.heads == 0, errc::invalid_argument,
+        "transformer: width " + std::to_string(config.width) + " is not a multiple of heads " + std::to_string(config.heads));
     std::uint64_t stream = 0;
     fill_normal(token_embedding_.value, config.init_std, config.seed, stream++);
     fill_normal(position_embedding_.value, config.init_std, config.seed, stream++);
@@ -53,8 +53,9 @@ class transformer_lm final : public model {
         fill_normal(d->weight().value, stddev, config.seed, stream++);
         return d;
       };
-      block b{rms_norm(p + "ln1.gain", w), make("qkv", w, 3 * w, config.init_std), causal_attention(w, config.heads),
-              make("proj", w, w, residual_std), rms_norm(p + "ln2.gain", w), make("up", w, hidden, config.init_std),
+      block b{rms_norm(p + "ln1.gain", w),           make("qkv", w, 3 * w, config.init_std),
+              causal_attention(w, config.heads),     make("proj", w, w, residual_std),
+              rms_norm(p + "ln2.gain", w),           make("up", w, hidden, config.init_std),
               make("down", hidden, w, residual_std), {}};
       blocks_.push_back(std::move(b));
     }
@@ -136,12 +137,13 @@ class transformer_lm final : public model {
   float run_forward(const batch& b, bool training, float loss_scale, std::vector<float>* d_logits) {
     const index_t rows = nvfp4::detail::checked_element_count(b.rows, b.seq_len, errc::shape_mismatch, "transformer batch"),
                   w = config_.width;
-    nvfp4::detail::require(b.seq_len >= 1 && b.seq_len <= config_.seq_len, errc::invalid_argument,
-                           "transformer: sequence length " + std::to_string(b.seq_len) + " is outside [1, " +
-                               std::to_string(config_.seq_len) + "]");
+    nvfp4::detail::require(
+        b.seq_len >= 1 && b.seq_len <= config_.seq_len, errc::invalid_argument,
+        "transformer: sequence length " + std::to_string(b.seq_len) + " is outside [1, " + std::to_string(config_.seq_len) + "]");
     nvfp4::detail::require(static_cast<index_t>(b.inputs.size()) == rows && b.predictions() == rows, errc::shape_mismatch,
                            "transformer: batch needs rows*seq_len input tokens and as many targets");
-    std::vector<float> x(static_cast<std::size_t>(nvfp4::detail::checked_element_count(rows, w, errc::shape_mismatch, "transformer activations")));
+    std::vector<float> x(
+        static_cast<std::size_t>(nvfp4::detail::checked_element_count(rows, w, errc::shape_mismatch, "transformer activations")));
     for (index_t r = 0; r < rows; ++r) {
       const std::int32_t token = b.inputs[static_cast<std::size_t>(r)];
       nvfp4::detail::require(token >= 0 && token < config_.vocab, errc::invalid_argument,

@@ -15,8 +15,7 @@ struct philox4x32_constants {
 };
 
 /// One Philox4x32-10 block: 128 random bits for a 128-bit counter under a 64-bit key.
-constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter,
-                                                     std::array<std::uint32_t, 2> key) {
+constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> counter, std::array<std::uint32_t, 2> key) {
   using c = philox4x32_constants;
   constexpr std::uint32_t multiplier0 = c::multiplier0, multiplier1 = c::multiplier1, weyl0 = c::weyl0, weyl1 = c::weyl1;
   for (int round = 0; round < 10; ++round) {

@@ -30,8 +30,8 @@ struct philox_kernels {
     vi c1 = Ops::set_int(static_cast<std::uint32_t>(first_block >> 32));
     const std::uint64_t room = (std::uint64_t{1} << 32) - base_low;  // lanes before the wrap
     if (room < static_cast<std::uint64_t>(blocks))
-      c1 = Ops::add(c1, Ops::select(Ops::greater(lane, Ops::set_int(static_cast<std::uint32_t>(room - 1))), Ops::set_int(1),
-                                    Ops::set_int(0)));
+      c1 = Ops::add(c1,
+                    Ops::select(Ops::greater(lane, Ops::set_int(static_cast<std::uint32_t>(room - 1))), Ops::set_int(1), Ops::set_int(0)));
     vi c2 = Ops::set_int(0), c3 = Ops::set_int(0);
     using constants = philox4x32_constants;
     const vi multiplier0 = Ops::set_int(constants::multiplier0), multiplier1 = Ops::set_int(constants::multiplier1);

@@ -67,16 +67,15 @@ enum class unfused_update_form {
 namespace detail {
 template <>
 struct enum_table<unfused_update_form> {
-  static constexpr enum_entry<unfused_update_form> entries[] = {
-      {"torch_eager", unfused_update_form::torch_eager},
-      {"torch_compile_h100", unfused_update_form::torch_compile_h100}};
+  static constexpr enum_entry<unfused_update_form> entries[] = {{"torch_eager", unfused_update_form::torch_eager},
+                                                                {"torch_compile_h100", unfused_update_form::torch_compile_h100}};
 };
 }  // namespace detail
 
 /// DelayedScaling with TE's field names and defaults. The GEMMs follow TE's Linear: fast
 /// accumulation in fprop, split accumulator in dgrad and wgrad (TE module/base.py _2X_ACC_*).
 struct delayed_scaling {
-  float margin = 0.0f;                                            ///< scale = (fp8_max * 2^-margin) / amax (a float, as in TE)
+  float margin = 0.0f;  ///< scale = (fp8_max * 2^-margin) / amax (a float, as in TE)
   recipe_format fp8_format = recipe_format::hybrid;
   int amax_history_len = 1024;
   amax_compute_algorithm amax_compute_algo = amax_compute_algorithm::max;
@@ -168,8 +167,9 @@ class delayed_scaling_state {
   /// `unfused_form`) follows the new recipe (TE chooses it at each update, not per state). Throws
   /// invalid_argument for an amax_history_len out of [1, delayed_scaling::max_amax_history_len].
   void switch_to(const delayed_scaling& recipe) {
-    detail::require(recipe.amax_history_len >= 1 && recipe.amax_history_len <= delayed_scaling::max_amax_history_len, errc::invalid_argument,
-                    "delayed_scaling_state: amax_history_len must be in [1, " + std::to_string(delayed_scaling::max_amax_history_len) + "]");
+    detail::require(
+        recipe.amax_history_len >= 1 && recipe.amax_history_len <= delayed_scaling::max_amax_history_len, errc::invalid_argument,
+        "delayed_scaling_state: amax_history_len must be in [1, " + std::to_string(delayed_scaling::max_amax_history_len) + "]");
     history_.resize(static_cast<std::size_t>(recipe.amax_history_len), 0.0f);
     unfused_ = recipe.unfused_update;
     unfused_form_ = recipe.unfused_form;
@@ -231,7 +231,8 @@ class delayed_scaling_state {
     const float last = history_[0];
     float amax = last;
     if (algorithm_ == amax_compute_algorithm::max)
-      for (const float a : history_) amax = (std::isnan(amax) || std::isnan(a)) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, a);
+      for (const float a : history_)
+        amax = (std::isnan(amax) || std::isnan(a)) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, a);
     std::rotate(history_.begin(), history_.begin() + 1, history_.end());
     history_[0] = 0.0f;
     // (fp8_max / amax) / 2^margin as eager torch evaluates it: a Python number divided by a tensor

@@ -24,7 +24,7 @@ struct float8_block_scaling {
   fp8_scale_options fp8_quant_fwd_inp{.power_2_scale = true, .amax_epsilon = 0.0f};
   fp8_scale_options fp8_quant_fwd_weight{.power_2_scale = true, .amax_epsilon = 0.0f};
   fp8_scale_options fp8_quant_bwd_grad{.power_2_scale = true, .amax_epsilon = 0.0f};
-  int x_block_scaling_dim = 1;     ///< 1: 1x128 blocks, 2: 128x128
+  int x_block_scaling_dim = 1;  ///< 1: 1x128 blocks, 2: 128x128
   int w_block_scaling_dim = 2;
   int grad_block_scaling_dim = 1;
   mm_params fp8_gemm_fprop{.use_split_accumulator = true};
@@ -70,8 +70,8 @@ struct float8_block_scaling {
 
   /// The block shape and scale options of a role.
   fp8_block_shape block_shape(tensor_role role) const {
-    const int dim = role == tensor_role::input ? x_block_scaling_dim
-                                               : (role == tensor_role::weight ? w_block_scaling_dim : grad_block_scaling_dim);
+    const int dim =
+        role == tensor_role::input ? x_block_scaling_dim : (role == tensor_role::weight ? w_block_scaling_dim : grad_block_scaling_dim);
     return dim == 1 ? fp8_block_shape::block_1x128 : fp8_block_shape::block_128x128;
   }
   const fp8_scale_options& scale_options(tensor_role role) const {
@@ -124,8 +124,10 @@ class float8_block_scaling_policy : public policy_base {
   /// step.
   void copies(tensor_role role, matrix_view<const float> v, fp8_tensor& row, fp8_tensor* col) const {
     const fp8_format f = role_format(recipe_.fp8_format, role);
-    if (col) quantize_fp8_blockwise_both_into(v, f, recipe_.block_shape(role), recipe_.scale_options(role), row, *col);
-    else quantize_fp8_blockwise_into(v, f, recipe_.block_shape(role), recipe_.scale_options(role), row);
+    if (col)
+      quantize_fp8_blockwise_both_into(v, f, recipe_.block_shape(role), recipe_.scale_options(role), row, *col);
+    else
+      quantize_fp8_blockwise_into(v, f, recipe_.block_shape(role), recipe_.scale_options(role), row);
   }
   float8_block_scaling recipe_;
   fp8_tensor x_row_;

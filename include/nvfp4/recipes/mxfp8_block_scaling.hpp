@@ -74,13 +74,17 @@ class mxfp8_block_scaling_policy : public policy_base {
   const mxfp8_block_scaling& recipe() const { return recipe_; }
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
-    if (columnwise) quantize_mxfp8_te_both_into(w, out.row.plain, out.col);
-    else quantize_mxfp8_te_into(w, out.row.plain);
+    if (columnwise)
+      quantize_mxfp8_te_both_into(w, out.row.plain, out.col);
+    else
+      quantize_mxfp8_te_into(w, out.row.plain);
   }
   void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
-    if (saved) quantize_mxfp8_te_both_into(x, x_row_, saved->x_col);
-    else quantize_mxfp8_te_into(x, x_row_);
+    if (saved)
+      quantize_mxfp8_te_both_into(x, x_row_, saved->x_col);
+    else
+      quantize_mxfp8_te_into(x, x_row_);
     return x_row_;
   }
   const gradient_operands& quantize_gradient(const linear_context&, matrix_view<const float> dy) {

@@ -48,8 +48,8 @@ float chosen_amax(const nvfp4_amax_rule& rule, tensor_role role, bool transforme
     chosen = rule({role, transformed, matrix_view<const float>::row_major(copy.data(), values.rows(), values.cols()), amax});
   }
   require(std::isfinite(chosen) && chosen >= 0.0f, errc::invalid_argument,
-          std::string("nvfp4_amax_rule: the rule's amax for ") + tensor_role_name(role) + (transformed ? " after the RHT" : "") +
-              " is " + std::to_string(chosen) + "; it must be a finite number >= 0");
+          std::string("nvfp4_amax_rule: the rule's amax for ") + tensor_role_name(role) + (transformed ? " after the RHT" : "") + " is " +
+              std::to_string(chosen) + "; it must be a finite number >= 0");
   return chosen;
 }
 

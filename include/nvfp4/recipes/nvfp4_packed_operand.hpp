@@ -47,9 +47,9 @@ class nvfp4_packed_operand {
 /// nvfp4_gemm with B packed beforehand; as nvfp4_gemm(a, b's operand, out, mode, bias). Throws
 /// invalid_argument for an empty (default-constructed) b, else as nvfp4_gemm.
 template <class Out>
-  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void nvfp4_gemm(const nvfp4_operand& a, const nvfp4_packed_operand& b, matrix_view<Out> out, gemm_mode mode = gemm_mode::exact,
-                std::span<const float> bias = {}) {
+requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>) void nvfp4_gemm(const nvfp4_operand& a, const nvfp4_packed_operand& b,
+                                                                                  matrix_view<Out> out, gemm_mode mode = gemm_mode::exact,
+                                                                                  std::span<const float> bias = {}) {
   detail::require(static_cast<bool>(b), errc::invalid_argument, "nvfp4_gemm: the packed operand is empty (default-constructed)");
   detail::nvfp4_gemm_parts(a, b.tensor(), b.e4m3_max(), b.row_amax(), &b.packed().packed(), out, mode, bias);
 }

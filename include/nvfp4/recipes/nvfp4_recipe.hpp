@@ -192,8 +192,10 @@ void weight_copy_into(matrix_view<const T> w, float w_amax, const nvfp4_block_sc
   if (recipe.uses_4over6(tensor_role::weight)) {
     const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::weight)};
     plain(op, static_cast<float>(options.e4m3_max));
-    if (recipe.disable_2d_quantization) op.tensor = quantize_4over6_with_amax<nvfp4_1x16>(w, w_amax, options, axis);
-    else tiles_as_rows(quantize_4over6_with_amax<nvfp4_16x16>(w, w_amax, options, axis), op.tensor);
+    if (recipe.disable_2d_quantization)
+      op.tensor = quantize_4over6_with_amax<nvfp4_1x16>(w, w_amax, options, axis);
+    else
+      tiles_as_rows(quantize_4over6_with_amax<nvfp4_16x16>(w, w_amax, options, axis), op.tensor);
     return;
   }
   plain(op);
@@ -218,8 +220,8 @@ void weight_copy_into(matrix_view<const T> w, float w_amax, const nvfp4_block_sc
 /// quantizer; a rule is not asked). Throws as the quantizers do, and invalid_argument for a
 /// rule's amax that is not finite and >= 0.
 template <quantizer_input T>
-void quantize_activation_into(matrix_view<const T> x, const nvfp4_block_scaling& recipe, const nvfp4_amax_rule& rule, nvfp4_operand& rowwise,
-                              nvfp4_operand* columnwise, nvfp4_role_storage& storage, float known_amax = -1.0f) {
+void quantize_activation_into(matrix_view<const T> x, const nvfp4_block_scaling& recipe, const nvfp4_amax_rule& rule,
+                              nvfp4_operand& rowwise, nvfp4_operand* columnwise, nvfp4_role_storage& storage, float known_amax = -1.0f) {
   if (recipe.row_scaled_activation) {
     if (columnwise) {
       auto col = quantize_row_scaled(x.transposed(), quantized_axis::columnwise);
@@ -233,7 +235,8 @@ void quantize_activation_into(matrix_view<const T> x, const nvfp4_block_scaling&
   if (recipe.uses_4over6(tensor_role::input)) {
     const four_over_six_options options{recipe.nvfp4_4over6_err_mode, recipe.e4m3_max(tensor_role::input)};
     const auto bound = static_cast<float>(options.e4m3_max);
-    if (columnwise) *columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(x.transposed(), x_amax, options, quantized_axis::columnwise), bound, {}};
+    if (columnwise)
+      *columnwise = {quantize_4over6_with_amax<nvfp4_1x16>(x.transposed(), x_amax, options, quantized_axis::columnwise), bound, {}};
     rowwise = {quantize_4over6_with_amax<nvfp4_1x16>(x, x_amax, options), bound, {}};
     return;
   }
@@ -281,7 +284,8 @@ operand_pair quantize_activation(matrix_view<const T> x, const nvfp4_block_scali
   return out;
 }
 template <quantizer_input T>
-nvfp4_operand quantize_activation_rowwise(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {}, const nvfp4_amax_rule& rule = {}) {
+nvfp4_operand quantize_activation_rowwise(matrix_view<const T> x, const nvfp4_block_scaling& recipe = {},
+                                          const nvfp4_amax_rule& rule = {}) {
   nvfp4_operand out;
   nvfp4_role_storage storage;
   quantize_activation_into(x, recipe, rule, out, nullptr, storage);
@@ -388,9 +392,9 @@ void nvfp4_gemm_parts(const nvfp4_operand& a, const nvfp4_tensor& b, float b_e4m
 /// then + bias[j] (fp32), rounded to Out (float, or bf16 nearest-even). factor =
 /// nvfp4_alpha_factor(A's bound, B's bound). Throws shape_mismatch for operands that do not fit.
 template <class Out>
-  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void nvfp4_gemm(const nvfp4_operand& a, const nvfp4_operand& b, matrix_view<Out> out, gemm_mode mode = gemm_mode::exact,
-                std::span<const float> bias = {}) {
+requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>) void nvfp4_gemm(const nvfp4_operand& a, const nvfp4_operand& b,
+                                                                                  matrix_view<Out> out, gemm_mode mode = gemm_mode::exact,
+                                                                                  std::span<const float> bias = {}) {
   detail::nvfp4_gemm_parts(a, b.tensor, b.e4m3_max, b.row_amax, nullptr, out, mode, bias);
 }
 

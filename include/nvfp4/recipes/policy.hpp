@@ -44,7 +44,9 @@ struct linear_context {
   }
   /// The FP8 GEMM options of a recipe's MMParams (split accumulator or not), with a bias or none.
   fp8_gemm_options fp8_options(const mm_params& params, std::span<const float> with_bias = {}) const {
-    return {.core = fp8_tensor_core, .mode = mode, .promotion_interval = params.use_split_accumulator ? promotion_interval : 0,
+    return {.core = fp8_tensor_core,
+            .mode = mode,
+            .promotion_interval = params.use_split_accumulator ? promotion_interval : 0,
             .bias = with_bias};
   }
 };
@@ -78,43 +80,45 @@ struct policy_base {
 /// next recipe of the same type that keeps this one's state, as TE keeps DelayedScaling's).
 /// The roles and GEMMs are checked on fp32 views; a reads_bf16 policy takes bf16 views too.
 template <class P>
-concept recipe_policy =
-    requires {
-      typename P::recipe_type;
-      typename P::weight_operands;
-      typename P::saved_input;
-      typename P::input_operand;
-      typename P::gradient_operands;
-      { P::name } -> std::convertible_to<const char*>;
-      { P::short_name } -> std::convertible_to<const char*>;
-      { P::quantized } -> std::convertible_to<bool>;
-      { P::takes_amax_rule } -> std::convertible_to<bool>;
-    } &&
-    described_recipe<typename P::recipe_type> && std::constructible_from<P, const typename P::recipe_type&> &&
-    requires(P& p, const P& cp, const typename P::recipe_type& r, const linear_context& c, matrix_view<const float> v,
-             matrix_view<float> out, typename P::weight_operands& w, typename P::saved_input& s, tensor_role role) {
-      r.validate();
-      { cp.recipe() } -> std::same_as<const typename P::recipe_type&>;
-      p.quantize_weight(c, v, true, true, w);
-      cp.pack_fprop_operand(c, w);
-      { p.quantize_input(c, v, &s, true) } -> std::same_as<const typename P::input_operand&>;
-      { p.quantize_gradient(c, v) } -> std::same_as<const typename P::gradient_operands&>;
-      cp.fprop(c, std::declval<const typename P::input_operand&>(), std::as_const(w), out);
-      cp.dgrad(c, std::declval<const typename P::gradient_operands&>(), std::as_const(w), out);
-      cp.wgrad(c, std::declval<const typename P::gradient_operands&>(), std::as_const(s), out);
-      { p.scaling_state(role) } -> std::same_as<delayed_scaling_state*>;
-      p.update_forward_roles();
-      p.update_backward_role();
-    } &&
-    (!requires { P::reads_bf16; } || std::same_as<decltype(P::reads_bf16), const bool>) &&
-    (!requires { P::runs_non_finite; } || std::same_as<decltype(P::runs_non_finite), const bool>);
+concept recipe_policy = requires {
+  typename P::recipe_type;
+  typename P::weight_operands;
+  typename P::saved_input;
+  typename P::input_operand;
+  typename P::gradient_operands;
+  { P::name } -> std::convertible_to<const char*>;
+  { P::short_name } -> std::convertible_to<const char*>;
+  { P::quantized } -> std::convertible_to<bool>;
+  { P::takes_amax_rule } -> std::convertible_to<bool>;
+}
+&&described_recipe<typename P::recipe_type>&& std::constructible_from<P, const typename P::recipe_type&>&& requires(
+    P& p, const P& cp, const typename P::recipe_type& r, const linear_context& c, matrix_view<const float> v, matrix_view<float> out,
+    typename P::weight_operands& w, typename P::saved_input& s, tensor_role role) {
+  r.validate();
+  { cp.recipe() } -> std::same_as<const typename P::recipe_type&>;
+  p.quantize_weight(c, v, true, true, w);
+  cp.pack_fprop_operand(c, w);
+  { p.quantize_input(c, v, &s, true) } -> std::same_as<const typename P::input_operand&>;
+  { p.quantize_gradient(c, v) } -> std::same_as<const typename P::gradient_operands&>;
+  cp.fprop(c, std::declval<const typename P::input_operand&>(), std::as_const(w), out);
+  cp.dgrad(c, std::declval<const typename P::gradient_operands&>(), std::as_const(w), out);
+  cp.wgrad(c, std::declval<const typename P::gradient_operands&>(), std::as_const(s), out);
+  { p.scaling_state(role) } -> std::same_as<delayed_scaling_state*>;
+  p.update_forward_roles();
+  p.update_backward_role();
+}
+&&(!requires { P::reads_bf16; } || std::same_as<decltype(P::reads_bf16), const bool>)&&(!requires {
+  P::runs_non_finite;
+} || std::same_as<decltype(P::runs_non_finite), const bool>);
 
 /// Whether policy P takes NaN / Inf tensors as TE does (delayed scaling); the others' layers refuse
 /// them before anything is computed.
 template <class P>
 constexpr bool runs_non_finite() {
-  if constexpr (requires { P::runs_non_finite; }) return P::runs_non_finite;
-  else return false;
+  if constexpr (requires { P::runs_non_finite; })
+    return P::runs_non_finite;
+  else
+    return false;
 }
 
 namespace detail {

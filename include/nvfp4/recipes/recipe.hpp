@@ -21,12 +21,8 @@ namespace nvfp4 {
 
 /// Every recipe's policy, in the recipe variant's order (the first one is a default layer's).
 /// policy_list checks each against the recipe_policy concept.
-using recipe_policies = policy_list<no_quantization_policy,
-                                    nvfp4_block_scaling_policy,
-                                    float8_current_scaling_policy,
-                                    delayed_scaling_policy,
-                                    float8_block_scaling_policy,
-                                    mxfp8_block_scaling_policy>;
+using recipe_policies = policy_list<no_quantization_policy, nvfp4_block_scaling_policy, float8_current_scaling_policy,
+                                    delayed_scaling_policy, float8_block_scaling_policy, mxfp8_block_scaling_policy>;
 
 /// A training recipe: no quantization (FP32 / BF16 by the layer's dtype), or one of TE's
 /// NVFP4BlockScaling, Float8CurrentScaling, DelayedScaling, Float8BlockScaling, MXFP8BlockScaling.

@@ -44,9 +44,7 @@ enum class high_precision { fp32, bf16 };
 namespace detail {
 template <>
 struct enum_table<high_precision> {
-  static constexpr enum_entry<high_precision> entries[] = {
-      {"fp32", high_precision::fp32},
-      {"bf16", high_precision::bf16}};
+  static constexpr enum_entry<high_precision> entries[] = {{"fp32", high_precision::fp32}, {"bf16", high_precision::bf16}};
 };
 }  // namespace detail
 

@@ -34,7 +34,9 @@ constexpr recipe_field<Recipe, T> field_row(const char* name, T Recipe::*member,
 
 /// A recipe struct that describes its fields.
 template <class R>
-concept described_recipe = requires { std::tuple_size<decltype(R::fields())>::value; };
+concept described_recipe = requires {
+  std::tuple_size<decltype(R::fields())>::value;
+};
 
 /// Calls f(row) for each row of R's table, in the table's order.
 template <described_recipe R, class F>

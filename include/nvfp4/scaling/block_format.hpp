@@ -27,8 +27,7 @@ struct block_format {
   static constexpr int elements_per_storage = is_fp4 ? 2 : 1;
   static constexpr float element_max = Element::max().to_float();
 
-  static_assert(std::is_same_v<Scale, ue4m3> || std::is_same_v<Scale, e8m0>,
-                "block scales are UE4M3 (NVFP4) or E8M0 (MX)");
+  static_assert(std::is_same_v<Scale, ue4m3> || std::is_same_v<Scale, e8m0>, "block scales are UE4M3 (NVFP4) or E8M0 (MX)");
   static_assert(BlockCols > 0 && BlockRows > 0 && BlockCols % 2 == 0, "block shape must be positive and even");
 };
 

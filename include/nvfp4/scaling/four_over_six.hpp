@@ -32,10 +32,8 @@ namespace reference {
 /// only when its error is strictly smaller. The tensor records global_amax and its S_enc / S_dec,
 /// so dequantize() is right for it.
 template <block_scaled_format Format, quantizer_input T>
-  requires(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16>)
-quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float global_amax,
-                                                   const four_over_six_options& options = {},
-                                                   quantized_axis axis = quantized_axis::rowwise) {
+requires(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16>) quantized_tensor<Format> quantize_4over6_with_amax(
+    matrix_view<const T> x, float global_amax, const four_over_six_options& options = {}, quantized_axis axis = quantized_axis::rowwise) {
   nvfp4::detail::check_four_over_six(options);
   quantized_tensor<Format> q(x.rows(), x.cols(), axis);
   const tensor_scale ts = nvfp4::detail::four_over_six_tensor_scale(global_amax, options.e4m3_max);
@@ -56,10 +54,10 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
       for (index_t r = r0; r < r1; ++r)
         for (index_t c = c0; c < c1; ++c) {
           const float v = to_float32(x(r, c));
-          error4[r - r0] += nvfp4::detail::four_over_six_element_error(e2m1::from_float(v * s.factor4), s.map4, global_amax, denominator,
-                                                                      v, options.error);
-          error6[r - r0] += nvfp4::detail::four_over_six_element_error(e2m1::from_float(v * s.factor6), s.map6, global_amax, denominator,
-                                                                      v, options.error);
+          error4[r - r0] += nvfp4::detail::four_over_six_element_error(e2m1::from_float(v * s.factor4), s.map4, global_amax, denominator, v,
+                                                                       options.error);
+          error6[r - r0] += nvfp4::detail::four_over_six_element_error(e2m1::from_float(v * s.factor6), s.map6, global_amax, denominator, v,
+                                                                       options.error);
         }
       const bool pick4 = block_rows == 1 ? error4[0] < error6[0]
                                          : nvfp4::detail::four_over_six_tree_sum(error4) < nvfp4::detail::four_over_six_tree_sum(error6);
@@ -86,10 +84,8 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
 /// reference. NaN/Inf must have been rejected by the caller (amax() does that); throws
 /// invalid_argument for a bound other than 256 / 448.
 template <block_scaled_format Format, quantizer_input T>
-  requires(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16>)
-quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float global_amax,
-                                                   const four_over_six_options& options = {},
-                                                   quantized_axis axis = quantized_axis::rowwise) {
+requires(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16>) quantized_tensor<Format> quantize_4over6_with_amax(
+    matrix_view<const T> x, float global_amax, const four_over_six_options& options = {}, quantized_axis axis = quantized_axis::rowwise) {
   detail::check_input_view(x, "quantize input");
   detail::check_four_over_six(options);
   constexpr int block_rows = Format::block_rows;
@@ -110,7 +106,7 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
       const index_t vector_cols = rows == block_rows ? groups * group_cols : 0;
       if (vector_cols > 0)
         detail::four_over_six_groups<simd::ops, block_rows>(x, r0, groups, global_amax, ts, options.error, options.e4m3_max,
-                                                 data + r0 * data_stride, data_stride, scales + r0 * scale_stride, scale_stride);
+                                                            data + r0 * data_stride, data_stride, scales + r0 * scale_stride, scale_stride);
       if (vector_cols == x.cols()) continue;
       // The rest of the band (partial groups, a partial band) through the reference.
       const matrix_view<const T> rest(&x(r0, vector_cols), rows, x.cols() - vector_cols, x.row_stride(), x.col_stride());
@@ -128,9 +124,8 @@ quantized_tensor<Format> quantize_4over6_with_amax(matrix_view<const T> x, float
 
 /// 4over6 quantization with the tensor amax taken over x. Throws non_finite_error on NaN/Inf.
 template <block_scaled_format Format, quantizer_input T>
-  requires(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16>)
-quantized_tensor<Format> quantize_4over6(matrix_view<const T> x, const four_over_six_options& options = {},
-                                         quantized_axis axis = quantized_axis::rowwise) {
+requires(std::is_same_v<Format, nvfp4_1x16> || std::is_same_v<Format, nvfp4_16x16>) quantized_tensor<Format> quantize_4over6(
+    matrix_view<const T> x, const four_over_six_options& options = {}, quantized_axis axis = quantized_axis::rowwise) {
   detail::check_input_view(x, "quantize input");
   const float global_amax = amax(x);
   return quantize_4over6_with_amax<Format>(x, global_amax, options, axis);

@@ -13,8 +13,8 @@
 #include "nvfp4/error.hpp"
 #include "nvfp4/formats/e2m1.hpp"
 #include "nvfp4/formats/e4m3.hpp"
-#include "nvfp4/simd/fp32_rounding.hpp"
 #include "nvfp4/scaling/scale_rules.hpp"
+#include "nvfp4/simd/fp32_rounding.hpp"
 
 namespace nvfp4 {
 
@@ -74,8 +74,7 @@ inline four_over_six_scales four_over_six_block_scales(float block_amax, tensor_
 /// One element's contribution to a candidate's error (TE's accumulate_dequant_error): x̂ =
 /// ((e2m1 * scale) * amax) / (6 * E4M3_MAX), diff = x̂ - x, then |diff| or diff^2, each step one
 /// fp32 rounding.
-inline float four_over_six_element_error(e2m1 q, ue4m3 scale, float global_amax, float denominator, float x,
-                                         four_over_six_error mode) {
+inline float four_over_six_element_error(e2m1 q, ue4m3 scale, float global_amax, float denominator, float x, four_over_six_error mode) {
   const float dequantized = simd::materialize(simd::materialize(q.to_float() * scale.to_float()) * global_amax) / denominator;
   const float diff = dequantized - x;
   return mode == four_over_six_error::mse ? simd::materialize(diff * diff) : std::fabs(diff);

@@ -61,9 +61,8 @@ enum class fp8_block_shape { block_1x128, block_128x128 };
 namespace detail {
 template <>
 struct enum_table<fp8_block_shape> {
-  static constexpr enum_entry<fp8_block_shape> entries[] = {
-      {"1x128", fp8_block_shape::block_1x128},
-      {"128x128", fp8_block_shape::block_128x128}};
+  static constexpr enum_entry<fp8_block_shape> entries[] = {{"1x128", fp8_block_shape::block_1x128},
+                                                            {"128x128", fp8_block_shape::block_128x128}};
 };
 }  // namespace detail
 inline constexpr index_t fp8_block_size = 128;
@@ -106,8 +105,7 @@ namespace reference {
 /// tensor records the input's amax. NaN / Inf: as `non_finite` says (fp8_non_finite); refused by
 /// default (non_finite_error).
 template <quantizer_input T>
-fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
-                                   quantized_axis axis = quantized_axis::rowwise,
+fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale, quantized_axis axis = quantized_axis::rowwise,
                                    fp8_non_finite non_finite = fp8_non_finite::refuse) {
   detail::check_input_view(x, "quantize input");
   const float x_amax = non_finite == fp8_non_finite::refuse ? reference::amax(x) : detail::amax_ignoring_nan(x);
@@ -148,8 +146,8 @@ fp8_tensor quantize_fp8_blockwise(matrix_view<const T> x, fp8_format format, fp8
       float block_amax = 0.0f;
       for (index_t r = r0; r < r1; ++r)
         for (index_t c = c0; c < c1; ++c) block_amax = std::max(block_amax, std::fabs(to_float32(x(r, c))));
-      const float scale = fp8_scale_from_amax(block_amax, fp8_max(format), options.power_2_scale, options.amax_epsilon,
-                                              input_max_finite<T>());
+      const float scale =
+          fp8_scale_from_amax(block_amax, fp8_max(format), options.power_2_scale, options.amax_epsilon, input_max_finite<T>());
       q.scale_inv()[static_cast<std::size_t>(br * q.scale_cols() + bc)] = 1.0f / scale;
       for (index_t r = r0; r < r1; ++r)
         for (index_t c = c0; c < c1; ++c)
@@ -163,8 +161,8 @@ fp8_tensor quantize_fp8_blockwise(matrix_view<const T> x, fp8_format format, fp8
 inline void dequantize(const fp8_tensor& q, matrix_view<float> out) {
   out.validate("dequantize output");
   detail::require(out.rows() == q.rows() && out.cols() == q.cols(), errc::shape_mismatch,
-                  "dequantize: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
-                      ", tensor is " + std::to_string(q.rows()) + "x" + std::to_string(q.cols()));
+                  "dequantize: output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", tensor is " +
+                      std::to_string(q.rows()) + "x" + std::to_string(q.cols()));
   for (index_t r = 0; r < q.rows(); ++r)
     for (index_t c = 0; c < q.cols(); ++c) out(r, c) = q.element(r, c) * q.scale_inv_at(r, c);
 }
@@ -264,8 +262,7 @@ void quantize_fp8_with_scale_into(matrix_view<const T> x, fp8_format format, flo
   out.set_amax(x_amax);
 }
 template <quantizer_input T>
-fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale,
-                                   quantized_axis axis = quantized_axis::rowwise,
+fp8_tensor quantize_fp8_with_scale(matrix_view<const T> x, fp8_format format, float scale, quantized_axis axis = quantized_axis::rowwise,
                                    fp8_non_finite non_finite = fp8_non_finite::refuse) {
   fp8_tensor q;
   quantize_fp8_with_scale_into(x, format, scale, q, axis, non_finite);
@@ -306,7 +303,8 @@ struct fp8_block_rule {
 
 /// out as a block-scaled [rows, cols] tensor of this format, shape and axis: kept where it is one
 /// already (every code and scale is then written over), else made anew.
-inline void reuse_or_make_blocks(fp8_tensor& out, index_t rows, index_t cols, fp8_format format, fp8_block_shape shape, quantized_axis axis) {
+inline void reuse_or_make_blocks(fp8_tensor& out, index_t rows, index_t cols, fp8_format format, fp8_block_shape shape,
+                                 quantized_axis axis) {
   const index_t block_rows = fp8_block_rows(shape);
   if (!out.per_tensor() && out.rows() == rows && out.cols() == cols && out.format() == format && out.axis() == axis &&
       out.block_rows() == block_rows && out.block_cols() == fp8_block_size && out.codes().size() == static_cast<std::size_t>(rows * cols))
@@ -347,9 +345,7 @@ void quantize_fp8_blocks_strided(matrix_view<const T> x, fp8_block_shape shape, 
 }
 
 /// Where a copy of a tile walk goes (fp8_block_tiles::copy_out) in q.
-inline fp8_block_tiles::copy_out tile_copy_of(fp8_tensor& q) {
-  return {q.codes().data(), q.cols(), q.scale_inv().data(), q.scale_cols()};
-}
+inline fp8_block_tiles::copy_out tile_copy_of(fp8_tensor& q) { return {q.codes().data(), q.cols(), q.scale_inv().data(), q.scale_cols()}; }
 
 /// FP8 block quantization of x into `along_rows` (blocks along x's rows: x's rowwise copy) and/or
 /// `along_cols` (blocks along x's columns: the copy of xᵀ), each already of its shape; the
@@ -360,7 +356,8 @@ void quantize_fp8_blocks(matrix_view<const T> x, fp8_format format, fp8_block_sh
                          fp8_tensor* along_rows, fp8_tensor* along_cols) {
   const fp8_block_rule rule{fp8_max(format), options.amax_epsilon, input_max_finite<T>(), options.power_2_scale};
   if (x.empty()) return;
-  fp8_block_tiles::job<fp8_block_rule> job{.square = shape == fp8_block_shape::block_128x128, .e4m3 = format == fp8_format::e4m3, .rule = &rule, .rows = {}, .cols = {}};
+  fp8_block_tiles::job<fp8_block_rule> job{
+      .square = shape == fp8_block_shape::block_128x128, .e4m3 = format == fp8_format::e4m3, .rule = &rule, .rows = {}, .cols = {}};
   const bool parallel = simd::worth_parallel(x.size());
   if (x.rows_contiguous()) {
     if (along_rows) job.rows = tile_copy_of(*along_rows);

@@ -89,9 +89,7 @@ class fp8_tensor {
     return scale_inv_[static_cast<std::size_t>(block_row * scale_cols() + block_col)];
   }
   /// The decode scale that applies to element (r, c).
-  float scale_inv_at(index_t r, index_t c) const {
-    return per_tensor_ ? scale_inv_[0] : block_scale_inv(r / block_rows_, c / block_cols_);
-  }
+  float scale_inv_at(index_t r, index_t c) const { return per_tensor_ ? scale_inv_[0] : block_scale_inv(r / block_rows_, c / block_cols_); }
 
   /// The value of element (r, c) before its scale is applied (exact).
   float element(index_t r, index_t c) const { return fp8_decode(code(r, c), format_); }

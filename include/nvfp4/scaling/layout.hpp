@@ -25,14 +25,13 @@ class swizzled_scales {
   /// scale matrix. Throws nvfp4::error(shape_mismatch) unless bytes holds exactly
   /// padded(rows, 128) * padded(cols, 4) bytes, invalid_argument for a negative shape or one
   /// above nvfp4::max_element_count.
-  swizzled_scales(index_t rows, index_t cols, std::vector<std::uint8_t> bytes)
-      : rows_(rows), cols_(cols), bytes_(std::move(bytes)) {
+  swizzled_scales(index_t rows, index_t cols, std::vector<std::uint8_t> bytes) : rows_(rows), cols_(cols), bytes_(std::move(bytes)) {
     // Past this check both padded sizes are below 2^41, so their product cannot overflow.
     detail::checked_element_count(rows, cols, errc::invalid_argument, "swizzled_scales");
     detail::require(static_cast<index_t>(bytes_.size()) == padded_rows() * padded_cols(), errc::shape_mismatch,
                     "swizzled_scales: " + std::to_string(bytes_.size()) + " bytes for a " + std::to_string(rows) + "x" +
-                        std::to_string(cols) + " scale matrix, expected " +
-                        std::to_string(padded_rows() * padded_cols()) + " (padded to 128x4 tiles)");
+                        std::to_string(cols) + " scale matrix, expected " + std::to_string(padded_rows() * padded_cols()) +
+                        " (padded to 128x4 tiles)");
   }
 
   /// n rounded up to a multiple of `to`.
@@ -63,11 +62,10 @@ constexpr index_t swizzled_offset_128x4(index_t r, index_t c, index_t cols) {
 inline swizzled_scales swizzle_128x4(std::span<const std::uint8_t> compact, index_t rows, index_t cols) {
   const index_t count = detail::checked_element_count(rows, cols, errc::invalid_argument, "swizzle_128x4");
   detail::require(static_cast<index_t>(compact.size()) == count, errc::shape_mismatch,
-                  "swizzle_128x4: " + std::to_string(compact.size()) + " bytes given for a " +
-                      std::to_string(rows) + "x" + std::to_string(cols) + " scale matrix");
+                  "swizzle_128x4: " + std::to_string(compact.size()) + " bytes given for a " + std::to_string(rows) + "x" +
+                      std::to_string(cols) + " scale matrix");
   if (count == 0) return swizzled_scales(rows, cols, {});  // a zero dimension pads to zero bytes
-  std::vector<std::uint8_t> bytes(
-      static_cast<std::size_t>(swizzled_scales::padded(rows, 128) * swizzled_scales::padded(cols, 4)), 0);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(swizzled_scales::padded(rows, 128) * swizzled_scales::padded(cols, 4)), 0);
   for (index_t r = 0; r < rows; ++r)
     for (index_t c = 0; c < cols; ++c)
       bytes[static_cast<std::size_t>(swizzled_offset_128x4(r, c, cols))] = compact[static_cast<std::size_t>(r * cols + c)];

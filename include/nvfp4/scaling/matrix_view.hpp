@@ -20,17 +20,11 @@ class matrix_view {
   constexpr matrix_view(T* data, index_t rows, index_t cols, index_t row_stride, index_t col_stride)
       : data_(data), rows_(rows), cols_(cols), row_stride_(row_stride), col_stride_(col_stride) {}
 
-  static constexpr matrix_view row_major(T* data, index_t rows, index_t cols) {
-    return matrix_view(data, rows, cols, cols, 1);
-  }
-  static constexpr matrix_view column_major(T* data, index_t rows, index_t cols) {
-    return matrix_view(data, rows, cols, 1, rows);
-  }
+  static constexpr matrix_view row_major(T* data, index_t rows, index_t cols) { return matrix_view(data, rows, cols, cols, 1); }
+  static constexpr matrix_view column_major(T* data, index_t rows, index_t cols) { return matrix_view(data, rows, cols, 1, rows); }
 
   /// A const view of the same data.
-  constexpr operator matrix_view<const T>() const
-    requires(!std::is_const_v<T>)
-  {
+  constexpr operator matrix_view<const T>() const requires(!std::is_const_v<T>) {
     return matrix_view<const T>(data_, rows_, cols_, row_stride_, col_stride_);
   }
 
@@ -53,11 +47,9 @@ class matrix_view {
   /// Throws nvfp4::error unless the view is usable: non-negative shape, non-null data when not
   /// empty. `what` names the operand in the message.
   void validate(const char* what) const {
-    detail::require(rows_ >= 0 && cols_ >= 0, errc::invalid_argument,
-                    std::string(what) + ": negative shape");
+    detail::require(rows_ >= 0 && cols_ >= 0, errc::invalid_argument, std::string(what) + ": negative shape");
     detail::require(empty() || data_ != nullptr, errc::null_pointer,
-                    std::string(what) + ": null data for a " + std::to_string(rows_) + "x" +
-                        std::to_string(cols_) + " matrix");
+                    std::string(what) + ": null data for a " + std::to_string(rows_) + "x" + std::to_string(cols_) + " matrix");
   }
 
  private:

@@ -88,8 +88,8 @@ namespace detail {
 /// amaxes, TE's scales and the codes, into scale_codes and out (one code per byte). The block
 /// amax is an integer max of the |x| bits, which orders finite floats as their values do.
 template <mxfp8_format Format>
-void quantize_mxfp8_te_row(const float* values, index_t n, std::uint8_t* scale_codes, std::uint8_t* out, std::vector<std::uint32_t>& amax_bits,
-                           std::vector<float>& factors) {
+void quantize_mxfp8_te_row(const float* values, index_t n, std::uint8_t* scale_codes, std::uint8_t* out,
+                           std::vector<std::uint32_t>& amax_bits, std::vector<float>& factors) {
   constexpr index_t block = Format::block_cols;
   const index_t blocks = (n + block - 1) / block;
   amax_bits.assign(static_cast<std::size_t>(blocks), 0u);

@@ -47,8 +47,7 @@ bool all_finite(matrix_view<const T> x) {
 /// is accepted, as TE's delayed scaling uses one: the blocks above it saturate (block scale 448,
 /// elements ±6), docs/numerics_spec.md §2.
 template <block_scaled_format Format, quantizer_input T>
-quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
-                                            const quantize_options& options = {}) {
+quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax, const quantize_options& options = {}) {
   detail::check_input_view(x, "quantize input");
   detail::require(std::isfinite(global_amax) && global_amax >= 0.0f, errc::invalid_argument,
                   "quantize_with_amax: amax " + detail::number_text(global_amax) + " is not a finite number >= 0");
@@ -74,7 +73,8 @@ quantized_tensor<Format> quantize(matrix_view<const T> x, const quantize_options
 template <block_scaled_format Format, quantizer_input T>
 void quantize_into(matrix_view<const T> x, quantized_tensor<Format>& out, const quantize_options& options = {}) {
   detail::check_input_view(x, "quantize input");
-  if (out.rows() != x.rows() || out.cols() != x.cols() || out.axis() != options.axis)  // (the message is built only then: a hot loop calls this)
+  if (out.rows() != x.rows() || out.cols() != x.cols() ||
+      out.axis() != options.axis)  // (the message is built only then: a hot loop calls this)
     throw error(errc::shape_mismatch, "quantize_into: the output is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
                                           (out.axis() == quantized_axis::rowwise ? " rowwise" : " columnwise") + ", the input " +
                                           std::to_string(x.rows()) + "x" + std::to_string(x.cols()) +
@@ -88,13 +88,15 @@ void quantize_into(matrix_view<const T> x, quantized_tensor<Format>& out, const 
 /// is reused where it already has x's shape and options.axis (nothing allocated or zero-filled),
 /// else it is made anew. Throws as quantize_with_amax, before anything of out is written.
 template <block_scaled_format Format, quantizer_input T>
-void quantize_with_amax_into(matrix_view<const T> x, float global_amax, quantized_tensor<Format>& out, const quantize_options& options = {}) {
+void quantize_with_amax_into(matrix_view<const T> x, float global_amax, quantized_tensor<Format>& out,
+                             const quantize_options& options = {}) {
   detail::check_input_view(x, "quantize input");
   detail::require(std::isfinite(global_amax) && global_amax >= 0.0f, errc::invalid_argument,
                   "quantize_with_amax: amax " + detail::number_text(global_amax) + " is not a finite number >= 0");
   detail::check_rounding<Format>(options);
   (void)detail::checked_amax(x);  // throws non_finite_error naming the first NaN/Inf
-  if (out.rows() != x.rows() || out.cols() != x.cols() || out.axis() != options.axis) out = quantized_tensor<Format>(x.rows(), x.cols(), options.axis);
+  if (out.rows() != x.rows() || out.cols() != x.cols() || out.axis() != options.axis)
+    out = quantized_tensor<Format>(x.rows(), x.cols(), options.axis);
   detail::quantize_with_amax_fast<Format>(x, global_amax, options, out);
 }
 

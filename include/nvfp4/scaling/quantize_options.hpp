@@ -30,9 +30,7 @@ enum class mx_scale_rule {
 namespace detail {
 template <>
 struct enum_table<mx_scale_rule> {
-  static constexpr enum_entry<mx_scale_rule> entries[] = {
-      {"ocp_floor", mx_scale_rule::ocp_floor},
-      {"te_ceil", mx_scale_rule::te_ceil}};
+  static constexpr enum_entry<mx_scale_rule> entries[] = {{"ocp_floor", mx_scale_rule::ocp_floor}, {"te_ceil", mx_scale_rule::te_ceil}};
 };
 }  // namespace detail
 
@@ -45,9 +43,8 @@ enum class rounding_mode {
 namespace detail {
 template <>
 struct enum_table<rounding_mode> {
-  static constexpr enum_entry<rounding_mode> entries[] = {
-      {"nearest_even", rounding_mode::nearest_even},
-      {"stochastic", rounding_mode::stochastic}};
+  static constexpr enum_entry<rounding_mode> entries[] = {{"nearest_even", rounding_mode::nearest_even},
+                                                          {"stochastic", rounding_mode::stochastic}};
 };
 }  // namespace detail
 

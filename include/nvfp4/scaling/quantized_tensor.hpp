@@ -23,9 +23,8 @@ enum class quantized_axis {
 namespace detail {
 template <>
 struct enum_table<quantized_axis> {
-  static constexpr enum_entry<quantized_axis> entries[] = {
-      {"rowwise", quantized_axis::rowwise},
-      {"columnwise", quantized_axis::columnwise}};
+  static constexpr enum_entry<quantized_axis> entries[] = {{"rowwise", quantized_axis::rowwise},
+                                                           {"columnwise", quantized_axis::columnwise}};
 };
 }  // namespace detail
 
@@ -50,8 +49,7 @@ class quantized_tensor {
   /// An all-zero tensor of the given shape (elements zero, scales zero, amax zero, tensor scale
   /// one), ready to be filled by a quantizer. Throws invalid_argument for a negative shape or one
   /// above nvfp4::max_element_count.
-  quantized_tensor(index_t rows, index_t cols, quantized_axis axis = quantized_axis::rowwise)
-      : rows_(rows), cols_(cols), axis_(axis) {
+  quantized_tensor(index_t rows, index_t cols, quantized_axis axis = quantized_axis::rowwise) : rows_(rows), cols_(cols), axis_(axis) {
     detail::checked_element_count(rows, cols, errc::invalid_argument, "quantized_tensor");
     data_.assign(static_cast<std::size_t>(rows * data_row_stride()), storage_type{});
     scales_.assign(static_cast<std::size_t>(rows * scale_cols()), scale_type::from_bits(0));
@@ -62,13 +60,11 @@ class quantized_tensor {
   /// scale_cols()]. The tensor scale pair is set from `amax` by the format's rule when given.
   /// Throws nvfp4::error(shape_mismatch) when a byte count does not fit the shape.
   static quantized_tensor from_bytes(index_t rows, index_t cols, std::span<const std::uint8_t> data_bytes,
-                                     std::span<const std::uint8_t> scale_bytes,
-                                     quantized_axis axis = quantized_axis::rowwise) {
+                                     std::span<const std::uint8_t> scale_bytes, quantized_axis axis = quantized_axis::rowwise) {
     quantized_tensor q(rows, cols, axis);
     detail::require(data_bytes.size() == q.data_.size(), errc::shape_mismatch,
-                    "quantized_tensor::from_bytes: " + std::to_string(data_bytes.size()) + " data bytes for a " +
-                        std::to_string(rows) + "x" + std::to_string(cols) + " tensor, expected " +
-                        std::to_string(q.data_.size()));
+                    "quantized_tensor::from_bytes: " + std::to_string(data_bytes.size()) + " data bytes for a " + std::to_string(rows) +
+                        "x" + std::to_string(cols) + " tensor, expected " + std::to_string(q.data_.size()));
     detail::require(scale_bytes.size() == q.scales_.size(), errc::shape_mismatch,
                     "quantized_tensor::from_bytes: " + std::to_string(scale_bytes.size()) + " scale bytes, expected " +
                         std::to_string(q.scales_.size()));
@@ -81,9 +77,7 @@ class quantized_tensor {
   index_t cols() const { return cols_; }
   quantized_axis axis() const { return axis_; }
   /// Storage units per row of data().
-  index_t data_row_stride() const {
-    return (cols_ + Format::elements_per_storage - 1) / Format::elements_per_storage;
-  }
+  index_t data_row_stride() const { return (cols_ + Format::elements_per_storage - 1) / Format::elements_per_storage; }
   index_t scale_cols() const { return (cols_ + Format::block_cols - 1) / Format::block_cols; }
 
   std::span<const storage_type> data() const { return data_; }
@@ -100,9 +94,7 @@ class quantized_tensor {
       return unit;
     }
   }
-  scale_type scale(index_t r, index_t block_col) const {
-    return scales_[static_cast<std::size_t>(r * scale_cols() + block_col)];
-  }
+  scale_type scale(index_t r, index_t block_col) const { return scales_[static_cast<std::size_t>(r * scale_cols() + block_col)]; }
 
   /// max |x| over the source tensor (for a columnwise copy with a transform: after it).
   float amax() const { return amax_; }

@@ -37,20 +37,18 @@ enum class quantizer_flavor {
   ggml,                ///< ggml quantize_row_nvfp4_ref / quantize_row_mxfp4_ref (no tensor scale)
 };
 
-inline constexpr quantizer_flavor all_quantizer_flavors[] = {quantizer_flavor::te, quantizer_flavor::modelopt,
-                                                             quantizer_flavor::torchao,
+inline constexpr quantizer_flavor all_quantizer_flavors[] = {quantizer_flavor::te, quantizer_flavor::modelopt, quantizer_flavor::torchao,
                                                              quantizer_flavor::compressed_tensors, quantizer_flavor::ggml};
 
 /// Its names as the CLI spells them (one table: nvfp4/detail/enum_names.hpp).
 namespace detail {
 template <>
 struct enum_table<quantizer_flavor> {
-  static constexpr enum_entry<quantizer_flavor> entries[] = {
-      {"te", quantizer_flavor::te},
-      {"modelopt", quantizer_flavor::modelopt},
-      {"torchao", quantizer_flavor::torchao},
-      {"compressed_tensors", quantizer_flavor::compressed_tensors},
-      {"ggml", quantizer_flavor::ggml}};
+  static constexpr enum_entry<quantizer_flavor> entries[] = {{"te", quantizer_flavor::te},
+                                                             {"modelopt", quantizer_flavor::modelopt},
+                                                             {"torchao", quantizer_flavor::torchao},
+                                                             {"compressed_tensors", quantizer_flavor::compressed_tensors},
+                                                             {"ggml", quantizer_flavor::ggml}};
 };
 }  // namespace detail
 
@@ -219,14 +217,22 @@ inline std::uint8_t compressed_tensors_element_code(float x, std::uint8_t scale_
   v = std::fmin(std::fmax(v, -6.0f), 6.0f);
   const float a = std::fabs(v);
   std::uint8_t index;
-  if (a <= 0.25f) index = 0;
-  else if (a < 0.75f) index = 1;
-  else if (a <= 1.25f) index = 2;
-  else if (a < 1.75f) index = 3;
-  else if (a <= 2.5f) index = 4;
-  else if (a < 3.5f) index = 5;
-  else if (a <= 5.0f) index = 6;
-  else index = 7;
+  if (a <= 0.25f)
+    index = 0;
+  else if (a < 0.75f)
+    index = 1;
+  else if (a <= 1.25f)
+    index = 2;
+  else if (a < 1.75f)
+    index = 3;
+  else if (a <= 2.5f)
+    index = 4;
+  else if (a < 3.5f)
+    index = 5;
+  else if (a <= 5.0f)
+    index = 6;
+  else
+    index = 7;
   const bool negative = v < 0.0f;  // torch.sign(-0.0) is 0, so -0.0 * ... keeps no sign
   return static_cast<std::uint8_t>(index | (negative ? 0x8 : 0x0));
 }
@@ -351,7 +357,8 @@ nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
   if (flavor == quantizer_flavor::te && !shared_amax) return quantize<nvfp4_1x16>(x);
   detail::check_input_view(x, "quantize input");
   const float own_amax = amax(x);  // rejects NaN/Inf first
-  detail::require(!shared_amax || *shared_amax >= own_amax, errc::invalid_argument, "quantize_nvfp4_flavor: shared_amax below the tensor's amax");
+  detail::require(!shared_amax || *shared_amax >= own_amax, errc::invalid_argument,
+                  "quantize_nvfp4_flavor: shared_amax below the tensor's amax");
   if (flavor == quantizer_flavor::te) return quantize_with_amax<nvfp4_1x16>(x, *shared_amax);
   const float global_amax = shared_amax ? *shared_amax : own_amax;
   if (flavor != quantizer_flavor::modelopt) detail::require_block_multiple(x.cols(), 16, flavor);
@@ -405,7 +412,8 @@ nvfp4_tensor quantize_nvfp4_flavor(matrix_view<const T> x, quantizer_flavor flav
       });
       break;
     }
-    case quantizer_flavor::te: break;
+    case quantizer_flavor::te:
+      break;
   }
   q.set_tensor_scale(global_amax, encode, decode);
   return q;
@@ -418,8 +426,7 @@ template <quantizer_input T>
 mxfp4_tensor quantize_mxfp4_flavor(matrix_view<const T> x, quantizer_flavor flavor) {
   if (flavor == quantizer_flavor::te) return quantize<mxfp4>(x);
   detail::require(flavor == quantizer_flavor::ggml, errc::unsupported,
-                  "quantize: no MXFP4 quantizer of flavor " + std::string(quantizer_flavor_name(flavor)) +
-                      " (te and ggml have one)");
+                  "quantize: no MXFP4 quantizer of flavor " + std::string(quantizer_flavor_name(flavor)) + " (te and ggml have one)");
   detail::check_input_view(x, "quantize input");
   const float global_amax = amax(x);
   detail::require_block_multiple(x.cols(), 32, flavor);

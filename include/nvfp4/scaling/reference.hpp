@@ -37,8 +37,7 @@ float amax(matrix_view<const T> x) {
 /// Quantizes x to Format, blocks along x's rows (pass x.transposed() for the columnwise copy).
 /// NVFP4: the tensor scale comes from `global_amax` (the amax of the whole source tensor).
 template <block_scaled_format Format, quantizer_input T>
-quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax,
-                                            const quantize_options& options = {}) {
+quantized_tensor<Format> quantize_with_amax(matrix_view<const T> x, float global_amax, const quantize_options& options = {}) {
   detail::check_input_view(x, "quantize input");
   const bool stochastic = options.rounding == rounding_mode::stochastic;
   detail::check_rounding<Format>(options);

@@ -84,8 +84,7 @@ inline void dequantize(const row_scaled_nvfp4_tensor& q, matrix_view<float> out)
                       std::to_string(q.values.rows()) + "x" + std::to_string(q.values.cols()));
   for (index_t r = 0; r < out.rows(); ++r) {
     const float decode = nvfp4_tensor_scale(q.row_amax[static_cast<std::size_t>(r)]).decode;
-    for (index_t c = 0; c < out.cols(); ++c)
-      out(r, c) = q.values.element(r, c).to_float() * q.values.scale(r, c / 16).to_float() * decode;
+    for (index_t c = 0; c < out.cols(); ++c) out(r, c) = q.values.element(r, c).to_float() * q.values.scale(r, c / 16).to_float() * decode;
   }
 }
 

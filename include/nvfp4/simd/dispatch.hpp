@@ -6,8 +6,8 @@
 #pragma once
 
 #include "nvfp4/config.hpp"
-#include "nvfp4/simd/avx2/ops.hpp"
 #include "nvfp4/simd/amx/tiles.hpp"
+#include "nvfp4/simd/avx2/ops.hpp"
 #include "nvfp4/simd/avx512/ops.hpp"
 #include "nvfp4/simd/scalar/ops.hpp"
 
@@ -29,8 +29,7 @@ using ops = scalar::ops;
 
 /// The block-scaled FP4 GEMM's kernel set (gemm/fp4/simd/): AVX-512 VNNI (vpdpbusd) where the build
 /// has it, else AVX2 (vpmaddubsw), else the portable §6 step.
-inline constexpr isa gemm_isa =
-    NVFP4_HAS_AVX512_VNNI ? isa::avx512_vnni : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
+inline constexpr isa gemm_isa = NVFP4_HAS_AVX512_VNNI ? isa::avx512_vnni : (NVFP4_HAS_AVX2 ? isa::avx2 : isa::scalar);
 
 /// Whether this build carries the AMX kernels of the FP4 GEMM (gemm/fp4/simd/mma_amx.hpp: inline
 /// assembly for the tile instructions, AVX-512 VNNI for the rest), which run where the CPU and the

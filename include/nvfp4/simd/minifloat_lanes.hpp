@@ -42,9 +42,7 @@ struct minifloat_lanes {
     constexpr float subnormal_magic = nvfp4::detail::exp2i(min_exponent - T.mantissa_bits + 23);
     constexpr std::uint32_t normal_offset = static_cast<std::uint32_t>(127 - T.bias) << T.mantissa_bits;
     constexpr std::uint32_t overflow_code =
-        Policy == overflow_policy::saturate
-            ? T.max_code
-            : (T.has_inf ? (((1u << T.exponent_bits) - 1) << T.mantissa_bits) : T.nan_code);
+        Policy == overflow_policy::saturate ? T.max_code : (T.has_inf ? (((1u << T.exponent_bits) - 1) << T.mantissa_bits) : T.nan_code);
     const vi magnitude_in = Ops::bit_and(bits, Ops::set_int(abs_bits_mask));
     // T's normal range: round the float's significand to T's mantissa width in place (add just
     // under half a quantum, plus the kept LSB for ties to even); a carry bumps the exponent.
@@ -62,13 +60,12 @@ struct minifloat_lanes {
     } else {
       magnitude = Ops::select(Ops::greater(magnitude, Ops::set_int(T.max_code)), Ops::set_int(overflow_code), magnitude);
     }
-    const vi sign = T.has_sign ? Ops::template shift_left<magnitude_bits>(Ops::template shift_right<31>(bits))
-                               : Ops::set_int(0);
+    const vi sign = T.has_sign ? Ops::template shift_left<magnitude_bits>(Ops::template shift_right<31>(bits)) : Ops::set_int(0);
     vi code = Ops::bit_or(sign, magnitude);
     if constexpr (T.has_nan) {
       // The satfinite conversion writes the positive all-ones code; the propagating one keeps the sign.
-      const vi nan = Policy == overflow_policy::saturate ? Ops::set_int(satfinite_nan_code(T))
-                                                         : Ops::bit_or(sign, Ops::set_int(T.nan_code));
+      const vi nan =
+          Policy == overflow_policy::saturate ? Ops::set_int(satfinite_nan_code(T)) : Ops::bit_or(sign, Ops::set_int(T.nan_code));
       code = Ops::select(Ops::greater(magnitude_in, Ops::set_int(float_inf_bits)), nan, code);
     }
     return code;
@@ -87,8 +84,10 @@ struct minifloat_lanes {
     }
     for (; i + width <= n; i += width) m0 = Ops::max(m0, Ops::bit_and(Ops::as_int(Ops::load(x + i)), mask));
     const std::uint32_t head = Ops::reduce_max(Ops::max(Ops::max(m0, m1), Ops::max(m2, m3)));
-    if constexpr (width == 1) return head;
-    else return std::max(head, tail::abs_max_bits(x + i, n - i));
+    if constexpr (width == 1)
+      return head;
+    else
+      return std::max(head, tail::abs_max_bits(x + i, n - i));
   }
 
   static std::uint32_t abs_max_bits(const bf16* x, index_t n) {
@@ -101,8 +100,10 @@ struct minifloat_lanes {
     }
     for (; i + width <= n; i += width) m0 = Ops::max(m0, Ops::bit_and(Ops::load_bf16_bits(x + i), mask));
     const std::uint32_t head = Ops::reduce_max(Ops::max(m0, m1));
-    if constexpr (width == 1) return head;
-    else return std::max(head, tail::abs_max_bits(x + i, n - i));
+    if constexpr (width == 1)
+      return head;
+    else
+      return std::max(head, tail::abs_max_bits(x + i, n - i));
   }
 
   /// E2M1 codes (round to nearest even, saturating) of a's and b's lanes in Ops::narrow_to_words
@@ -140,7 +141,8 @@ struct minifloat_lanes {
 
   /// Four byte values per lane (each below 256) in one 32-bit lane, b0 in the low byte.
   static NVFP4_ALWAYS_INLINE vi bytes_to_word(vi b0, vi b1, vi b2, vi b3) {
-    return Ops::bit_or(Ops::bit_or(b0, Ops::template shift_left<8>(b1)), Ops::bit_or(Ops::template shift_left<16>(b2), Ops::template shift_left<24>(b3)));
+    return Ops::bit_or(Ops::bit_or(b0, Ops::template shift_left<8>(b1)),
+                       Ops::bit_or(Ops::template shift_left<16>(b2), Ops::template shift_left<24>(b3)));
   }
 
   /// One code per byte for each x[i] in format T with the given overflow policy.

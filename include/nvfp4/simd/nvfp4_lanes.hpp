@@ -32,7 +32,8 @@ struct nvfp4_lanes : minifloat_lanes<Ops> {
     vf multiplier;  // S_enc / 6, the block amax's factor
     vf decode;      // S_dec
     template <class TensorScale>
-    explicit nvfp4_scale_constants(const TensorScale& scale) : multiplier(Ops::set(scale.encode * one_sixth)), decode(Ops::set(scale.decode)) {}
+    explicit nvfp4_scale_constants(const TensorScale& scale)
+        : multiplier(Ops::set(scale.encode * one_sixth)), decode(Ops::set(scale.decode)) {}
   };
 
   /// NVFP4 block scales (docs/numerics_spec.md §2 steps 3-4) of `width` block amaxes (as bits):
@@ -45,8 +46,8 @@ struct nvfp4_lanes : minifloat_lanes<Ops> {
     // Exact UE4M3 decode of a finite code: normal (e + 120) << 23 | m << 20, subnormal m * 2^-9.
     const vi exponent = Ops::template shift_right<3>(code);
     const vi mantissa = Ops::bit_and(code, Ops::set_int(7));
-    const vi normal = Ops::bit_or(Ops::template shift_left<23>(Ops::add(exponent, Ops::set_int(120))),
-                                  Ops::template shift_left<20>(mantissa));
+    const vi normal =
+        Ops::bit_or(Ops::template shift_left<23>(Ops::add(exponent, Ops::set_int(120))), Ops::template shift_left<20>(mantissa));
     const vi subnormal = Ops::as_int(Ops::mul(Ops::to_float(mantissa), Ops::set(nvfp4::detail::exp2i(-9))));
     const vf value = Ops::as_float(Ops::select(Ops::greater(Ops::set_int(8), code), subnormal, normal));
     factor = Ops::min(Ops::div(Ops::set(1.0f), Ops::mul(value, k.decode)), flt_max);
@@ -79,12 +80,14 @@ struct nvfp4_lanes : minifloat_lanes<Ops> {
   /// Writes `count` (1 .. blocks_across_per_step) results of quantize_nvfp4_1x16_across, blocks
   /// side by side along each lane's row: lane l's packed codes (8 bytes a block) at data + l *
   /// data_stride, its scale codes at scales + l * scale_stride.
-  static NVFP4_ALWAYS_INLINE void store_across(const vi (&packed)[blocks_across_per_step][2], const vi (&scale_codes)[blocks_across_per_step],
-                                               int count, std::uint8_t* data, index_t data_stride, std::uint8_t* scales,
-                                               index_t scale_stride) {
+  static NVFP4_ALWAYS_INLINE void store_across(const vi (&packed)[blocks_across_per_step][2],
+                                               const vi (&scale_codes)[blocks_across_per_step], int count, std::uint8_t* data,
+                                               index_t data_stride, std::uint8_t* scales, index_t scale_stride) {
     if constexpr (blocks_across_per_step == 2) {
-      if (count == 2) Ops::store_lanes4(data, data_stride, packed[0][0], packed[0][1], packed[1][0], packed[1][1]);
-      else Ops::store_lanes2(data, data_stride, packed[0][0], packed[0][1]);
+      if (count == 2)
+        Ops::store_lanes4(data, data_stride, packed[0][0], packed[0][1], packed[1][0], packed[1][1]);
+      else
+        Ops::store_lanes2(data, data_stride, packed[0][0], packed[0][1]);
     } else {
       Ops::store_lanes2(data, data_stride, packed[0][0], packed[0][1]);
     }

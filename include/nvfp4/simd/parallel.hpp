@@ -81,8 +81,7 @@ T parallel_reduce(index_t count, bool parallel, T identity, Body&& body, Combine
 /// max over ranges of body(begin, end).
 template <class Body>
 std::uint32_t parallel_max(index_t count, bool parallel, Body&& body) {
-  return parallel_reduce(count, parallel, std::uint32_t{0}, body,
-                         [](std::uint32_t a, std::uint32_t b) { return a > b ? a : b; });
+  return parallel_reduce(count, parallel, std::uint32_t{0}, body, [](std::uint32_t a, std::uint32_t b) { return a > b ? a : b; });
 }
 
 /// Calls body(item, state) for every item in [0, count), items handed out one at a time to the

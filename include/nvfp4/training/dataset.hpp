@@ -27,7 +27,7 @@ class dataset {
 struct cluster_config {
   index_t features = 64;
   index_t classes = 16;
-  float spread = 1.0f;   ///< noise stddev around a class center (centers have unit-variance coordinates)
+  float spread = 1.0f;  ///< noise stddev around a class center (centers have unit-variance coordinates)
   index_t batch_size = 64;
   std::uint64_t seed = 1;
 };

@@ -16,9 +16,9 @@ namespace nvfp4::training {
 /// Where a non-finite value first appeared.
 struct nan_event {
   long long step = 0;
-  std::string layer;       ///< dense layer name, a parameter name, or "loss"
-  int layer_index = -1;    ///< model layer (-1 when not a dense layer)
-  std::string tensor;      ///< activation, weight, output, gradient, weight_gradient, loss
+  std::string layer;     ///< dense layer name, a parameter name, or "loss"
+  int layer_index = -1;  ///< model layer (-1 when not a dense layer)
+  std::string tensor;    ///< activation, weight, output, gradient, weight_gradient, loss
 };
 
 /// One dense layer's statistics at one logged step (NaN where the tensor was not seen).
@@ -63,11 +63,21 @@ class training_monitor final : public nn::tensor_observer {
     if (logging()) {
       layer_stats& s = current_stats(layer);
       switch (role) {
-        case nn::dense_tensor::activation: s.activation_amax = amax; break;
-        case nn::dense_tensor::weight: s.weight_amax = amax; break;
-        case nn::dense_tensor::output: s.output_amax = amax; break;
-        case nn::dense_tensor::output_gradient: s.gradient_amax = amax; break;
-        case nn::dense_tensor::weight_gradient: s.weight_gradient_norm = std::sqrt(squares); break;
+        case nn::dense_tensor::activation:
+          s.activation_amax = amax;
+          break;
+        case nn::dense_tensor::weight:
+          s.weight_amax = amax;
+          break;
+        case nn::dense_tensor::output:
+          s.output_amax = amax;
+          break;
+        case nn::dense_tensor::output_gradient:
+          s.gradient_amax = amax;
+          break;
+        case nn::dense_tensor::weight_gradient:
+          s.weight_gradient_norm = std::sqrt(squares);
+          break;
       }
     }
     return true;

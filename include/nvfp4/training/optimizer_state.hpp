@@ -34,11 +34,16 @@ inline constexpr index_t state_block_size = 256;
 
 constexpr const char* state_format_name(state_format format) {
   switch (format) {
-    case state_format::fp32: return "fp32";
-    case state_format::bf16: return "bf16";
-    case state_format::fp8_e4m3: return "fp8_e4m3";
-    case state_format::fp8_e5m2: return "fp8_e5m2";
-    case state_format::block_fp8_e4m3: return "block_fp8_e4m3";
+    case state_format::fp32:
+      return "fp32";
+    case state_format::bf16:
+      return "bf16";
+    case state_format::fp8_e4m3:
+      return "fp8_e4m3";
+    case state_format::fp8_e5m2:
+      return "fp8_e5m2";
+    case state_format::block_fp8_e4m3:
+      return "block_fp8_e4m3";
   }
   return "?";
 }
@@ -46,22 +51,25 @@ constexpr const char* state_format_name(state_format format) {
 /// The format named `name` (as state_format_name writes it). Throws invalid_argument listing the
 /// names for anything else.
 inline state_format parse_state_format(std::string_view name) {
-  for (state_format f : {state_format::fp32, state_format::bf16, state_format::fp8_e4m3, state_format::fp8_e5m2,
-                         state_format::block_fp8_e4m3}) {
+  for (state_format f :
+       {state_format::fp32, state_format::bf16, state_format::fp8_e4m3, state_format::fp8_e5m2, state_format::block_fp8_e4m3}) {
     if (name == state_format_name(f)) return f;
   }
-  throw error(errc::invalid_argument, "unknown optimizer state format '" + std::string(name) +
-                                          "'; expected fp32, bf16, fp8_e4m3, fp8_e5m2 or block_fp8_e4m3");
+  throw error(errc::invalid_argument,
+              "unknown optimizer state format '" + std::string(name) + "'; expected fp32, bf16, fp8_e4m3, fp8_e5m2 or block_fp8_e4m3");
 }
 
 /// Bytes a state of `size` values takes in `format`: the codes plus the FP32 scales.
 constexpr std::size_t state_bytes(state_format format, index_t size) {
   const auto n = static_cast<std::size_t>(size);
   switch (format) {
-    case state_format::fp32: return 4 * n;
-    case state_format::bf16: return 2 * n;
+    case state_format::fp32:
+      return 4 * n;
+    case state_format::bf16:
+      return 2 * n;
     case state_format::fp8_e4m3:
-    case state_format::fp8_e5m2: return n + 4;
+    case state_format::fp8_e5m2:
+      return n + 4;
     case state_format::block_fp8_e4m3:
       return n + 4 * ((n + static_cast<std::size_t>(state_block_size) - 1) / static_cast<std::size_t>(state_block_size));
   }
@@ -76,8 +84,12 @@ class state_tensor {
     nvfp4::detail::require(size >= 0, errc::invalid_argument, "optimizer state: negative size");
     const auto n = static_cast<std::size_t>(size);
     switch (format) {
-      case state_format::fp32: fp32_.assign(n, 0.0f); break;
-      case state_format::bf16: bf16_.assign(n, bf16{}); break;
+      case state_format::fp32:
+        fp32_.assign(n, 0.0f);
+        break;
+      case state_format::bf16:
+        bf16_.assign(n, bf16{});
+        break;
       case state_format::fp8_e4m3:
       case state_format::fp8_e5m2:
         codes_.assign(n, 0);
@@ -105,7 +117,9 @@ class state_tensor {
     nvfp4::detail::require(static_cast<index_t>(out.size()) == size_, errc::shape_mismatch, "optimizer state load: wrong size");
     const index_t n = size_;
     switch (format_) {
-      case state_format::fp32: std::copy(fp32_.begin(), fp32_.end(), out.begin()); return;
+      case state_format::fp32:
+        std::copy(fp32_.begin(), fp32_.end(), out.begin());
+        return;
       case state_format::bf16:
         for (index_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = bf16_[static_cast<std::size_t>(i)].to_float();
         return;
@@ -133,7 +147,9 @@ class state_tensor {
     nvfp4::detail::require(static_cast<index_t>(values.size()) == size_, errc::shape_mismatch, "optimizer state store: wrong size");
     const index_t n = size_;
     switch (format_) {
-      case state_format::fp32: std::copy(values.begin(), values.end(), fp32_.begin()); return;
+      case state_format::fp32:
+        std::copy(values.begin(), values.end(), fp32_.begin());
+        return;
       case state_format::bf16:
         for (index_t i = 0; i < n; ++i) bf16_[static_cast<std::size_t>(i)] = bf16::from_float(values[static_cast<std::size_t>(i)]);
         return;

@@ -12,8 +12,8 @@
 #include "nvfp4/nn/amax_percentile.hpp"
 #include "nvfp4/nn/dense.hpp"
 #include "nvfp4/nn/model.hpp"
-#include "nvfp4/training/controls.hpp"
 #include "nvfp4/recipes/recipe.hpp"
+#include "nvfp4/training/controls.hpp"
 #include "nvfp4/training/optimizer.hpp"
 
 namespace nvfp4::training {
@@ -50,22 +50,28 @@ inline std::vector<training_recipe> recipe_catalog(gemm_mode mode = gemm_mode::e
   no_sr.disable_stochastic_rounding = true;
   out.push_back({"nvfp4_no_sr", "NVFP4 with round-to-nearest gradients (no stochastic rounding)", with(no_sr), {}, {}});
   out.push_back({"nvfp4_last_bf16", "NVFP4, the last model layer (the head) in BF16", with(nvfp4), {.skip_quant_last_layers = 1}, {}});
-  out.push_back({"nvfp4_cooldown", "NVFP4, every layer in BF16 for the last 20% of the steps", with(nvfp4), {.cooldown_fraction = 0.2}, {}});
+  out.push_back(
+      {"nvfp4_cooldown", "NVFP4, every layer in BF16 for the last 20% of the steps", with(nvfp4), {.cooldown_fraction = 0.2}, {}});
   nvfp4_block_scaling four_over_six = nvfp4;
   four_over_six.nvfp4_4over6 = four_over_six_scope::all;
   four_over_six.disable_rht = true;  // TE rejects 4over6 activations with RHT: compare with nvfp4_no_rht
   out.push_back({"nvfp4_4over6", "NVFP4 4over6 on weights and activations (RHT off, as TE requires)", with(four_over_six), {}, {}});
-  out.push_back({"nvfp4_amax_q999",
-                 "NVFP4 with the 0.999-quantile of |x| as the global amax of activations and gradients (NOT a TE recipe)",
-                 [mode](std::uint64_t seed) -> nn::engine_factory {
-                   return [mode, seed](const std::string& name, int, index_t in, index_t out) -> std::unique_ptr<nn::gemm_engine> {
-                     return std::make_unique<nn::nvfp4_percentile_engine>(in, out, nn::percentile_amax_options{
-                         .quantile = 0.999, .mode = mode, .seed = nvfp4::derived_seed(seed, nn::name_hash(name))});
-                   };
-                 },
+  out.push_back(
+      {"nvfp4_amax_q999",
+       "NVFP4 with the 0.999-quantile of |x| as the global amax of activations and gradients (NOT a TE recipe)",
+       [mode](std::uint64_t seed) -> nn::engine_factory {
+         return [mode, seed](const std::string& name, int, index_t in, index_t out) -> std::unique_ptr<nn::gemm_engine> {
+           return std::make_unique<nn::nvfp4_percentile_engine>(
+               in, out,
+               nn::percentile_amax_options{.quantile = 0.999, .mode = mode, .seed = nvfp4::derived_seed(seed, nn::name_hash(name))});
+         };
+       },
+       {},
+       {}});
+  out.push_back({"nvfp4_fp8_states",
+                 "NVFP4, AdamW moments in FP8 E4M3 with a per-tensor scale (TE FusedAdam)",
+                 with(nvfp4),
                  {},
-                 {}});
-  out.push_back({"nvfp4_fp8_states", "NVFP4, AdamW moments in FP8 E4M3 with a per-tensor scale (TE FusedAdam)", with(nvfp4), {},
                  {state_format::fp8_e4m3, state_format::fp8_e4m3}});
   return out;
 }

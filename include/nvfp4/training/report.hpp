@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <initializer_list>
 #include <iterator>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -45,10 +45,18 @@ inline std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buffer[8];
@@ -65,12 +73,23 @@ inline std::string xml_escape(const std::string& s) {
   std::string out;
   for (const char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '\'': out += "&apos;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -128,12 +147,20 @@ struct chart_options {
 /// colours there and here (matplotlib's tab10); the other catalog recipes get the rest of tab10,
 /// then tab20b's dark shades; any other name a colour from its hash (stable, never its position).
 inline std::string recipe_color(std::string_view name) {
-  static const std::map<std::string, std::string, std::less<>> table{
-      {"bf16", "#1f77b4"},           {"fp8_delayed", "#ff7f0e"},     {"fp8_current", "#2ca02c"},
-      {"fp8_block", "#d62728"},      {"mxfp8", "#9467bd"},           {"nvfp4", "#8c564b"},
-      {"fp32", "#7f7f7f"},           {"nvfp4_no_rht", "#e377c2"},    {"nvfp4_no_sr", "#bcbd22"},
-      {"nvfp4_last_bf16", "#17becf"}, {"nvfp4_cooldown", "#393b79"}, {"nvfp4_4over6", "#637939"},
-      {"nvfp4_amax_q999", "#843c39"}, {"nvfp4_fp8_states", "#7b4173"}};
+  static const std::map<std::string, std::string, std::less<>> table{{"bf16", "#1f77b4"},
+                                                                     {"fp8_delayed", "#ff7f0e"},
+                                                                     {"fp8_current", "#2ca02c"},
+                                                                     {"fp8_block", "#d62728"},
+                                                                     {"mxfp8", "#9467bd"},
+                                                                     {"nvfp4", "#8c564b"},
+                                                                     {"fp32", "#7f7f7f"},
+                                                                     {"nvfp4_no_rht", "#e377c2"},
+                                                                     {"nvfp4_no_sr", "#bcbd22"},
+                                                                     {"nvfp4_last_bf16", "#17becf"},
+                                                                     {"nvfp4_cooldown", "#393b79"},
+                                                                     {"nvfp4_4over6", "#637939"},
+                                                                     {"nvfp4_amax_q999", "#843c39"},
+                                                                     {"nvfp4_fp8_states", "#7b4173"}};
   if (const auto it = table.find(name); it != table.end()) return it->second;
   static const char* const others[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                                        "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#843c39", "#7b4173"};
@@ -162,14 +189,51 @@ inline std::string chart_symbol(int style, double x, double y, double r, const s
     o << paint;
   };
   switch (style % 8) {
-    case 0: o << "<circle cx='" << x << "' cy='" << y << "' r='" << r << paint; break;
-    case 1: poly({{-0.85, -0.85}, {0.85, -0.85}, {0.85, 0.85}, {-0.85, 0.85}}); break;
-    case 2: poly({{0, -1.1}, {1, 0.8}, {-1, 0.8}}); break;
-    case 3: poly({{0, -1.2}, {1, 0}, {0, 1.2}, {-1, 0}}); break;
-    case 4: poly({{0, 1.1}, {1, -0.8}, {-1, -0.8}}); break;
-    case 5: poly({{-0.3, -1}, {0.3, -1}, {0.3, -0.3}, {1, -0.3}, {1, 0.3}, {0.3, 0.3}, {0.3, 1}, {-0.3, 1}, {-0.3, 0.3}, {-1, 0.3}, {-1, -0.3}, {-0.3, -0.3}}); break;
-    case 6: poly({{-1, -0.6}, {-0.6, -1}, {0, -0.4}, {0.6, -1}, {1, -0.6}, {0.4, 0}, {1, 0.6}, {0.6, 1}, {0, 0.4}, {-0.6, 1}, {-1, 0.6}, {-0.4, 0}}); break;
-    default: poly({{0, -1.2}, {0.3, -0.4}, {1.15, -0.4}, {0.45, 0.15}, {0.7, 1}, {0, 0.5}, {-0.7, 1}, {-0.45, 0.15}, {-1.15, -0.4}, {-0.3, -0.4}});
+    case 0:
+      o << "<circle cx='" << x << "' cy='" << y << "' r='" << r << paint;
+      break;
+    case 1:
+      poly({{-0.85, -0.85}, {0.85, -0.85}, {0.85, 0.85}, {-0.85, 0.85}});
+      break;
+    case 2:
+      poly({{0, -1.1}, {1, 0.8}, {-1, 0.8}});
+      break;
+    case 3:
+      poly({{0, -1.2}, {1, 0}, {0, 1.2}, {-1, 0}});
+      break;
+    case 4:
+      poly({{0, 1.1}, {1, -0.8}, {-1, -0.8}});
+      break;
+    case 5:
+      poly({{-0.3, -1},
+            {0.3, -1},
+            {0.3, -0.3},
+            {1, -0.3},
+            {1, 0.3},
+            {0.3, 0.3},
+            {0.3, 1},
+            {-0.3, 1},
+            {-0.3, 0.3},
+            {-1, 0.3},
+            {-1, -0.3},
+            {-0.3, -0.3}});
+      break;
+    case 6:
+      poly({{-1, -0.6},
+            {-0.6, -1},
+            {0, -0.4},
+            {0.6, -1},
+            {1, -0.6},
+            {0.4, 0},
+            {1, 0.6},
+            {0.6, 1},
+            {0, 0.4},
+            {-0.6, 1},
+            {-1, 0.6},
+            {-0.4, 0}});
+      break;
+    default:
+      poly({{0, -1.2}, {0.3, -0.4}, {1.15, -0.4}, {0.45, 0.15}, {0.7, 1}, {0, 0.5}, {-0.7, 1}, {-0.45, 0.15}, {-1.15, -0.4}, {-0.3, -0.4}});
   }
   return o.str();
 }
@@ -216,32 +280,31 @@ inline std::string line_chart_svg(const std::vector<chart_series>& series, const
   svg << "<defs><clipPath id='plot'><rect x='" << left << "' y='" << top << "' width='" << plot_w << "' height='" << plot_h
       << "'/></clipPath></defs>\n";
   svg << "<text x='" << left << "' y='24' font-size='16' font-weight='bold'>" << detail::xml_escape(options.title) << "</text>\n";
-  if (!options.note.empty())
-    svg << "<text x='" << left << "' y='40' fill='#555'>" << detail::xml_escape(options.note) << "</text>\n";
+  if (!options.note.empty()) svg << "<text x='" << left << "' y='40' fill='#555'>" << detail::xml_escape(options.note) << "</text>\n";
   // Grid and ticks, at whole multiples of the step (k · step, not a running sum).
   const double ys = detail::tick_step(y_hi - y_lo, 8), xs = detail::tick_step(x_max - x_min, 10);
   for (double k = std::ceil(y_lo / ys); k * ys <= y_hi; k += 1) {
     const double t = k * ys;
-    svg << "<line x1='" << left << "' x2='" << left + plot_w << "' y1='" << py(t) << "' y2='" << py(t)
-        << "' stroke='#e5e5e5'/><text x='" << left - 6 << "' y='" << py(t) + 4 << "' text-anchor='end'>"
-        << detail::tick_label(t, ys, 4) << "</text>\n";
+    svg << "<line x1='" << left << "' x2='" << left + plot_w << "' y1='" << py(t) << "' y2='" << py(t) << "' stroke='#e5e5e5'/><text x='"
+        << left - 6 << "' y='" << py(t) + 4 << "' text-anchor='end'>" << detail::tick_label(t, ys, 4) << "</text>\n";
   }
   for (double k = std::ceil(x_min / xs); k * xs <= x_max; k += 1) {
     const double t = k * xs;
-    svg << "<line x1='" << px(t) << "' x2='" << px(t) << "' y1='" << top << "' y2='" << top + plot_h
-        << "' stroke='#f0f0f0'/><text x='" << px(t) << "' y='" << top + plot_h + 16 << "' text-anchor='middle'>"
-        << detail::tick_label(t, xs, 6) << "</text>\n";
+    svg << "<line x1='" << px(t) << "' x2='" << px(t) << "' y1='" << top << "' y2='" << top + plot_h << "' stroke='#f0f0f0'/><text x='"
+        << px(t) << "' y='" << top + plot_h + 16 << "' text-anchor='middle'>" << detail::tick_label(t, xs, 6) << "</text>\n";
   }
   svg << "<rect x='" << left << "' y='" << top << "' width='" << plot_w << "' height='" << plot_h << "' fill='none' stroke='#333'/>\n";
   if (options.zero_line)
-    svg << "<line x1='" << left << "' x2='" << left + plot_w << "' y1='" << py(0) << "' y2='" << py(0) << "' stroke='#000' stroke-width='1.2'/>\n";
+    svg << "<line x1='" << left << "' x2='" << left + plot_w << "' y1='" << py(0) << "' y2='" << py(0)
+        << "' stroke='#000' stroke-width='1.2'/>\n";
   svg << "<text x='" << left + plot_w / 2 << "' y='" << height - 14 << "' text-anchor='middle'>" << detail::xml_escape(options.x_label)
       << "</text>\n<text transform='translate(18," << top + plot_h / 2 << ") rotate(-90)' text-anchor='middle'>"
       << detail::xml_escape(options.y_label) << "</text>\n";
   // Lines, symbols and the legend. Earlier series are drawn wider, so a later one lying exactly
   // on top leaves the earlier one's edges (and its dashes' gaps) visible.
   int max_style = 0;
-  for (std::size_t k = 0; k < series.size(); ++k) max_style = std::max(max_style, series[k].style < 0 ? static_cast<int>(k) : series[k].style);
+  for (std::size_t k = 0; k < series.size(); ++k)
+    max_style = std::max(max_style, series[k].style < 0 ? static_cast<int>(k) : series[k].style);
   const int spread = max_style + 1;
   for (std::size_t k = 0; k < series.size(); ++k) {
     const auto& s = series[k];
@@ -281,8 +344,8 @@ inline std::string line_chart_svg(const std::vector<chart_series>& series, const
       if (std::isfinite(s.marker_y[i]))
         svg << detail::chart_symbol(style, px(s.marker_x[i]), py(s.marker_y[i]), marker_r, "white", color) << "\n";
     const int ly = top + 14 + static_cast<int>(k) * 20;
-    svg << "<line x1='" << left + plot_w + 10 << "' x2='" << left + plot_w + 50 << "' y1='" << ly - 4 << "' y2='" << ly - 4
-        << "' stroke='" << color << "' stroke-width='2.2'" << dash << "/>" << detail::chart_symbol(style, left + plot_w + 30, ly - 4, 3.5, color, "white")
+    svg << "<line x1='" << left + plot_w + 10 << "' x2='" << left + plot_w + 50 << "' y1='" << ly - 4 << "' y2='" << ly - 4 << "' stroke='"
+        << color << "' stroke-width='2.2'" << dash << "/>" << detail::chart_symbol(style, left + plot_w + 30, ly - 4, 3.5, color, "white")
         << "<text x='" << left + plot_w + 56 << "' y='" << ly << "'>" << detail::xml_escape(s.label) << "</text>\n</g>\n";
   }
   svg << "</svg>\n";
@@ -314,9 +377,12 @@ inline std::string loss_chart_svg(const std::vector<run_report>& runs, const std
     }
     series.push_back(std::move(s));
   }
-  return line_chart_svg(series, {.title = title, .x_label = "step", .y_label = "loss (nats per prediction)",
+  return line_chart_svg(series, {.title = title,
+                                 .x_label = "step",
+                                 .y_label = "loss (nats per prediction)",
                                  .note = "lines: training loss, EMA " + detail::number(smoothing, 3) + "; filled symbols: validation loss",
-                                 .y_min = std::isfinite(y_min) ? y_min : NAN, .y_max = std::isfinite(y_max) ? y_max : NAN});
+                                 .y_min = std::isfinite(y_min) ? y_min : NAN,
+                                 .y_max = std::isfinite(y_max) ? y_max : NAN});
 }
 
 /// Smoothed training loss of every run minus that of `baseline`, by step (positive: worse).
@@ -339,9 +405,13 @@ inline std::string gap_chart_svg(const std::vector<run_report>& runs, const std:
     }
     series.push_back(std::move(s));
   }
-  return line_chart_svg(series, {.title = title, .x_label = "step", .y_label = "loss − " + baseline + " loss",
+  return line_chart_svg(series, {.title = title,
+                                 .x_label = "step",
+                                 .y_label = "loss − " + baseline + " loss",
                                  .note = "EMA " + detail::number(smoothing, 3) + " of the training loss; above 0: worse than " + baseline,
-                                 .y_min = std::isfinite(lo) ? lo : NAN, .y_max = std::isfinite(hi) ? hi : NAN, .zero_line = true});
+                                 .y_min = std::isfinite(lo) ? lo : NAN,
+                                 .y_max = std::isfinite(hi) ? hi : NAN,
+                                 .zero_line = true});
 }
 
 /// Long-format loss curves: one row per run and step (validation loss on the steps it was taken).
@@ -365,10 +435,9 @@ inline void write_layer_log_csv(std::ostream& out, const std::vector<run_report>
   out << "run,step,layer,model_layer,engine,activation_amax,weight_amax,output_amax,gradient_amax,weight_gradient_norm\n";
   for (const auto& run : runs)
     for (const auto& s : run.result.layer_log)
-      out << detail::csv_field(run.name) << ',' << s.step << ',' << detail::csv_field(s.layer) << ',' << s.layer_index << ','
-          << s.engine << ',' << detail::number(s.activation_amax) << ',' << detail::number(s.weight_amax) << ','
-          << detail::number(s.output_amax) << ',' << detail::number(s.gradient_amax) << ',' << detail::number(s.weight_gradient_norm)
-          << '\n';
+      out << detail::csv_field(run.name) << ',' << s.step << ',' << detail::csv_field(s.layer) << ',' << s.layer_index << ',' << s.engine
+          << ',' << detail::number(s.activation_amax) << ',' << detail::number(s.weight_amax) << ',' << detail::number(s.output_amax) << ','
+          << detail::number(s.gradient_amax) << ',' << detail::number(s.weight_gradient_norm) << '\n';
 }
 
 /// Everything as one JSON document: `settings` (key -> text), then per run its summary, curves,
@@ -389,7 +458,8 @@ inline void write_json(std::ostream& out, const std::vector<std::pair<std::strin
         << ", \"tokens_per_second\": " << detail::json_number(r.tokens_per_second) << ", \"weight_bytes\": " << r.weight_bytes
         << ", \"optimizer_bytes\": " << r.optimizer_bytes << ", \"diverged\": " << (r.diverged ? "true" : "false")
         << ",\n     \"train_loss\": [";
-    for (std::size_t i = 0; i < r.steps.size(); ++i) out << (i ? ", " : "") << detail::json_number(r.steps[i].skipped ? NAN : r.steps[i].loss);
+    for (std::size_t i = 0; i < r.steps.size(); ++i)
+      out << (i ? ", " : "") << detail::json_number(r.steps[i].skipped ? NAN : r.steps[i].loss);
     out << "],\n     \"validation\": [";
     for (std::size_t i = 0; i < r.evals.size(); ++i)
       out << (i ? ", " : "") << "{\"step\": " << r.evals[i].step << ", \"loss\": " << detail::json_number(r.evals[i].loss) << "}";
@@ -415,8 +485,8 @@ inline std::string summary_table(const std::vector<run_report>& runs, const std:
     char line[512];
     std::snprintf(line, sizeof line, "| %s | %.4f | %.4f | %.3f | %.0f | %.1f KiB (%zu + %zu B) | %zu | %s |\n", run.name.c_str(),
                   static_cast<double>(r.final_train_loss()), val, std::exp(val), r.tokens_per_second,
-                  static_cast<double>(r.weight_bytes + r.optimizer_bytes) / 1024.0, r.weight_bytes, r.optimizer_bytes,
-                  r.nan_events.size(), r.diverged ? "diverged (stopped)" : "");
+                  static_cast<double>(r.weight_bytes + r.optimizer_bytes) / 1024.0, r.weight_bytes, r.optimizer_bytes, r.nan_events.size(),
+                  r.diverged ? "diverged (stopped)" : "");
     t << line;
   }
   return t.str();

@@ -39,8 +39,8 @@ struct step_record {
   float grad_norm = NAN;  ///< global gradient norm before clipping
   float lr_scale = 1.0f;
   float loss_scale = 1.0f;
-  bool skipped = false;   ///< a NaN/Inf kept the update from being applied
-  double seconds = 0.0;   ///< wall time of forward + backward + update
+  bool skipped = false;  ///< a NaN/Inf kept the update from being applied
+  double seconds = 0.0;  ///< wall time of forward + backward + update
 };
 
 struct eval_record {
@@ -50,23 +50,23 @@ struct eval_record {
 
 struct progress_report {
   long long step = 0, total_steps = 0;
-  float loss = NAN;         ///< mean of the training losses since the last report
-  float val_loss = NAN;     ///< the latest validation loss (NaN before the first)
+  float loss = NAN;      ///< mean of the training losses since the last report
+  float val_loss = NAN;  ///< the latest validation loss (NaN before the first)
   double tokens_per_second = 0.0;
 };
 
 struct train_options {
   long long steps = 200;
-  long long warmup_steps = 0;       ///< linear warmup from 0
-  float min_lr_fraction = 0.1f;     ///< cosine decay from 1 to this after warmup (1: constant)
-  float grad_clip = 1.0f;           ///< max global gradient norm; 0 turns clipping off
+  long long warmup_steps = 0;    ///< linear warmup from 0
+  float min_lr_fraction = 0.1f;  ///< cosine decay from 1 to this after warmup (1: constant)
+  float grad_clip = 1.0f;        ///< max global gradient norm; 0 turns clipping off
   loss_scaling scaling{};
   precision_controls controls{};
-  int eval_every = 50;              ///< validation every n steps (and after the last); 0: only at the end
+  int eval_every = 50;  ///< validation every n steps (and after the last); 0: only at the end
   int eval_batches = 4;
-  int log_every = 0;                ///< per-layer amax / gradient-norm logs every n steps (0: none)
+  int log_every = 0;  ///< per-layer amax / gradient-norm logs every n steps (0: none)
   int progress_every = 25;
-  int max_skipped_steps = 20;       ///< stop (diverged) after this many skipped steps
+  int max_skipped_steps = 20;  ///< stop (diverged) after this many skipped steps
   std::function<void(const progress_report&)> on_progress{};
   /// Called before each step's forward pass (tests use it to inject faults).
   std::function<void(long long step, nn::model& model)> before_step{};
@@ -82,9 +82,9 @@ struct train_options {
                            "train: min_lr_fraction must be in [0, 1], got " + std::to_string(min_lr_fraction));
     nvfp4::detail::require(grad_clip >= 0.0f && eval_every >= 0 && eval_batches > 0 && log_every >= 0 && progress_every >= 0,
                            errc::invalid_argument, "train: grad_clip, eval_every, log_every >= 0 and eval_batches > 0 needed");
-    nvfp4::detail::require(scaling.initial_scale > 0.0f && std::isfinite(scaling.initial_scale) && scaling.factor > 1.0f &&
-                               scaling.growth_interval > 0,
-                           errc::invalid_argument, "train: loss scale must be finite and > 0, factor > 1, growth_interval > 0");
+    nvfp4::detail::require(
+        scaling.initial_scale > 0.0f && std::isfinite(scaling.initial_scale) && scaling.factor > 1.0f && scaling.growth_interval > 0,
+        errc::invalid_argument, "train: loss scale must be finite and > 0, factor > 1, growth_interval > 0");
     controls.validate(layer_count);
   }
 };

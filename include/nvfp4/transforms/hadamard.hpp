@@ -28,8 +28,8 @@ using fast_hadamard_walks = hadamard_walks<simd::ops>;
 /// The fast transform of x's rows into out; returns max |out| as bf16 bits (0x7F80 on overflow)
 /// and sets `non_finite` when x holds NaN/Inf (out is then partly garbage). No checks here.
 template <class T>
-std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transform& t, hadamard_direction direction,
-                                 matrix_view<bf16> out, bool& non_finite) {
+std::uint16_t hadamard_rows_fast(matrix_view<const T> x, const hadamard_transform& t, hadamard_direction direction, matrix_view<bf16> out,
+                                 bool& non_finite) {
   using walks = fast_hadamard_walks;
   // bf16 blocks of 16 along rows that are columns in memory (the columnwise copy): the float32
   // tile kernel on the rows in full panels of one vector, the general path for the rest.
@@ -57,18 +57,16 @@ inline constexpr std::uint32_t hadamard_overflow_exponent = 127 + 123;
 /// Throws errc::overflow for the first Inf in `out`, the transform of the rows of `x` (finite):
 /// `what` names the input, `columnwise` reports the place in the source of a columnwise copy.
 template <class T>
-[[noreturn]] void throw_hadamard_overflow(matrix_view<const T> x, matrix_view<const bf16> out, int n, const char* what,
-                                          bool columnwise) {
+[[noreturn]] void throw_hadamard_overflow(matrix_view<const T> x, matrix_view<const bf16> out, int n, const char* what, bool columnwise) {
   for (index_t r = 0; r < out.rows(); ++r)
     for (index_t c = 0; c < out.cols(); ++c) {
       if ((out(r, c).bits() & 0x7FFFu) < 0x7F80u) continue;
       const index_t c0 = c / n * n;
       float largest = 0.0f;
       for (index_t i = c0; i < c0 + n; ++i) largest = std::max(largest, std::fabs(to_float32(x(r, i))));
-      const std::string place = columnwise ? "source column " + std::to_string(r) + ", rows " + std::to_string(c0) + ".." +
-                                                 std::to_string(c0 + n - 1)
-                                           : "row " + std::to_string(r) + ", columns " + std::to_string(c0) + ".." +
-                                                 std::to_string(c0 + n - 1);
+      const std::string place =
+          columnwise ? "source column " + std::to_string(r) + ", rows " + std::to_string(c0) + ".." + std::to_string(c0 + n - 1)
+                     : "row " + std::to_string(r) + ", columns " + std::to_string(c0) + ".." + std::to_string(c0 + n - 1);
       throw error(errc::overflow, std::string(what) + ": the Hadamard transform of finite values overflows bf16 at " + place +
                                       " (largest |x| there " + number_text(largest) + "); scale the tensor down");
     }
@@ -125,7 +123,7 @@ void rht_columnwise(matrix_view<const T> x, const hadamard_transform& t, columnw
   result.rows = source.rows();
   result.cols = source.cols();
   result.amax = 0.0f;
-  if (x.empty()) return;  // amax 0; before any loop over the other dimension
+  if (x.empty()) return;                                                      // amax 0; before any loop over the other dimension
   result.values.resize(static_cast<std::size_t>(result.rows * result.cols));  // within its capacity: nothing allocated
   bool non_finite = false;
   const auto out = matrix_view<bf16>::row_major(result.values.data(), result.rows, result.cols);
@@ -168,7 +166,8 @@ inline void quantize_columnwise_rht_fused(matrix_view<const bf16> x, const hadam
   detail::require(largest < 0x7F80u, errc::overflow, "rht input: the Hadamard transform overflows bf16");
   const float amax = bf16::from_bits(largest).to_float();
 
-  if (q.rows() != rows || q.cols() != cols || q.axis() != quantized_axis::columnwise) q = nvfp4_tensor(rows, cols, quantized_axis::columnwise);
+  if (q.rows() != rows || q.cols() != cols || q.axis() != quantized_axis::columnwise)
+    q = nvfp4_tensor(rows, cols, quantized_axis::columnwise);
   const tensor_scale scale = nvfp4_tensor_scale(amax);
   q.set_tensor_scale(amax, scale.encode, scale.decode);
   std::uint8_t* const data = bytes_of(q.data());
@@ -195,12 +194,11 @@ inline void quantize_columnwise_rht_fused(matrix_view<const bf16> x, const hadam
 /// (nothing allocated or zero-filled then); same bits as quantize_columnwise_rht. Throws as it,
 /// before anything of out is written.
 template <block_scaled_format Format = nvfp4_1x16, quantizer_input T>
-void quantize_columnwise_rht_into(matrix_view<const T> x, const hadamard_transform& t, quantize_options options, quantized_tensor<Format>& out,
-                                  columnwise_rht& scratch) {
+void quantize_columnwise_rht_into(matrix_view<const T> x, const hadamard_transform& t, quantize_options options,
+                                  quantized_tensor<Format>& out, columnwise_rht& scratch) {
   detail::check_rounding<Format>(options);
   if constexpr (std::is_same_v<Format, nvfp4_1x16> && std::is_same_v<T, bf16>) {
-    if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= detail::fast_hadamard_walks::lanes &&
-        !x.empty())
+    if (options.rounding == rounding_mode::nearest_even && t.size() == 16 && x.cols() >= detail::fast_hadamard_walks::lanes && !x.empty())
       return detail::quantize_columnwise_rht_fused(x, t, out);
   }
   rht_columnwise(x, t, scratch);

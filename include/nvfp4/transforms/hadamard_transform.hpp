@@ -66,8 +66,7 @@ class hadamard_transform {
   /// Throws invalid_argument unless `size` is a power of two in [16, 256].
   static void check_size(long long size) {
     detail::require(size >= min_size && size <= max_size && std::has_single_bit(static_cast<unsigned long long>(size)),
-                    errc::invalid_argument,
-                    "hadamard_transform: size " + std::to_string(size) + " is not a power of two in [16, 256]");
+                    errc::invalid_argument, "hadamard_transform: size " + std::to_string(size) + " is not a power of two in [16, 256]");
   }
 
  private:

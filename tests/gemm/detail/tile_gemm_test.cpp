@@ -69,7 +69,7 @@ TYPED_TEST_SUITE(TilePathFp4, Fp4Formats);
 TYPED_TEST(TilePathFp4, EqualsTheTileModelAndTakesWhatTheReferenceTakes) {
   // Shapes: one element; edges of a tile, of a 2 x 2 block, of a work item (128 rows, 256
   // columns) and of a K chunk (16 steps of 32); K not a multiple of 32.
-  const std::vector<std::tuple<index_t, index_t, index_t>> shapes = {{1, 1, 1},     {17, 33, 64},  {40, 47, 300},
+  const std::vector<std::tuple<index_t, index_t, index_t>> shapes = {{1, 1, 1},     {17, 33, 64},   {40, 47, 300},
                                                                      {33, 16, 520}, {130, 260, 96}, {5, 290, 1100}};
   index_t compared = 0, refused = 0;
   for_each_tile_unit([&]<class Tiles>(const char* unit) {
@@ -87,14 +87,15 @@ TYPED_TEST(TilePathFp4, EqualsTheTileModelAndTakesWhatTheReferenceTakes) {
           for (int threads : {1, 2}) {
             test::set_threads(threads);
             std::vector<float> got(want.size(), poison);
-            const bool ran = detail::fp4_mma_on_tiles<Tiles>(a, b, c_view, [&](index_t i, index_t j, float v) {
-              got[static_cast<std::size_t>(i * n + j)] = v;
-            });
+            const bool ran = detail::fp4_mma_on_tiles<Tiles>(
+                a, b, c_view, [&](index_t i, index_t j, float v) { got[static_cast<std::size_t>(i * n + j)] = v; });
             const std::string what = std::string(unit) + ", " + shape_text(m, n, k) + ", style " + std::to_string(int(s)) +
                                      (with_c ? ", C" : "") + ", " + std::to_string(threads) + " threads";
             ASSERT_EQ(ran, fits) << what;
-            if (fits) EXPECT_EQ(count_mismatches(got, want, n, what), 0);
-            else EXPECT_EQ(test::float_bits(got), test::float_bits(std::vector<float>(want.size(), poison))) << what << ": wrote";
+            if (fits)
+              EXPECT_EQ(count_mismatches(got, want, n, what), 0);
+            else
+              EXPECT_EQ(test::float_bits(got), test::float_bits(std::vector<float>(want.size(), poison))) << what << ": wrote";
             compared += fits ? m * n : 0;
             refused += !fits;
           }
@@ -139,18 +140,19 @@ TEST(TilePathFp4Limits, TheVectorPackerAndTheScalarCheckAgreeOnEachSideOfEveryLi
     bool fits;
   };
   const limit_case cases[] = {
-      {1, -55, 1, -55, 32, true},   {1, -55, 1, -56, 32, false},  // (e_a - 1) + (e_b - 1) = -112 / -113
-      {7, 58, 7, 58, 32, true},     {7, 58, 7, 59, 32, false},    // 60 + 60 + 2 + 5 = 127 / 128
-      {7, 58, 7, 57, 64, true},     {7, 58, 7, 58, 64, false},    // log2(64) = 6
-      {1, -125, 1, 30, 32, true},   {1, -126, 1, 30, 32, false},  // 0.5 x 2^-125 is normal, 0.5 x 2^-126 is not
-      {7, 125, 0, 0, 32, true},     {7, 126, 1, 0, 32, false},    // 6 x 2^125 < 2^128; 6 x 2^126 is Inf
+      {1, -55, 1, -55, 32, true}, {1, -55, 1, -56, 32, false},  // (e_a - 1) + (e_b - 1) = -112 / -113
+      {7, 58, 7, 58, 32, true},   {7, 58, 7, 59, 32, false},    // 60 + 60 + 2 + 5 = 127 / 128
+      {7, 58, 7, 57, 64, true},   {7, 58, 7, 58, 64, false},    // log2(64) = 6
+      {1, -125, 1, 30, 32, true}, {1, -126, 1, 30, 32, false},  // 0.5 x 2^-125 is normal, 0.5 x 2^-126 is not
+      {7, 125, 0, 0, 32, true},   {7, 126, 1, 0, 32, false},    // 6 x 2^125 < 2^128; 6 x 2^126 is Inf
   };
   for (const limit_case& lc : cases) {
     const auto a = mxfp4_constant(3, lc.k, lc.code_a, lc.e_a), b = mxfp4_constant(5, lc.k, lc.code_b, lc.e_b);
     const std::string what = "e_a " + std::to_string(lc.e_a) + ", e_b " + std::to_string(lc.e_b) + ", K " + std::to_string(lc.k);
     EXPECT_EQ(reference::fp4_fits_tiles(a, b), lc.fits) << what;
     std::vector<float> got(15, poison), want(15);
-    const bool ran = detail::fp4_mma_on_tiles<emulated_tiles>(a, b, {}, [&](index_t i, index_t j, float v) { got[static_cast<std::size_t>(i * 5 + j)] = v; });
+    const bool ran = detail::fp4_mma_on_tiles<emulated_tiles>(
+        a, b, {}, [&](index_t i, index_t j, float v) { got[static_cast<std::size_t>(i * 5 + j)] = v; });
     EXPECT_EQ(ran, lc.fits) << what;
     if (ran) {
       reference::block_scaled_mma_on_tiles(a, b, {}, matrix_view<float>::row_major(want.data(), 3, 5));
@@ -184,8 +186,10 @@ struct fp8_scaling {
 
 TEST(TilePathFp8, GemmEqualsTheTileModelForEveryScaling) {
   const index_t k_row = 300;  // per-row scaling: blocks of 1 x K, K != 128
-  const fp8_scaling scalings[] = {{0, 0, 0, 0, "per tensor"},       {1, k_row, 1, k_row, "per row"},
-                                  {1, 128, 128, 128, "1x128 x 128x128"}, {1, 128, 1, 128, "1x128 x 1x128"},
+  const fp8_scaling scalings[] = {{0, 0, 0, 0, "per tensor"},
+                                  {1, k_row, 1, k_row, "per row"},
+                                  {1, 128, 128, 128, "1x128 x 128x128"},
+                                  {1, 128, 1, 128, "1x128 x 1x128"},
                                   {128, 128, 1, 128, "128x128 x 1x128"}};
   // A row of tiles, a ragged block, a panel edge (256 columns); the FP4 test covers the item edges.
   const std::vector<std::tuple<index_t, index_t>> shapes = {{1, 1}, {37, 45}, {20, 270}};
@@ -206,8 +210,8 @@ TEST(TilePathFp8, GemmEqualsTheTileModelForEveryScaling) {
             std::vector<float> want(static_cast<std::size_t>(m * n));
             for (index_t i = 0; i < m; ++i)
               for (index_t j = 0; j < n; ++j)
-                detail::store_output(matrix_view<float>::row_major(want.data(), m, n), i, j, detail::fp8_gemm_tile_output(a, b, i, j, options),
-                                     options.bias);
+                detail::store_output(matrix_view<float>::row_major(want.data(), m, n), i, j,
+                                     detail::fp8_gemm_tile_output(a, b, i, j, options), options.bias);
             for (int threads : {1, 2}) {
               test::set_threads(threads);
               std::vector<float> got(want.size(), poison);
@@ -227,7 +231,8 @@ TEST(TilePathFp8, GemmEqualsTheTileModelForEveryScaling) {
 // merged): 1100 = 8 whole K blocks in the first chunk, then 4 more and a partial one of 76.
 TEST(TilePathFp8, BlockScalingOverSeveralKChunksEqualsTheTileModel) {
   const index_t m = 37, n = 45, k = 1100;
-  const fp8_scaling scalings[] = {{1, 128, 128, 128, "1x128 x 128x128"}, {1, 128, 1, 128, "1x128 x 1x128"}, {128, 128, 1, 128, "128x128 x 1x128"}};
+  const fp8_scaling scalings[] = {
+      {1, 128, 128, 128, "1x128 x 128x128"}, {1, 128, 1, 128, "1x128 x 1x128"}, {128, 128, 1, 128, "128x128 x 1x128"}};
   index_t compared = 0;
   for_each_tile_unit([&]<class Tiles>(const char* unit) {
     std::mt19937 rng(5);
@@ -293,7 +298,8 @@ TEST(TilePathFp8, MxFp8AndTheMmasEqualTheTileModel) {
       const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
       const auto sa = detail::tiles::source_of(a8), sb = detail::tiles::source_of(b8);
       for (index_t i = 0; i < m; ++i)
-        for (index_t j = 0; j < n; ++j) want[static_cast<std::size_t>(i * n + j)] = c_view(i, j) + detail::fp8_tile_chain(sa, sb, i, j, 0, k);
+        for (index_t j = 0; j < n; ++j)
+          want[static_cast<std::size_t>(i * n + j)] = c_view(i, j) + detail::fp8_tile_chain(sa, sb, i, j, 0, k);
       std::fill(got.begin(), got.end(), poison);
       ASSERT_TRUE(detail::mma_on_tiles<Tiles>(a8, b8, c_view, matrix_view<float>::row_major(got.data(), m, n)));
       EXPECT_EQ(count_mismatches(got, want, n, std::string(unit) + ", fp8 mma " + shape_text(m, n, k)), 0);
@@ -336,8 +342,8 @@ TEST(TilePathFloat, Bf16ValuesInAnyLayoutEqualTheTileModel) {
       std::vector<float> want(static_cast<std::size_t>(m * n));
       for (index_t i = 0; i < m; ++i)
         for (index_t j = 0; j < n; ++j)
-          want[static_cast<std::size_t>(i * n + j)] =
-              tile_model::chain(k, 0.0f, [&](index_t kk) { return av(i, kk); }, [&](index_t kk) { return bv(j, kk); });
+          want[static_cast<std::size_t>(i * n + j)] = tile_model::chain(
+              k, 0.0f, [&](index_t kk) { return av(i, kk); }, [&](index_t kk) { return bv(j, kk); });
       for (int threads : {1, 2}) {
         test::set_threads(threads);
         std::vector<float> got(want.size(), poison);
@@ -477,7 +483,8 @@ TEST(TileUnit, PublicRelaxedGemmsFollowTheTilesOnAmxAndTheVectorChainWhenTurnedO
   reference::float_gemm(xv, wv, {}, out(want), gemm_mode::relaxed);
   float_gemm(xv, wv, {}, out(got), gemm_mode::relaxed);
   EXPECT_EQ(test::float_bits(got), test::float_bits(want));
-  EXPECT_EQ(want[7], tile_model::chain(k, 0.0f, [&](index_t kk) { return xv(0, kk); }, [&](index_t kk) { return wv(7, kk); }));
+  EXPECT_EQ(want[7], tile_model::chain(
+                         k, 0.0f, [&](index_t kk) { return xv(0, kk); }, [&](index_t kk) { return wv(7, kk); }));
 }
 
 // ---- how far relaxed is from exact (docs/gemm.md, "Relaxed mode") ----------------------------
@@ -533,8 +540,9 @@ TEST(RelaxedBound, RelaxedIsWithinTheDocumentedBoundOfExact) {
     fp4_case(mxfp4{}, "mxfp4");
     // FP8 codes: Hopper with and without promotion, Blackwell.
     const fp8_tensor a = random_fp8(m, k, fp8_format::e4m3, 0, 0, rng), b = random_fp8(n, k, fp8_format::e5m2, 0, 0, rng);
-    for (auto [core, interval] : {std::pair{fp8::mma::tensor_core::hopper, index_t{128}}, std::pair{fp8::mma::tensor_core::hopper, index_t{0}},
-                                  std::pair{fp8::mma::tensor_core::blackwell, index_t{0}}}) {
+    for (auto [core, interval] :
+         {std::pair{fp8::mma::tensor_core::hopper, index_t{128}}, std::pair{fp8::mma::tensor_core::hopper, index_t{0}},
+          std::pair{fp8::mma::tensor_core::blackwell, index_t{0}}}) {
       std::vector<float> exact(static_cast<std::size_t>(m * n)), relaxed(exact.size());
       fp8_mma(a, b, {}, matrix_view<float>::row_major(exact.data(), m, n), {.core = core, .promotion_interval = interval});
       fp8_mma(a, b, {}, matrix_view<float>::row_major(relaxed.data(), m, n),

@@ -46,9 +46,9 @@ index_t check_problem(index_t m, index_t n, index_t k, style s, gemm_mode mode, 
     index_t mismatches = 0;
     for (std::size_t i = 0; i < got.size(); ++i)
       if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(expected[i]) && mismatches++ < 3)
-        ADD_FAILURE() << "D[" << i / static_cast<std::size_t>(n) << "][" << i % static_cast<std::size_t>(n) << "] fast "
-                      << std::hexfloat << got[i] << " reference " << expected[i] << std::defaultfloat << " (" << m << "x"
-                      << n << "x" << k << ", style " << static_cast<int>(s) << ", " << threads << " threads)";
+        ADD_FAILURE() << "D[" << i / static_cast<std::size_t>(n) << "][" << i % static_cast<std::size_t>(n) << "] fast " << std::hexfloat
+                      << got[i] << " reference " << expected[i] << std::defaultfloat << " (" << m << "x" << n << "x" << k << ", style "
+                      << static_cast<int>(s) << ", " << threads << " threads)";
     EXPECT_EQ(mismatches, 0);
   }
 #if NVFP4_HAS_OPENMP
@@ -65,9 +65,8 @@ TYPED_TEST_SUITE(FastGemmEqualsReference, GemmFormats);
 // The shapes leave every remainder of the kernels' register blocks (4 rows by 2 tiles; 2 by 1 on
 // AVX2) and of the 8-tile panels, and span several panels.
 TYPED_TEST(FastGemmEqualsReference, OnRandomOperandsOfEveryStyle) {
-  const std::tuple<index_t, index_t, index_t> shapes[] = {{1, 1, 1},   {1, 1, 64},  {3, 17, 70},   {5, 33, 130},
-                                                          {33, 47, 200}, {16, 8, 256}, {64, 48, 512}, {97, 101, 96},
-                                                          {10, 200, 128}};
+  const std::tuple<index_t, index_t, index_t> shapes[] = {{1, 1, 1},    {1, 1, 64},    {3, 17, 70},   {5, 33, 130},  {33, 47, 200},
+                                                          {16, 8, 256}, {64, 48, 512}, {97, 101, 96}, {10, 200, 128}};
   index_t outputs = 0;
   unsigned seed = 1;
   for (auto mode : {gemm_mode::exact, gemm_mode::relaxed})
@@ -166,15 +165,16 @@ TEST(GemmErrors, KMismatchWrongAxisAndOutputShapes) {
   const auto a48 = quantize<nvfp4_1x16>(matrix_view<const float>::row_major(x48.data(), 32, 48));
   expect_code([&] { (void)gemm(a48, b); }, errc::shape_mismatch);
   expect_code([&] { block_scaled_mma(a, b, {}, matrix_view<float>::row_major(d.data(), 16, 32)); }, errc::shape_mismatch);
-  expect_code([&] { block_scaled_mma(a, b, matrix_view<const float>::row_major(d.data(), 32, 8), d_view); },
-              errc::shape_mismatch);
+  expect_code([&] { block_scaled_mma(a, b, matrix_view<const float>::row_major(d.data(), 32, 8), d_view); }, errc::shape_mismatch);
   expect_code([&] { block_scaled_mma(a, b, {}, matrix_view<float>(nullptr, 32, 16, 16, 1)); }, errc::null_pointer);
   for (float v : d) EXPECT_EQ(v, -7.0f) << "an output was written before the checks";
 }
 
 // Mixing NVFP4 with MXFP4, or passing MXFP8 (8-bit elements), does not compile.
 template <class A, class B>
-concept multipliable = requires(const quantized_tensor<A>& a, const quantized_tensor<B>& b) { gemm(a, b); };
+concept multipliable = requires(const quantized_tensor<A>& a, const quantized_tensor<B>& b) {
+  gemm(a, b);
+};
 static_assert(multipliable<nvfp4_1x16, nvfp4_1x16> && multipliable<nvfp4_16x16, nvfp4_1x16> && multipliable<mxfp4, mxfp4>);
 static_assert(!multipliable<nvfp4_1x16, mxfp4> && !multipliable<mxfp4, nvfp4_16x16>);
 static_assert(!multipliable<mxfp8, mxfp8> && !multipliable<mxfp8, mxfp4>);

@@ -76,10 +76,10 @@ index_t check_problem(index_t m, index_t n, index_t k, style s, gemm_mode mode, 
     // Both schedules of the kernel: interleaved on odd seeds, phased on even ones.
     if (seed & 1)
       detail::amx::block_scaled_mma<Tiles, detail::amx::schedule::interleaved>(a, b, prepack ? packed.data() : nullptr, c_view,
-                                                                                        into(got, n), mode);
+                                                                               into(got, n), mode);
     else
-      detail::amx::block_scaled_mma<Tiles, detail::amx::schedule::phased>(a, b, prepack ? packed.data() : nullptr, c_view,
-                                                                                   into(got, n), mode);
+      detail::amx::block_scaled_mma<Tiles, detail::amx::schedule::phased>(a, b, prepack ? packed.data() : nullptr, c_view, into(got, n),
+                                                                          mode);
     EXPECT_EQ(count_mismatches(got, expected, n,
                                std::string("amx, ") + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + ", style " +
                                    std::to_string(static_cast<int>(s)) + (mode == gemm_mode::exact ? ", exact, " : ", relaxed, ") +
@@ -124,9 +124,8 @@ TYPED_TEST(AmxKernels, EmulatedTileUnitEqualsTheReference) {
 #if NVFP4_AMX_COMPILED
 TYPED_TEST(AmxKernels, HardwareTileUnitEqualsTheReference) {
   if (!simd::amx::available()) GTEST_SKIP() << no_amx_reason;
-  const std::vector<std::tuple<index_t, index_t, index_t>> shapes = {{1, 1, 1},   {1, 1, 64},  {3, 17, 70},    {5, 33, 130},
-                                                                     {33, 47, 200}, {16, 8, 256}, {64, 48, 512}, {97, 101, 96},
-                                                                     {130, 260, 1100}};
+  const std::vector<std::tuple<index_t, index_t, index_t>> shapes = {
+      {1, 1, 1}, {1, 1, 64}, {3, 17, 70}, {5, 33, 130}, {33, 47, 200}, {16, 8, 256}, {64, 48, 512}, {97, 101, 96}, {130, 260, 1100}};
   EXPECT_GT((check_all_styles<simd::amx::hardware_tiles, TypeParam>(shapes)), 100000);
 }
 
@@ -144,7 +143,8 @@ TEST(AmxKernels, PublicGemmRunsThemWhenTurnedOn) {
   EXPECT_TRUE(simd::amx::usable());
   std::mt19937 rng(8);
   for (auto mode : {gemm_mode::exact, gemm_mode::relaxed}) {
-    const auto a_bytes = random_operand<nvfp4_1x16>(70, 300, style::normal, rng), b_bytes = random_operand<nvfp4_1x16>(90, 300, style::normal, rng);
+    const auto a_bytes = random_operand<nvfp4_1x16>(70, 300, style::normal, rng),
+               b_bytes = random_operand<nvfp4_1x16>(90, 300, style::normal, rng);
     const auto a = quantized_tensor<nvfp4_1x16>::from_bytes(70, 300, a_bytes.data, a_bytes.scales);
     const auto b = quantized_tensor<nvfp4_1x16>::from_bytes(90, 300, b_bytes.data, b_bytes.scales);
     std::vector<float> expected(70 * 90), got(expected.size());
@@ -194,14 +194,14 @@ TEST(AmxExactSum, SpansOfThreeStayExactInFloatAndFourGoToDouble) {
     // The AVX-512 kernel (every block shape of it) takes the same fp32 sum.
     block_scaled_mma(a, b, {}, matrix_view<float>::row_major(got.data(), m, n));
     for (std::size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i])) << "avx512, span " << span << ", output " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i]))
+          << "avx512, span " << span << ", output " << i;
     detail::amx::block_scaled_mma<emulated_tiles>(a, b, nullptr, {}, into(got, n), gemm_mode::exact);
     for (std::size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i])) << "span " << span << ", output " << i;
 #if NVFP4_AMX_COMPILED
     if (simd::amx::available()) {
-      detail::amx::block_scaled_mma<simd::amx::hardware_tiles>(a, b, nullptr, {}, into(got, n),
-                                                                    gemm_mode::exact);
+      detail::amx::block_scaled_mma<simd::amx::hardware_tiles>(a, b, nullptr, {}, into(got, n), gemm_mode::exact);
       for (std::size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(expected[i])) << "hardware, span " << span;
     }

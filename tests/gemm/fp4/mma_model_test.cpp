@@ -46,13 +46,13 @@ float mma_one(const quantized_tensor<Format>& a, const quantized_tensor<Format>&
 std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
 
 TEST(MmaRule1, ScalesSplitIntoSignificandAndClampedExponent) {
-  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x38)).m_eighths, 8);   // 1.0 = 8/8 * 2^0
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x38)).m_eighths, 8);  // 1.0 = 8/8 * 2^0
   EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x38)).exponent, 0);
   EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x7E)).m_eighths, 14);  // 448 = 14/8 * 2^8
   EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x7E)).exponent, 8);
-  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x01)).m_eighths, 1);   // 2^-9 = 1/8 * 2^-6 (m < 1)
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x01)).m_eighths, 1);  // 2^-9 = 1/8 * 2^-6 (m < 1)
   EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0x01)).exponent, -6);
-  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0xB8)).m_eighths, 8);   // sign bit ignored
+  EXPECT_EQ(fp4::mma::decompose(ue4m3::from_bits(0xB8)).m_eighths, 8);  // sign bit ignored
   EXPECT_TRUE(fp4::mma::decompose(ue4m3::from_bits(0xFF)).is_nan);
   EXPECT_EQ(fp4::mma::decompose(e8m0::from_bits(0x80)).exponent, 1);
   EXPECT_EQ(fp4::mma::decompose(e8m0::from_bits(0x80)).m_eighths, 8);
@@ -91,8 +91,7 @@ TEST(MmaRule3, EveryGroupTakesPartInTheAlignmentWhateverItsProducts) {
   std::vector<float> x(64, 0.0f), y(64, 0.0f);
   x[0] = 6.0f, y[1] = 6.0f, x[16] = 0.5f, y[16] = 0.5f;
   const std::vector<std::uint8_t> large_zero_group = {0x7E, 0x01, 0x00, 0x00}, unit_zero_group = {0x38, 0x01, 0x00, 0x00};
-  EXPECT_EQ(bits(mma_one(row_operand<nvfp4_1x16>(x, large_zero_group), row_operand<nvfp4_1x16>(y, large_zero_group), 0.0f)),
-            bits(0.0f));
+  EXPECT_EQ(bits(mma_one(row_operand<nvfp4_1x16>(x, large_zero_group), row_operand<nvfp4_1x16>(y, large_zero_group), 0.0f)), bits(0.0f));
   EXPECT_EQ(mma_one(row_operand<nvfp4_1x16>(x, unit_zero_group), row_operand<nvfp4_1x16>(y, unit_zero_group), 0.0f), 0x1p-20f);
 
   // A zero UE4M3 scale (either sign bit) is m = 0, e = -126.
@@ -176,8 +175,7 @@ TEST(MmaRule7, NanScalesAndNanOrInfAccumulators) {
     EXPECT_EQ(bits(mma_one(row_operand<nvfp4_1x16>(a, with_nan), row_operand<nvfp4_1x16>(b, ones), 1.0f)), 0x7FFFFFFFu);
     EXPECT_EQ(bits(mma_one(row_operand<nvfp4_1x16>(a, ones), row_operand<nvfp4_1x16>(b, with_nan), inf)), 0x7FFFFFFFu);
   }
-  EXPECT_EQ(bits(mma_one(row_operand<mxfp4>(a, {0xFF, pow2(0)}), row_operand<mxfp4>(b, {pow2(0), pow2(0)}), 0.0f)),
-            0x7FFFFFFFu);
+  EXPECT_EQ(bits(mma_one(row_operand<mxfp4>(a, {0xFF, pow2(0)}), row_operand<mxfp4>(b, {pow2(0), pow2(0)}), 0.0f)), 0x7FFFFFFFu);
   EXPECT_EQ(bits(mma_one(row_operand<nvfp4_1x16>(a, ones), row_operand<nvfp4_1x16>(b, ones), nan_payload)), 0x7FFFFFFFu);
   EXPECT_EQ(mma_one(row_operand<nvfp4_1x16>(a, ones), row_operand<nvfp4_1x16>(b, ones), -inf), -inf);
 }

@@ -46,7 +46,8 @@ operand_bytes random_operand(index_t rows, index_t k, style s, std::mt19937& rng
         if (coin(rng) < 40)
           for (index_t e = g; e < std::min(k, g + 16); ++e) codes[static_cast<std::size_t>(e)] = coin(rng) < 50 ? 0 : 8;
     for (index_t c = 0; c < k; ++c)
-      out.data[static_cast<std::size_t>(r * stride + c / 2)] |= static_cast<std::uint8_t>(codes[static_cast<std::size_t>(c)] << ((c & 1) * 4));
+      out.data[static_cast<std::size_t>(r * stride + c / 2)] |=
+          static_cast<std::uint8_t>(codes[static_cast<std::size_t>(c)] << ((c & 1) * 4));
     for (index_t b = 0; b < scale_cols; ++b) {
       int value;
       if (nvfp4) {
@@ -72,13 +73,19 @@ std::vector<float> random_accumulator(index_t count, style s, std::mt19937& rng)
   std::uniform_int_distribution<int> coin(0, 99);
   for (auto& v : c) {
     const int pick = coin(rng);
-    if (pick < 30) v = 0.0f;
-    else if (pick < 60) v = normal(rng);
-    else if (pick < 70) v = std::bit_cast<float>(bits(rng) & 0x807FFFFFu);  // subnormals
-    else if (pick < 80) v = (pick & 1 ? 1 : -1) * FLT_MAX * std::ldexp(1.0f, -(pick % 5));
-    else if (pick < 97 || s != style::extremes) v = std::ldexp(normal(rng), (pick % 40) - 20);
-    else v = pick == 97 ? std::numeric_limits<float>::infinity() : (pick == 98 ? -std::numeric_limits<float>::infinity()
-                                                                               : std::numeric_limits<float>::quiet_NaN());
+    if (pick < 30)
+      v = 0.0f;
+    else if (pick < 60)
+      v = normal(rng);
+    else if (pick < 70)
+      v = std::bit_cast<float>(bits(rng) & 0x807FFFFFu);  // subnormals
+    else if (pick < 80)
+      v = (pick & 1 ? 1 : -1) * FLT_MAX * std::ldexp(1.0f, -(pick % 5));
+    else if (pick < 97 || s != style::extremes)
+      v = std::ldexp(normal(rng), (pick % 40) - 20);
+    else
+      v = pick == 97 ? std::numeric_limits<float>::infinity()
+                     : (pick == 98 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN());
   }
   return c;
 }

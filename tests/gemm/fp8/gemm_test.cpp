@@ -93,10 +93,10 @@ TEST(Fp8Gemm, BlockEpilogueFollowsTheGpuOrTesReference) {
     EXPECT_EQ(std::bit_cast<std::uint32_t>(out), std::bit_cast<std::uint32_t>(want));
     return out;
   };
-  EXPECT_EQ(run(a, b, fp8_block_epilogue::hardware), combined);       // 1x128 x 128x128
-  EXPECT_EQ(run(b, a, fp8_block_epilogue::hardware), combined);       // 128x128 x 1x128
-  EXPECT_EQ(run(a, b1, fp8_block_epilogue::hardware), a_first);       // 1x128 x 1x128
-  EXPECT_EQ(run(a, b, fp8_block_epilogue::te_reference), a_first);    // the 1x128 scale first
+  EXPECT_EQ(run(a, b, fp8_block_epilogue::hardware), combined);     // 1x128 x 128x128
+  EXPECT_EQ(run(b, a, fp8_block_epilogue::hardware), combined);     // 128x128 x 1x128
+  EXPECT_EQ(run(a, b1, fp8_block_epilogue::hardware), a_first);     // 1x128 x 1x128
+  EXPECT_EQ(run(a, b, fp8_block_epilogue::te_reference), a_first);  // the 1x128 scale first
   EXPECT_EQ(run(b, a, fp8_block_epilogue::te_reference), a_first);
   EXPECT_EQ(run(a, b1, fp8_block_epilogue::te_reference), a_first);
   // 1x128 x 1x128 with K = 128 (one block): the H100 applies B's scale first.
@@ -116,8 +116,8 @@ TEST(Fp8Gemm, RowScaledEpilogueAppliesTheColumnScaleFirst) {
   // One scale per row of A and of B (blocks of 1 x K, K = 64): out = fl(fl(S * s_B[j]) * s_A[i]),
   // the order an H100 uses for torch's rowwise scaling (golden kind gemm_fp8_h100_epilogue).
   fp8_tensor a(2, 64, fp8_format::e4m3, 1, 0), b(1, 64, fp8_format::e4m3, 1, 0);
-  a.codes()[0] = 0x44;        // A[0][0] = 3
-  a.codes()[64 + 1] = 0x38;   // A[1][1] = 1
+  a.codes()[0] = 0x44;       // A[0][0] = 3
+  a.codes()[64 + 1] = 0x38;  // A[1][1] = 1
   b.codes()[0] = b.codes()[1] = 0x38;
   a.scale_inv()[0] = 1.0f / 3.0f;
   a.scale_inv()[1] = 1.1f;
@@ -219,7 +219,8 @@ TEST(Fp8Gemm, FastEpilogueEqualsReference) {
         gemm(a, b, matrix_view<float>(got_columns.data(), m, n, 1, m), options);  // column-major storage
         for (index_t i = 0; i < m; ++i)
           for (index_t j = 0; j < n; ++j)
-            ASSERT_EQ(std::bit_cast<std::uint32_t>(got_columns[std::size_t(j * m + i)]), std::bit_cast<std::uint32_t>(want[std::size_t(i * n + j)]))
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(got_columns[std::size_t(j * m + i)]),
+                      std::bit_cast<std::uint32_t>(want[std::size_t(i * n + j)]))
                 << what << " column-major " << i << "," << j;
         std::vector<bf16> want16(m * n), got16(m * n);
         reference_gemm(a, b, matrix_view<bf16>::row_major(want16.data(), m, n), options);
@@ -232,9 +233,10 @@ TEST(Fp8Gemm, FastEpilogueEqualsReference) {
   check(quantize_fp8_current(va, fp8_format::e4m3), quantize_fp8_current(vb, fp8_format::e5m2), fast, slow, "per tensor");
   check(quantize_fp8_blockwise(va, fp8_format::e4m3, fp8_block_shape::block_1x128),
         quantize_fp8_blockwise(vb, fp8_format::e4m3, fp8_block_shape::block_128x128), fast, slow, "block");
-  check(quantize_mxfp8_te<mxfp8>(va), quantize_mxfp8_te<mxfp8>(vb),
-        [](const auto& a, const auto& b, auto out, const fp8_gemm_options& o) { mxfp8_gemm(a, b, out, o); },
-        [](const auto& a, const auto& b, auto out, const fp8_gemm_options& o) { reference::mxfp8_gemm(a, b, out, o); }, "mxfp8");
+  check(
+      quantize_mxfp8_te<mxfp8>(va), quantize_mxfp8_te<mxfp8>(vb),
+      [](const auto& a, const auto& b, auto out, const fp8_gemm_options& o) { mxfp8_gemm(a, b, out, o); },
+      [](const auto& a, const auto& b, auto out, const fp8_gemm_options& o) { reference::mxfp8_gemm(a, b, out, o); }, "mxfp8");
   // fp8_mma with C, into a column-major D.
   const auto a8 = quantize_fp8_current(va, fp8_format::e4m3), b8 = quantize_fp8_current(vb, fp8_format::e4m3);
   const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
@@ -312,15 +314,23 @@ TEST(Fp8Gemm, FastEqualsReferenceAtTheEdges) {
         if (gen() % 4 == 0)
           for (index_t i = k0; i < std::min(k, k0 + 32); ++i) codes[static_cast<std::size_t>(r * k + i)] = 0;
   };
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), 0x1.8p126f, -0x1.fffffep127f, 0x1p-140f, -0x1.4p-127f, 3.0f};
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            0x1.8p126f,
+                            -0x1.fffffep127f,
+                            0x1p-140f,
+                            -0x1.4p-127f,
+                            3.0f};
   std::vector<float> c(m * n);
-  for (auto& v : c) v = gen() % 3 == 0 ? specials[gen() % std::size(specials)] : std::ldexp(static_cast<float>(gen() % 2001) - 1000.0f, static_cast<int>(gen() % 40) - 30);
+  for (auto& v : c)
+    v = gen() % 3 == 0 ? specials[gen() % std::size(specials)]
+                       : std::ldexp(static_cast<float>(gen() % 2001) - 1000.0f, static_cast<int>(gen() % 40) - 30);
   const auto c_view = matrix_view<const float>::row_major(c.data(), m, n);
   std::vector<float> want(m * n), got(m * n);
-  const auto compare = [&](const char* what) {
-    ASSERT_EQ(test::float_bits(got), test::float_bits(want)) << what;
-  };
+  const auto compare = [&](const char* what) { ASSERT_EQ(test::float_bits(got), test::float_bits(want)) << what; };
   for (fp8_format fa : {fp8_format::e4m3, fp8_format::e5m2})
     for (fp8_format fb : {fp8_format::e4m3, fp8_format::e5m2}) {
       fp8_tensor a(m, k, fa), b(n, k, fb);
@@ -345,7 +355,9 @@ TEST(Fp8Gemm, FastEqualsReferenceAtTheEdges) {
   random_codes(std::span(reinterpret_cast<std::uint8_t*>(mb.data().data()), mb.data().size()), n);
   const auto random_scale = [&] {
     const unsigned draw = gen() % 16;
-    const unsigned bits = draw == 0 ? 0xFFu : draw < 6 ? static_cast<unsigned>(gen() % 255) : 127u - 20u + static_cast<unsigned>(gen() % 41);
+    const unsigned bits = draw == 0  ? 0xFFu
+                          : draw < 6 ? static_cast<unsigned>(gen() % 255)
+                                     : 127u - 20u + static_cast<unsigned>(gen() % 41);
     return e8m0::from_bits(static_cast<std::uint8_t>(bits));
   };
   for (auto& s : ma.scales()) s = random_scale();

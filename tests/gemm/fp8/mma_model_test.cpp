@@ -137,9 +137,9 @@ TEST(Fp8MmaModel, BlockScalesAndOverflow) {
   const auto scaled = [&](std::uint8_t sa, std::uint8_t sb, float c = 0.0f) {
     return fp8::mma::step(s.a, e4, s.b, e4, c, tensor_core::blackwell, e8m0::from_bits(sa), e8m0::from_bits(sb));
   };
-  EXPECT_EQ(scaled(127 + 3, 127 - 1), 8.0f);             // 2 * 2^3 * 2^-1
-  EXPECT_EQ(scaled(0, 127), std::ldexp(1.0f, -126));      // 2 * 2^-127: the scale exponent counts
-  EXPECT_EQ(bits(scaled(0xFF, 127)), 0x7FFFFFFFu);        // NaN scale
+  EXPECT_EQ(scaled(127 + 3, 127 - 1), 8.0f);                            // 2 * 2^3 * 2^-1
+  EXPECT_EQ(scaled(0, 127), std::ldexp(1.0f, -126));                    // 2 * 2^-127: the scale exponent counts
+  EXPECT_EQ(bits(scaled(0xFF, 127)), 0x7FFFFFFFu);                      // NaN scale
   EXPECT_EQ(scaled(254, 128), std::numeric_limits<float>::infinity());  // 2 * 2^127 * 2 overflows
   // A scale's exponent sets E_max for the products it scales: c = 1 with a product 2^-30 after
   // scaling (2 * 2^-31): Blackwell truncates it (below 2^-25).

@@ -46,7 +46,8 @@ TEST(Fp8PackedWeight, PerTensorAndBlockScaledProductsEqualTheReference) {
         for (index_t interval : {index_t{0}, index_t{128}}) {
           const fp8_gemm_options options{.core = core, .mode = mode, .promotion_interval = interval};
           std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size());
-          const auto want_view = matrix_view<float>::row_major(want.data(), m, n), got_view = matrix_view<float>::row_major(got.data(), m, n);
+          const auto want_view = matrix_view<float>::row_major(want.data(), m, n),
+                     got_view = matrix_view<float>::row_major(got.data(), m, n);
           reference::fp8_gemm(x_current, w_current, want_view, options);
           for (int threads : {1, 2}) {
             test::set_threads(threads);

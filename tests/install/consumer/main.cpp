@@ -14,10 +14,10 @@ int main() {
   const auto view = nvfp4::matrix_view<const float>::row_major(x.data(), 32, 32);
   const auto q = nvfp4::quantize<nvfp4::nvfp4_1x16>(view);
   const std::vector<float> back = nvfp4::dequantize(q);
-  std::printf("consumer (%s kernels): amax %g, first scale 0x%02x, x[11] = %g -> %g\n",
-              nvfp4::isa_name(nvfp4::compiled_isa), q.amax(), q.scales()[0].bits(), x[11], back[11]);
+  std::printf("consumer (%s kernels): amax %g, first scale 0x%02x, x[11] = %g -> %g\n", nvfp4::isa_name(nvfp4::compiled_isa), q.amax(),
+              q.scales()[0].bits(), x[11], back[11]);
   const float decode = 1.0f / 448.0f;
-  const bool ok = q.amax() == 6.0f && q.scales()[0].bits() == 0x7E && back[0] == (-6.0f * 448.0f) * decode &&
-                  back[11] == (4.0f * 448.0f) * decode;
+  const bool ok =
+      q.amax() == 6.0f && q.scales()[0].bits() == 0x7E && back[0] == (-6.0f * 448.0f) * decode && back[11] == (4.0f * 448.0f) * decode;
   return ok ? 0 : 1;
 }

@@ -20,9 +20,8 @@ int main() {
   no_alpha.apply_alpha = false;
   const nvfp4::eigen::row_major_matrix_f32 d = nvfp4::eigen::gemm<nvfp4::nvfp4_1x16>(x, x.transpose(), no_alpha);
   const float expected = 448.0f * 448.0f * 676.75f;
-  std::printf("consumer (%s kernels, Eigen %d.%d.%d): max |err| %g, d(0,0) = %g, d(0,1) = %g\n",
-              nvfp4::isa_name(nvfp4::compiled_isa), EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION,
-              e.max_abs_error, d(0, 0), d(0, 1));
+  std::printf("consumer (%s kernels, Eigen %d.%d.%d): max |err| %g, d(0,0) = %g, d(0,1) = %g\n", nvfp4::isa_name(nvfp4::compiled_isa),
+              EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION, e.max_abs_error, d(0, 0), d(0, 1));
   const bool ok = e.max_abs_error <= 1e-6 && d(0, 0) == expected && d(0, 1) == -expected;
   return ok ? 0 : 1;
 }

@@ -32,8 +32,8 @@ constexpr int width = ops::width;
 /// with its float neighbours and nearby values, both signs; zeros, subnormals, the saturating
 /// range up to Inf; and a sweep of every exponent from 2^-30 to 2^30 with assorted mantissas.
 std::vector<float> e2m1_probe_values() {
-  std::vector<float> magnitudes = {0.0f, std::numeric_limits<float>::denorm_min(), FLT_MIN, 6.0f, 7.0f, 7.99f, 8.0f,
-                                   8.5f, 12.0f, 1e30f, FLT_MAX, std::numeric_limits<float>::infinity()};
+  std::vector<float> magnitudes = {0.0f,    std::numeric_limits<float>::denorm_min(), FLT_MIN, 6.0f, 7.0f, 7.99f, 8.0f, 8.5f, 12.0f, 1e30f,
+                                   FLT_MAX, std::numeric_limits<float>::infinity()};
   for (float t : {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f}) {
     magnitudes.push_back(t);
     magnitudes.push_back(std::nextafter(t, 0.0f));
@@ -63,7 +63,8 @@ TEST(E2m1WordCodes, PackedCodesEqualTheCodecOnEveryThresholdAndAround) {
   for (std::size_t i = 0; i < values.size(); i += 8 * width) {
     ops::vi words[4];
     for (int p = 0; p < 4; ++p)
-      words[p] = kernels::e2m1_codes_as_words(ops::load(values.data() + i + 2 * p * width), ops::load(values.data() + i + (2 * p + 1) * width));
+      words[p] =
+          kernels::e2m1_codes_as_words(ops::load(values.data() + i + 2 * p * width), ops::load(values.data() + i + (2 * p + 1) * width));
     ops::store_nibble_words_x4(packed.data() + i / 2, words);
   }
   std::size_t mismatches = 0;
@@ -92,8 +93,8 @@ TEST(E2m1Codes, EachLaneEqualsTheCodecOnEveryThresholdAndAround) {
         const float value = values[i + static_cast<std::size_t>(h * width + l)];
         const unsigned expected = detail::encode_minifloat<e2m1_traits>(value, overflow_policy::saturate);
         if (lanes[h][l] != expected && mismatches++ < 5)
-          ADD_FAILURE() << value << " (bits 0x" << std::hex << std::bit_cast<std::uint32_t>(value) << std::dec << "): code "
-                        << lanes[h][l] << ", the codec's " << expected;
+          ADD_FAILURE() << value << " (bits 0x" << std::hex << std::bit_cast<std::uint32_t>(value) << std::dec << "): code " << lanes[h][l]
+                        << ", the codec's " << expected;
       }
   }
   EXPECT_EQ(mismatches, 0u) << ops::name;
@@ -156,8 +157,7 @@ void expect_row_matches_reference(const std::vector<T>& row, float global_amax, 
   std::vector<std::uint8_t> scale_codes(static_cast<std::size_t>(expected.scale_cols()), 0xEE);
   std::vector<std::uint8_t> data(static_cast<std::size_t>(expected.data_row_stride()), 0xEE);
   kernels::quantize_nvfp4_1x16(row.data(), n, nvfp4_tensor_scale(global_amax), scale_codes.data(), data.data());
-  for (std::size_t b = 0; b < scale_codes.size(); ++b)
-    ASSERT_EQ(scale_codes[b], expected.scales()[b].bits()) << "scale of block " << b;
+  for (std::size_t b = 0; b < scale_codes.size(); ++b) ASSERT_EQ(scale_codes[b], expected.scales()[b].bits()) << "scale of block " << b;
   for (std::size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], expected.data()[i].bits()) << "data byte " << i;
 }
 
@@ -166,8 +166,8 @@ TEST(QuantizeNvfp4Row, EqualsTheReferenceForEveryLengthAndSpread) {
   const index_t lengths[] = {1, 2, 15, 16, 17, 31, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 1040, 2048 + 272, 4096};
   unsigned seed = 1;
   for (const index_t n : lengths) {
-    for (const test::value_spread spread : {test::value_spread{}, test::value_spread{1.0, 6.0, 0}, test::value_spread{1e-30, 2.0, 7},
-                                            test::value_spread{1e30, 3.0, 0}}) {
+    for (const test::value_spread spread :
+         {test::value_spread{}, test::value_spread{1.0, 6.0, 0}, test::value_spread{1e-30, 2.0, 7}, test::value_spread{1e30, 3.0, 0}}) {
       std::vector<float> row = test::random_values(n, seed++, spread);
       if (n > 40)  // a block of zeros, and one of ties (the grid's midpoints, times a power of two)
         for (index_t i = 16; i < 32; ++i) {
@@ -236,8 +236,8 @@ TEST(QuantizeNvfp4Across, EachLaneIsTheReferenceQuantizationOfItsRow) {
   constexpr int per_step = kernels::blocks_across_per_step;
   constexpr index_t row_length = 16 * per_step;
   unsigned seed = 40;
-  for (const test::value_spread spread : {test::value_spread{}, test::value_spread{1.0, 6.0, 0}, test::value_spread{1e-30, 2.0, 7},
-                                          test::value_spread{1e30, 3.0, 0}}) {
+  for (const test::value_spread spread :
+       {test::value_spread{}, test::value_spread{1.0, 6.0, 0}, test::value_spread{1e-30, 2.0, 7}, test::value_spread{1e30, 3.0, 0}}) {
     for (int trial = 0; trial < 8; ++trial) {
       std::vector<float> source = test::random_values(row_length * width, seed++, spread);
       // A lane of zeros, and a lane of the grid's midpoints (ties), where there are such lanes.
@@ -257,12 +257,14 @@ TEST(QuantizeNvfp4Across, EachLaneIsTheReferenceQuantizationOfItsRow) {
           kernels::load_across(source.data() + 16 * k * width, width, v);
           kernels::quantize_nvfp4_1x16_across(v, constants, codes[k], packed[k]);
         }
-        std::vector<std::uint8_t> data(static_cast<std::size_t>(width * row_length / 2), 0xEE), scales(static_cast<std::size_t>(width * per_step), 0xEE);
+        std::vector<std::uint8_t> data(static_cast<std::size_t>(width * row_length / 2), 0xEE),
+            scales(static_cast<std::size_t>(width * per_step), 0xEE);
         kernels::store_across(packed, codes, per_step, data.data(), row_length / 2, scales.data(), per_step);
         for (int lane = 0; lane < width; ++lane) {
           std::vector<float> row(static_cast<std::size_t>(row_length));
           for (index_t e = 0; e < row_length; ++e) row[static_cast<std::size_t>(e)] = source[static_cast<std::size_t>(e * width + lane)];
-          const auto expected = reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const float>::row_major(row.data(), 1, row_length), global_amax);
+          const auto expected =
+              reference::quantize_with_amax<nvfp4_1x16>(matrix_view<const float>::row_major(row.data(), 1, row_length), global_amax);
           for (int b = 0; b < per_step; ++b)
             ASSERT_EQ(scales[static_cast<std::size_t>(lane * per_step + b)], expected.scales()[static_cast<std::size_t>(b)].bits())
                 << ops::name << ", seed " << seed << ", lane " << lane << ", block " << b;

@@ -53,7 +53,8 @@ void expect_codec_codes(const std::vector<std::uint32_t>& inputs) {
     ops::store_bits(codes, detail::fp8_lanes<ops>::codes<T>(ops::as_float(ops::load_bits(inputs.data() + i))));
     for (int l = 0; l < ops::width; ++l) {
       const std::uint32_t want = minifloat<T>::from_float(std::bit_cast<float>(inputs[i + l])).bits();
-      if (codes[l] != want && ++wrong <= 5) ADD_FAILURE() << std::hex << "input 0x" << inputs[i + l] << ": code 0x" << codes[l] << ", codec 0x" << want;
+      if (codes[l] != want && ++wrong <= 5)
+        ADD_FAILURE() << std::hex << "input 0x" << inputs[i + l] << ": code 0x" << codes[l] << ", codec 0x" << want;
     }
   }
   EXPECT_EQ(wrong, 0u);

@@ -64,8 +64,9 @@ TEST(InputChecks, ViewsAboveTheLimitAreRefusedBeforeAnyPass) {
   expect_size_refused("quantize_fp8_current", [&] { (void)quantize_fp8_current(x, fp8_format::e4m3); });
   expect_size_refused("quantize_fp8_with_scale", [&] { (void)quantize_fp8_with_scale(x, fp8_format::e4m3, 1.0f); });
   // TE's delayed-scaling cast reads NaN as a code: without the check it would scan all 2^41.
-  expect_size_refused("quantize_fp8_with_scale te_satfinite",
-                      [&] { (void)quantize_fp8_with_scale(x, fp8_format::e4m3, 1.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite); });
+  expect_size_refused("quantize_fp8_with_scale te_satfinite", [&] {
+    (void)quantize_fp8_with_scale(x, fp8_format::e4m3, 1.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite);
+  });
   expect_size_refused("reference::quantize_fp8_with_scale te_satfinite", [&] {
     (void)reference::quantize_fp8_with_scale(x, fp8_format::e5m2, 1.0f, quantized_axis::rowwise, fp8_non_finite::te_satfinite);
   });

@@ -125,8 +125,8 @@ TEST(StochasticRoundingKernel, EqualsTheScalarRule) {
       ops::store_bits(codes, kernels::e2m1_codes(ops::load(values.data() + i), ops::load_bytes(random)));
       for (int lane = 0; lane < width; ++lane) {
         const float v = values[i + static_cast<std::size_t>(lane)];
-        const std::uint8_t expected = std::isinf(v) ? static_cast<std::uint8_t>((v < 0 ? 8 : 0) | 7)
-                                                    : e2m1_from_float_stochastic(v, random[lane]).bits();
+        const std::uint8_t expected =
+            std::isinf(v) ? static_cast<std::uint8_t>((v < 0 ? 8 : 0) | 7) : e2m1_from_float_stochastic(v, random[lane]).bits();
         if (codes[lane] != expected && ++mismatches < 5)
           ADD_FAILURE() << ops::name << ": " << v << " byte " << int(random[lane]) << ": " << codes[lane];
       }

@@ -31,8 +31,8 @@ struct float_tile_kernel {
   /// a: the tile's rows packed K-major (mr values per step, of which the first R are used); b: NR
   /// columns per step. R < mr serves a last tile of few rows (decode shapes: 16 = 12 + 4).
   template <int R = mr, class Stride>
-  static NVFP4_ALWAYS_INLINE void run(index_t kc, const float* a, const float* b, Stride b_stride, const float* src,
-                                      index_t src_ld, float* dst, index_t dst_ld) {
+  static NVFP4_ALWAYS_INLINE void run(index_t kc, const float* a, const float* b, Stride b_stride, const float* src, index_t src_ld,
+                                      float* dst, index_t dst_ld) {
     static_assert(R >= 1 && R <= mr);
     vf acc[R][nv];
     if (src) {

@@ -228,7 +228,8 @@ struct blocking {
 
 template <int N, class F>
 NVFP4_ALWAYS_INLINE void static_for(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) { (f.template operator()<I>(), ...); }(std::make_integer_sequence<int, N>{});
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f.template operator()<I>(), ...); }
+  (std::make_integer_sequence<int, N>{});
 }
 
 /// steps tile steps into the accumulators tmm0-3 of an R x C block: a[r] and b[c] point at the
@@ -247,10 +248,14 @@ template <class F>
 NVFP4_ALWAYS_INLINE void for_shape(index_t r, index_t c, F&& f) {
   using one = std::integral_constant<int, 1>;
   using two = std::integral_constant<int, 2>;
-  if (r >= 2 && c >= 2) f(two{}, two{});
-  else if (r >= 2) f(two{}, one{});
-  else if (c >= 2) f(one{}, two{});
-  else f(one{}, one{});
+  if (r >= 2 && c >= 2)
+    f(two{}, two{});
+  else if (r >= 2)
+    f(two{}, one{});
+  else if (c >= 2)
+    f(one{}, two{});
+  else
+    f(one{}, one{});
 }
 
 /// No K blocks: every output's tile runs over all of K.
@@ -277,16 +282,17 @@ void run(const packed_operand& a, const packed_operand& b, index_t block_steps, 
   constexpr index_t tile_floats = lanes * lanes;
   struct thread_state {
     tile_session<Tiles> session;
-    scratch<float> staged;    // the item's output tiles, [row block][column block][16][16]
-    scratch<float> partial;   // a 2 x 2 block's K-block partials, two sets (the pipeline's)
-    scratch<float> row;       // one row of the item's panel, for store
+    scratch<float> staged;   // the item's output tiles, [row block][column block][16][16]
+    scratch<float> partial;  // a 2 x 2 block's K-block partials, two sets (the pipeline's)
+    scratch<float> row;      // one row of the item's panel, for store
   };
   // Work in units of about a nanosecond: a 16-output row of a tile step is about one.
   const bool parallel = simd::worth_parallel(m * n / lanes * std::max<index_t>(1, steps));
   simd::parallel_dynamic(
       row_groups * panels, parallel,
       [&] {
-        return thread_state{{}, scratch<float>(static_cast<std::size_t>(item_blocks * panel_blocks * tile_floats)),
+        return thread_state{{},
+                            scratch<float>(static_cast<std::size_t>(item_blocks * panel_blocks * tile_floats)),
                             scratch<float>(static_cast<std::size_t>(2 * 4 * tile_floats)),
                             scratch<float>(static_cast<std::size_t>(panel_blocks * lanes))};
       },
@@ -308,16 +314,17 @@ void run(const packed_operand& a, const packed_operand& b, index_t block_steps, 
                 if (block_steps == 0) {
                   static_for<R>([&]<int r>() {
                     static_for<C>([&]<int c>() {
-                      if (s0 == 0) Tiles::template zero<2 * r + c>();
-                      else Tiles::template load<2 * r + c>(staged_tile(rb + r, cb + c), 64);
+                      if (s0 == 0)
+                        Tiles::template zero<2 * r + c>();
+                      else
+                        Tiles::template load<2 * r + c>(staged_tile(rb + r, cb + c), 64);
                     });
                   });
                   for (int r = 0; r < R; ++r) ta[r] = a.at(rb0 + rb + r, s0);
                   for (int c = 0; c < C; ++c) tb[c] = b.at(cb0 + cb + c, s0);
                   accumulate<Tiles, R, C>(ta, tb, s1 - s0);
-                  static_for<R>([&]<int r>() {
-                    static_for<C>([&]<int c>() { Tiles::template store<2 * r + c>(staged_tile(rb + r, cb + c), 64); });
-                  });
+                  static_for<R>(
+                      [&]<int r>() { static_for<C>([&]<int c>() { Tiles::template store<2 * r + c>(staged_tile(rb + r, cb + c), 64); }); });
                   return;
                 }
                 // K blocks in a software pipeline: block kb's partials are stored, block kb + 1's
@@ -341,8 +348,7 @@ void run(const packed_operand& a, const packed_operand& b, index_t block_steps, 
                   if (k0 + block_steps < s1) issue(k0 + block_steps);
                   for (int r = 0; r < R; ++r)
                     for (int c = 0; c < C; ++c)
-                      merge(rb0 + rb + r, cb0 + cb + c, k0 / block_steps, partial + (2 * r + c) * tile_floats,
-                            staged_tile(rb + r, cb + c));
+                      merge(rb0 + rb + r, cb0 + cb + c, k0 / block_steps, partial + (2 * r + c) * tile_floats, staged_tile(rb + r, cb + c));
                 }
               });
         }

@@ -82,8 +82,7 @@ struct fp4_source {
           ops::store_bits(&bits[r][v], ops::as_int(ops::mul(values, scale)));
         }
       } else {
-        for (int kk = 0; kk < step_k; ++kk)
-          bits[r][kk] = k0 + kk < q.cols() ? std::bit_cast<std::uint32_t>(folded(row0 + r, k0 + kk)) : 0u;
+        for (int kk = 0; kk < step_k; ++kk) bits[r][kk] = k0 + kk < q.cols() ? std::bit_cast<std::uint32_t>(folded(row0 + r, k0 + kk)) : 0u;
       }
     }
     zero_rows(bits, rows);
@@ -99,9 +98,7 @@ struct fp8_source {
   const std::uint8_t* scale_codes = nullptr;  // [rows, scale_cols] E8M0, one per 32 elements
   index_t scale_cols = 0;
 
-  float scale(index_t r, index_t k) const {
-    return scale_codes ? scale_values<e8m0>()[scale_codes[r * scale_cols + k / step_k]] : 1.0f;
-  }
+  float scale(index_t r, index_t k) const { return scale_codes ? scale_values<e8m0>()[scale_codes[r * scale_cols + k / step_k]] : 1.0f; }
   float folded(index_t r, index_t k) const { return fp8_values(format)[codes[r * stride + k]] * scale(r, k); }
 
   void fill(index_t row0, index_t step, bit_block& bits) const {
@@ -117,8 +114,7 @@ struct fp8_source {
         for (int v = 0; v < step_k; v += w)
           ops::store_bits(&bits[r][v], ops::as_int(ops::mul(ops::gather(ops::load_bytes(row + k0 + v), table), s)));
       } else {
-        for (int kk = 0; kk < step_k; ++kk)
-          bits[r][kk] = k0 + kk < cols ? std::bit_cast<std::uint32_t>(folded(row0 + r, k0 + kk)) : 0u;
+        for (int kk = 0; kk < step_k; ++kk) bits[r][kk] = k0 + kk < cols ? std::bit_cast<std::uint32_t>(folded(row0 + r, k0 + kk)) : 0u;
       }
     }
     zero_rows(bits, count);
@@ -130,7 +126,7 @@ inline fp8_source source_of(const fp8_tensor& t) { return {t.codes().data(), t.r
 template <class Format>
 fp8_source source_of(const quantized_tensor<Format>& q) {
   constexpr fp8_format format = std::is_same_v<typename Format::element_type, e4m3> ? fp8_format::e4m3 : fp8_format::e5m2;
-  return {reinterpret_cast<const std::uint8_t*>(q.data().data()), q.rows(), q.cols(), q.data_row_stride(), format,
+  return {reinterpret_cast<const std::uint8_t*>(q.data().data()),   q.rows(),      q.cols(), q.data_row_stride(), format,
           reinterpret_cast<const std::uint8_t*>(q.scales().data()), q.scale_cols()};
 }
 

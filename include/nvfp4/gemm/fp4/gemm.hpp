@@ -14,8 +14,8 @@
 #include "nvfp4/detail/checked_size.hpp"
 #include "nvfp4/formats/bf16.hpp"
 #include "nvfp4/gemm/fp4/detail/fast_gemm.hpp"
-#include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/gemm/fp4/reference.hpp"
+#include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/simd/fp32_rounding.hpp"
 #include "nvfp4/simd/parallel.hpp"
 
@@ -31,17 +31,16 @@ void check_alpha(float alpha, const quantized_tensor<FormatA>& a, const quantize
   const auto text = [](float v) { return number_text(v); };
   const bool amaxes_ok = std::isfinite(a.amax()) && a.amax() >= 0 && std::isfinite(b.amax()) && b.amax() >= 0;
   throw error(amaxes_ok ? errc::overflow : errc::invalid_argument,
-              "gemm: alpha = amax_A (" + text(a.amax()) + ") * amax_B (" + text(b.amax()) + ") * 1/(6*6*448*448) is " +
-                  text(alpha) + (amaxes_ok ? ": the amaxes' product (computed first, as TE does) overflows float; scale A or B down"
-                                           : ": an operand's amax is not a finite number >= 0"));
+              "gemm: alpha = amax_A (" + text(a.amax()) + ") * amax_B (" + text(b.amax()) + ") * 1/(6*6*448*448) is " + text(alpha) +
+                  (amaxes_ok ? ": the amaxes' product (computed first, as TE does) overflows float; scale A or B down"
+                             : ": an operand's amax is not a finite number >= 0"));
 }
 
 template <class T>
 void check_output(matrix_view<T> out, index_t rows, index_t cols, const char* what) {
   out.validate(what);
   require(out.rows() == rows && out.cols() == cols, errc::shape_mismatch,
-          std::string("gemm: ") + what + " is " + shape_text(out.rows(), out.cols()) + ", expected " +
-              shape_text(rows, cols));
+          std::string("gemm: ") + what + " is " + shape_text(out.rows(), out.cols()) + ", expected " + shape_text(rows, cols));
 }
 }  // namespace detail
 
@@ -50,9 +49,9 @@ void check_output(matrix_view<T> out, index_t rows, index_t cols, const char* wh
 /// zero-padded to a multiple of 64. `c` is the initial accumulator ([M, N]) or an empty view for
 /// zero; it may alias `d`. No tensor scale is applied (see gemm()).
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
-  requires fp4_gemm_pair<FormatA, FormatB>
-void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
-                      matrix_view<const float> c, matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
+requires fp4_gemm_pair<FormatA, FormatB>
+void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
+                      matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
   detail::check_gemm_operands(a, b);
   detail::check_output(d, a.rows(), b.rows(), "D");
   if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
@@ -106,7 +105,8 @@ struct fp4_epilogue {
       const bool a_per_row = !a_rows.empty(), b_per_row = !b_rows.empty();
       const float r = a_per_row ? a_rows[static_cast<std::size_t>(i)] : a_factor;
       const float col = b_per_row ? b_rows[static_cast<std::size_t>(j)] : b_factor;
-      value = (a_per_row && b_per_row) ? simd::materialize(simd::materialize(value * r) * col) : simd::materialize(value * simd::materialize(r * col));
+      value = (a_per_row && b_per_row) ? simd::materialize(simd::materialize(value * r) * col)
+                                       : simd::materialize(value * simd::materialize(r * col));
     }
     if (has_c()) value = std::fma(beta, c(i, j), value);
     if (!bias.empty()) value = simd::materialize(value + bias[static_cast<std::size_t>(j)]);
@@ -130,13 +130,14 @@ NVFP4_ALWAYS_INLINE void store_epilogue_output(matrix_view<Out> out, index_t i, 
 /// (then |alpha·d| may overflow where |d| does not): D is computed first and the first alpha·d that
 /// overflows (row-major) is reported before anything is written.
 template <class FormatA, class FormatB, class Out>
-void fp4_gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const packed_b* packed,
-                      matrix_view<Out> out, const fp4_epilogue& epilogue, gemm_mode mode, bool refuse_overflow) {
+void fp4_gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const packed_b* packed, matrix_view<Out> out,
+                      const fp4_epilogue& epilogue, gemm_mode mode, bool refuse_overflow) {
   if (a.rows() == 0 || b.rows() == 0) return;  // nothing to write; the other dimension may be huge
   const float alpha = epilogue.alpha;
   if (!refuse_overflow || alpha <= 1.0f) {
-    block_scaled_mma_fast(a, b, packed, matrix_view<const float>{},
-                          [&](index_t i, index_t j, float d) { store_epilogue_output(out, i, j, epilogue(i, j, d)); }, mode);
+    block_scaled_mma_fast(
+        a, b, packed, matrix_view<const float>{},
+        [&](index_t i, index_t j, float d) { store_epilogue_output(out, i, j, epilogue(i, j, d)); }, mode);
     return;
   }
   std::vector<float> d(static_cast<std::size_t>(a.rows() * b.rows()));
@@ -166,8 +167,8 @@ void fp4_gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor
 /// or null): TE's alpha from the amaxes, checked, then the shared epilogue with gemm()'s
 /// overflow guarantee.
 template <class FormatA, class FormatB, class Out>
-void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const packed_b* packed,
-                  matrix_view<Out> out, const gemm_options& options, matrix_view<const float> c) {
+void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const packed_b* packed, matrix_view<Out> out,
+                  const gemm_options& options, matrix_view<const float> c) {
   fp4_epilogue epilogue;
   epilogue.alpha = options.apply_alpha ? gemm_alpha(a, b) : 1.0f;
   detail::check_alpha(epilogue.alpha, a, b);
@@ -185,9 +186,10 @@ void gemm_checked(const quantized_tensor<FormatA>& a, const quantized_tensor<For
 /// the caller's; with alpha <= 1 (NVFP4 data within its range, MXFP4) nothing of size [M, N] is
 /// allocated. `c` may alias a float `out` element for element.
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB, class Out>
-  requires fp4_gemm_pair<FormatA, FormatB> && (std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<Out> out,
-          const gemm_options& options = {}, matrix_view<const float> c = {}) {
+requires fp4_gemm_pair<FormatA, FormatB> &&
+    (std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)void gemm(const quantized_tensor<FormatA>& a,
+                                                                       const quantized_tensor<FormatB>& b, matrix_view<Out> out,
+                                                                       const gemm_options& options = {}, matrix_view<const float> c = {}) {
   detail::check_gemm_operands(a, b);
   detail::check_output(out, a.rows(), b.rows(), "output");
   if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
@@ -196,9 +198,8 @@ void gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b
 
 /// gemm() into a new row-major [M, N] float buffer.
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
-  requires fp4_gemm_pair<FormatA, FormatB>
-std::vector<float> gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
-                        const gemm_options& options = {}) {
+requires fp4_gemm_pair<FormatA, FormatB> std::vector<float> gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
+                                                                 const gemm_options& options = {}) {
   detail::checked_element_count(a.rows(), b.rows(), errc::invalid_argument, "gemm output [M, N]");
   std::vector<float> out(static_cast<std::size_t>(a.rows() * b.rows()));
   gemm(a, b, matrix_view<float>::row_major(out.data(), a.rows(), b.rows()), options);

@@ -143,8 +143,7 @@ float step(const Value* a2, const Value* b2, const scale_parts* scale_a, const s
   // Step 5: truncate each term to a multiple of 2^(E_max - 35), then add exactly (in units of it).
   const int unit_exponent = max_exponent - fraction_bits;
   std::int64_t sum = shift_toward_zero(c_significand, c_lsb - unit_exponent);
-  for (int g = 0; g < groups_per_step; ++g)
-    sum += shift_toward_zero(term_mantissa[g], term_exponent[g] - 8 - unit_exponent);
+  for (int g = 0; g < groups_per_step; ++g) sum += shift_toward_zero(term_mantissa[g], term_exponent[g] - 8 - unit_exponent);
   // Step 6.
   return round_toward_zero(sum, unit_exponent);
 }

@@ -40,9 +40,9 @@ class packed_weight {
 
 /// D = C + A·Bᵀ with B packed beforehand; as block_scaled_mma(a, b.tensor(), c, d, mode).
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
-  requires fp4_gemm_pair<FormatA, FormatB>
-void block_scaled_mma(const quantized_tensor<FormatA>& a, const packed_weight<FormatB>& b, matrix_view<const float> c,
-                      matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
+requires fp4_gemm_pair<FormatA, FormatB>
+void block_scaled_mma(const quantized_tensor<FormatA>& a, const packed_weight<FormatB>& b, matrix_view<const float> c, matrix_view<float> d,
+                      gemm_mode mode = gemm_mode::exact) {
   detail::check_gemm_operands(a, b.tensor());
   detail::check_output(d, a.rows(), b.rows(), "D");
   if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");
@@ -51,9 +51,10 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const packed_weight<Fo
 
 /// gemm() with B packed beforehand; as gemm(a, b.tensor(), out, options, c).
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB, class Out>
-  requires fp4_gemm_pair<FormatA, FormatB> && (std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void gemm(const quantized_tensor<FormatA>& a, const packed_weight<FormatB>& b, matrix_view<Out> out, const gemm_options& options = {},
-          matrix_view<const float> c = {}) {
+requires fp4_gemm_pair<FormatA, FormatB> &&
+    (std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)void gemm(const quantized_tensor<FormatA>& a, const packed_weight<FormatB>& b,
+                                                                       matrix_view<Out> out, const gemm_options& options = {},
+                                                                       matrix_view<const float> c = {}) {
   detail::check_gemm_operands(a, b.tensor());
   detail::check_output(out, a.rows(), b.rows(), "output");
   if (!c.empty() || c.data() != nullptr) detail::check_output(c, a.rows(), b.rows(), "C");

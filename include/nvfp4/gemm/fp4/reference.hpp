@@ -6,8 +6,8 @@
 
 #include "nvfp4/gemm/detail/tile_sources.hpp"
 #include "nvfp4/gemm/fp4/mma_model.hpp"
-#include "nvfp4/gemm/tile_model.hpp"
 #include "nvfp4/gemm/operands.hpp"
+#include "nvfp4/gemm/tile_model.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 
 namespace nvfp4::detail {
@@ -21,8 +21,7 @@ void load_mma_step(const quantized_tensor<Format>& q, index_t r, index_t s, int*
   }
   for (int g = 0; g < fp4::mma::groups_per_step; ++g) {
     const index_t block = (s * fp4::mma::step_k + g * fp4::mma::group_k) / Format::block_cols;
-    scales[g] = block < q.scale_cols() ? fp4::mma::decompose(q.scale(r, block))
-                                        : fp4::mma::padding_scale<typename Format::scale_type>();
+    scales[g] = block < q.scale_cols() ? fp4::mma::decompose(q.scale(r, block)) : fp4::mma::padding_scale<typename Format::scale_type>();
   }
 }
 }  // namespace nvfp4::detail
@@ -33,7 +32,7 @@ namespace nvfp4::reference {
 /// block scales, from +0 over all of K, then + C in fp32 where a C is given), whatever this
 /// machine runs; only for operands whose folded values fit the tiles (fp4_fits_tiles).
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
-  requires fp4_gemm_pair<FormatA, FormatB>
+requires fp4_gemm_pair<FormatA, FormatB>
 void block_scaled_mma_on_tiles(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
                                matrix_view<float> d) {
   nvfp4::detail::check_gemm_operands(a, b);
@@ -64,9 +63,9 @@ bool fp4_fits_tiles(const quantized_tensor<FormatA>& a, const quantized_tensor<F
 /// term fused-multiply-added into an fp32 accumulator from C in K order (fp4::mma::relaxed_step).
 /// `c` may be empty (zero accumulator) or [M, N].
 template <fp4_gemm_format FormatA, fp4_gemm_format FormatB>
-  requires fp4_gemm_pair<FormatA, FormatB>
-void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b,
-                      matrix_view<const float> c, matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
+requires fp4_gemm_pair<FormatA, FormatB>
+void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
+                      matrix_view<float> d, gemm_mode mode = gemm_mode::exact) {
   nvfp4::detail::check_gemm_operands(a, b);
   if (mode == gemm_mode::relaxed && nvfp4::detail::tiles::relaxed_on_tiles(a.rows(), b.rows()) && fp4_fits_tiles(a, b)) {
     block_scaled_mma_on_tiles(a, b, c, d);
@@ -81,9 +80,8 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
       for (index_t s = 0; s < steps; ++s) {
         nvfp4::detail::load_mma_step(a, i, s, a_values, a_scales);
         nvfp4::detail::load_mma_step(b, j, s, b_values, b_scales);
-        accumulator = mode == gemm_mode::exact
-                          ? fp4::mma::step(a_values, b_values, a_scales, b_scales, accumulator)
-                          : fp4::mma::relaxed_step(a_values, b_values, a_scales, b_scales, accumulator);
+        accumulator = mode == gemm_mode::exact ? fp4::mma::step(a_values, b_values, a_scales, b_scales, accumulator)
+                                               : fp4::mma::relaxed_step(a_values, b_values, a_scales, b_scales, accumulator);
       }
       d(i, j) = accumulator;
     }

@@ -122,8 +122,8 @@ inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const 
 
 /// D = C + A·Bᵀ for MXFP8 operands, bit-identical to reference::mxfp8_mma.
 template <mxfp8_format FormatA, mxfp8_format FormatB>
-void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
-               matrix_view<float> d, const fp8_gemm_options& options = {}) {
+void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c, matrix_view<float> d,
+               const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_mma");
   detail::check_fp8_output(d, a.rows(), b.rows(), "D");
   const bool has_c = !c.empty() || c.data() != nullptr;
@@ -156,7 +156,8 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
     fp8_fast_chain(ua, ub, options.core, options.mode, options.promotion_interval, zero_row,
                    [&](index_t i, index_t j0, const float* acc, index_t count) {
                      for (index_t c = 0; c < count; ++c)
-                       store_output(out, i, j0 + c, row_epilogue(acc[c], sa[static_cast<std::size_t>(i)], sb[static_cast<std::size_t>(j0 + c)]),
+                       store_output(out, i, j0 + c,
+                                    row_epilogue(acc[c], sa[static_cast<std::size_t>(i)], sb[static_cast<std::size_t>(j0 + c)]),
                                     options.bias);
                    });
     return;
@@ -205,10 +206,9 @@ void fp8_gemm_checked(const fp8_tensor& a, const fp8_gemm_detail::operand_rows& 
 template <class Out>
 void mxfp8_gemm_checked(const fp8_gemm_detail::operand_rows& ua, const fp8_gemm_detail::operand_rows& ub, matrix_view<Out> out,
                         const fp8_gemm_options& options) {
-  fp8_fast_chain(ua, ub, fp8::mma::tensor_core::blackwell, options.mode, options.promotion_interval, zero_row,
-                 [&](index_t i, index_t j0, const float* acc, index_t count) {
-                   store_output_row<false>(out, i, j0, acc, count, 1.0f, options.bias);
-                 });
+  fp8_fast_chain(
+      ua, ub, fp8::mma::tensor_core::blackwell, options.mode, options.promotion_interval, zero_row,
+      [&](index_t i, index_t j0, const float* acc, index_t count) { store_output_row<false>(out, i, j0, acc, count, 1.0f, options.bias); });
 }
 
 }  // namespace detail
@@ -216,12 +216,14 @@ void mxfp8_gemm_checked(const fp8_gemm_detail::operand_rows& ua, const fp8_gemm_
 /// The FP8 GEMM of TE's per-tensor and block-scaled FP8 recipes (see reference::fp8_gemm),
 /// bit-identical to the reference for any thread count. Throws shape_mismatch / invalid_argument.
 template <class Out>
-  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, const fp8_gemm_options& options = {}) {
+requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>) void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b,
+                                                                                matrix_view<Out> out,
+                                                                                const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
   detail::check_fp8_scaling_pair(a, b);
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options))
+    return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::fp8_gemm_checked(a, detail::unpack_operand_into(a, ws.a), b, detail::unpack_operand_into(b, ws.b), out, options);
 }
@@ -229,12 +231,14 @@ void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, co
 /// The MXFP8 GEMM of TE's MXFP8BlockScaling recipe (see reference::mxfp8_gemm), bit-identical to
 /// the reference for any thread count.
 template <mxfp8_format FormatA, mxfp8_format FormatB, class Out>
-  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void mxfp8_gemm(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<Out> out,
-                const fp8_gemm_options& options = {}) {
+requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>) void mxfp8_gemm(const quantized_tensor<FormatA>& a,
+                                                                                  const quantized_tensor<FormatB>& b, matrix_view<Out> out,
+                                                                                  const fp8_gemm_options& options = {}) {
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) &&
+      detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b, out, options))
+    return;
   detail::fp8_operand_workspace& ws = detail::operand_workspace();
   detail::mxfp8_gemm_checked(detail::unpack_operand_into(a, ws.a), detail::unpack_operand_into(b, ws.b), out, options);
 }

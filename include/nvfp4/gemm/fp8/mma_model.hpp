@@ -164,9 +164,7 @@ inline float relaxed_step(const std::uint8_t* a, fp8_format fa, const std::uint8
 namespace nvfp4::detail {
 template <>
 struct enum_table<fp8::mma::tensor_core> {
-  static constexpr enum_entry<fp8::mma::tensor_core> entries[] = {
-      {"hopper", fp8::mma::tensor_core::hopper},
-      {"blackwell", fp8::mma::tensor_core::blackwell}};
+  static constexpr enum_entry<fp8::mma::tensor_core> entries[] = {{"hopper", fp8::mma::tensor_core::hopper},
+                                                                  {"blackwell", fp8::mma::tensor_core::blackwell}};
 };
 }  // namespace nvfp4::detail
-

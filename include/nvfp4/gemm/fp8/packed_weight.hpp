@@ -71,26 +71,32 @@ inline void check_packed_fp8_weight(bool present, const char* what) {
 
 /// fp8_gemm with B packed beforehand; as fp8_gemm(a, b.tensor(), out, options).
 template <class Out>
-  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void fp8_gemm(const fp8_tensor& a, const fp8_packed_weight<fp8_tensor>& b, matrix_view<Out> out, const fp8_gemm_options& options = {}) {
+requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>) void fp8_gemm(const fp8_tensor& a, const fp8_packed_weight<fp8_tensor>& b,
+                                                                                matrix_view<Out> out,
+                                                                                const fp8_gemm_options& options = {}) {
   detail::check_packed_fp8_weight(static_cast<bool>(b), "fp8_gemm");
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "fp8_gemm");
   detail::check_fp8_scaling_pair(a, b.tensor());
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
   // Relaxed on BF16 tiles: B folded from its tensor (the packed tiles are the vector kernels').
-  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b.tensor(), out, options)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) &&
+      detail::fp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b.tensor(), out, options))
+    return;
   detail::fp8_gemm_checked(a, detail::unpack_operand_into(a, detail::operand_workspace().a), b.tensor(), b.operand(), out, options);
 }
 
 /// mxfp8_gemm with B packed beforehand; as mxfp8_gemm(a, b.tensor(), out, options).
 template <mxfp8_format FormatA, mxfp8_format FormatB, class Out>
-  requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>)
-void mxfp8_gemm(const quantized_tensor<FormatA>& a, const fp8_packed_weight<quantized_tensor<FormatB>>& b, matrix_view<Out> out,
-                const fp8_gemm_options& options = {}) {
+requires(std::is_same_v<Out, float> || std::is_same_v<Out, bf16>) void mxfp8_gemm(const quantized_tensor<FormatA>& a,
+                                                                                  const fp8_packed_weight<quantized_tensor<FormatB>>& b,
+                                                                                  matrix_view<Out> out,
+                                                                                  const fp8_gemm_options& options = {}) {
   detail::check_packed_fp8_weight(static_cast<bool>(b), "mxfp8_gemm");
   detail::check_fp8_gemm(a.rows(), a.cols(), b.rows(), b.cols(), options, "mxfp8_gemm");
   detail::check_fp8_output(out, a.rows(), b.rows(), "output");
-  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) && detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b.tensor(), out, options)) return;
+  if (detail::relaxed_tiles_first(options, a.rows(), b.rows()) &&
+      detail::mxfp8_gemm_on_tiles<simd::amx::hardware_tiles>(a, b.tensor(), out, options))
+    return;
   detail::mxfp8_gemm_checked(detail::unpack_operand_into(a, detail::operand_workspace().a), b.operand(), out, options);
 }
 

@@ -25,7 +25,8 @@ inline float fp8_gemm_tile_output(const fp8_tensor& a, const fp8_tensor& b, inde
   const index_t k = a.cols();
   if (a.per_tensor() && b.per_tensor()) return a.scale_inv()[0] * b.scale_inv()[0] * fp8_tile_chain(sa, sb, i, j, 0, k);
   if (row_scaled(a) && row_scaled(b))
-    return row_epilogue(fp8_tile_chain(sa, sb, i, j, 0, k), a.scale_inv()[static_cast<std::size_t>(i)], b.scale_inv()[static_cast<std::size_t>(j)]);
+    return row_epilogue(fp8_tile_chain(sa, sb, i, j, 0, k), a.scale_inv()[static_cast<std::size_t>(i)],
+                        b.scale_inv()[static_cast<std::size_t>(j)]);
   const block_update update = block_update_for(a.block_rows() == 1, b.block_rows() == 1, options.block_epilogue, a.scale_cols());
   float y = 0.0f;
   for (index_t kb = 0; kb * fp8_block_size < k; ++kb) {
@@ -78,8 +79,8 @@ inline void fp8_mma(const fp8_tensor& a, const fp8_tensor& b, matrix_view<const 
 /// `options` (0: MMA-Sim's plain chain). Relaxed on BF16 tiles: C + the tile chain of the codes
 /// times their scales.
 template <mxfp8_format FormatA, mxfp8_format FormatB>
-void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c,
-               matrix_view<float> d, const fp8_gemm_options& options = {}) {
+void mxfp8_mma(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, matrix_view<const float> c, matrix_view<float> d,
+               const fp8_gemm_options& options = {}) {
   const bool on_tiles = nvfp4::detail::fp8_relaxed_on_tiles(a, b, options);
   const auto sa = nvfp4::detail::tiles::source_of(a), sb = nvfp4::detail::tiles::source_of(b);
   for (index_t i = 0; i < a.rows(); ++i)
@@ -113,10 +114,10 @@ void fp8_gemm(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out> out, co
   const bool on_tiles = nvfp4::detail::fp8_relaxed_on_tiles(a, b, options);
   for (index_t i = 0; i < a.rows(); ++i)
     for (index_t j = 0; j < b.rows(); ++j)
-      nvfp4::detail::store_output(out, i, j,
-                                  on_tiles ? nvfp4::detail::fp8_gemm_tile_output(a, b, i, j, options)
-                                           : nvfp4::detail::fp8_gemm_output(a, b, i, j, options),
-                                  options.bias);
+      nvfp4::detail::store_output(
+          out, i, j,
+          on_tiles ? nvfp4::detail::fp8_gemm_tile_output(a, b, i, j, options) : nvfp4::detail::fp8_gemm_output(a, b, i, j, options),
+          options.bias);
 }
 
 /// out = A·Bᵀ for MXFP8 operands (the kind::mxf8f6f4 chain from zero, scales inside the MMA,

@@ -42,7 +42,8 @@ class metadata_reader {
   std::string text(const char* key, const char* fallback = nullptr) const {
     if (fallback && !meta_.contains(key)) return fallback;
     const auto& v = field(key);
-    if (!v.is_string()) fail(errc::malformed_file, name_, std::string("metadata '") + key + "' is " + detail_safetensors::json_text(v) + ", not a string");
+    if (!v.is_string())
+      fail(errc::malformed_file, name_, std::string("metadata '") + key + "' is " + detail_safetensors::json_text(v) + ", not a string");
     return v.get<std::string>();
   }
   std::string choice(const char* key, const char* fallback, std::initializer_list<const char*> allowed) const {
@@ -51,12 +52,14 @@ class metadata_reader {
       if (v == a) return v;
     fail(errc::malformed_file, name_, std::string("metadata '") + key + "' is '" + v + "', which is not one of ours");
   }
-  static std::optional<std::uint64_t> exact(const nlohmann::json& v, std::uint64_t max) { return detail_safetensors::exact_unsigned(v, max); }
+  static std::optional<std::uint64_t> exact(const nlohmann::json& v, std::uint64_t max) {
+    return detail_safetensors::exact_unsigned(v, max);
+  }
   std::uint64_t integer(const nlohmann::json& v, const std::string& what, std::uint64_t max) const {
     const auto value = exact(v, max);
     if (!value)
-      fail(errc::malformed_file, name_, "metadata " + what + " is " + detail_safetensors::json_text(v) + ", not an integer in [0, " +
-                                            std::to_string(max) + "]");
+      fail(errc::malformed_file, name_,
+           "metadata " + what + " is " + detail_safetensors::json_text(v) + ", not an integer in [0, " + std::to_string(max) + "]");
     return *value;
   }
   index_t size(const char* key) const {
@@ -67,7 +70,8 @@ class metadata_reader {
     if (!v.is_array()) fail(errc::malformed_file, name_, std::string("metadata '") + key + "' is not an array");
     std::vector<std::int64_t> out;
     for (const auto& d : v)
-      out.push_back(static_cast<std::int64_t>(integer(d, std::string("'") + key + "' entry", static_cast<std::uint64_t>(max_element_count))));
+      out.push_back(
+          static_cast<std::int64_t>(integer(d, std::string("'") + key + "' entry", static_cast<std::uint64_t>(max_element_count))));
     return out;
   }
   std::uint64_t seed() const {

@@ -33,7 +33,8 @@ inline std::string shape(index_t r, index_t c) { return std::to_string(r) + "x" 
 
 /// rows * cols for a result buffer, refused (invalid_argument) above max_element_count.
 inline std::size_t output_size(index_t rows, index_t cols) {
-  return static_cast<std::size_t>(nvfp4::detail::checked_element_count(std::max<index_t>(rows, 0), cols, errc::invalid_argument, "linear output"));
+  return static_cast<std::size_t>(
+      nvfp4::detail::checked_element_count(std::max<index_t>(rows, 0), cols, errc::invalid_argument, "linear output"));
 }
 
 /// A row-major [rows, cols] view of `buffer`, grown as needed (layer buffers are reused from step
@@ -240,10 +241,12 @@ struct extent {
 };
 template <class... Views>
 extent validated(const std::variant<Views...>& v, const char* what) {
-  return std::visit([&](const auto& m) {
-    m.validate(what);
-    return extent{m.rows(), m.cols()};
-  }, v);
+  return std::visit(
+      [&](const auto& m) {
+        m.validate(what);
+        return extent{m.rows(), m.cols()};
+      },
+      v);
 }
 inline extent validated(matrix_view<float> m, const char* what) {
   m.validate(what);
@@ -301,8 +304,8 @@ inline void check_backward_call(index_t in, index_t out, bool has_bias, bool sav
 /// them. The amax comes from the same pass as the check (-1 where unknown), so a policy need not
 /// read the tensor again for it (linear_context::tensor_amax).
 template <class P, class T, class F>
-void with_input(const linear_options& o, matrix_view<const T> v, const char* what, std::vector<float>& buffer, std::vector<bf16>& bf16_buffer,
-                bool kept, F&& f) {
+void with_input(const linear_options& o, matrix_view<const T> v, const char* what, std::vector<float>& buffer,
+                std::vector<bf16>& bf16_buffer, bool kept, F&& f) {
   constexpr bool allow_non_finite = runs_non_finite<P>();
   float known_amax = -1.0f;
   if constexpr (requires { P::reads_bf16; }) {
@@ -326,14 +329,16 @@ void with_input(const linear_options& o, matrix_view<const T> v, const char* wha
 /// bf16 layer's bias is a bf16 parameter); no quantization adds it as given. bf16 values are
 /// widened. Copies go to `scratch`.
 inline std::span<const float> gemm_bias(const input_vector& b, bool quantized, std::vector<float>& scratch) {
-  return std::visit([&]<class B>(std::span<const B> given) -> std::span<const float> {
-    if constexpr (std::is_same_v<B, float>) {
-      if (given.empty() || !quantized) return given;
-    }
-    scratch.resize(given.size());
-    for (std::size_t i = 0; i < given.size(); ++i) scratch[i] = bf16::from_float(static_cast<float>(given[i])).to_float();
-    return scratch;
-  }, b);
+  return std::visit(
+      [&]<class B>(std::span<const B> given) -> std::span<const float> {
+        if constexpr (std::is_same_v<B, float>) {
+          if (given.empty() || !quantized) return given;
+        }
+        scratch.resize(given.size());
+        for (std::size_t i = 0; i < given.size(); ++i) scratch[i] = bf16::from_float(static_cast<float>(given[i])).to_float();
+        return scratch;
+      },
+      b);
 }
 
 /// forward's and infer's checks of the call's views (validated first: null_pointer), as

@@ -88,8 +88,8 @@ inline float div_full_reciprocal(float x) {
   const std::uint32_t mantissa = bits & 0x7FFFFFu;
   const int exponent = static_cast<int>(bits >> 23) - 127;
   const float unit = std::bit_cast<float>(0x3F800000u | mantissa);
-  const float unit_reciprocal =
-      std::bit_cast<float>(static_cast<std::uint32_t>(static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(1.0f / unit)) + div_full_unit_offset(mantissa)));
+  const float unit_reciprocal = std::bit_cast<float>(
+      static_cast<std::uint32_t>(static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(1.0f / unit)) + div_full_unit_offset(mantissa)));
   return std::ldexp(unit_reciprocal, -exponent);
 }
 

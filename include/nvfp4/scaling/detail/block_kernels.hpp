@@ -41,19 +41,19 @@ struct block_kernels : simd::nvfp4_lanes<Ops>, simd::panels<Ops> {
   using vi = typename Ops::vi;
   /// What the last (width - 1) or fewer elements of a run go through.
   using tail = block_kernels<simd::scalar::ops>;
+  using lanes::abs_max_bits;
   using lanes::blocks_across_per_step;
   using lanes::bytes_to_word;
+  using lanes::decode;
   using lanes::e2m1_codes_as_words;
+  using lanes::encode;
   using lanes::encode_bits;
   using lanes::lane_abs_max_bits;
   using lanes::nvfp4_scale_lanes;
-  using typename lanes::nvfp4_scale_constants;
-  using lanes::abs_max_bits;
-  using lanes::decode;
-  using lanes::encode;
   using panels::load_bits_of;
   using panels::transpose_panel;
   using panels::widen;
+  using typename lanes::nvfp4_scale_constants;
 
   /// inout[b] = max(inout[b], max |x| bits over block b = x[b*Block, min((b+1)*Block, n))).
   template <int Block>
@@ -71,8 +71,8 @@ struct block_kernels : simd::nvfp4_lanes<Ops>, simd::panels<Ops> {
   }
 
   /// NVFP4 block scales for `count` block amaxes (as bits): nvfp4_scale_lanes over arrays.
-  static void nvfp4_block_scales(const std::uint32_t* block_amax_bits, index_t count, tensor_scale scale,
-                                 std::uint8_t* codes, float* factors) {
+  static void nvfp4_block_scales(const std::uint32_t* block_amax_bits, index_t count, tensor_scale scale, std::uint8_t* codes,
+                                 float* factors) {
     const nvfp4_scale_constants constants(scale);
     index_t b = 0;
     for (; b + width <= count; b += width) {
@@ -262,8 +262,7 @@ struct block_kernels : simd::nvfp4_lanes<Ops>, simd::panels<Ops> {
   /// Dequantizes n elements: (element * scale_values[i / Block]), times decode_scale when
   /// TensorScale (docs/numerics_spec.md §2 step 6). Elements are packed E2M1 (4-bit T) or one byte each.
   template <minifloat_traits T, int Block, bool TensorScale>
-  static void dequantize(const std::uint8_t* elements, index_t n, const float* scale_values, float decode_scale,
-                         float* out) {
+  static void dequantize(const std::uint8_t* elements, index_t n, const float* scale_values, float decode_scale, float* out) {
     static_assert(Block % width == 0 && Block % 2 == 0);
     constexpr bool packed = is_packed_format<T>;
     static constexpr decode_table<T, packed ? 16 : 256> table{};

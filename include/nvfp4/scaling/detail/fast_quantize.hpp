@@ -55,8 +55,8 @@ const std::uint8_t* bytes_of(std::span<const T> s) {
 /// cols) as float, or points straight into x when its rows are contiguous float. Returns the
 /// tile's first row and sets `stride` to its row stride.
 template <class T>
-const float* load_panel(matrix_view<const T> x, index_t r0, index_t rows, index_t c0, index_t cols, float* buffer,
-                        index_t buffer_stride, index_t& stride) {
+const float* load_panel(matrix_view<const T> x, index_t r0, index_t rows, index_t c0, index_t cols, float* buffer, index_t buffer_stride,
+                        index_t& stride) {
   if constexpr (std::is_same_v<T, float>) {
     if (x.rows_contiguous()) {
       stride = x.row_stride();
@@ -82,8 +82,8 @@ const float* load_panel(matrix_view<const T> x, index_t r0, index_t rows, index_
 
 /// Block scales (codes and element factors) of `count` blocks from their amax bits.
 template <block_scaled_format Format>
-void block_scales(const std::uint32_t* amax_bits, index_t count, tensor_scale scale, mx_scale_rule rule,
-                  std::uint8_t* codes, float* factors) {
+void block_scales(const std::uint32_t* amax_bits, index_t count, tensor_scale scale, mx_scale_rule rule, std::uint8_t* codes,
+                  float* factors) {
   if constexpr (Format::has_tensor_scale) {
     fast_block_kernels::nvfp4_block_scales(amax_bits, count, scale, codes, factors);
   } else {
@@ -183,7 +183,8 @@ void quantize_columns_nvfp4_1x16(matrix_view<const T> x, tensor_scale scale, std
       const index_t c0 = walk.first_column_left(r);
       if (c0 == x.cols()) continue;
       for (index_t c = c0; c < x.cols(); ++c) gathered[static_cast<std::size_t>(c - c0)] = to_float32(x(r, c));
-      kernels::quantize_nvfp4_1x16(gathered.data(), x.cols() - c0, scale, scales + r * scale_stride + c0 / 16, data + r * data_stride + c0 / 2);
+      kernels::quantize_nvfp4_1x16(gathered.data(), x.cols() - c0, scale, scales + r * scale_stride + c0 / 16,
+                                   data + r * data_stride + c0 / 2);
     }
   });
 }
@@ -297,7 +298,8 @@ void quantize_panels(matrix_view<const T> x, float global_amax, const quantize_o
 template <block_scaled_format Format, quantizer_input T>
 void quantize_with_amax_fast(matrix_view<const T> x, float global_amax, const quantize_options& options, quantized_tensor<Format>& q) {
   if constexpr (Format::is_fp4) {
-    if (options.rounding == rounding_mode::stochastic) return quantize_panels<Format, stochastic_encoder<Format>>(x, global_amax, options, q);
+    if (options.rounding == rounding_mode::stochastic)
+      return quantize_panels<Format, stochastic_encoder<Format>>(x, global_amax, options, q);
   }
   quantize_panels<Format, nearest_encoder<Format>>(x, global_amax, options, q);
 }

@@ -25,9 +25,8 @@ inline constexpr index_t four_over_six_group_cols = index_t{16} * Ops::width;
 /// 16x16 tiles when BlockRows is 16), one block per lane. `data` and `scales` point at row r0 of
 /// the output (strides in bytes).
 template <class Ops, int BlockRows, class T>
-void four_over_six_groups(matrix_view<const T> x, index_t r0, index_t groups, float global_amax, tensor_scale ts,
-                          four_over_six_error mode, int e4m3_max, std::uint8_t* data, index_t data_stride, std::uint8_t* scales,
-                          index_t scale_stride) {
+void four_over_six_groups(matrix_view<const T> x, index_t r0, index_t groups, float global_amax, tensor_scale ts, four_over_six_error mode,
+                          int e4m3_max, std::uint8_t* data, index_t data_stride, std::uint8_t* scales, index_t scale_stride) {
   using vf = typename Ops::vf;
   constexpr int lanes = Ops::width, block_cols = 16;
   alignas(64) float element[BlockRows][block_cols][lanes];  // [row][k][block]
@@ -35,7 +34,7 @@ void four_over_six_groups(matrix_view<const T> x, index_t r0, index_t groups, fl
   alignas(64) std::uint8_t codes[2][BlockRows][block_cols * lanes];
   alignas(64) float scale_value[2][lanes], factor[2][lanes], amax_lanes[lanes], error_lanes[2][lanes];
   ue4m3 scale_code[2][lanes];
-  alignas(64) static constexpr float e2m1_values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+  alignas(64) static constexpr float e2m1_values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                                         -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
   const vf amax_vector = Ops::set(global_amax);
   const vf denominator = Ops::set(6.0f * static_cast<float>(e4m3_max));

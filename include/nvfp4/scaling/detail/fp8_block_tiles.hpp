@@ -76,7 +76,8 @@ struct kernels {
   template <minifloat_traits T>
   static NVFP4_ALWAYS_INLINE void encode_row(const float* row, float scale, std::uint8_t* out) {
     const vf factor = Ops::set(scale);
-    for (index_t j = 0; j < side; j += width) Ops::store_bytes(out + j, fp8_lanes<Ops>::template codes<T>(Ops::mul(Ops::load(row + j), factor)));
+    for (index_t j = 0; j < side; j += width)
+      Ops::store_bytes(out + j, fp8_lanes<Ops>::template codes<T>(Ops::mul(Ops::load(row + j), factor)));
   }
 
   /// The rowwise copy's part of a tile.
@@ -134,7 +135,8 @@ struct kernels {
       const auto code = [&](index_t i) { return fp8_lanes<Ops>::template codes<T>(Ops::mul(Ops::load(t.row(i) + g), factor)); };
       for (index_t i = 0; i < side; i += 16) {
         vi word[4];
-        for (int k = 0; k < 4; ++k) word[k] = lanes::bytes_to_word(code(i + 4 * k), code(i + 4 * k + 1), code(i + 4 * k + 2), code(i + 4 * k + 3));
+        for (int k = 0; k < 4; ++k)
+          word[k] = lanes::bytes_to_word(code(i + 4 * k), code(i + 4 * k + 1), code(i + 4 * k + 2), code(i + 4 * k + 3));
         Ops::store_lanes4(staged + g * side + i, side, word[0], word[1], word[2], word[3]);
       }
     }
@@ -163,13 +165,16 @@ struct kernels {
 template <class T, class Rule>
 void quantize(const T* source, index_t row_stride, index_t rows, index_t cols, const job<Rule>& w, bool parallel) {
   using k = kernels<simd::ops>;
-  source_tiles::walk<side, side>(source, row_stride, rows, cols, parallel, [&](const source_tiles::tile_view& t, source_tiles::prefetcher& next) {
-    // The column copy's staging, borrowed once per thread and tile (the pool hands back the same
-    // block, uninitialised: nothing is zeroed).
-    scratch<std::uint8_t> staged(w.cols.wanted() ? static_cast<std::size_t>(side * side) : 0);
-    if (w.e4m3) k::template tile<e4m3_traits>(t, w, staged.data(), next);
-    else k::template tile<e5m2_traits>(t, w, staged.data(), next);
-  });
+  source_tiles::walk<side, side>(source, row_stride, rows, cols, parallel,
+                                 [&](const source_tiles::tile_view& t, source_tiles::prefetcher& next) {
+                                   // The column copy's staging, borrowed once per thread and tile (the pool hands back the same
+                                   // block, uninitialised: nothing is zeroed).
+                                   scratch<std::uint8_t> staged(w.cols.wanted() ? static_cast<std::size_t>(side * side) : 0);
+                                   if (w.e4m3)
+                                     k::template tile<e4m3_traits>(t, w, staged.data(), next);
+                                   else
+                                     k::template tile<e5m2_traits>(t, w, staged.data(), next);
+                                 });
 }
 
 }  // namespace nvfp4::detail::fp8_block_tiles

@@ -89,7 +89,8 @@ struct kernels {
             const float* const p = t.row(i + r) + cb * block;
             std::uint8_t* const codes = live == block ? row_codes + cb * block : staged;
             const vf f = Ops::set(factors[r * group_cols + c]);
-            for (index_t k = 0; k < block; k += width) Ops::store_bytes(codes + k, fp8_lanes<Ops>::template codes<T>(Ops::mul(Ops::load(p + k), f)));
+            for (index_t k = 0; k < block; k += width)
+              Ops::store_bytes(codes + k, fp8_lanes<Ops>::template codes<T>(Ops::mul(Ops::load(p + k), f)));
             if (live < block) std::memcpy(row_codes + cb * block, staged, static_cast<std::size_t>(live));
           }
         }
@@ -113,7 +114,8 @@ struct kernels {
       const auto encoded = [&](int i) { return fp8_lanes<Ops>::template codes<T>(Ops::mul(v[i], factor)); };
       vi packed[8];
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) packed[j] = blocks::bytes_to_word(encoded(4 * j), encoded(4 * j + 1), encoded(4 * j + 2), encoded(4 * j + 3));
+      for (int j = 0; j < 8; ++j)
+        packed[j] = blocks::bytes_to_word(encoded(4 * j), encoded(4 * j + 1), encoded(4 * j + 2), encoded(4 * j + 3));
       Ops::store_lanes4(staged + g * block, block, packed[0], packed[1], packed[2], packed[3]);
       Ops::store_lanes4(staged + g * block + 16, block, packed[4], packed[5], packed[6], packed[7]);
       Ops::store_bytes(scale_codes, code);
@@ -132,15 +134,15 @@ template <minifloat_traits T, class S>
 void quantize(const S* source, index_t row_stride, index_t rows, index_t cols, float reciprocal, const copy_out& along_rows,
               const copy_out& along_cols, bool parallel) {
   using k = kernels<simd::ops>;
-  source_tiles::walk<tile_rows, tile_cols>(source, row_stride, rows, cols, parallel,
-                                           [&](const source_tiles::tile_view& t, source_tiles::prefetcher& next) {
-    next.spread_over((along_rows.wanted() ? k::row_steps(t) : 0) + (along_cols.wanted() ? (t.cols + k::width - 1) / k::width : 0));
-    if (along_rows.wanted()) k::template rows<T>(t, along_rows, reciprocal, next);
-    if (along_cols.wanted()) {
-      scratch<std::uint8_t> staged(static_cast<std::size_t>(tile_cols * tile_rows));
-      k::template columns<T>(t, along_cols, reciprocal, staged.data(), next);
-    }
-  });
+  source_tiles::walk<tile_rows, tile_cols>(
+      source, row_stride, rows, cols, parallel, [&](const source_tiles::tile_view& t, source_tiles::prefetcher& next) {
+        next.spread_over((along_rows.wanted() ? k::row_steps(t) : 0) + (along_cols.wanted() ? (t.cols + k::width - 1) / k::width : 0));
+        if (along_rows.wanted()) k::template rows<T>(t, along_rows, reciprocal, next);
+        if (along_cols.wanted()) {
+          scratch<std::uint8_t> staged(static_cast<std::size_t>(tile_cols * tile_rows));
+          k::template columns<T>(t, along_cols, reciprocal, staged.data(), next);
+        }
+      });
 }
 
 }  // namespace nvfp4::detail::mxfp8_tiles

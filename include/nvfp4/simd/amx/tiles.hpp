@@ -159,13 +159,21 @@ struct hardware_tiles {
   static void configure(const tile_config&) { std::abort(); }
   static void release() {}
   template <int Tile>
-  static void load(const void*, index_t) { std::abort(); }
+  static void load(const void*, index_t) {
+    std::abort();
+  }
   template <int Tile>
-  static void store(void*, index_t) { std::abort(); }
+  static void store(void*, index_t) {
+    std::abort();
+  }
   template <int Tile>
-  static void zero() { std::abort(); }
+  static void zero() {
+    std::abort();
+  }
   template <int C, int A, int B>
-  static void dot_bf16() { std::abort(); }
+  static void dot_bf16() {
+    std::abort();
+  }
 };
 #endif
 

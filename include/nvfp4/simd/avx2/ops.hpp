@@ -143,9 +143,13 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vi add(vi a, vi b) { return _mm256_add_epi32(a, b); }
   static NVFP4_ALWAYS_INLINE vi sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
   template <int Bits>
-  static NVFP4_ALWAYS_INLINE vi shift_right(vi a) { return _mm256_srli_epi32(a, Bits); }
+  static NVFP4_ALWAYS_INLINE vi shift_right(vi a) {
+    return _mm256_srli_epi32(a, Bits);
+  }
   template <int Bits>
-  static NVFP4_ALWAYS_INLINE vi shift_left(vi a) { return _mm256_slli_epi32(a, Bits); }
+  static NVFP4_ALWAYS_INLINE vi shift_left(vi a) {
+    return _mm256_slli_epi32(a, Bits);
+  }
   static NVFP4_ALWAYS_INLINE vi max(vi a, vi b) { return _mm256_max_epi32(a, b); }
   static NVFP4_ALWAYS_INLINE vi min(vi a, vi b) { return _mm256_min_epi32(a, b); }
   static NVFP4_ALWAYS_INLINE vm greater(vi a, vi b) { return _mm256_cmpgt_epi32(a, b); }
@@ -156,7 +160,7 @@ struct ops {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a), _mm256_set1_epi16(1));
   }
   static NVFP4_ALWAYS_INLINE void mul_wide(vi a, vi b, vi& high, vi& low) {
-    const vi even = _mm256_mul_epu32(a, b);                                              // lanes 0, 2, ...
+    const vi even = _mm256_mul_epu32(a, b);                                               // lanes 0, 2, ...
     const vi odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32));  // lanes 1, 3, ...
     high = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
     low = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);

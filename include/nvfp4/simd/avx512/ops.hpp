@@ -107,9 +107,9 @@ struct ops {
       return _mm512_mask_or_epi32(shifted, _mm512_test_epi32_mask(bits, below_key), shifted, one);
     };
     const vi keys = _mm512_packus_epi32(key(a), key(b));
-    const vi index = _mm512_min_epu16(_mm512_subs_epu16(_mm512_and_si512(keys, _mm512_set1_epi16(0x7FF)),
-                                                        _mm512_set1_epi16(e2m1_key_table::first_key)),
-                                      _mm512_set1_epi16(e2m1_key_table::last_index));
+    const vi index =
+        _mm512_min_epu16(_mm512_subs_epu16(_mm512_and_si512(keys, _mm512_set1_epi16(0x7FF)), _mm512_set1_epi16(e2m1_key_table::first_key)),
+                         _mm512_set1_epi16(e2m1_key_table::last_index));
     const vi magnitude = _mm512_permutex2var_epi16(_mm512_load_si512(e2m1_keys.codes), index, _mm512_load_si512(e2m1_keys.codes + 32));
     // code | (sign at bit 3): the key's sign, bit 11, shifted right by 8.
     return _mm512_ternarylogic_epi32(magnitude, _mm512_srli_epi16(keys, 8), _mm512_set1_epi16(8), 0xF8);
@@ -175,9 +175,13 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vi add(vi a, vi b) { return _mm512_add_epi32(a, b); }
   static NVFP4_ALWAYS_INLINE vi sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
   template <int Bits>
-  static NVFP4_ALWAYS_INLINE vi shift_right(vi a) { return _mm512_srli_epi32(a, Bits); }
+  static NVFP4_ALWAYS_INLINE vi shift_right(vi a) {
+    return _mm512_srli_epi32(a, Bits);
+  }
   template <int Bits>
-  static NVFP4_ALWAYS_INLINE vi shift_left(vi a) { return _mm512_slli_epi32(a, Bits); }
+  static NVFP4_ALWAYS_INLINE vi shift_left(vi a) {
+    return _mm512_slli_epi32(a, Bits);
+  }
   static NVFP4_ALWAYS_INLINE vi max(vi a, vi b) { return _mm512_max_epi32(a, b); }
   static NVFP4_ALWAYS_INLINE vi min(vi a, vi b) { return _mm512_min_epi32(a, b); }
   static NVFP4_ALWAYS_INLINE vm greater(vi a, vi b) { return _mm512_cmpgt_epi32_mask(a, b); }
@@ -188,7 +192,7 @@ struct ops {
     return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_set1_epi8(1), a), _mm512_set1_epi16(1));
   }
   static NVFP4_ALWAYS_INLINE void mul_wide(vi a, vi b, vi& high, vi& low) {
-    const vi even = _mm512_mul_epu32(a, b);                                              // lanes 0, 2, ...
+    const vi even = _mm512_mul_epu32(a, b);                                               // lanes 0, 2, ...
     const vi odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(b, 32));  // lanes 1, 3, ...
     high = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
     low = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
@@ -317,10 +321,14 @@ struct ops {
  private:
   static NVFP4_ALWAYS_INLINE __m128i extract128(vi v, int q) {
     switch (q) {
-      case 0: return _mm512_castsi512_si128(v);
-      case 1: return _mm512_extracti32x4_epi32(v, 1);
-      case 2: return _mm512_extracti32x4_epi32(v, 2);
-      default: return _mm512_extracti32x4_epi32(v, 3);
+      case 0:
+        return _mm512_castsi512_si128(v);
+      case 1:
+        return _mm512_extracti32x4_epi32(v, 1);
+      case 2:
+        return _mm512_extracti32x4_epi32(v, 2);
+      default:
+        return _mm512_extracti32x4_epi32(v, 3);
     }
   }
 };

@@ -132,9 +132,13 @@ struct ops {
   static NVFP4_ALWAYS_INLINE vi sub(vi a, vi b) { return a - b; }
   /// Logical shifts.
   template <int Bits>
-  static NVFP4_ALWAYS_INLINE vi shift_right(vi a) { return a >> Bits; }
+  static NVFP4_ALWAYS_INLINE vi shift_right(vi a) {
+    return a >> Bits;
+  }
   template <int Bits>
-  static NVFP4_ALWAYS_INLINE vi shift_left(vi a) { return a << Bits; }
+  static NVFP4_ALWAYS_INLINE vi shift_left(vi a) {
+    return a << Bits;
+  }
   /// Signed int32 max / min / compare.
   static NVFP4_ALWAYS_INLINE vi max(vi a, vi b) { return signed_of(a) > signed_of(b) ? a : b; }
   static NVFP4_ALWAYS_INLINE vi min(vi a, vi b) { return signed_of(a) < signed_of(b) ? a : b; }

@@ -21,7 +21,7 @@ class exact_sum {
   void add(float value, int sign) {
     if (value == 0.0f) return;
     int exponent = 0;
-    const float fraction = std::frexp(std::fabs(value), &exponent);  // value = fraction * 2^exponent
+    const float fraction = std::frexp(std::fabs(value), &exponent);              // value = fraction * 2^exponent
     const auto mantissa = static_cast<std::uint64_t>(std::ldexp(fraction, 24));  // exact, < 2^24
     const int position = exponent - 24 - lowest_exponent;
     const std::uint64_t shifted = mantissa << (position % 32);
@@ -40,7 +40,7 @@ class exact_sum {
     std::array<std::int64_t, limb_count + 1> digits{};
     std::copy(limbs_.begin(), limbs_.end(), digits.begin());
     for (int k = 0; k < limb_count; ++k) {  // carry into 32-bit digits; the top limb keeps the sign
-      digits[k + 1] += digits[k] >> 32;  // arithmetic shift: floor division by 2^32
+      digits[k + 1] += digits[k] >> 32;     // arithmetic shift: floor division by 2^32
       digits[k] &= 0xFFFFFFFF;
     }
     const bool negative = digits[limb_count] < 0;
@@ -93,7 +93,7 @@ inline std::uint16_t bf16_bits_from_double_rne(double y) {
   const int biased = static_cast<int>(magnitude >> 52);
   const std::uint64_t mantissa = (magnitude & 0xFFFFFFFFFFFFFull) | (1ull << 52);
   const int msb_exponent = biased - 1023;
-  const int lsb_exponent = std::max(msb_exponent - 7, -133);  // 8 significant bits, subnormal step 2^-133
+  const int lsb_exponent = std::max(msb_exponent - 7, -133);           // 8 significant bits, subnormal step 2^-133
   const int shift = std::min(lsb_exponent - (msb_exponent - 52), 54);  // >= 45; 54 drops every bit
   std::uint64_t kept = mantissa >> shift;
   const std::uint64_t rest = mantissa & ((1ull << shift) - 1), half = 1ull << (shift - 1);

@@ -22,8 +22,10 @@ namespace nvfp4::detail {
 template <class T>
 bool has_non_finite(matrix_view<const T> x, std::uint32_t min_exponent = 255) {
   auto exponent_all_ones = [min_exponent](T v) {
-    if constexpr (std::is_same_v<T, float>) return ((std::bit_cast<std::uint32_t>(v) >> 23) & 0xFFu) >= min_exponent;
-    else return ((v.bits() >> 7) & 0xFFu) >= min_exponent;
+    if constexpr (std::is_same_v<T, float>)
+      return ((std::bit_cast<std::uint32_t>(v) >> 23) & 0xFFu) >= min_exponent;
+    else
+      return ((v.bits() >> 7) & 0xFFu) >= min_exponent;
   };
   const bool transposed = x.row_stride() == 1 && x.col_stride() != 1;
   const index_t outer = transposed ? x.cols() : x.rows(), inner = transposed ? x.rows() : x.cols();
@@ -41,8 +43,8 @@ bool has_non_finite(matrix_view<const T> x, std::uint32_t min_exponent = 255) {
 /// The transform of one block (row r, columns c0 .. c0 + n) by the exact reference. Returns false,
 /// writing nothing, when the block holds NaN/Inf.
 template <class T>
-bool hadamard_block_exact(matrix_view<const T> x, index_t r, index_t c0, const hadamard_transform& t,
-                          hadamard_direction direction, std::uint16_t* out_bits, index_t out_stride) {
+bool hadamard_block_exact(matrix_view<const T> x, index_t r, index_t c0, const hadamard_transform& t, hadamard_direction direction,
+                          std::uint16_t* out_bits, index_t out_stride) {
   float block[hadamard_transform::max_size];
   for (int i = 0; i < t.size(); ++i) {
     block[i] = to_float32(x(r, c0 + i));
@@ -57,8 +59,8 @@ bool hadamard_block_exact(matrix_view<const T> x, index_t r, index_t c0, const h
 /// input's last place below 2^53 of it: max|x| <= 2^(53 - 4 - 8) min|x| for bf16), else by the
 /// exact reference. Returns false, writing nothing, when the block holds NaN/Inf.
 template <class T>
-bool hadamard16_block_fallback(matrix_view<const T> x, index_t r, index_t c0, const hadamard_transform& t,
-                               hadamard_direction direction, std::uint16_t* out_bits, index_t out_stride) {
+bool hadamard16_block_fallback(matrix_view<const T> x, index_t r, index_t c0, const hadamard_transform& t, hadamard_direction direction,
+                               std::uint16_t* out_bits, index_t out_stride) {
   constexpr int input_precision = std::is_same_v<T, float> ? 24 : 8;
   double v[16];
   double largest = 0.0, smallest = INFINITY;
@@ -91,8 +93,8 @@ template <class T>
 void check_rht_columnwise(matrix_view<const T> x, const hadamard_transform& t) {
   x.validate("rht input");
   detail::require(x.rows() % t.size() == 0, errc::shape_mismatch,
-                  "rht_columnwise: the token dimension M = " + std::to_string(x.rows()) +
-                      " is not a multiple of the transform size " + std::to_string(t.size()));
+                  "rht_columnwise: the token dimension M = " + std::to_string(x.rows()) + " is not a multiple of the transform size " +
+                      std::to_string(t.size()));
 }
 
 }  // namespace nvfp4::detail

@@ -165,8 +165,10 @@ struct hadamard16_kernels {
       Ops::transpose(r);
       for (int l = 0; l < lanes; ++l) {
         auto* row = reinterpret_cast<std::uint32_t*>(out + l * out_stride);
-        if (words == lanes) Ops::store_bits(row, r[l]);
-        else Ops::store_bits_partial(row, r[l], words);
+        if (words == lanes)
+          Ops::store_bits(row, r[l]);
+        else
+          Ops::store_bits_partial(row, r[l], words);
       }
     } else {
       // One lane: its 8 words per tile are the 8 registers.

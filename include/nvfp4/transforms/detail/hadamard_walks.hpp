@@ -52,8 +52,7 @@ struct hadamard_walks {
   /// Redoes the lanes of `t` its guard rejected with hadamard16_block_fallback. Lanes holding
   /// NaN/Inf set `non_finite` and come out as zeros. Rare: kept out of line.
   [[gnu::noinline, gnu::cold]] static void redo_lanes(tile& t, matrix_view<const bf16> x, index_t r0, index_t c0,
-                                                      const hadamard_transform& transform, hadamard_direction direction,
-                                                      bool& non_finite) {
+                                                      const hadamard_transform& transform, hadamard_direction direction, bool& non_finite) {
     alignas(64) std::uint32_t pairs[8][lanes];  // pairs[k][lane]: outputs 2k (low half) and 2k + 1 of the lane
     for (int k = 0; k < 8; ++k) Ops::store_bits(pairs[k], t.rounded_pairs[k]);
     for (unsigned redo = ~t.exact & kernels::all_lanes; redo != 0; redo &= redo - 1) {
@@ -74,7 +73,8 @@ struct hadamard_walks {
                                              const hadamard_transform& transform, hadamard_direction direction, unsigned negate_input,
                                              unsigned negate_output, bool& non_finite) {
     tile t = kernels::transform_tile(source, stride, negate_input, negate_output);
-    if (t.exact != kernels::all_lanes) [[unlikely]] redo_lanes(t, x, r0, c0, transform, direction, non_finite);
+    if (t.exact != kernels::all_lanes) [[unlikely]]
+      redo_lanes(t, x, r0, c0, transform, direction, non_finite);
     return t;
   }
 
@@ -107,8 +107,8 @@ struct hadamard_walks {
   /// calling step(r0, c0, tiles, count) on each. Returns max |output| as bf16 bits when TrackMax,
   /// and whether NaN/Inf was seen.
   template <bool TrackMax, class Step>
-  static hadamard_walk_result columnwise_walk(matrix_view<const bf16> x, const hadamard_transform& transform,
-                                              hadamard_direction direction, Step&& step) {
+  static hadamard_walk_result columnwise_walk(matrix_view<const bf16> x, const hadamard_transform& transform, hadamard_direction direction,
+                                              Step&& step) {
     const unsigned negative_signs = hadamard16_negative_signs(transform);
     const unsigned negate_input = direction == hadamard_direction::forward ? negative_signs : 0u;
     const unsigned negate_output = direction == hadamard_direction::inverse ? negative_signs : 0u;
@@ -149,8 +149,7 @@ struct hadamard_walks {
             if (exact_lanes == kernels::all_lanes) continue;
             const auto running_value = Ops::set(std::bit_cast<float>(std::max(Ops::reduce_max(running), result.largest)));
             const unsigned possible =
-                ~exact_lanes & ~Ops::mask_bits(Ops::less(kernels::lane_output_bound(source, stride), running_value)) &
-                kernels::all_lanes;
+                ~exact_lanes & ~Ops::mask_bits(Ops::less(kernels::lane_output_bound(source, stride), running_value)) & kernels::all_lanes;
             for (unsigned redo = possible; redo != 0; redo &= redo - 1) {
               std::uint16_t bits[16];
               if (!hadamard16_block_fallback(x, r0 + std::countr_zero(redo), c, transform, hadamard_direction::forward, bits, 1)) {
@@ -169,8 +168,8 @@ struct hadamard_walks {
 
   /// The columnwise fast path of the transform alone: columnwise_walk's rows into out
   /// (col_stride 1), one row piece per lane and step.
-  static std::uint16_t columnwise_transform(matrix_view<const bf16> x, const hadamard_transform& transform,
-                                            hadamard_direction direction, matrix_view<bf16> out, bool& non_finite) {
+  static std::uint16_t columnwise_transform(matrix_view<const bf16> x, const hadamard_transform& transform, hadamard_direction direction,
+                                            matrix_view<bf16> out, bool& non_finite) {
     static_assert(sizeof(bf16) == sizeof(std::uint16_t));
     auto* const out_bits = reinterpret_cast<std::uint16_t*>(out.data());
     const hadamard_walk_result found =
@@ -184,15 +183,15 @@ struct hadamard_walks {
   /// Pass 2 of the fused quantizer (forward, any 16-point t): x's rows [0, lanes * (rows / lanes))
   /// transformed again and each tile quantized in registers, its lanes being blocks of the copy:
   /// packed E2M1 codes to data (row stride data_stride bytes), UE4M3 codes to scales.
-  static void columnwise_quantize(matrix_view<const bf16> x, const hadamard_transform& transform, tensor_scale scale,
-                                  std::uint8_t* data, index_t data_stride, std::uint8_t* scales, index_t scale_stride) {
+  static void columnwise_quantize(matrix_view<const bf16> x, const hadamard_transform& transform, tensor_scale scale, std::uint8_t* data,
+                                  index_t data_stride, std::uint8_t* scales, index_t scale_stride) {
     const typename simd::nvfp4_lanes<Ops>::nvfp4_scale_constants constants(scale);
     columnwise_walk<false>(x, transform, hadamard_direction::forward, [&](index_t r0, index_t c0, const tile* tiles, int count) {
       vi packed[tiles_per_step][2] = {};
       vi codes[tiles_per_step] = {};
       for (int k = 0; k < count; ++k) kernels::quantize_tile(tiles[k], constants, codes[k], packed[k]);
-      simd::nvfp4_lanes<Ops>::store_across(packed, codes, count, data + r0 * data_stride + c0 / 2, data_stride, scales + r0 * scale_stride + c0 / 16,
-                                       scale_stride);
+      simd::nvfp4_lanes<Ops>::store_across(packed, codes, count, data + r0 * data_stride + c0 / 2, data_stride,
+                                           scales + r0 * scale_stride + c0 / 16, scale_stride);
     });
   }
 
@@ -252,17 +251,28 @@ struct hadamard_walks {
               i_stride = x.col_stride();
             } else {
               for (int i = 0; i < n; ++i)
-                for (index_t lane = 0; lane < panel_lanes; ++lane) gathered[static_cast<std::size_t>(i * panel_lanes + lane)] = x(r0 + lane, c0 + i);
+                for (index_t lane = 0; lane < panel_lanes; ++lane)
+                  gathered[static_cast<std::size_t>(i * panel_lanes + lane)] = x(r0 + lane, c0 + i);
               source = gathered.data();
               i_stride = panel_lanes;
             }
             unsigned lane_non_finite = 0, redo = 0;
             switch (n) {
-              case 16: redo = panel_kernels::template panel<16>(source, i_stride, params, bits.data(), lane_non_finite); break;
-              case 32: redo = panel_kernels::template panel<32>(source, i_stride, params, bits.data(), lane_non_finite); break;
-              case 64: redo = panel_kernels::template panel<64>(source, i_stride, params, bits.data(), lane_non_finite); break;
-              case 128: redo = panel_kernels::template panel<128>(source, i_stride, params, bits.data(), lane_non_finite); break;
-              default: redo = panel_kernels::template panel<256>(source, i_stride, params, bits.data(), lane_non_finite); break;
+              case 16:
+                redo = panel_kernels::template panel<16>(source, i_stride, params, bits.data(), lane_non_finite);
+                break;
+              case 32:
+                redo = panel_kernels::template panel<32>(source, i_stride, params, bits.data(), lane_non_finite);
+                break;
+              case 64:
+                redo = panel_kernels::template panel<64>(source, i_stride, params, bits.data(), lane_non_finite);
+                break;
+              case 128:
+                redo = panel_kernels::template panel<128>(source, i_stride, params, bits.data(), lane_non_finite);
+                break;
+              default:
+                redo = panel_kernels::template panel<256>(source, i_stride, params, bits.data(), lane_non_finite);
+                break;
             }
             if (lane_non_finite) result.non_finite = true;
             for (index_t lane = 0; lane < panel_lanes; ++lane)

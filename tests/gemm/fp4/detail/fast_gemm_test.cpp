@@ -95,9 +95,12 @@ TEST(ExactFastPathEdges, AccumulatorBelowTheLargestTerm) {
   // keeps its last bit for d >= -12 and loses it below.
   for (int d = -15; d <= -9; ++d) {
     const float c = std::ldexp(1.0f + std::ldexp(1.0f, -23), d);
-    step_case t{"floor d=" + std::to_string(d), codes_at({{0, e2m1_one}, {16, e2m1_one}}),
-                codes_at({{0, e2m1_one}, {16, e2m1_one | e2m1_minus}}), {ue4m3_one, ue4m3_one, ue4m3_one, ue4m3_one},
-                {ue4m3_one, ue4m3_one, ue4m3_one, ue4m3_one}, c};
+    step_case t{"floor d=" + std::to_string(d),
+                codes_at({{0, e2m1_one}, {16, e2m1_one}}),
+                codes_at({{0, e2m1_one}, {16, e2m1_one | e2m1_minus}}),
+                {ue4m3_one, ue4m3_one, ue4m3_one, ue4m3_one},
+                {ue4m3_one, ue4m3_one, ue4m3_one, ue4m3_one},
+                c};
     check_case<nvfp4_1x16>(t, d < -12);
     t.c = -c;
     check_case<nvfp4_1x16>(t, d < -12);
@@ -108,8 +111,11 @@ TEST(ExactFastPathEdges, AccumulatorFarAboveTheSmallestTerm) {
   // One term -2^-20 (0.5 * -0.5 * 2^-9 * 2^-9, E = -12, lsb 2^-20); c = 2^e. The unit is
   // 2^(e - 35): the term survives up to e = 15 (result: the float below c) and is cut above.
   for (int e = 12; e <= 19; ++e) {
-    const step_case t{"ceiling e=" + std::to_string(e), codes_at({{3, e2m1_half}}), codes_at({{3, e2m1_half | e2m1_minus}}),
-                      {ue4m3_smallest, ue4m3_one, ue4m3_one, ue4m3_one}, {ue4m3_smallest, ue4m3_one, ue4m3_one, ue4m3_one},
+    const step_case t{"ceiling e=" + std::to_string(e),
+                      codes_at({{3, e2m1_half}}),
+                      codes_at({{3, e2m1_half | e2m1_minus}}),
+                      {ue4m3_smallest, ue4m3_one, ue4m3_one, ue4m3_one},
+                      {ue4m3_smallest, ue4m3_one, ue4m3_one, ue4m3_one},
                       std::ldexp(1.0f, e)};
     check_case<nvfp4_1x16>(t, e > 15);
   }
@@ -120,9 +126,12 @@ TEST(ExactFastPathEdges, TermsTooFarApart) {
   // with an odd significand. E_2 = -12 is 28 binades down (cut: result +0); E_2 = -11, 27 down, stays.
   for (bool cut : {true, false}) {
     const std::uint8_t small_a = cut ? ue4m3_smallest : ue4m3_2_pow_minus5;  // e = -6 or e = -5
-    const step_case t{cut ? "span 28" : "span 27", codes_at({{0, e2m1_one}, {16, e2m1_one}, {40, e2m1_half}}),
+    const step_case t{cut ? "span 28" : "span 27",
+                      codes_at({{0, e2m1_one}, {16, e2m1_one}, {40, e2m1_half}}),
                       codes_at({{0, e2m1_one}, {16, e2m1_one | e2m1_minus}, {40, e2m1_half}}),
-                      {ue4m3_256, ue4m3_256, small_a, ue4m3_one}, {ue4m3_256, ue4m3_256, ue4m3_smallest, ue4m3_one}, 0.0f};
+                      {ue4m3_256, ue4m3_256, small_a, ue4m3_one},
+                      {ue4m3_256, ue4m3_256, ue4m3_smallest, ue4m3_one},
+                      0.0f};
     check_case<nvfp4_1x16>(t, cut);
   }
 }
@@ -132,8 +141,11 @@ std::uint8_t pow2(int e) { return e8m0::from_exponent(e).bits(); }
 TEST(ExactFastPathEdges, E8M0AccumulatorFloorAndCeiling) {
   // MXFP4, groups 0-1 share block 0. Cancelling pair at E = -100, c = (1 + 2^-23) 2^(-100 + d).
   for (int d = -14; d <= -10; ++d) {
-    const step_case t{"mx floor d=" + std::to_string(d), codes_at({{0, e2m1_one}, {16, e2m1_one}}),
-                      codes_at({{0, e2m1_one}, {16, e2m1_one | e2m1_minus}}), {pow2(-50), pow2(-50)}, {pow2(-50), pow2(-50)},
+    const step_case t{"mx floor d=" + std::to_string(d),
+                      codes_at({{0, e2m1_one}, {16, e2m1_one}}),
+                      codes_at({{0, e2m1_one}, {16, e2m1_one | e2m1_minus}}),
+                      {pow2(-50), pow2(-50)},
+                      {pow2(-50), pow2(-50)},
                       std::ldexp(1.0f + std::ldexp(1.0f, -23), -100 + d)};
     check_case<mxfp4>(t, d < -12);
   }
@@ -141,8 +153,12 @@ TEST(ExactFastPathEdges, E8M0AccumulatorFloorAndCeiling) {
   // to e = -93 (it assumes a term's lowest bit may be 2^(E - 8)); its real lowest bit, 2^-122,
   // survives truncation to e = -87.
   for (int e = -96; e <= -85; ++e) {
-    const step_case t{"mx ceiling e=" + std::to_string(e), codes_at({{5, e2m1_half}}), codes_at({{5, e2m1_half | e2m1_minus}}),
-                      {pow2(-60), pow2(-60)}, {pow2(-60), pow2(-60)}, std::ldexp(1.0f, e)};
+    const step_case t{"mx ceiling e=" + std::to_string(e),
+                      codes_at({{5, e2m1_half}}),
+                      codes_at({{5, e2m1_half | e2m1_minus}}),
+                      {pow2(-60), pow2(-60)},
+                      {pow2(-60), pow2(-60)},
+                      std::ldexp(1.0f, e)};
     check_case<mxfp4>(t, e > -87);
   }
 }
@@ -153,8 +169,12 @@ TEST(ExactFastPathEdges, SubnormalAccumulatorAgainstATinyTerm) {
   // subnormal step, rounded toward zero).
   const float c = std::ldexp(3.0f, -149);
   for (int half_e : {-80, -74}) {
-    const step_case t{"subnormal c, E=" + std::to_string(2 * half_e), codes_at({{7, e2m1_half}}),
-                      codes_at({{7, e2m1_half | e2m1_minus}}), {pow2(half_e), pow2(half_e)}, {pow2(half_e), pow2(half_e)}, c};
+    const step_case t{"subnormal c, E=" + std::to_string(2 * half_e),
+                      codes_at({{7, e2m1_half}}),
+                      codes_at({{7, e2m1_half | e2m1_minus}}),
+                      {pow2(half_e), pow2(half_e)},
+                      {pow2(half_e), pow2(half_e)},
+                      c};
     check_case<mxfp4>(t, half_e == -80);
   }
 }
@@ -169,7 +189,9 @@ TEST(ExactFastPathEdges, AllZeroGroupsStillRaiseTheAlignment) {
     const step_case t{large ? "zero group, scales 448" : "zero group, scales 1",
                       codes_at({{0, e2m1_six}, {16, e2m1_half}, {32, e2m1_one}, {48, e2m1_six}}),
                       codes_at({{1, e2m1_six}, {16, e2m1_half}, {32, e2m1_one}, {48, e2m1_six}}),
-                      {zero_group_scale, ue4m3_smallest, 0x00, 0x00}, {zero_group_scale, ue4m3_smallest, 0x00, 0x7E}, 0.0f};
+                      {zero_group_scale, ue4m3_smallest, 0x00, 0x00},
+                      {zero_group_scale, ue4m3_smallest, 0x00, 0x7E},
+                      0.0f};
     check_case<nvfp4_1x16>(t, large);
   }
 }
@@ -200,8 +222,8 @@ TEST(ExactFastPathEdges, SumsNearTheTopOfTheFloatRange) {
   const step_case two{"overflow", two_groups, two_groups, {pow2(59), pow2(59)}, {pow2(59), pow2(32)}, 0.0f};
   check_case<mxfp4>(two, true);
   float d = 0;
-  block_scaled_mma(operand<mxfp4>(two.a_codes, two.a_scales, 1), operand<mxfp4>(two.b_codes, two.b_scales, 1),
-                   matrix_view<const float>{}, matrix_view<float>::row_major(&d, 1, 1));
+  block_scaled_mma(operand<mxfp4>(two.a_codes, two.a_scales, 1), operand<mxfp4>(two.b_codes, two.b_scales, 1), matrix_view<const float>{},
+                   matrix_view<float>::row_major(&d, 1, 1));
   EXPECT_EQ(d, std::numeric_limits<float>::infinity());
 }
 
@@ -290,7 +312,8 @@ TEST(ExactFastPathEdges, VectorTestsAnswerAsTheScalarRulesMxfp4) {
 }
 TEST(ExactFastPathEdges, VectorTestsAnswerAsTheScalarRulesNvfp4) {
   // UE4M3: zero, subnormals, 2^-6 .. 448, NaN.
-  check_vector_fast_step_tests<nvfp4_1x16>({0x00, 0x01, 0x05, 0x08, 0x10, 0x20, 0x30, 0x38, 0x3C, 0x40, 0x48, 0x50, 0x60, 0x70, 0x7E, 0x7F});
+  check_vector_fast_step_tests<nvfp4_1x16>(
+      {0x00, 0x01, 0x05, 0x08, 0x10, 0x20, 0x30, 0x38, 0x3C, 0x40, 0x48, 0x50, 0x60, 0x70, 0x7E, 0x7F});
 }
 
 // Every limit of the two rules, one binade inside and one outside: MXFP4 rows and tiles whose E8M0
@@ -307,14 +330,20 @@ TEST(ExactFastPathEdges, VectorTestsAnswerAsTheScalarRulesOnEveryLimit) {
   const auto code = [](int e) { return static_cast<std::uint8_t>(127 + e); };
   std::mt19937 rng(12);
   const index_t k = 4 * 64;  // two E8M0 blocks per step
-  const auto a = operand_with_scales<mxfp4>(static_cast<index_t>(row_exponents.size()), k, [&](index_t r, index_t block) {
-    const auto [low, high] = row_exponents[static_cast<std::size_t>(r)];
-    return code(block % 2 ? high : low);
-  }, rng);
-  const auto b = operand_with_scales<mxfp4>(static_cast<index_t>(tile_exponents.size()) * detail::tile_lanes, k, [&](index_t j, index_t block) {
-    const auto [low, high] = tile_exponents[static_cast<std::size_t>(j / detail::tile_lanes)];
-    return code(block % 2 ? high : low);
-  }, rng);
+  const auto a = operand_with_scales<mxfp4>(
+      static_cast<index_t>(row_exponents.size()), k,
+      [&](index_t r, index_t block) {
+        const auto [low, high] = row_exponents[static_cast<std::size_t>(r)];
+        return code(block % 2 ? high : low);
+      },
+      rng);
+  const auto b = operand_with_scales<mxfp4>(
+      static_cast<index_t>(tile_exponents.size()) * detail::tile_lanes, k,
+      [&](index_t j, index_t block) {
+        const auto [low, high] = tile_exponents[static_cast<std::size_t>(j / detail::tile_lanes)];
+        return code(block % 2 ? high : low);
+      },
+      rng);
   const rule_counts counts = compare_vector_fast_step_tests(a, b);
   EXPECT_EQ(counts.compared, 4 * 4 * 4 * 8);
 }

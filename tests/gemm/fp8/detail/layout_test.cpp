@@ -78,14 +78,15 @@ TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
   std::mt19937 gen(3);
   for (fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
     const code_tables t(format);
-    const index_t rows = 9, cols = 150, stride = 160;  // five steps, the last partial
+    const index_t rows = 9, cols = 150, stride = 160;                                // five steps, the last partial
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(rows * stride), 0xAA);  // past cols: never read
     for (index_t r = 0; r < rows; ++r)
       for (index_t k = 0; k < cols; ++k) {
         const unsigned draw = gen() % 64;
         auto& c = codes[static_cast<std::size_t>(r * stride + k)];
-        c = draw == 0 ? static_cast<std::uint8_t>(t.first_special | (gen() & 0x83)) : draw < 20 ? std::uint8_t{0}
-            : static_cast<std::uint8_t>(gen() % t.first_special | (gen() & 0x80));
+        c = draw == 0   ? static_cast<std::uint8_t>(t.first_special | (gen() & 0x83))
+            : draw < 20 ? std::uint8_t{0}
+                        : static_cast<std::uint8_t>(gen() % t.first_special | (gen() & 0x80));
       }
     for (index_t k = 0; k < 32; ++k) codes[static_cast<std::size_t>(2 * stride + 32 + k)] = k % 2 ? 0x80 : 0;  // signed zeros only
     const operand_rows o = make_operand(codes.data(), stride, rows, cols, format, t,
@@ -108,7 +109,8 @@ TEST(Fp8Layout, OperandStepsFollowTheirDefinition) {
       EXPECT_EQ(o.finite[static_cast<std::size_t>(r)] != 0, finite) << r;
       EXPECT_EQ(o.plain[static_cast<std::size_t>(r)], 0) << r;  // scales are not 127
     }
-    const operand_rows unscaled = make_operand(codes.data(), stride, rows, cols, format, t, [](index_t, index_t) { return std::uint8_t{127}; });
+    const operand_rows unscaled =
+        make_operand(codes.data(), stride, rows, cols, format, t, [](index_t, index_t) { return std::uint8_t{127}; });
     std::vector<bool> row_plain(rows, true);
     for (index_t r = 0; r < rows; ++r) {
       for (index_t k = 0; k < cols; ++k) row_plain[r] = row_plain[r] && !t.special[codes[static_cast<std::size_t>(r * stride + k)]];

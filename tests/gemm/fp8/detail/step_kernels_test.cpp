@@ -23,7 +23,10 @@
 namespace nvfp4::fp8_gemm_detail {
 namespace {
 
-using scalar_kernels = lane_step_kernels<simd::scalar::ops, step_shapes{.exact_rows = 3, .exact_tiles_outer = true, .relaxed_tiles = 4, .relaxed_rows_wide = 5, .relaxed_rows = 2}>;
+using scalar_kernels =
+    lane_step_kernels<simd::scalar::ops,
+                      step_shapes{
+                          .exact_rows = 3, .exact_tiles_outer = true, .relaxed_tiles = 4, .relaxed_rows_wide = 5, .relaxed_rows = 2}>;
 using build_kernels = fp8_step_kernels<simd::fp8_gemm_isa>;
 
 struct block_case {
@@ -80,11 +83,13 @@ void check_block(const block_case& c, int tiles, fp8::mma::tensor_core core, gem
     blk.tiles[t] = &packed[static_cast<std::size_t>(t)];
     blk.j0[t] = t * lanes;
   }
-  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                            0x1.8p126f, -0x1.fffffep127f, 0x1p-140f, -0x1.4p-127f};
+  const float specials[] = {
+      0.0f,      -0.0f,       std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 0x1.8p126f, -0x1.fffffep127f,
+      0x1p-140f, -0x1.4p-127f};
   std::vector<float> start(static_cast<std::size_t>(a_rows * stride));
   for (auto& v : start)
-    v = gen() % 5 == 0 ? specials[gen() % std::size(specials)] : std::ldexp(static_cast<float>(gen() % 2001) - 1000.0f, static_cast<int>(gen() % 40) - 30);
+    v = gen() % 5 == 0 ? specials[gen() % std::size(specials)]
+                       : std::ldexp(static_cast<float>(gen() % 2001) - 1000.0f, static_cast<int>(gen() % 40) - 30);
   std::vector<float> got = start;
   Kernels::run_steps(blk, 0, steps, got.data(), stride);
   for (int r = 0; r < a_rows; ++r)
@@ -121,8 +126,10 @@ void check_all(const char* what) {
     for (auto& v : c.a_scales) v = scaled ? static_cast<std::uint8_t>(120 + gen() % 15) : 127;
     for (auto& v : c.b_scales) v = scaled ? static_cast<std::uint8_t>(120 + gen() % 15) : 127;
     static const code_tables e4m3(fp8_format::e4m3), e5m2(fp8_format::e5m2);
-    c.a = make_operand(c.a_codes.data(), k, a_rows, k, fp8_format::e4m3, e4m3, [&](index_t r, index_t s) { return c.a_scales[r * steps + s]; });
-    c.b = make_operand(c.b_codes.data(), k, b_rows, k, fp8_format::e5m2, e5m2, [&](index_t r, index_t s) { return c.b_scales[r * steps + s]; });
+    c.a = make_operand(c.a_codes.data(), k, a_rows, k, fp8_format::e4m3, e4m3,
+                       [&](index_t r, index_t s) { return c.a_scales[r * steps + s]; });
+    c.b = make_operand(c.b_codes.data(), k, b_rows, k, fp8_format::e5m2, e5m2,
+                       [&](index_t r, index_t s) { return c.b_scales[r * steps + s]; });
     ASSERT_TRUE(c.b.finite[0]);
     for (int tiles : {4, 2, 1}) check_block<Kernels>(c, tiles, fp8::mma::tensor_core::hopper, gemm_mode::relaxed, gen, what);
   }

@@ -18,10 +18,10 @@
 #include "nvfp4/gemm/fp4/detail/mma_kernels.hpp"
 #include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
 #include "nvfp4/gemm/fp4/detail/tile_path.hpp"
-#include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/gemm/fp4/simd/mma_amx.hpp"
 #include "nvfp4/gemm/fp4/simd/mma_avx2.hpp"
 #include "nvfp4/gemm/fp4/simd/mma_avx512.hpp"
+#include "nvfp4/gemm/operands.hpp"
 #include "nvfp4/scaling/matrix_view.hpp"
 #include "nvfp4/simd/dispatch.hpp"
 #include "nvfp4/simd/parallel.hpp"
@@ -56,8 +56,8 @@ void pack_all_tiles(const quantized_tensor<Format>& b, index_t steps, Step* out,
 /// value). `packed` is B packed by Kernels::packers::pack_tile for all its tiles, [tile][step]
 /// (whole panels), or null to pack each panel as it is needed.
 template <class Kernels, class FormatA, class FormatB, class Store>
-void mma_driver(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const tile_step* packed,
-                matrix_view<const float> c, const Store& store, gemm_mode mode) {
+void mma_driver(const quantized_tensor<FormatA>& a, const quantized_tensor<FormatB>& b, const tile_step* packed, matrix_view<const float> c,
+                const Store& store, gemm_mode mode) {
   using scale_type = typename FormatA::scale_type;
   using packers = typename Kernels::packers;
   const index_t m = a.rows(), n = b.rows();
@@ -106,8 +106,7 @@ void mma_driver(const quantized_tensor<FormatA>& a, const quantized_tensor<Forma
         }
         float* const staged = state.staged.data();
         for (index_t i = 0; i < i_count; ++i)
-          for (index_t j = 0; j < panel_cols; ++j)
-            staged[i * panel_cols + j] = (j < cols && !c.empty()) ? c(i_begin + i, j0 + j) : 0.0f;
+          for (index_t j = 0; j < panel_cols; ++j) staged[i * panel_cols + j] = (j < cols && !c.empty()) ? c(i_begin + i, j0 + j) : 0.0f;
         for (index_t s0 = 0; s0 < steps; s0 += steps_per_chunk) {
           const index_t chunk = std::min(steps_per_chunk, steps - s0);
           for (int t0 = 0; t0 < tiles_here; t0 += Kernels::block_tiles)
@@ -192,7 +191,9 @@ void block_scaled_mma_fast(const quantized_tensor<FormatA>& a, const quantized_t
   if (a.rows() == 0 || b.rows() == 0) return;
   static_assert(has_mma_kernels<simd::gemm_isa>);
   // Relaxed: on BF16 tiles where the machine runs them and the folded operands fit (tile_path.hpp).
-  if (mode == gemm_mode::relaxed && tiles::relaxed_on_tiles(a.rows(), b.rows()) && fp4_mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, store)) return;
+  if (mode == gemm_mode::relaxed && tiles::relaxed_on_tiles(a.rows(), b.rows()) &&
+      fp4_mma_on_tiles<simd::amx::hardware_tiles>(a, b, c, store))
+    return;
   // The run-time choice: AMX where the CPU and the OS allow it and the operands suit it.
   if constexpr (has_mma_kernels<isa::amx_bf16>) {
     if (simd::gemm_isa_for_call() == isa::amx_bf16 && run_amx<mma_kernels<isa::amx_bf16>>(a, b, packed, c, store, mode)) return;

@@ -25,7 +25,9 @@ template <isa Isa>
 struct mma_kernels;
 
 template <isa Isa>
-concept has_mma_kernels = requires { mma_kernels<Isa>::block_rows; };
+concept has_mma_kernels = requires {
+  mma_kernels<Isa>::block_rows;
+};
 
 /// Calls block(R, C) with R = min(rows, MaxRows) and C = min(tiles, MaxTiles) as compile-time
 /// constants (rows, tiles >= 1): the register block of a kernel set's driver, smaller at the edges.
@@ -51,15 +53,13 @@ struct mma_kernels<isa::scalar> {
   }
 
   template <class ScaleType, int R, int C, bool /*Prescaled*/>
-  static void relaxed_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out,
-                            index_t out_stride) {
+  static void relaxed_block(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
     lane_by_lane<ScaleType, gemm_mode::relaxed, R, C>(rows, tiles, steps, out, out_stride);
   }
 
  private:
   template <class ScaleType, gemm_mode Mode, int R, int C>
-  static void lane_by_lane(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out,
-                           index_t out_stride) {
+  static void lane_by_lane(const row_step* const* rows, const tile_step* const* tiles, index_t steps, float* out, index_t out_stride) {
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c)
         for (int lane = 0; lane < tile_lanes; ++lane) {

@@ -68,17 +68,17 @@ index_t scale_block_of(index_t step, int group) {
 
 /// One step (64 K elements) of one row of the broadcast operand.
 struct alignas(64) row_step {
-  std::int8_t values[fp4::mma::step_k];   ///< doubled E2M1 values, zero past K
-  std::int32_t correction[4];        ///< -12 Σ a2 per group: undoes the tiles' +12 offset
-  float quarter[4];                  ///< s_g / 4 (s_g itself: row_scale_value)
-  float exponent_min, exponent_max;  ///< over groups with a non-zero scale (or the stand-in)
+  std::int8_t values[fp4::mma::step_k];  ///< doubled E2M1 values, zero past K
+  std::int32_t correction[4];            ///< -12 Σ a2 per group: undoes the tiles' +12 offset
+  float quarter[4];                      ///< s_g / 4 (s_g itself: row_scale_value)
+  float exponent_min, exponent_max;      ///< over groups with a non-zero scale (or the stand-in)
   /// {e_max - e_min, e_min, e_min, e_max} of the fields above, e_max as +inf when a scale is NaN:
   /// added lane by lane to a tile step's {span, exponent_min_low, exponent_min_high,
   /// exponent_max_high}, the four sums that scales_allow_fast_step and
   /// terms_add_exactly_in_float compare, so that a vector kernel tests a block's rows at once.
   float fast_step_key[4];
-  std::uint8_t codes[4];             ///< the scale codes, for the exact fallback
-  std::uint8_t zero_scale_mask;      ///< groups past K (a zero scale, which no E8M0 code is)
+  std::uint8_t codes[4];         ///< the scale codes, for the exact fallback
+  std::uint8_t zero_scale_mask;  ///< groups past K (a zero scale, which no E8M0 code is)
   std::uint8_t has_nan;
 };
 
@@ -95,16 +95,16 @@ struct broadcast_rows {
 
 /// One step of a 16-column tile of the other operand.
 struct alignas(64) tile_step {
-  std::uint8_t bytes[16][64];          ///< [g*4 + q][lane*4 + e] = b2 + 12 of element g*16 + q*4 + e
-  float value[4][tile_lanes];          ///< s_g per lane
+  std::uint8_t bytes[16][64];             ///< [g*4 + q][lane*4 + e] = b2 + 12 of element g*16 + q*4 + e
+  float value[4][tile_lanes];             ///< s_g per lane
   float accumulator_floor[tile_lanes];    ///< max_g e_g - 12: the accumulator's exponent must reach it
   float accumulator_ceiling[tile_lanes];  ///< min_g e_g + 27: ... and stay at or below it
-  std::uint8_t codes[4][tile_lanes];   ///< scale codes, for the exact fallback
-  float span;                          ///< max over lanes of max_g e_g - min_g e_g
+  std::uint8_t codes[4][tile_lanes];      ///< scale codes, for the exact fallback
+  float span;                             ///< max over lanes of max_g e_g - min_g e_g
   /// min/max over lanes of the bounds; with span, in this order, the tile's half of the sums of
   /// row_step::fast_step_key
   float exponent_min_low, exponent_min_high, exponent_max_high;
-  std::uint16_t zero_scale_lanes[4];   ///< per group: lanes past K or past the operand's rows
+  std::uint16_t zero_scale_lanes[4];  ///< per group: lanes past K or past the operand's rows
   std::uint8_t has_nan;
 };
 
@@ -214,7 +214,9 @@ broadcast_rows build_broadcast_rows(const quantized_tensor<Format>& q, FillValue
           }
         return local;
       },
-      [](exponent_range a, exponent_range b) { return exponent_range{std::min(a.min, b.min), std::max(a.max, b.max)}; });
+      [](exponent_range a, exponent_range b) {
+        return exponent_range{std::min(a.min, b.min), std::max(a.max, b.max)};
+      });
   out.exponent_min = range.min;
   out.exponent_max = range.max;
   return out;
@@ -245,8 +247,8 @@ void scale_exponent_range(const quantized_tensor<Format>& q, float& exponent_min
 template <class Row, class Tile>
 bool scales_allow_fast_step(const Row& ra, const Tile& tb) {
   return (ra.has_nan | tb.has_nan) == 0 && (ra.exponent_max - ra.exponent_min) + tb.span <= max_term_span &&
-         ra.exponent_min + tb.exponent_min_low >= -126 - max_term_span &&
-         ra.exponent_min + tb.exponent_min_high <= 125 - max_term_span && ra.exponent_max + tb.exponent_max_high <= 113;
+         ra.exponent_min + tb.exponent_min_low >= -126 - max_term_span && ra.exponent_min + tb.exponent_min_high <= 125 - max_term_span &&
+         ra.exponent_max + tb.exponent_max_high <= 113;
 }
 
 /// The exact kernels can also add a step's four group terms t_g = 4P_g·(s_a/4)·s_b in fp32 (one
@@ -261,7 +263,8 @@ inline constexpr float max_float_sum_span = 3;
 inline constexpr float min_float_sum_exponent = -141;
 template <class Row, class Tile>
 bool terms_add_exactly_in_float(const Row& ra, const Tile& tb) {
-  return (ra.exponent_max - ra.exponent_min) + tb.span <= max_float_sum_span && ra.exponent_min + tb.exponent_min_low >= min_float_sum_exponent;
+  return (ra.exponent_max - ra.exponent_min) + tb.span <= max_float_sum_span &&
+         ra.exponent_min + tb.exponent_min_low >= min_float_sum_exponent;
 }
 
 /// The scale parts of group g of a row step and of lane `lane` of a tile step (the padding scale
@@ -270,9 +273,10 @@ template <class ScaleType>
 void step_scale_parts(const row_step& ra, const tile_step& tb, int lane, fp4::mma::scale_parts (&scale_a)[4],
                       fp4::mma::scale_parts (&scale_b)[4]) {
   for (int g = 0; g < 4; ++g) {
-    scale_a[g] = (ra.zero_scale_mask >> g) & 1 ? fp4::mma::padding_scale<ScaleType>() : fp4::mma::decompose(ScaleType::from_bits(ra.codes[g]));
+    scale_a[g] =
+        (ra.zero_scale_mask >> g) & 1 ? fp4::mma::padding_scale<ScaleType>() : fp4::mma::decompose(ScaleType::from_bits(ra.codes[g]));
     scale_b[g] = (tb.zero_scale_lanes[g] >> lane) & 1 ? fp4::mma::padding_scale<ScaleType>()
-                                                       : fp4::mma::decompose(ScaleType::from_bits(tb.codes[g][lane]));
+                                                      : fp4::mma::decompose(ScaleType::from_bits(tb.codes[g][lane]));
   }
 }
 
@@ -285,8 +289,10 @@ float step_of_lane(const row_step& ra, const tile_step& tb, int lane, float c) {
   step_scale_parts<ScaleType>(ra, tb, lane, scale_a, scale_b);
   std::int8_t b2[fp4::mma::step_k];
   for (int k = 0; k < fp4::mma::step_k; ++k) b2[k] = static_cast<std::int8_t>(tb.bytes[k / 4][lane * 4 + k % 4] - element_offset);
-  if constexpr (Mode == gemm_mode::exact) return fp4::mma::step(ra.values, b2, scale_a, scale_b, c);
-  else return fp4::mma::relaxed_step(ra.values, b2, scale_a, scale_b, c);
+  if constexpr (Mode == gemm_mode::exact)
+    return fp4::mma::step(ra.values, b2, scale_a, scale_b, c);
+  else
+    return fp4::mma::relaxed_step(ra.values, b2, scale_a, scale_b, c);
 }
 
 }  // namespace nvfp4::detail

@@ -165,35 +165,36 @@ row_blocks make_row_blocks(const quantized_tensor<Format>& q) {
   out.data = scratch<row_block_step>(static_cast<std::size_t>(out.blocks * out.steps));
   const index_t stride = q.data_row_stride();
   const auto* data = reinterpret_cast<const std::uint8_t*>(q.data().data());
-  simd::parallel_ranges(out.blocks * out.steps, simd::worth_parallel(out.rows * out.steps * fp4::mma::step_k), [&](index_t begin, index_t end) {
-    const __m512i bf16_table = doubled_bf16_table();
-    const __m512i offset = _mm512_set1_epi16(12);
-    row_step scales;  // set_row_step_scales fills the scale part of a row_step
-    for (index_t index = begin; index < end; ++index) {
-      const index_t b = index / out.steps, s = index % out.steps;
-      row_block_step& rs = out.data[static_cast<std::size_t>(index)];
-      for (int i = 0; i < block_rows; ++i) {
-        const index_t r = b * block_rows + i;
-        row_bounds& bounds = rs.rows[i];
-        if (r >= q.rows()) {
-          std::memset(rs.values[i], 0, sizeof rs.values[i]);
-          bounds = {{0, 0, 0, 0}, no_scale_exponent, no_scale_exponent, 0};
-          continue;
+  simd::parallel_ranges(
+      out.blocks * out.steps, simd::worth_parallel(out.rows * out.steps * fp4::mma::step_k), [&](index_t begin, index_t end) {
+        const __m512i bf16_table = doubled_bf16_table();
+        const __m512i offset = _mm512_set1_epi16(12);
+        row_step scales;  // set_row_step_scales fills the scale part of a row_step
+        for (index_t index = begin; index < end; ++index) {
+          const index_t b = index / out.steps, s = index % out.steps;
+          row_block_step& rs = out.data[static_cast<std::size_t>(index)];
+          for (int i = 0; i < block_rows; ++i) {
+            const index_t r = b * block_rows + i;
+            row_bounds& bounds = rs.rows[i];
+            if (r >= q.rows()) {
+              std::memset(rs.values[i], 0, sizeof rs.values[i]);
+              bounds = {{0, 0, 0, 0}, no_scale_exponent, no_scale_exponent, 0};
+              continue;
+            }
+            const __m512i values = decode_step(data + r * stride, stride, s);
+            for (int half = 0; half < 2; ++half) {
+              const __m512i words = _mm512_cvtepi8_epi16(half ? _mm512_extracti64x4_epi64(values, 1) : _mm512_castsi512_si256(values));
+              _mm512_store_si512(rs.values[i] + 32 * half, _mm512_permutexvar_epi16(_mm512_add_epi16(words, offset), bf16_table));
+            }
+            float e_min, e_max;
+            set_row_step_scales(q, r, s, scales, e_min, e_max);
+            for (int g = 0; g < 4; ++g) bounds.quarter[g] = scales.quarter[g];
+            bounds.exponent_min = scales.exponent_min;
+            bounds.exponent_max = scales.exponent_max;
+            bounds.has_nan = scales.has_nan;
+          }
         }
-        const __m512i values = decode_step(data + r * stride, stride, s);
-        for (int half = 0; half < 2; ++half) {
-          const __m512i words = _mm512_cvtepi8_epi16(half ? _mm512_extracti64x4_epi64(values, 1) : _mm512_castsi512_si256(values));
-          _mm512_store_si512(rs.values[i] + 32 * half, _mm512_permutexvar_epi16(_mm512_add_epi16(words, offset), bf16_table));
-        }
-        float e_min, e_max;
-        set_row_step_scales(q, r, s, scales, e_min, e_max);
-        for (int g = 0; g < 4; ++g) bounds.quarter[g] = scales.quarter[g];
-        bounds.exponent_min = scales.exponent_min;
-        bounds.exponent_max = scales.exponent_max;
-        bounds.has_nan = scales.has_nan;
-      }
-    }
-  });
+      });
   return out;
 }
 
@@ -246,8 +247,8 @@ void pack_tile(const quantized_tensor<Format>& q, index_t j0, tile_block_step* o
 /// The scalar §6 step of output (i, j) at step s from the operands themselves (the reference's
 /// code): the exact kernel's fallback. Rows or columns past the operands keep c.
 template <class FormatA, class FormatB>
-[[gnu::noinline]] float exact_step_of_element(const quantized_tensor<FormatA>& a, index_t i, const quantized_tensor<FormatB>& b,
-                                              index_t j, index_t s, float c) {
+[[gnu::noinline]] float exact_step_of_element(const quantized_tensor<FormatA>& a, index_t i, const quantized_tensor<FormatB>& b, index_t j,
+                                              index_t s, float c) {
   if (i >= a.rows() || j >= b.rows()) return c;
   int a2[fp4::mma::step_k], b2[fp4::mma::step_k];
   fp4::mma::scale_parts scale_a[fp4::mma::groups_per_step], scale_b[fp4::mma::groups_per_step];
@@ -260,7 +261,8 @@ template <class FormatA, class FormatB>
 
 template <int N, class F>
 NVFP4_ALWAYS_INLINE void static_for(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) { (f.template operator()<I>(), ...); }(std::make_integer_sequence<int, N>{});
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f.template operator()<I>(), ...); }
+  (std::make_integer_sequence<int, N>{});
 }
 
 /// Tile-unit results of one step for a block of up to 2 x 2: [r][c][g] 16 x 16 fp32 U_g.
@@ -291,8 +293,7 @@ NVFP4_ALWAYS_INLINE void relaxed_rows(const row_block_step& a, const float (&u)[
                                       index_t out_stride) {
   for (int i = 0; i < block_rows; ++i) {
     __m512 acc = _mm512_loadu_ps(out + i * out_stride);
-    for (int g = 0; g < 4; ++g)
-      acc = _mm512_fmadd_ps(_mm512_load_ps(u[g] + i * tile_lanes), _mm512_set1_ps(a.rows[i].quarter[g]), acc);
+    for (int g = 0; g < 4; ++g) acc = _mm512_fmadd_ps(_mm512_load_ps(u[g] + i * tile_lanes), _mm512_set1_ps(a.rows[i].quarter[g]), acc);
     _mm512_storeu_ps(out + i * out_stride, acc);
   }
 }
@@ -329,10 +330,10 @@ NVFP4_ALWAYS_INLINE void exact_rows(const row_block_step& a, const tile_block_st
       fast = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvt_roundpd_ps(sum0, truncate)), _mm512_cvt_roundpd_ps(sum1, truncate), 1);
     }
     const __m512 exponent = _mm512_getexp_ps(acc);  // -inf for 0, NaN for NaN, +inf for Inf
-    const __mmask16 ok = static_cast<__mmask16>(
-        (_mm512_cmp_ps_mask(exponent, _mm512_add_ps(_mm512_set1_ps(ra.exponent_max), floor), _CMP_GE_OQ) &
-         _mm512_cmp_ps_mask(exponent, _mm512_add_ps(_mm512_set1_ps(ra.exponent_min), ceiling), _CMP_LE_OQ)) |
-        _mm512_cmp_ps_mask(acc, _mm512_setzero_ps(), _CMP_EQ_OQ));
+    const __mmask16 ok =
+        static_cast<__mmask16>((_mm512_cmp_ps_mask(exponent, _mm512_add_ps(_mm512_set1_ps(ra.exponent_max), floor), _CMP_GE_OQ) &
+                                _mm512_cmp_ps_mask(exponent, _mm512_add_ps(_mm512_set1_ps(ra.exponent_min), ceiling), _CMP_LE_OQ)) |
+                               _mm512_cmp_ps_mask(acc, _mm512_setzero_ps(), _CMP_EQ_OQ));
     _mm512_storeu_ps(o, ok == 0xFFFF ? fast : redo(i, static_cast<__mmask16>(~ok), fast, acc));
   }
 }
@@ -429,16 +430,19 @@ void block_scaled_mma(const quantized_tensor<FormatA>& a, const quantized_tensor
         const index_t chunk = std::min(steps_per_chunk, steps - s0);
         for (int t0 = 0; t0 < tiles_here; t0 += 2)
           for (int b0 = 0; b0 < blocks_here; b0 += 2) {
-            for_block_shape<2, 2>(blocks_here - b0, tiles_here - t0, [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
-              const row_block_step* ra[R];
-              const tile_block_step* tb[C];
-              for (int r = 0; r < R; ++r) ra[r] = rows.block(i_begin / block_rows + b0 + r) + s0;
-              for (int t = 0; t < C; ++t) tb[t] = panel + (t0 + t) * steps + s0;
-              float* out = staged.data() + b0 * block_rows * panel_cols + t0 * tile_lanes;
-              const index_t i0 = i_begin + b0 * block_rows, jt = j0 + t0 * tile_lanes;
-              if (mode == gemm_mode::exact) block<Tiles, Schedule, true, R, C>(a, b, ra, tb, i0, jt, s0, chunk, out, panel_cols, products);
-              else block<Tiles, Schedule, false, R, C>(a, b, ra, tb, i0, jt, s0, chunk, out, panel_cols, products);
-            });
+            for_block_shape<2, 2>(blocks_here - b0, tiles_here - t0,
+                                  [&]<int R, int C>(std::integral_constant<int, R>, std::integral_constant<int, C>) {
+                                    const row_block_step* ra[R];
+                                    const tile_block_step* tb[C];
+                                    for (int r = 0; r < R; ++r) ra[r] = rows.block(i_begin / block_rows + b0 + r) + s0;
+                                    for (int t = 0; t < C; ++t) tb[t] = panel + (t0 + t) * steps + s0;
+                                    float* out = staged.data() + b0 * block_rows * panel_cols + t0 * tile_lanes;
+                                    const index_t i0 = i_begin + b0 * block_rows, jt = j0 + t0 * tile_lanes;
+                                    if (mode == gemm_mode::exact)
+                                      block<Tiles, Schedule, true, R, C>(a, b, ra, tb, i0, jt, s0, chunk, out, panel_cols, products);
+                                    else
+                                      block<Tiles, Schedule, false, R, C>(a, b, ra, tb, i0, jt, s0, chunk, out, panel_cols, products);
+                                  });
           }
       }
       for (index_t i = 0; i < i_count; ++i)

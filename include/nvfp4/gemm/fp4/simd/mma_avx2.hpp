@@ -85,8 +85,8 @@ struct mma_kernels<isa::avx2> {
     const __m128 nearest = _mm256_cvtpd_ps(x);
     const __m256d magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFF));
     const __m256d overshot = _mm256_cmp_pd(_mm256_and_pd(_mm256_cvtps_pd(nearest), magnitude), _mm256_and_pd(x, magnitude), _CMP_GT_OQ);
-    const __m128i overshot32 = _mm256_castsi256_si128(
-        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(overshot), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)));
+    const __m128i overshot32 =
+        _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(overshot), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)));
     return _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(nearest), overshot32));
   }
 
@@ -152,7 +152,6 @@ struct mma_kernels<isa::avx2> {
       _mm256_storeu_ps(out + r * out_stride + 8, acc[1]);
     }
   }
-
 };
 
 }  // namespace nvfp4::detail

@@ -15,10 +15,10 @@
 #include <cstring>
 #include <limits>
 
-#include "nvfp4/gemm/fp4/mma_model.hpp"
 #include "nvfp4/gemm/fp4/detail/mma_kernels.hpp"
 #include "nvfp4/gemm/fp4/detail/mma_layout.hpp"
 #include "nvfp4/gemm/fp4/detail/packing.hpp"
+#include "nvfp4/gemm/fp4/mma_model.hpp"
 #include "nvfp4/simd/avx512/ops.hpp"
 #include "nvfp4/simd/x86_intrinsics.hpp"
 
@@ -101,7 +101,7 @@ struct mma_kernels<isa::avx512_vnni> {
   /// The lanes of `redo` through the scalar §6 step.
   template <class ScaleType>
   [[gnu::noinline, gnu::cold]] static __m512 exact_fallback(__m512 fast, __mmask16 redo, const row_step& ra, const tile_step& tb,
-                                                     __m512 accumulator) {
+                                                            __m512 accumulator) {
     alignas(64) float result[tile_lanes], c[tile_lanes];
     _mm512_store_ps(result, fast);
     _mm512_store_ps(c, accumulator);
@@ -195,7 +195,8 @@ struct mma_kernels<isa::avx512_vnni> {
           for (int c = 0; c < C; ++c) {
             const __m512 scale_b = _mm512_load_ps(tb[c]->value[g]);
             for (int r = 0; r < R; ++r)
-              sum[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][c]), _mm512_mul_ps(_mm512_set1_ps(ra[r]->quarter[g]), scale_b), sum[r][c]);
+              sum[r][c] =
+                  _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r][c]), _mm512_mul_ps(_mm512_set1_ps(ra[r]->quarter[g]), scale_b), sum[r][c]);
           }
         }
         for (int r = 0; r < R; ++r)
@@ -216,13 +217,12 @@ struct mma_kernels<isa::avx512_vnni> {
                 (_mm512_cmp_ps_mask(exponent, floor, _CMP_GE_OQ) & _mm512_cmp_ps_mask(exponent, ceiling, _CMP_LE_OQ)) |
                 _mm512_cmp_ps_mask(acc[r][c], _mm512_setzero_ps(), _CMP_EQ_OQ));
           }
-          acc[r][c] = ok == 0xFFFF ? fast[r][c]
-                                   : exact_fallback<ScaleType>(fast[r][c], static_cast<__mmask16>(~ok), *ra[r], *tb[c], acc[r][c]);
+          acc[r][c] =
+              ok == 0xFFFF ? fast[r][c] : exact_fallback<ScaleType>(fast[r][c], static_cast<__mmask16>(~ok), *ra[r], *tb[c], acc[r][c]);
         }
     }
     store_block(acc, out, out_stride);
   }
-
 };
 
 }  // namespace nvfp4::detail

@@ -26,11 +26,11 @@ namespace nvfp4::detail {
 inline void check_fp8_gemm(index_t a_rows, index_t a_cols, index_t b_rows, index_t b_cols, const fp8_gemm_options& options,
                            const char* what) {
   require(a_cols == b_cols, errc::shape_mismatch,
-          std::string(what) + ": A is " + std::to_string(a_rows) + "x" + std::to_string(a_cols) + " and B is " +
-              std::to_string(b_rows) + "x" + std::to_string(b_cols) + ": both must be [rows, K] with the same K (B is [N, K])");
-  require(options.promotion_interval >= 0 && options.promotion_interval % fp8::mma::step_k == 0, errc::invalid_argument,
-          std::string(what) + ": promotion_interval must be 0 or a positive multiple of 32, got " +
-              std::to_string(options.promotion_interval));
+          std::string(what) + ": A is " + std::to_string(a_rows) + "x" + std::to_string(a_cols) + " and B is " + std::to_string(b_rows) +
+              "x" + std::to_string(b_cols) + ": both must be [rows, K] with the same K (B is [N, K])");
+  require(
+      options.promotion_interval >= 0 && options.promotion_interval % fp8::mma::step_k == 0, errc::invalid_argument,
+      std::string(what) + ": promotion_interval must be 0 or a positive multiple of 32, got " + std::to_string(options.promotion_interval));
   require(options.bias.empty() || static_cast<index_t>(options.bias.size()) == b_rows, errc::shape_mismatch,
           std::string(what) + ": bias has " + std::to_string(options.bias.size()) + " values, expected N = " + std::to_string(b_rows));
 }
@@ -40,8 +40,8 @@ template <class T>
 void check_fp8_output(matrix_view<T> out, index_t rows, index_t cols, const char* what) {
   out.validate(what);
   require(out.rows() == rows && out.cols() == cols, errc::shape_mismatch,
-          std::string("fp8 gemm: ") + what + " is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) +
-              ", expected " + std::to_string(rows) + "x" + std::to_string(cols));
+          std::string("fp8 gemm: ") + what + " is " + std::to_string(out.rows()) + "x" + std::to_string(out.cols()) + ", expected " +
+              std::to_string(rows) + "x" + std::to_string(cols));
 }
 
 /// The 32 codes of row r, step s of a [rows, K] row-major code matrix, zero past K.
@@ -141,15 +141,17 @@ inline block_update block_update_for(bool a_1x128, bool b_1x128, fp8_block_epilo
 
 NVFP4_ALWAYS_INLINE float apply_block(block_update update, float p, float sa, float sb, float y) {
   switch (update) {
-    case block_update::a_first: return std::fma(p * sa, sb, y);
-    case block_update::b_first: return std::fma(p * sb, sa, y);
-    default: return std::fma(p, sa * sb, y);
+    case block_update::a_first:
+      return std::fma(p * sa, sb, y);
+    case block_update::b_first:
+      return std::fma(p * sb, sa, y);
+    default:
+      return std::fma(p, sa * sb, y);
   }
 }
 
 /// Output (i, j) of the raw chain over the codes of a and b (see reference::fp8_mma).
-inline float fp8_chain_output(const fp8_tensor& a, const fp8_tensor& b, index_t i, index_t j, float c,
-                              const fp8_gemm_options& options) {
+inline float fp8_chain_output(const fp8_tensor& a, const fp8_tensor& b, index_t i, index_t j, float c, const fp8_gemm_options& options) {
   const index_t k = a.cols(), steps = (k + fp8::mma::step_k - 1) / fp8::mma::step_k;
   std::uint8_t pad_a[fp8::mma::step_k], pad_b[fp8::mma::step_k];
   const std::uint8_t* a_row = a.codes().data() + i * k;
@@ -201,8 +203,8 @@ inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i
   };
   float y = 0.0f;
   for (index_t s0 = 0; s0 < steps; s0 += steps_per_block) {
-    const float partial = promoted_chain(s0, std::min(steps, s0 + steps_per_block), 0.0f,
-                                         options.promotion_interval / fp8::mma::step_k, step);
+    const float partial =
+        promoted_chain(s0, std::min(steps, s0 + steps_per_block), 0.0f, options.promotion_interval / fp8::mma::step_k, step);
     const index_t kb = s0 / steps_per_block;
     y = apply_block(update, partial, a.block_scale_inv(i / a.block_rows(), kb), b.block_scale_inv(j / b.block_rows(), kb), y);
   }
@@ -214,8 +216,7 @@ inline float fp8_gemm_output(const fp8_tensor& a, const fp8_tensor& b, index_t i
 inline void check_fp8_scaling_pair(const fp8_tensor& a, const fp8_tensor& b) {
   const bool ok = (a.per_tensor() && b.per_tensor()) || (row_scaled(a) && row_scaled(b)) ||
                   (!a.per_tensor() && !b.per_tensor() && a.block_cols() == fp8_block_size && b.block_cols() == fp8_block_size &&
-                   (a.block_rows() == 1 || a.block_rows() == fp8_block_size) &&
-                   (b.block_rows() == 1 || b.block_rows() == fp8_block_size));
+                   (a.block_rows() == 1 || a.block_rows() == fp8_block_size) && (b.block_rows() == 1 || b.block_rows() == fp8_block_size));
   require(ok, errc::invalid_argument,
           "fp8_gemm: A and B must both be per-tensor scaled, both scaled per row (blocks of 1 x K, K != 128), or both "
           "block-scaled with 1x128 / 128x128 blocks");

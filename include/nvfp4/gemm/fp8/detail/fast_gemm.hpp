@@ -65,8 +65,8 @@ inline std::vector<column_tile>& kept_tiles() {
 /// two), and store(i, j0, acc, count) receives the final accumulators of such a row segment.
 /// Row segments, not single outputs: the epilogue is then a loop over contiguous floats.
 template <class Init, class Run, class Store>
-void for_each_chunk(const operand_rows& a, const operand_rows& b, fp8::mma::tensor_core core, gemm_mode mode, index_t granule,
-                    Init&& init, Run&& run, Store&& store) {
+void for_each_chunk(const operand_rows& a, const operand_rows& b, fp8::mma::tensor_core core, gemm_mode mode, index_t granule, Init&& init,
+                    Run&& run, Store&& store) {
   const index_t m = a.rows, n = b.rows, steps = a.steps;
   if (m == 0 || n == 0) return;
   const index_t tiles = (n + lanes - 1) / lanes, panels = (tiles + tiles_per_panel - 1) / tiles_per_panel;
@@ -130,8 +130,9 @@ void for_each_chunk(const operand_rows& a, const operand_rows& b, fp8::mma::tens
           stage_rows(a, i_begin, item_rows, c0, c1, fp8_step_kernels<simd::fp8_gemm_isa>::staging(mode), staged);
           for (index_t t0 = 0; t0 < t_count; t0 += block_tiles)
             for (int r0 = 0; r0 < item_rows; r0 += block_rows) {
-              step_block blk{&a, &staged, r0, std::min(block_rows, item_rows - r0), &b, {}, {},
-                             static_cast<int>(std::min<index_t>(block_tiles, t_count - t0)), core, mode};
+              step_block blk{&a,   &staged, r0, std::min(block_rows, item_rows - r0),
+                             &b,   {},      {}, static_cast<int>(std::min<index_t>(block_tiles, t_count - t0)),
+                             core, mode};
               for (int t = 0; t < blk.tile_count; ++t) {
                 blk.tiles[t] = panel_tiles + t0 + t;
                 blk.j0[t] = (t_begin + t0 + t) * lanes;

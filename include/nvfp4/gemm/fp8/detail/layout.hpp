@@ -324,8 +324,12 @@ NVFP4_ALWAYS_INLINE staged_row_step staged_row_at(const step_block& blk, int r, 
   const row_staging& st = *blk.staged;
   const index_t base = (blk.row_offset + r) * st.padded_k + (s - st.s0) * fp8::mma::step_k;
   const std::size_t at = blk.a->at(blk.i0() + r, s);
-  return {st.value.data() + base, st.exponent.data() + base, st.pair.data() + base / 2, blk.a->max_exponent[at],
-          static_cast<int>(blk.a->scale[at]) - 127, blk.a->special[at] != 0};
+  return {st.value.data() + base,
+          st.exponent.data() + base,
+          st.pair.data() + base / 2,
+          blk.a->max_exponent[at],
+          static_cast<int>(blk.a->scale[at]) - 127,
+          blk.a->special[at] != 0};
 }
 
 /// One output's step by the scalar model (the portable path, and the vector kernels' fallback for

@@ -76,10 +76,18 @@ struct lane_step_kernels {
         for (int t = 0; t < blk.tile_count; ++t) relaxed_call<1>(one_tile(blk, t), s0, s1, acc + t * lanes, stride);
       } else {
         switch (blk.tile_count) {
-          case 4: relaxed_call<4>(blk, s0, s1, acc, stride); break;
-          case 3: relaxed_call<3>(blk, s0, s1, acc, stride); break;
-          case 2: relaxed_call<2>(blk, s0, s1, acc, stride); break;
-          default: relaxed_call<1>(blk, s0, s1, acc, stride); break;
+          case 4:
+            relaxed_call<4>(blk, s0, s1, acc, stride);
+            break;
+          case 3:
+            relaxed_call<3>(blk, s0, s1, acc, stride);
+            break;
+          case 2:
+            relaxed_call<2>(blk, s0, s1, acc, stride);
+            break;
+          default:
+            relaxed_call<1>(blk, s0, s1, acc, stride);
+            break;
         }
       }
       return;

@@ -30,8 +30,8 @@ bool pack_fp8_for_tiles(const TensorA& a, const TensorB& b, tiles::packed_operan
 /// auto-vectorized loop came out as 256-bit code with the row scales spilled, g++ 13
 /// -march=sapphirerapids), the order of roundings chosen once per call.
 template <block_update Update>
-NVFP4_ALWAYS_INLINE void merge_block_partial(const float* NVFP4_RESTRICT partial, const float* NVFP4_RESTRICT sa, const float* NVFP4_RESTRICT sb,
-                                             float* NVFP4_RESTRICT y) {
+NVFP4_ALWAYS_INLINE void merge_block_partial(const float* NVFP4_RESTRICT partial, const float* NVFP4_RESTRICT sa,
+                                             const float* NVFP4_RESTRICT sb, float* NVFP4_RESTRICT y) {
   using ops = simd::ops;
   constexpr int lanes = tiles::lanes;
   static_assert(lanes % ops::width == 0);
@@ -39,9 +39,12 @@ NVFP4_ALWAYS_INLINE void merge_block_partial(const float* NVFP4_RESTRICT partial
     const typename ops::vf b = ops::load(sb + c0);
     for (int r = 0; r < lanes; ++r) {
       const typename ops::vf a = ops::set(sa[r]), p = ops::load(partial + r * lanes + c0), o = ops::load(y + r * lanes + c0);
-      if constexpr (Update == block_update::a_first) ops::store(y + r * lanes + c0, ops::fmadd(ops::mul(p, a), b, o));
-      else if constexpr (Update == block_update::b_first) ops::store(y + r * lanes + c0, ops::fmadd(ops::mul(p, b), a, o));
-      else ops::store(y + r * lanes + c0, ops::fmadd(p, ops::mul(a, b), o));
+      if constexpr (Update == block_update::a_first)
+        ops::store(y + r * lanes + c0, ops::fmadd(ops::mul(p, a), b, o));
+      else if constexpr (Update == block_update::b_first)
+        ops::store(y + r * lanes + c0, ops::fmadd(ops::mul(p, b), a, o));
+      else
+        ops::store(y + r * lanes + c0, ops::fmadd(p, ops::mul(a, b), o));
     }
   }
 }
@@ -77,16 +80,23 @@ bool fp8_gemm_on_tiles(const fp8_tensor& a, const fp8_tensor& b, matrix_view<Out
   const index_t k_blocks = a.scale_cols(), m_padded = pa.blocks * lanes, n_padded = pb.blocks * lanes;
   scratch<float> scale_a(static_cast<std::size_t>(k_blocks * m_padded)), scale_b(static_cast<std::size_t>(k_blocks * n_padded));
   for (index_t kb = 0; kb < k_blocks; ++kb) {
-    for (index_t i = 0; i < m_padded; ++i) scale_a[static_cast<std::size_t>(kb * m_padded + i)] = i < a.rows() ? a.block_scale_inv(i / a.block_rows(), kb) : 1.0f;
-    for (index_t j = 0; j < n_padded; ++j) scale_b[static_cast<std::size_t>(kb * n_padded + j)] = j < b.rows() ? b.block_scale_inv(j / b.block_rows(), kb) : 1.0f;
+    for (index_t i = 0; i < m_padded; ++i)
+      scale_a[static_cast<std::size_t>(kb * m_padded + i)] = i < a.rows() ? a.block_scale_inv(i / a.block_rows(), kb) : 1.0f;
+    for (index_t j = 0; j < n_padded; ++j)
+      scale_b[static_cast<std::size_t>(kb * n_padded + j)] = j < b.rows() ? b.block_scale_inv(j / b.block_rows(), kb) : 1.0f;
   }
   const auto merge = [&](index_t rb, index_t cb, index_t kb, const float* partial, float* y) {
     const float* const sa = scale_a.data() + kb * m_padded + rb * lanes;
     const float* const sb = scale_b.data() + kb * n_padded + cb * lanes;
     switch (update) {
-      case block_update::a_first: merge_block_partial<block_update::a_first>(partial, sa, sb, y); break;
-      case block_update::b_first: merge_block_partial<block_update::b_first>(partial, sa, sb, y); break;
-      default: merge_block_partial<block_update::combined>(partial, sa, sb, y);
+      case block_update::a_first:
+        merge_block_partial<block_update::a_first>(partial, sa, sb, y);
+        break;
+      case block_update::b_first:
+        merge_block_partial<block_update::b_first>(partial, sa, sb, y);
+        break;
+      default:
+        merge_block_partial<block_update::combined>(partial, sa, sb, y);
     }
   };
   tiles::run<Tiles>(pa, pb, fp8_block_size / tiles::step_k, merge, [&](index_t i, index_t j0, const float* v, index_t count) {

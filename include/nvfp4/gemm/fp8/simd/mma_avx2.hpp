@@ -18,7 +18,9 @@ struct fp8_step_kernels;
 /// The AVX2 step kernels (simd/dispatch.hpp's fp8_gemm_isa picks them where AVX-512 is absent).
 template <>
 struct fp8_step_kernels<isa::avx2>
-    : lane_step_kernels<simd::avx2::ops, step_shapes{.exact_rows = 2, .exact_tiles_outer = true, .relaxed_tiles = 1, .relaxed_rows_wide = 4, .relaxed_rows = 4}> {};
+    : lane_step_kernels<simd::avx2::ops,
+                        step_shapes{
+                            .exact_rows = 2, .exact_tiles_outer = true, .relaxed_tiles = 1, .relaxed_rows_wide = 4, .relaxed_rows = 4}> {};
 
 }  // namespace nvfp4::fp8_gemm_detail
 

@@ -20,7 +20,9 @@ struct fp8_step_kernels;
 /// The AVX-512 step kernels (simd/dispatch.hpp's fp8_gemm_isa picks them).
 template <>
 struct fp8_step_kernels<isa::avx512>
-    : lane_step_kernels<simd::avx512::ops, step_shapes{.exact_rows = 4, .exact_tiles_outer = false, .relaxed_tiles = 4, .relaxed_rows_wide = 8, .relaxed_rows = 4}> {};
+    : lane_step_kernels<simd::avx512::ops,
+                        step_shapes{
+                            .exact_rows = 4, .exact_tiles_outer = false, .relaxed_tiles = 4, .relaxed_rows_wide = 8, .relaxed_rows = 4}> {};
 
 }  // namespace nvfp4::fp8_gemm_detail
 
