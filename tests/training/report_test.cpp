@@ -41,9 +41,9 @@ std::vector<std::string> tick_labels(const std::string& svg) {
 }
 
 TEST(ReportTest, RecipeColoursAreThoseOfThePythonStudies) {
-  // The peer: python/examples/study_common.py's RECIPE_COLOURS table, read from the source tree.
-  std::ifstream file(std::string(NVFP4_SOURCE_DIR) + "/python/examples/study_common.py");
-  ASSERT_TRUE(file) << "python/examples/study_common.py not found";
+  // The peer: python/examples/study_report.py's RECIPE_COLOURS table, read from the source tree.
+  std::ifstream file(std::string(NVFP4_SOURCE_DIR) + "/python/examples/study_report.py");
+  ASSERT_TRUE(file) << "python/examples/study_report.py not found";
   std::stringstream text;
   text << file.rdbuf();
   const std::string source = text.str();

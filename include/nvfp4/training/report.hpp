@@ -143,7 +143,7 @@ struct chart_options {
 };
 
 /// The colour of a recipe (or any run) by name, the same in every chart of every report. The six
-/// recipes the PyTorch studies plot (python/examples/study_common.py, RECIPE_COLOURS) get the same
+/// recipes the PyTorch studies plot (python/examples/study_report.py, RECIPE_COLOURS) get the same
 /// colours there and here (matplotlib's tab10); the other catalog recipes get the rest of tab10,
 /// then tab20b's dark shades; any other name a colour from its hash (stable, never its position).
 inline std::string recipe_color(std::string_view name) {
