@@ -54,7 +54,7 @@ set(NVFP4_LAYERS
 # bit helpers of formats/ (float_bits, bits_float, exp2i, decode_table, encode_minifloat) belong in
 # include/nvfp4/detail/; the others need a public entry in the folder that owns them.
 set(NVFP4_NAME_CROSSINGS
-  "gemm/fp4/mma_model.hpp:exp2i" "io/npy.hpp:bits_float" "scaling/fp8_quantize.hpp:bits_float" "scaling/fp8_quantize.hpp:float_bits"
+  "gemm/fp4/mma_model.hpp:exp2i" "io/npy_convert.hpp:bits_float" "scaling/fp8_quantize.hpp:bits_float" "scaling/fp8_quantize.hpp:float_bits"
   "scaling/mxfp8_quantize.hpp:exp2i" "scaling/mxfp8_quantize.hpp:float_bits" "scaling/quantizer_flavor.hpp:bits_float"
   "scaling/quantizer_flavor.hpp:float_bits" "scaling/scale_rules.hpp:exp2i" "simd/avx512/ops.hpp:bits_float"
   "simd/avx512/ops.hpp:encode_minifloat" "simd/avx512/ops.hpp:float_bits" "simd/minifloat_lanes.hpp:decode_table"
