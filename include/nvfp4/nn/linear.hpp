@@ -15,7 +15,6 @@
 // basic_linear<Policies> runs any policy list, a user's recipe included (docs/architecture.md).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -48,12 +47,8 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
   /// invalid_argument for negative sizes, a weight over max_element_count elements (before
   /// allocating), a bad promotion_interval, or a recipe TE rejects.
   basic_linear(index_t in_features, index_t out_features, recipe_type r = {}, linear_options options = {})
-      : id_(next_layer_id()), in_(in_features), out_(out_features), options_(std::move(options)) {
-    nvfp4::detail::require(in_ >= 0 && out_ >= 0, errc::invalid_argument, "linear: negative feature count");
-    const index_t weight_count = nvfp4::detail::checked_element_count(out_, in_, errc::invalid_argument, "linear weight");
-    nvfp4::detail::require(options_.promotion_interval >= 0 && options_.promotion_interval % fp8::mma::step_k == 0, errc::invalid_argument,
-                           "linear: promotion_interval must be 0 or a multiple of 32");
-    owned::allocate(static_cast<std::size_t>(weight_count), out_, options_);
+      : id_(detail::next_layer_id<basic_linear>()), in_(in_features), out_(out_features), options_(std::move(options)) {
+    owned::allocate(static_cast<std::size_t>(detail::checked_weight_count(in_, out_, options_)), out_, options_);
     set_recipe(std::move(r));
   }
   basic_linear(basic_linear&&) = default;  // movable, not copyable: its policies are shared with its saved forwards
@@ -68,20 +63,7 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
   /// afresh. A kept W is dropped; saved forwards keep the recipe they ran.
   void set_recipe(recipe_type r) {
     validate(r);
-    std::visit(
-        [&]<class R>(const R& next) {
-          using P = typename Policies::template policy_for<R>;
-          nvfp4::detail::require(!options_.nvfp4_amax || P::takes_amax_rule, errc::unsupported,
-                                 "linear: linear_options::nvfp4_amax applies to NVFP4 recipes only; this layer's recipe is FP8");
-          if constexpr (requires(const P& p) { p.switched_to(next); }) {
-            if (auto* slot = std::get_if<detail::policy_slot<P>>(&slots_)) {
-              slots_.template emplace<detail::policy_slot<P>>(std::make_shared<P>(slot->policy->switched_to(next)));
-              return;
-            }
-          }
-          slots_.template emplace<detail::policy_slot<P>>(std::make_shared<P>(next));
-        },
-        r);
+    detail::switch_policy<Policies>(slots_, r, options_.nvfp4_amax);
     recipe_ = std::move(r);
   }
 
@@ -156,20 +138,7 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
   }
 
  private:
-  static std::uint64_t next_layer_id() {
-    static std::atomic<std::uint64_t> count{0};
-    return ++count;
-  }
-  linear_context context(float tensor_amax = -1.0f) const {
-    return {.in_features = in_,
-            .out_features = out_,
-            .mode = options_.mode,
-            .fp8_tensor_core = options_.fp8_tensor_core,
-            .promotion_interval = options_.promotion_interval,
-            .amax_rule = &options_.nvfp4_amax,
-            .bias = call_bias_,
-            .tensor_amax = tensor_amax};
-  }
+  linear_context context(float tensor_amax = -1.0f) const { return detail::context_of(in_, out_, options_, call_bias_, tensor_amax); }
   /// forward's and infer's checks, before anything changes; then the call's W and bias.
   void begin_call(const linear_parameters& p, const input_matrix& x, const output_matrix& y, const char* who) {
     detail::check_forward_views(in_, out_, options_.bias, p, x, y, who);
@@ -244,9 +213,7 @@ class basic_linear : public detail::owned_parameters<basic_linear<Policies>> {
     }
     return w;
   }
-  void write_output(matrix_view<const float> from, output_matrix to) const {
-    std::visit([&](auto out) { detail::write_in_dtype(from, out, options_.dtype); }, to);
-  }
+  void write_output(matrix_view<const float> from, output_matrix to) const { detail::write_output(from, to, options_.dtype); }
 
   std::uint64_t id_ = 0;  // which layer a saved forward belongs to
   index_t in_ = 0, out_ = 0;

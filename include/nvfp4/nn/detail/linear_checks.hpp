@@ -341,6 +341,35 @@ inline std::span<const float> gemm_bias(const input_vector& b, bool quantized, s
       b);
 }
 
+/// A layer's weight element count (out x in), checked with its sizes and options before anything
+/// is allocated: invalid_argument for negative sizes, a weight over max_element_count elements, a
+/// promotion_interval that is not 0 or a multiple of 32.
+inline index_t checked_weight_count(index_t in, index_t out, const linear_options& options) {
+  require(in >= 0 && out >= 0, errc::invalid_argument, "linear: negative feature count");
+  const index_t weight_count = nvfp4::detail::checked_element_count(out, in, errc::invalid_argument, "linear weight");
+  require(options.promotion_interval >= 0 && options.promotion_interval % fp8::mma::step_k == 0, errc::invalid_argument,
+          "linear: promotion_interval must be 0 or a multiple of 32");
+  return weight_count;
+}
+
+/// What a layer hands its policy: its sizes and GEMM options, the call's bias as the GEMMs add it,
+/// and the amax of the tensor handed over (-1: unknown).
+inline linear_context context_of(index_t in, index_t out, const linear_options& options, std::span<const float> bias, float tensor_amax) {
+  return {.in_features = in,
+          .out_features = out,
+          .mode = options.mode,
+          .fp8_tensor_core = options.fp8_tensor_core,
+          .promotion_interval = options.promotion_interval,
+          .amax_rule = &options.nvfp4_amax,
+          .bias = bias,
+          .tensor_amax = tensor_amax};
+}
+
+/// A layer's output Y or dX (fp32 or bf16) = from in the layer's dtype.
+inline void write_output(matrix_view<const float> from, output_matrix to, high_precision dtype) {
+  std::visit([&](auto out) { write_in_dtype(from, out, dtype); }, to);
+}
+
 /// forward's and infer's checks of the call's views (validated first: null_pointer), as
 /// check_forward_call below.
 inline void check_forward_views(index_t in, index_t out, bool has_bias, const linear_parameters& p, const input_matrix& x,

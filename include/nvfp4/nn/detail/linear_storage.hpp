@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "nvfp4/error.hpp"
+#include "nvfp4/recipes/nvfp4_amax_rule.hpp"
 #include "nvfp4/recipes/policy.hpp"
 
 namespace nvfp4::nn::detail {
@@ -57,6 +59,34 @@ struct policy_slot {
   std::shared_ptr<operands> spare_weight;
   std::shared_ptr<forward_record<P>> spare_record;
 };
+
+/// Switches `slots` to the policy of recipe `r` (of the list Policies), checked first: unsupported
+/// for an NVFP4 amax rule (linear_options::nvfp4_amax) under an FP8 recipe. DelayedScaling ->
+/// DelayedScaling keeps each role's state (P::switched_to), as TE; any other switch starts afresh.
+template <class Policies, class Slots>
+void switch_policy(Slots& slots, const typename Policies::recipe_variant& r, const nvfp4_amax_rule& amax_rule) {
+  std::visit(
+      [&]<class R>(const R& next) {
+        using P = typename Policies::template policy_for<R>;
+        nvfp4::detail::require(!amax_rule || P::takes_amax_rule, errc::unsupported,
+                               "linear: linear_options::nvfp4_amax applies to NVFP4 recipes only; this layer's recipe is FP8");
+        if constexpr (requires(const P& p) { p.switched_to(next); }) {
+          if (auto* slot = std::get_if<policy_slot<P>>(&slots)) {
+            slots.template emplace<policy_slot<P>>(std::make_shared<P>(slot->policy->switched_to(next)));
+            return;
+          }
+        }
+        slots.template emplace<policy_slot<P>>(std::make_shared<P>(next));
+      },
+      r);
+}
+
+/// A new layer's id (which layer a saved forward belongs to), counted per layer type.
+template <class Layer>
+std::uint64_t next_layer_id() {
+  static std::atomic<std::uint64_t> count{0};
+  return ++count;
+}
 
 /// The variant of slots of a policy list, and of handles on its records (empty first).
 template <class List>
