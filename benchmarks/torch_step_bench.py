@@ -5,7 +5,7 @@ emulated TransformerEngine layers, in one run, at several thread counts.
 Rows, each timed in the same process for a given thread count:
   torch_bf16_matmul / torch_fp32_matmul   X @ W^T alone (oneDNN / MKL through torch)
   torch_bf16_step / torch_fp32_step       torch.nn.Linear, bf16 or fp32 parameters and input
-  te_<recipe>_<mode>_step                 nvfp4.torch.Linear(mode=...) under fp8_autocast(recipe),
+  te_<recipe>_<mode>_step                 nvfp4.torch.Linear(mode=...) under autocast(recipe),
                                           bf16 parameters and input (TE's usual setting); recipe
                                           "none": outside any region (the bf16 layer's own GEMMs)
 A step is y = layer(x); y.backward(dy) with fresh gradients; its GEMMs are fprop, dgrad and wgrad
@@ -103,7 +103,7 @@ def worker(args):
                 def te_step():
                     x.grad = None
                     layer.zero_grad(set_to_none=True)
-                    with te.fp8_autocast(enabled=recipe is not None, fp8_recipe=recipe):
+                    with te.autocast(enabled=recipe is not None, recipe=recipe):
                         y = layer(x)
                     y.backward(dy)
 

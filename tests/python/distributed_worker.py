@@ -91,11 +91,8 @@ def s_ddp(rank, world, group_arg="world", reduce_amax=True, steps=STEPS):
         before = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in model.state_dict().items()}
         if group_arg == "world":
             region = te.autocast(recipe=recipe, amax_reduction_group=dist.group.WORLD)
-        else:  # TE 1.x spelling, no group: TE reduces over the default group
-            import warnings
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                region = te.fp8_autocast(enabled=True, fp8_recipe=recipe)
+        else:  # no group: TE reduces over the default group
+            region = te.autocast(enabled=True, recipe=recipe)
         with region:
             y = ddp(x)
         y.backward(dy)

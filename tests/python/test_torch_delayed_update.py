@@ -58,7 +58,7 @@ def test_unfused_scale_through_a_layer(monkeypatch):
     x = torch.zeros(16, 32)
     x[3, 5] = float(amax)
     layer = te.Linear(32, 16, bias=False)
-    with te.fp8_autocast(fp8_recipe=Delayed(amax_history_len=4)):
+    with te.autocast(recipe=Delayed(amax_history_len=4)):
         layer(x).sum().backward()
     state = layer._unit.core.scaling_state("input")
     assert state["amax_history"][-1] == amax
@@ -77,7 +77,7 @@ def test_compiled_and_eager_scales_through_a_layer(monkeypatch, compiled):
     x = torch.zeros(16, 32)
     x[7, 2] = -float(amax)
     layer = te.Linear(32, 16, bias=False)
-    with te.fp8_autocast(fp8_recipe=Delayed(amax_history_len=2)):
+    with te.autocast(recipe=Delayed(amax_history_len=2)):
         layer(x).sum().backward()
     state = layer._unit.core.scaling_state("input")
     assert np.float32(state["scale"]).view(np.uint32) == (0x43B20424 if compiled else 0x43B20423)

@@ -133,7 +133,7 @@ def test_ddp_delayed_scaling_holds_one_state_on_every_rank_fed_the_max_of_the_am
     # Every step: both ranks start from the same weights and delayed-scaling state, and end with the
     # same state, which is that of one process fed both ranks' rows (its amaxes are the max of the
     # ranks'); y and dX on each rank's rows are that process's bit for bit. "ddp_default_group":
-    # fp8_autocast without fp8_group reduces over the default group, as TE's does.
+    # autocast without amax_reduction_group reduces over the default group, as TE's does.
     a, b = result(two, 0, scenario), result(two, 1, scenario)
     for step, (s0, s1) in enumerate(zip(a, b)):
         assert same_model_state(s0["before"], s1["before"]), step

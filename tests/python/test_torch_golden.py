@@ -1,6 +1,6 @@
 # The H100's own Linear step (golden kind linear_fp8_h100: torch's FP8 casts and cuBLASLt FP8 GEMMs
 # composed as TE's Float8CurrentScaling Linear): a te.Linear with bf16 parameters under
-# te.fp8_autocast(fp8_recipe=Float8CurrentScaling()) gives y, x.grad and weight.grad bit for bit.
+# te.autocast(recipe=Float8CurrentScaling()) gives y, x.grad and weight.grad bit for bit.
 import json
 import os
 import pathlib
@@ -39,7 +39,7 @@ def test_te_linear_reproduces_the_h100(index):
     with torch.no_grad():
         layer.weight.copy_(bf16_tensor(load("w_bf16")))
     x = bf16_tensor(load("x_bf16")).clone().requires_grad_()
-    with te.fp8_autocast(enabled=True, fp8_recipe=te_recipe.Float8CurrentScaling()):
+    with te.autocast(enabled=True, recipe=te_recipe.Float8CurrentScaling()):
         y = layer(x)
     y.backward(bf16_tensor(load("dy_bf16")))
     as_bits = lambda t: t.detach().contiguous().view(torch.int16).numpy().view(np.uint16)  # noqa: E731

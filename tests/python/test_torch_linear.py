@@ -40,7 +40,7 @@ def raw(t):
 
 
 def region(recipe):
-    return te.fp8_autocast(enabled=recipe is not None, fp8_recipe=recipe)
+    return te.autocast(enabled=recipe is not None, recipe=recipe)
 
 
 def test_nvfp4_linear_step_equals_the_cpp_program(reference_dir, te_lenient):
@@ -104,7 +104,7 @@ def test_current_scaling_step_is_the_public_quantizers_and_gemm():
     with torch.no_grad():
         layer.weight.copy_(torch.from_numpy(w))
     xt = torch.from_numpy(x).requires_grad_()
-    with te.fp8_autocast(fp8_recipe=te_recipe.Float8CurrentScaling()):
+    with te.autocast(recipe=te_recipe.Float8CurrentScaling()):
         y = layer(xt)
     y.backward(torch.from_numpy(dy))
     xq, wq = nvfp4.quantize_fp8_current(x), nvfp4.quantize_fp8_current(w)

@@ -25,13 +25,13 @@ def make(seed=0, k=64, n=32):
 def test_a_layer_called_twice_in_one_region_uses_one_scale():
     layer = make()
     x = torch.randn(16, 64)
-    with te.fp8_autocast(fp8_recipe=Delayed()):  # a first step, so that the scales are not 1
+    with te.autocast(recipe=Delayed()):  # a first step, so that the scales are not 1
         layer(x).sum().backward()
-    with te.fp8_autocast(fp8_recipe=Delayed()):
+    with te.autocast(recipe=Delayed()):
         y1 = layer(x * 3)
         y2 = layer(x * 3)
     assert torch.equal(y1, y2)
-    with te.fp8_autocast(fp8_recipe=Delayed()):
+    with te.autocast(recipe=Delayed()):
         y3 = layer(x * 3)  # the region's exit updated the scale from the amax of 3x
     assert not torch.equal(y1, y3)
 
@@ -53,7 +53,7 @@ def test_backward_updates_the_gradient_scale_once():
     layer = make()
     x = torch.randn(16, 64, requires_grad=True)
     dy = torch.randn(16, 32) * 1e-3
-    with te.fp8_autocast(fp8_recipe=Delayed()):
+    with te.autocast(recipe=Delayed()):
         y = layer(x)
     assert state(layer, "grad_output")["scale"] == 1.0
     y.backward(dy)

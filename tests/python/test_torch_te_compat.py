@@ -573,7 +573,6 @@ def test_backward_override_runs_the_backward_in_high_precision(name, mode):
 # ---- the autocast object and the queries (TE quantization.py) -------------------------------------
 
 def test_autocast_is_a_reusable_object_and_the_queries_have_tes_signatures():
-    import warnings
     region = te.autocast(recipe=R.Float8CurrentScaling())
     layer = te.Linear(64, 64)
     x = torch.randn(16, 64)
@@ -586,16 +585,36 @@ def test_autocast_is_a_reusable_object_and_the_queries_have_tes_signatures():
             with region:
                 pass
     assert not te.is_fp8_enabled()  # the failed entry left the outer one to exit cleanly
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with te.fp8_autocast(enabled=True, fp8_recipe=R.Float8CurrentScaling()):
-            assert torch.equal(layer(x), first)
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
     assert te.is_fp8_available() is True and te.is_mxfp8_available(return_reason=True) == (True, "")
     assert te.is_nvfp4_available(True) == (True, "") and te.is_fp8_block_scaling_available() is True
     assert isinstance(te.get_default_recipe(), R.DelayedScaling)
     from nvfp4.torch import quantization
     assert quantization.quantized_model_init is te.quantized_model_init and quantization.get_default_recipe is te.get_default_recipe
+
+
+def test_deprecated_fp8_autocast_runs_as_autocast_and_warns_as_te():
+    # The one use of TE 1.x's spelling (the rest of the tests use autocast): TE 2.x keeps
+    # fp8_autocast as a wrapper that warns DeprecationWarning (pointing at the caller, stacklevel 2)
+    # and maps fp8_recipe -> recipe, fp8_group -> amax_reduction_group
+    # (transformer_engine/pytorch/quantization.py, fp8_autocast).
+    layer, x = te.Linear(64, 64), torch.randn(16, 64)
+    current = R.Float8CurrentScaling()
+    with te.autocast(recipe=current):
+        expected = layer(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        region = te.fp8_autocast(enabled=True, fp8_recipe=current, fp8_group=None)
+    assert [(w.category, w.filename) for w in caught] == [(DeprecationWarning, __file__)]
+    assert str(caught[0].message).startswith("fp8_autocast is deprecated and will be removed in a future release. Use autocast(")
+    assert isinstance(region, te.autocast)
+    with region:
+        assert te.is_fp8_enabled() and te.get_fp8_recipe() is current
+        assert torch.equal(layer(x), expected)
+    assert not te.is_fp8_enabled()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with te.fp8_autocast(enabled=False, fp8_recipe=current):
+            assert not te.is_fp8_enabled()
 
 
 def test_backward_override_keeps_torchs_autograd_contract():
