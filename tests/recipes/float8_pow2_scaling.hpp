@@ -28,45 +28,30 @@ struct float8_pow2_scaling {  // the recipe: its fields, their table, its checks
   void validate() const { detail::reject_pure_e5m2(fp8_format, "float8_pow2_scaling"); }
 };
 
-class float8_pow2_scaling_policy : public policy_base {  // stateless: policy_base's hooks
+// Stateless: policy_base's hooks. The copies (W rowwise and columnwise, X rowwise and its saved
+// columnwise copy, dY's two) and the GEMMs that consume them (fp8_gemm with the recipe's MMParams,
+// as in TE's FP8 Linear) come from fp8_family_policy; the policy says how each role is quantized.
+class float8_pow2_scaling_policy : public policy_base, public fp8_family_policy<float8_pow2_scaling, fp8_tensor, fp8_gemm_with_mm_params> {
  public:
-  using recipe_type = float8_pow2_scaling;
   static constexpr const char* name = "Float8Pow2Scaling";
   static constexpr const char* short_name = "fp8_pow2";
   static constexpr bool quantized = true, takes_amax_rule = false;
-  using weight_operands = fp8_weight_operands;  // W rowwise (fprop's B) and columnwise (dgrad's B)
-  using saved_input = fp8_saved_input;          // X columnwise (wgrad's B)
-  using input_operand = fp8_tensor;             // X rowwise (fprop's A)
-  using gradient_operands = fp8_gradient_operands;
-
-  explicit float8_pow2_scaling_policy(const float8_pow2_scaling& r) : r_(r) {}
-  const float8_pow2_scaling& recipe() const { return r_; }
+  using fp8_family_policy::fp8_family_policy;
 
   // The roles: how W, X and dY are quantized.
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
-    out.row.plain = pow2(w, forward_format(r_.fp8_format));
+    out.row.plain = pow2(w, forward_format(recipe_.fp8_format));
     if (columnwise) out.col = same_scale_columnwise(w, out.row.plain);
   }
-  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
-    x_ = pow2(x, forward_format(r_.fp8_format));
+    x_ = pow2(x, forward_format(recipe_.fp8_format));
     if (saved) saved->x_col = same_scale_columnwise(x, x_);
     return x_;
   }
   const gradient_operands& quantize_gradient(const linear_context&, matrix_view<const float> dy) {
-    g_.row = pow2(dy, backward_format(r_.fp8_format));
+    g_.row = pow2(dy, backward_format(recipe_.fp8_format));
     g_.col = same_scale_columnwise(dy, g_.row);
     return g_;
-  }
-  // The GEMMs that consume them: the FP8 recipes' three.
-  void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
-    fp8_gemms<float8_pow2_scaling>::fprop(c, r_, x, w, y);
-  }
-  void dgrad(const linear_context& c, const gradient_operands& g, const weight_operands& w, matrix_view<float> dx) const {
-    fp8_gemms<float8_pow2_scaling>::dgrad(c, r_, g, w, dx);
-  }
-  void wgrad(const linear_context& c, const gradient_operands& g, const saved_input& x, matrix_view<float> dw) const {
-    fp8_gemms<float8_pow2_scaling>::wgrad(c, r_, g, x, dw);
   }
 
  private:
@@ -74,9 +59,8 @@ class float8_pow2_scaling_policy : public policy_base {  // stateless: policy_ba
   static fp8_tensor same_scale_columnwise(matrix_view<const float> v, const fp8_tensor& row) {
     return quantize_fp8_with_scale(v.transposed(), row.format(), row.scale(), quantized_axis::columnwise);
   }
-  float8_pow2_scaling r_;
   fp8_tensor x_;
-  fp8_gradient_operands g_;
+  gradient_operands g_;
 };
 
 }  // namespace nvfp4::test

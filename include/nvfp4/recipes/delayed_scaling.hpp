@@ -271,10 +271,10 @@ class delayed_scaling_state {
   float scale_ = 1.0f;
 };
 
-/// The policy of delayed_scaling (see the header comment).
-class delayed_scaling_policy {
+/// The policy of delayed_scaling (see the header comment): its role quantizers and scaling states;
+/// the copies and GEMMs are fp8_family_policy's.
+class delayed_scaling_policy : public fp8_family_policy<delayed_scaling, fp8_tensor, fp8_gemm_with_mm_params> {
  public:
-  using recipe_type = delayed_scaling;
   static constexpr const char* name = "DelayedScaling";
   static constexpr const char* short_name = "fp8_delayed";
   static constexpr bool quantized = true;
@@ -282,13 +282,9 @@ class delayed_scaling_policy {
   /// TE runs a tensor holding NaN / Inf under DelayedScaling (its cast saturates, its amax keeps
   /// Inf and ignores NaN): the layer lets such a tensor through to this policy's quantizers.
   static constexpr bool runs_non_finite = true;
-  using weight_operands = fp8_weight_operands;
-  using saved_input = fp8_saved_input;
-  using input_operand = fp8_tensor;
-  using gradient_operands = fp8_gradient_operands;
 
   /// Fresh states, as TE starts them: scale 1, zero history.
-  explicit delayed_scaling_policy(const delayed_scaling& r) : recipe_(r), states_(std::make_shared<role_states>()) {
+  explicit delayed_scaling_policy(const delayed_scaling& r) : fp8_family_policy(r), states_(std::make_shared<role_states>()) {
     for (const tensor_role role : {tensor_role::input, tensor_role::weight, tensor_role::grad_output})
       state(role) = delayed_scaling_state(r, role_format(r.fp8_format, role));
   }
@@ -301,7 +297,6 @@ class delayed_scaling_policy {
     for (delayed_scaling_state& s : *states_) s.switch_to(r);
     return delayed_scaling_policy(r, states_);
   }
-  const delayed_scaling& recipe() const { return recipe_; }
 
   delayed_scaling_state* scaling_state(tensor_role role) { return &state(role); }
   const delayed_scaling_state* scaling_state(tensor_role role) const { return &(*states_)[static_cast<std::size_t>(role)]; }
@@ -317,7 +312,6 @@ class delayed_scaling_policy {
     if (record) s.record(out.row.plain.amax());
     if (columnwise) quantize_fp8_with_scale_into(w.transposed(), s.format(), s.scale(), out.col, quantized_axis::columnwise, te_cast);
   }
-  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool record) {
     delayed_scaling_state& s = state(tensor_role::input);
     quantize_fp8_with_scale_into(x, s.format(), s.scale(), x_row_, quantized_axis::rowwise, te_cast);
@@ -333,26 +327,16 @@ class delayed_scaling_policy {
     quantize_fp8_with_scale_into(dy.transposed(), g_.row.format(), g_scale, g_.col, quantized_axis::columnwise, te_cast);
     return g_;
   }
-  void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
-    gemms::fprop(c, recipe_, x, w, y);
-  }
-  void dgrad(const linear_context& c, const gradient_operands& g, const weight_operands& w, matrix_view<float> dx) const {
-    gemms::dgrad(c, recipe_, g, w, dx);
-  }
-  void wgrad(const linear_context& c, const gradient_operands& g, const saved_input& x, matrix_view<float> dw) const {
-    gemms::wgrad(c, recipe_, g, x, dw);
-  }
 
  private:
-  using gemms = fp8_gemms<delayed_scaling>;
   using role_states = std::array<delayed_scaling_state, 3>;
-  delayed_scaling_policy(const delayed_scaling& r, std::shared_ptr<role_states> states) : recipe_(r), states_(std::move(states)) {}
+  delayed_scaling_policy(const delayed_scaling& r, std::shared_ptr<role_states> states)
+      : fp8_family_policy(r), states_(std::move(states)) {}
   static constexpr fp8_non_finite te_cast = fp8_non_finite::te_satfinite;
   delayed_scaling_state& state(tensor_role role) { return (*states_)[static_cast<std::size_t>(role)]; }
-  delayed_scaling recipe_;
   std::shared_ptr<role_states> states_;  // input, weight, grad_output; shared along a switched_to chain
   fp8_tensor x_row_;                     // X's rowwise copy (fprop): kept from step to step
-  fp8_gradient_operands g_;              // dY's two copies (dgrad, wgrad): kept from step to step
+  gradient_operands g_;                  // dY's two copies (dgrad, wgrad): kept from step to step
 };
 
 }  // namespace nvfp4

@@ -79,26 +79,21 @@ struct float8_block_scaling {
   }
 };
 
-/// The policy of float8_block_scaling (see the header comment).
-class float8_block_scaling_policy : public policy_base {
+/// The policy of float8_block_scaling (see the header comment): its role quantizers; the copies
+/// and GEMMs are fp8_family_policy's.
+class float8_block_scaling_policy : public policy_base,
+                                    public fp8_family_policy<float8_block_scaling, fp8_tensor, fp8_gemm_with_mm_params> {
  public:
-  using recipe_type = float8_block_scaling;
   static constexpr const char* name = "Float8BlockScaling";
   static constexpr const char* short_name = "fp8_block";
   static constexpr bool quantized = true;
   static constexpr bool takes_amax_rule = false;
-  using weight_operands = fp8_weight_operands;
-  using saved_input = fp8_saved_input;
-  using input_operand = fp8_tensor;
-  using gradient_operands = fp8_gradient_operands;
 
-  explicit float8_block_scaling_policy(const float8_block_scaling& r) : recipe_(r) {}
-  const float8_block_scaling& recipe() const { return recipe_; }
+  using fp8_family_policy::fp8_family_policy;
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
     copies(tensor_role::weight, w, out.row.plain, columnwise ? &out.col : nullptr);
   }
-  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
     copies(tensor_role::input, x, x_row_, saved ? &saved->x_col : nullptr);
     return x_row_;
@@ -107,18 +102,8 @@ class float8_block_scaling_policy : public policy_base {
     copies(tensor_role::grad_output, dy, g_.row, &g_.col);
     return g_;
   }
-  void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
-    gemms::fprop(c, recipe_, x, w, y);
-  }
-  void dgrad(const linear_context& c, const gradient_operands& g, const weight_operands& w, matrix_view<float> dx) const {
-    gemms::dgrad(c, recipe_, g, w, dx);
-  }
-  void wgrad(const linear_context& c, const gradient_operands& g, const saved_input& x, matrix_view<float> dw) const {
-    gemms::wgrad(c, recipe_, g, x, dw);
-  }
 
  private:
-  using gemms = fp8_gemms<float8_block_scaling>;
   /// A role's rowwise copy of v into `row` and, where `col` is given, its columnwise copy (of vᵀ):
   /// both from one read of v (quantize_fp8_blockwise_both_into), into tensors kept from step to
   /// step.
@@ -129,9 +114,8 @@ class float8_block_scaling_policy : public policy_base {
     else
       quantize_fp8_blockwise_into(v, f, recipe_.block_shape(role), recipe_.scale_options(role), row);
   }
-  float8_block_scaling recipe_;
-  fp8_tensor x_row_;
-  fp8_gradient_operands g_;
+  fp8_tensor x_row_;     // X's rowwise copy (fprop): kept from step to step
+  gradient_operands g_;  // dY's two copies (dgrad, wgrad): kept from step to step
 };
 
 }  // namespace nvfp4

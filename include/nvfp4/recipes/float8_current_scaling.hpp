@@ -40,27 +40,23 @@ struct float8_current_scaling {
   void validate() const { detail::reject_pure_e5m2(fp8_format, "float8_current_scaling"); }
 };
 
-class float8_current_scaling_policy : public policy_base {
+/// The policy of float8_current_scaling (see the header comment): its role quantizers; the copies
+/// and GEMMs are fp8_family_policy's.
+class float8_current_scaling_policy : public policy_base,
+                                      public fp8_family_policy<float8_current_scaling, fp8_tensor, fp8_gemm_with_mm_params> {
  public:
-  using recipe_type = float8_current_scaling;
   static constexpr const char* name = "Float8CurrentScaling";
   static constexpr const char* short_name = "fp8_current";
   static constexpr bool quantized = true;
   static constexpr bool takes_amax_rule = false;
-  using weight_operands = fp8_weight_operands;
-  using saved_input = fp8_saved_input;
-  using input_operand = fp8_tensor;
-  using gradient_operands = fp8_gradient_operands;
 
-  explicit float8_current_scaling_policy(const float8_current_scaling& r) : recipe_(r) {}
-  const float8_current_scaling& recipe() const { return recipe_; }
+  using fp8_family_policy::fp8_family_policy;
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
     const fp8_format f = forward_format(recipe_.fp8_format);
     quantize_fp8_current_into(w, f, {.power_2_scale = recipe_.use_power_2_scales}, out.row.plain);
     if (columnwise) quantize_fp8_with_scale_into(w.transposed(), f, out.row.plain.scale(), out.col, quantized_axis::columnwise);
   }
-  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
     const fp8_format f = forward_format(recipe_.fp8_format);
     quantize_fp8_current_into(x, f, {.power_2_scale = recipe_.use_power_2_scales}, x_row_);
@@ -73,21 +69,10 @@ class float8_current_scaling_policy : public policy_base {
     quantize_fp8_with_scale_into(dy.transposed(), f, g_.row.scale(), g_.col, quantized_axis::columnwise);
     return g_;
   }
-  void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
-    gemms::fprop(c, recipe_, x, w, y);
-  }
-  void dgrad(const linear_context& c, const gradient_operands& g, const weight_operands& w, matrix_view<float> dx) const {
-    gemms::dgrad(c, recipe_, g, w, dx);
-  }
-  void wgrad(const linear_context& c, const gradient_operands& g, const saved_input& x, matrix_view<float> dw) const {
-    gemms::wgrad(c, recipe_, g, x, dw);
-  }
 
  private:
-  using gemms = fp8_gemms<float8_current_scaling>;
-  float8_current_scaling recipe_;
-  fp8_tensor x_row_;         // X's rowwise copy (fprop): kept from step to step
-  fp8_gradient_operands g_;  // dY's two copies (dgrad, wgrad): kept from step to step
+  fp8_tensor x_row_;     // X's rowwise copy (fprop): kept from step to step
+  gradient_operands g_;  // dY's two copies (dgrad, wgrad): kept from step to step
 };
 
 }  // namespace nvfp4

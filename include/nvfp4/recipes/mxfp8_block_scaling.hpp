@@ -8,13 +8,11 @@
 // and saved X, this policy's X and dY copies).
 #pragma once
 
-#include <span>
 #include <tuple>
 #include <variant>
 
 #include "nvfp4/gemm/fp8/gemm.hpp"
-#include "nvfp4/gemm/fp8/packed_weight.hpp"
-#include "nvfp4/recipes/fprop_operand.hpp"
+#include "nvfp4/recipes/fp8_operands.hpp"
 #include "nvfp4/recipes/policy.hpp"
 #include "nvfp4/recipes/recipe_common.hpp"
 #include "nvfp4/recipes/recipe_fields.hpp"
@@ -44,34 +42,36 @@ struct mxfp8_block_scaling {
   }
 };
 
-/// The policy of mxfp8_block_scaling (see the header comment).
-class mxfp8_block_scaling_policy : public policy_base {
+/// mxfp8_gemm as Blackwell's kind::mxf8f6f4 runs it (no promotion interval), for every GEMM.
+struct mxfp8_gemm_blackwell {
+  static fp8_gemm_options options(const linear_context& c, const mxfp8_block_scaling&, gemm_role) {
+    return {.core = fp8::mma::tensor_core::blackwell, .mode = c.mode, .promotion_interval = 0};
+  }
+  template <class A, class B>
+  static void run(const A& a, const B& b, matrix_view<float> out, const fp8_gemm_options& options) {
+    mxfp8_gemm(a, b, out, options);
+  }
+};
+
+/// The policy of mxfp8_block_scaling (see the header comment): its role quantizers; the copies and
+/// the wiring of the GEMMs are fp8_family_policy's, over mxfp8_gemm_blackwell.
+class mxfp8_block_scaling_policy
+    : public policy_base,
+      public fp8_family_policy<
+          mxfp8_block_scaling, quantized_tensor<mxfp8>, mxfp8_gemm_blackwell,
+          std::variant<fp8_gradient_copies<quantized_tensor<mxfp8>>, fp8_gradient_copies<quantized_tensor<mxfp8_e5m2>>>> {
  public:
-  using recipe_type = mxfp8_block_scaling;
   static constexpr const char* name = "MXFP8BlockScaling";
   static constexpr const char* short_name = "mxfp8";
   static constexpr bool quantized = true;
   static constexpr bool takes_amax_rule = false;
-
-  struct weight_operands {
-    fprop_operand<quantized_tensor<mxfp8>, fp8_packed_weight<quantized_tensor<mxfp8>>> row;
-    quantized_tensor<mxfp8> col;
-  };
-  struct saved_input {
-    quantized_tensor<mxfp8> x_col;
-  };
-  using input_operand = quantized_tensor<mxfp8>;
   /// dY's rowwise and columnwise copies in the backward format: E4M3 (mxfp8) or E5M2.
   template <class Format>
-  struct gradient_pair {
-    quantized_tensor<Format> row, col;
-  };
-  using gradient_operands = std::variant<gradient_pair<mxfp8>, gradient_pair<mxfp8_e5m2>>;
+  using gradient_pair = fp8_gradient_copies<quantized_tensor<Format>>;
 
-  explicit mxfp8_block_scaling_policy(const mxfp8_block_scaling& r) : recipe_(r) {
+  explicit mxfp8_block_scaling_policy(const mxfp8_block_scaling& r) : fp8_family_policy(r) {
     if (backward_format(r.fp8_format) == fp8_format::e5m2) g_.emplace<gradient_pair<mxfp8_e5m2>>();
   }
-  const mxfp8_block_scaling& recipe() const { return recipe_; }
 
   void quantize_weight(const linear_context&, matrix_view<const float> w, bool columnwise, bool, weight_operands& out) const {
     if (columnwise)
@@ -79,7 +79,6 @@ class mxfp8_block_scaling_policy : public policy_base {
     else
       quantize_mxfp8_te_into(w, out.row.plain);
   }
-  void pack_fprop_operand(const linear_context&, weight_operands& w) const { w.row.pack(); }
   const input_operand& quantize_input(const linear_context&, matrix_view<const float> x, saved_input* saved, bool) {
     if (saved)
       quantize_mxfp8_te_both_into(x, x_row_, saved->x_col);
@@ -91,21 +90,8 @@ class mxfp8_block_scaling_policy : public policy_base {
     std::visit([&](auto& g) { quantize_mxfp8_te_both_into(dy, g.row, g.col); }, g_);
     return g_;
   }
-  void fprop(const linear_context& c, const input_operand& x, const weight_operands& w, matrix_view<float> y) const {
-    w.row.run([&](const auto& b) { mxfp8_gemm(x, b, y, options(c, c.bias)); });
-  }
-  void dgrad(const linear_context& c, const gradient_operands& g, const weight_operands& w, matrix_view<float> dx) const {
-    std::visit([&](const auto& pair) { mxfp8_gemm(pair.row, w.col, dx, options(c)); }, g);
-  }
-  void wgrad(const linear_context& c, const gradient_operands& g, const saved_input& x, matrix_view<float> dw) const {
-    std::visit([&](const auto& pair) { mxfp8_gemm(pair.col, x.x_col, dw, options(c)); }, g);
-  }
 
  private:
-  static fp8_gemm_options options(const linear_context& c, std::span<const float> bias = {}) {
-    return {.core = fp8::mma::tensor_core::blackwell, .mode = c.mode, .promotion_interval = 0, .bias = bias};
-  }
-  mxfp8_block_scaling recipe_;
   // Kept from step to step: X's rowwise copy (fprop), dY's two copies in the backward format.
   quantized_tensor<mxfp8> x_row_;
   gradient_operands g_;
