@@ -53,6 +53,31 @@ TEST(Nvfp4Recipe, WeightTilesServeBothDirections) {
   EXPECT_EQ(bytes_of(one_d.rowwise.tensor), bytes_of(quantize<nvfp4_1x16>(w)));
 }
 
+// W's columnwise copy is made by transposing its rowwise 16x16 tiles (one quantization of W): the
+// bytes quantizing Wᵀ in 16x16 tiles gives, for shapes with partial tiles and odd lengths too, from
+// fp32 and bf16 values, into operands that held other shapes before.
+TEST(Nvfp4Recipe, WeightColumnwiseCopyIsTheTilesOfTheTranspose) {
+  nvfp4_operand row, col;
+  nvfp4_role_storage storage;
+  for (const auto& [rows, cols] : {std::pair<index_t, index_t>{32, 48}, {37, 50}, {16, 17}, {1, 1}, {5, 33}, {48, 3}, {64, 128}, {130, 96}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+    const auto values = gaussian(rows * cols, 11);
+    const auto w = matrix_view<const float>::row_major(values.data(), rows, cols);
+    const auto expected = quantize<nvfp4_16x16>(w.transposed(), {.axis = quantized_axis::columnwise});
+    quantize_weight_into(w, {}, {}, row, &col, storage);
+    EXPECT_EQ(bytes_of(col.tensor), bytes_of(expected));
+    EXPECT_EQ(col.tensor.rows(), cols);
+    EXPECT_EQ(col.tensor.axis(), quantized_axis::columnwise);
+    EXPECT_EQ(col.tensor.amax(), expected.amax());
+    EXPECT_EQ(col.tensor.encode_scale(), expected.encode_scale());
+    std::vector<bf16> narrow;
+    for (float v : values) narrow.push_back(bf16::from_float(v));
+    const auto wb = matrix_view<const bf16>::row_major(narrow.data(), rows, cols);
+    quantize_weight_into(wb, {}, {}, row, &col, storage);
+    EXPECT_EQ(bytes_of(col.tensor), bytes_of(quantize<nvfp4_16x16>(wb.transposed(), {.axis = quantized_axis::columnwise})));
+  }
+}
+
 TEST(Nvfp4Recipe, GradientsUseStochasticRoundingAndRht) {
   const auto values = gaussian(M * N, 3);
   const auto dy = matrix_view<const float>::row_major(values.data(), M, N);

@@ -301,6 +301,8 @@ TEST(Hadamard, Float32KernelHandsOffWhatItCannotDoExactly) {
 // bands, the second holding three, one of them a single block.
 TYPED_TEST(HadamardTyped, QuantizeColumnwiseRhtEqualsReferencePipeline) {
   using T = TypeParam;
+  nvfp4_tensor kept;  // the into form's copy and transform, kept across shapes as a layer keeps them
+  columnwise_rht scratch;
   for (const auto& [m, n] : {std::pair<index_t, index_t>{96, 80}, {32, 33}, {144, 17}, {48, 1100}, {1104, 40}}) {
     const auto values = make_input<T>(m, n, static_cast<unsigned>(m + n), 3.0);
     const auto x = matrix_view<const T>::row_major(values.data(), m, n);
@@ -321,6 +323,9 @@ TYPED_TEST(HadamardTyped, QuantizeColumnwiseRhtEqualsReferencePipeline) {
       ASSERT_EQ(got.data().size(), expected.data().size());
       for (std::size_t k = 0; k < got.data().size(); ++k) ASSERT_EQ(got.data()[k].bits(), expected.data()[k].bits()) << k;
       for (std::size_t k = 0; k < got.scales().size(); ++k) ASSERT_EQ(got.scales()[k].bits(), expected.scales()[k].bits()) << k;
+      quantize_columnwise_rht_into(x, hadamard_transform::te_default(), {}, kept, scratch);  // through the kept transform
+      ASSERT_EQ(kept.amax(), expected.amax());
+      ASSERT_EQ(test::bytes_of(kept), test::bytes_of(expected));
     }
   }
 }

@@ -5,7 +5,9 @@
 // row-scaled outputs, bias, fp32 or bf16 output).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <tuple>
@@ -185,6 +187,88 @@ void columnwise_into(matrix_view<const T> x, float x_amax, const nvfp4_block_sca
   const columnwise_rht transformed = rht_columnwise(x, recipe.rht);
   quantize_with_amax_into(transformed.view(), chosen_amax(rule, role, true, transformed.view(), transformed.amax), op.tensor, options);
 }
+/// One round of transpose_nibbles_16x16: rows i and i + S (i & S == 0) exchange the columns j
+/// with j & S set of row i with the columns j - S of row i + S (`low` selects the nibbles j with
+/// j & S == 0). S is a template argument so that every shift is a constant.
+template <int S>
+inline void swap_nibble_round(std::uint64_t (&w)[16], std::uint64_t low) {
+  for (int i = 0; i < 16; ++i) {
+    if (i & S) continue;
+    const std::uint64_t t = ((w[i] >> (4 * S)) ^ w[i + S]) & low;
+    w[i + S] ^= t;
+    w[i] ^= t << (4 * S);
+  }
+}
+/// 16 rows of 16 E2M1 codes (row i in w[i], column j in bits 4j..4j+3) transposed in place: four
+/// rounds of masked swaps, between 8 x 8, 4 x 4, 2 x 2 and 1 x 1 blocks of codes.
+inline void transpose_nibbles_16x16(std::uint64_t (&w)[16]) {
+  swap_nibble_round<8>(w, 0x00000000FFFFFFFFull);
+  swap_nibble_round<4>(w, 0x0000FFFF0000FFFFull);
+  swap_nibble_round<2>(w, 0x00FF00FF00FF00FFull);
+  swap_nibble_round<1>(w, 0x0F0F0F0F0F0F0F0Full);
+}
+/// The columnwise copy of W from its rowwise copy in 16x16 tiles, into out ([K, N], the 1x16
+/// layout): element (k, n) is tiles' element (n, k), its scale the scale of tile (n / 16, k / 16).
+/// These are the bytes quantizing Wᵀ in 16x16 tiles gives (a tile of Wᵀ is the transpose of a tile
+/// of W: the same values, amax, scale and codes; the tensor scale is W's), without reading W again.
+/// Whole 16x16 blocks move as 16 64-bit words; edge rows and columns one code at a time. Bands of
+/// 128 output rows are split over the library's threads (the bytes do not depend on the count).
+inline void transpose_tiles_into(const nvfp4_tile_tensor& tiles, nvfp4_tensor& out) {
+  const index_t n_rows = tiles.rows(), k_cols = tiles.cols();  // W [N, K]; out [K, N]
+  if (out.rows() != k_cols || out.cols() != n_rows || out.axis() != quantized_axis::columnwise)
+    out = nvfp4_tensor(k_cols, n_rows, quantized_axis::columnwise);
+  const std::uint8_t* const in = bytes_of(tiles.data());
+  const std::uint8_t* const in_scales = bytes_of(tiles.scales());
+  std::uint8_t* const to = bytes_of(out.data());
+  std::uint8_t* const to_scales = bytes_of(out.scales());
+  const index_t in_stride = tiles.data_row_stride(), in_scale_cols = tiles.scale_cols();
+  const index_t out_stride = out.data_row_stride(), out_scale_cols = out.scale_cols();
+  const index_t n_full = n_rows / 16 * 16;
+  const auto code = [&](index_t n, index_t k) -> std::uint8_t { return (in[n * in_stride + k / 2] >> (4 * (k & 1))) & 0x0Fu; };
+  const index_t k_blocks = (k_cols + 15) / 16;
+  // Whole blocks in squares of 8 x 8 blocks: 128 source rows and 128 output rows, each read or
+  // written as one 64-byte line (a walk along one block column would touch a line and a page per
+  // block and use 8 bytes of it).
+  constexpr index_t square = 8;
+  const index_t k_squares = (k_blocks + square - 1) / square;
+  simd::parallel_ranges(k_squares, simd::worth_parallel(n_rows * k_cols), [&](index_t begin, index_t end) {
+    for (index_t ks = begin; ks < end; ++ks) {
+      const index_t kb0 = ks * square, kb1 = std::min(k_blocks, kb0 + square);
+      for (index_t ns = 0; ns < n_full; ns += 16 * square)
+        for (index_t kb = kb0; kb < kb1; ++kb) {
+          const index_t k0 = kb * 16;
+          if (k0 + 16 > k_cols) continue;  // a partial block: one code at a time below
+          for (index_t n0 = ns; n0 < std::min(n_full, ns + 16 * square); n0 += 16) {
+            std::uint64_t w[16];
+            for (int i = 0; i < 16; ++i) std::memcpy(&w[i], in + (n0 + i) * in_stride + k0 / 2, 8);
+            transpose_nibbles_16x16(w);
+            for (int i = 0; i < 16; ++i) std::memcpy(to + (k0 + i) * out_stride + n0 / 2, &w[i], 8);
+          }
+        }
+      for (index_t kb = kb0; kb < kb1; ++kb) {
+        const index_t k0 = kb * 16, k1 = std::min(k_cols, k0 + 16);
+        for (index_t k = k0; k < k1; ++k) {
+          std::uint8_t* const row = to + k * out_stride;
+          for (index_t n = (k1 - k0 == 16 ? n_full : 0); n < n_rows; n += 2)
+            row[n / 2] = static_cast<std::uint8_t>(code(n, k) | (n + 1 < n_rows ? code(n + 1, k) << 4 : 0));
+        }
+      }
+      // Scales: output row k holds tile (nb, k / 16)'s scale for each nb, the same for the 16 rows
+      // of a block. Each tile row's scales of the square are read once (adjacent bytes), written
+      // to the blocks' first rows, then copied down.
+      for (index_t nb = 0; nb < out_scale_cols; ++nb) {
+        const std::uint8_t* const tile_row = in_scales + nb * 16 * in_scale_cols;
+        for (index_t kb = kb0; kb < kb1; ++kb) to_scales[kb * 16 * out_scale_cols + nb] = tile_row[kb];
+      }
+      for (index_t kb = kb0; kb < kb1; ++kb) {
+        const index_t k0 = kb * 16, k1 = std::min(k_cols, k0 + 16);
+        const std::uint8_t* const first = to_scales + k0 * out_scale_cols;
+        for (index_t k = k0 + 1; k < k1; ++k) std::memcpy(to_scales + k * out_scale_cols, first, static_cast<std::size_t>(out_scale_cols));
+      }
+    }
+  });
+  out.set_tensor_scale(tiles.amax(), tiles.encode_scale(), tiles.decode_scale());
+}
 /// W's (or Wᵀ's) copy into op: 16x16 tiles stored as 1x16 rows, or 1x16; 4over6 where the recipe says.
 template <class T>
 void weight_copy_into(matrix_view<const T> w, float w_amax, const nvfp4_block_scaling& recipe, quantized_axis axis, nvfp4_operand& op,
@@ -254,6 +338,15 @@ template <quantizer_input T>
 void quantize_weight_into(matrix_view<const T> w, const nvfp4_block_scaling& recipe, const nvfp4_amax_rule& rule, nvfp4_operand& rowwise,
                           nvfp4_operand* columnwise, nvfp4_role_storage& storage, float known_amax = -1.0f) {
   const float w_amax = detail::tensor_amax(w, tensor_role::weight, rule, known_amax);
+  if (!recipe.uses_4over6(tensor_role::weight) && !recipe.disable_2d_quantization) {
+    // 16x16 tiles: the columnwise copy is the rowwise one transposed (one quantization of W).
+    detail::weight_copy_into(w, w_amax, recipe, quantized_axis::rowwise, rowwise, storage);
+    if (columnwise) {
+      detail::plain(*columnwise);
+      detail::transpose_tiles_into(storage.tiles, columnwise->tensor);
+    }
+    return;
+  }
   if (columnwise) detail::weight_copy_into(w.transposed(), w_amax, recipe, quantized_axis::columnwise, *columnwise, storage);
   detail::weight_copy_into(w, w_amax, recipe, quantized_axis::rowwise, rowwise, storage);
 }
