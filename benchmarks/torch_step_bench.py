@@ -48,14 +48,14 @@ def make_recipe(name):
             "delayed": lambda: r.DelayedScaling()}[name]()
 
 
-def timed(step, warmup, repeat):
+def timed(step, warmup, repeat, clock=time.perf_counter):
     for _ in range(warmup):
         step()
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         step()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -72,11 +72,12 @@ def worker(args):
         print(f"  {name:34s} {threads:3d} threads {seconds * 1e3:10.1f} ms", file=sys.stderr, flush=True)
 
     step_flop = 3 * 2.0 * m * n * k
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     for dtype, label in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
         a = torch.randn(m, k, dtype=dtype)
         w = torch.randn(n, k, dtype=dtype)
         if "matmul" in args.parts:
-            record(f"torch_{label}_matmul", timed(lambda: torch.matmul(a, w.t()), args.warmup, args.repeat), 2.0 * m * n * k)
+            record(f"torch_{label}_matmul", timed(lambda: torch.matmul(a, w.t()), args.warmup, args.repeat, clock), 2.0 * m * n * k)
         if "torch" in args.parts:
             layer = torch.nn.Linear(k, n, dtype=dtype)
             x = torch.randn(m, k, dtype=dtype, requires_grad=True)
@@ -87,7 +88,7 @@ def worker(args):
                 layer.zero_grad(set_to_none=True)
                 layer(x).backward(dy)
 
-            record(f"torch_{label}_step", timed(torch_step, args.warmup, args.repeat), step_flop)
+            record(f"torch_{label}_step", timed(torch_step, args.warmup, args.repeat, clock), step_flop)
 
     if "te" in args.parts:
         import nvfp4.torch as te
@@ -107,7 +108,7 @@ def worker(args):
                         y = layer(x)
                     y.backward(dy)
 
-                record(f"te_{name}_{mode}_step", timed(te_step, args.warmup, args.repeat), step_flop)
+                record(f"te_{name}_{mode}_step", timed(te_step, args.warmup, args.repeat, clock), step_flop)
     print(json.dumps(rows), flush=True)
 
 
@@ -121,6 +122,8 @@ def main():
     parser.add_argument("--parts", default="matmul,torch,te", help="any of matmul, torch, te")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time, or the process's CPU time (steadier on a loaded machine; all threads' time summed)")
     parser.add_argument("--json", help="also write every row to this file")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -141,12 +144,12 @@ def main():
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--shape", *map(str, args.shape),
                    "--recipes", ",".join(args.recipes), "--modes", ",".join(args.modes), "--exact-recipes",
                    ",".join(args.exact_recipes), "--parts", ",".join(args.parts), "--warmup", str(args.warmup),
-                   "--repeat", str(args.repeat)]
+                   "--repeat", str(args.repeat), "--clock", args.clock]
         result = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=True)
         rows += json.loads(result.stdout.strip().splitlines()[-1])
 
     m, n, k = args.shape
-    print(f"shape M x N x K = {m} x {n} x {k}; median of {args.repeat} after {args.warmup} warm-up")
+    print(f"shape M x N x K = {m} x {n} x {k}; median of {args.repeat} after {args.warmup} warm-up; {args.clock} time")
     print(f"{'row':34s} {'threads':>7s} {'ms':>10s} {'TFLOP/s':>8s} {'vs torch bf16 step':>19s}")
     for count in counts:
         base = next((r["ms"] for r in rows if r["threads"] == count and r["name"] == "torch_bf16_step"), None)

@@ -211,11 +211,11 @@ const void* parameter_data(const py::array& a, std::vector<py::ssize_t> shape, c
     throw py::value_error(std::string(what) + " must be C-contiguous (it is read in place; pass numpy.ascontiguousarray(...))");
   return a.data();
 }
-/// A writable parameter-shaped float32 output (dW, db).
-float* gradient_data(py::array& a, std::vector<py::ssize_t> shape, const char* what) {
-  const void* data = parameter_data(a, std::move(shape), what);
+/// A writable parameter-shaped output (dW, db): float32, or for a bf16 core also bf16 bits (uint16).
+void* gradient_data(py::array& a, std::vector<py::ssize_t> shape, const char* what, bool bf16_core = false) {
+  const void* data = parameter_data(a, std::move(shape), what, bf16_core);
   if (!a.writeable()) throw py::value_error(std::string(what) + " must be writable");
-  return static_cast<float*>(const_cast<void*>(data));
+  return const_cast<void*>(data);
 }
 
 /// A new [rows, cols] array of float32, or of bf16 bits (uint16) where the input came as bf16 bits,
@@ -380,16 +380,30 @@ class linear_core {
     py::array dy_keep;
     const nn::input_matrix dyv = read_matrix(dy, dy_keep, bf16_core(), "dy", "a 2-D array [tokens, out_features]");
     nn::linear_gradients g;
-    g.weight = matrix_view<float>::row_major(gradient_data(weight_grad, {out_features(), in_features()}, "weight_grad"), out_features(),
-                                             in_features());
+    void* const dw = gradient_data(weight_grad, {out_features(), in_features()}, "weight_grad", bf16_core());
+    // dW as bf16 bits: the layer's fp32 dW into the core's kept scratch, rounded once into the
+    // caller's array (bf16::from_float, as Y and dX), so a step allocates no fp32 dW.
+    const bool dw_bits = weight_grad.dtype().is(py::dtype::of<std::uint16_t>());
     if (has_bias() && !bias_grad)
       throw py::value_error("bias_grad is required: the layer has a bias (pass a float32 array [out_features])");
     if (!has_bias() && bias_grad) throw py::value_error("bias_grad given, but the layer has no bias (pass None)");
     if (bias_grad)
-      g.bias = std::span<float>(gradient_data(*bias_grad, {out_features()}, "bias_grad"), static_cast<std::size_t>(out_features()));
+      g.bias = std::span<float>(static_cast<float*>(gradient_data(*bias_grad, {out_features()}, "bias_grad")),
+                                static_cast<std::size_t>(out_features()));
     nn::output_matrix dxv;
     py::array dx = new_matrix(rows_of(dyv), in_features(), holds_bf16(dyv), dxv, "Linear input gradient");
-    locked([&](nn::linear& l) { run(l, dyv, dxv, g); });
+    locked([&](nn::linear& l) {
+      if (!dw_bits) {
+        g.weight = matrix_view<float>::row_major(static_cast<float*>(dw), out_features(), in_features());
+        run(l, dyv, dxv, g);
+        return;
+      }
+      weight_grad_scratch_.resize(static_cast<std::size_t>(out_features() * in_features()));  // kept: allocated once
+      g.weight = matrix_view<float>::row_major(weight_grad_scratch_.data(), out_features(), in_features());
+      run(l, dyv, dxv, g);
+      nn::detail::write_in_dtype(matrix_view<const float>(g.weight),
+                                 matrix_view<bf16>::row_major(static_cast<bf16*>(dw), out_features(), in_features()), high_precision::bf16);
+    });
     return dx;
   }
   nn::linear_parameters parameters(const py::array& weight, const std::optional<py::array>& bias) {
@@ -413,6 +427,7 @@ class linear_core {
 
   nn::linear layer_;
   std::mutex mutex_;
+  std::vector<float> weight_grad_scratch_;  // a bf16 dW's fp32 values (backward with uint16 weight_grad), under mutex_
 };
 
 /// The Python Linear: a LinearCore with its own parameters (numpy arrays, zero-filled by the
@@ -556,7 +571,8 @@ void bind_nn(py::module_& m) {
            "dX [M, in_features] for dY [M, out_features] of the forward that returned `saved` (under the recipe it ran, "
            "whatever the core's is now; any order of forwards and backwards, and more than once on one saved forward); "
            "dy float32 or (bf16 core) uint16 bf16 bits, dX in the same kind. Writes dW into weight_grad (float32 "
-           "[out_features, in_features], C-contiguous) and db into bias_grad (float32 [out_features]), overwriting them. A second backward "
+           "[out_features, in_features], C-contiguous; a bf16 core also takes uint16, dW rounded once to bf16 bits) and db into "
+           "bias_grad (float32 [out_features]), overwriting them. A second backward "
            "on one saved forward gives the first's bits except where "
            "the recipe's state moved on: NVFP4's gradient seed (the core's backward count) and, after end_backward_region, "
            "delayed scaling's grad_output scale.")

@@ -431,6 +431,35 @@ def test_bf16_bits_give_the_float32_calls_bits(data, recipe):
     assert core2.infer(x, w, b).tobytes() == y.tobytes()
 
 
+@pytest.mark.parametrize("recipe", EVERY_RECIPE, ids=lambda r: nvfp4.recipe_name(r))
+def test_bf16_core_writes_dw_as_bf16_bits(data, recipe):
+    # weight_grad as uint16 (a bf16 core): dW rounded once to bf16 (nearest even, here in NumPy from
+    # the float32 dW of the same call), nothing else changed; the core's fp32 scratch is reused
+    # across calls of other dY, and a refused call leaves weight_grad as it was.
+    x, w, b = (to_bf16_bits(data[k]) for k in ("x", "w", "b"))
+    for step, scale in enumerate((1.0, 1e-3, 40.0)):
+        dy = to_bf16_bits(data["dy"] * np.float32(scale))
+        wanted, fp32_core = [], nvfp4.LinearCore(64, 16, recipe, bias=True, dtype="bf16", seed=3)
+        bits_core = nvfp4.LinearCore(64, 16, recipe, bias=True, dtype="bf16", seed=3)
+        fp32_core.steps = bits_core.steps = step
+        dw32, db32 = np.zeros((16, 64), np.float32), np.zeros(16, np.float32)
+        dx32 = fp32_core.backward(fp32_core.forward(x, w, b)[1], dy, dw32, db32)
+        dw16, db16 = np.full((16, 64), 0xFFFF, np.uint16), np.zeros(16, np.float32)
+        dx16 = bits_core.backward(bits_core.forward(x, w, b)[1], dy, dw16, db16)
+        assert dx16.tobytes() == dx32.tobytes() and db16.tobytes() == db32.tobytes()
+        assert dw16.dtype == np.uint16 and dw16.tobytes() == to_bf16_bits(dw32).tobytes()
+    before = dw16.copy()
+    _, saved = bits_core.forward(x, w, b)
+    with pytest.raises(nvfp4.Error):
+        bits_core.backward(saved, to_bf16_bits(data["dy"][:8]), dw16, db16)  # wrong dY shape
+    assert dw16.tobytes() == before.tobytes()
+    core = nvfp4.LinearCore(64, 16, recipe, bias=True, seed=3)
+    _, saved = core.forward(data["x"], data["w"], data["b"])
+    with pytest.raises(TypeError, match="dtype 'bf16'"):  # an fp32 core takes float32 dW only
+        core.backward(saved, data["dy"], dw16, db16)
+    assert dw16.tobytes() == before.tobytes()
+
+
 def test_bf16_bits_are_refused_by_an_fp32_core_and_checked(data):
     core = nvfp4.LinearCore(64, 16, nvfp4.NVFP4BlockScaling(), bias=True)
     with pytest.raises(TypeError, match="dtype 'bf16'"):

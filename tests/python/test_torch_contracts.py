@@ -248,7 +248,8 @@ class _Recording:
 def test_bf16_tensors_are_passed_as_their_bits():
     """A bf16 layer's parameters, inputs and output gradients go to the core as uint16 bits,
     without a float32 copy (issue 44 item 4; test_linear_core.py checks that bits and float32
-    values give the same results), and the results are the call's replay."""
+    values give the same results), dW comes back as bf16 bits (issue 41 item 2: no float32 dW per
+    step), and the results are the call's replay."""
     torch.manual_seed(6)
     layer = te.Linear(32, 16, params_dtype=torch.bfloat16)
     widened = te.Linear(32, 16, params_dtype=torch.bfloat16)
@@ -262,7 +263,7 @@ def test_bf16_tensors_are_passed_as_their_bits():
     got = _grads(y, layer, x, dy)
     with torch.no_grad():
         _call(layer, x, _recipe("current"))
-    assert recording.seen == [("forward", ["uint16", "uint16", "uint16"]), ("backward", ["uint16", "float32", "float32"]),
+    assert recording.seen == [("forward", ["uint16", "uint16", "uint16"]), ("backward", ["uint16", "uint16", "float32"]),
                               ("infer", ["uint16", "uint16", "uint16"])]
     expected = _alone(widened, x, dy, _recipe("current"))
     assert _same(y, expected[0]) and all(_same(g, e) for g, e in zip(got, expected[1:]))

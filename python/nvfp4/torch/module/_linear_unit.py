@@ -295,7 +295,9 @@ class _LinearFunction(torch.autograd.Function):
         core = ctx.core
         check_float(dy, "the gradient of te.Linear's output")
         dy_np = core_array(dy.reshape(-1, ctx.out_features), ctx.bf16)
-        wgrad = np.empty((core.out_features, core.in_features), np.float32)
+        # A bf16 core writes dW as bf16 bits (rounded once from its fp32 dW, kept inside the core):
+        # no fp32 dW array and no torch conversion per step.
+        wgrad = np.empty((core.out_features, core.in_features), np.uint16 if ctx.bf16 else np.float32)
         bgrad = np.empty((core.out_features,), np.float32) if ctx.has_bias else None
         dx = ctx.unit.backward(core, ctx.saved, ctx.chain, dy_np, wgrad, bgrad)
         if ctx.region is not None:  # TE: reduce the region's grad_output amaxes (across ranks), then update
@@ -303,7 +305,7 @@ class _LinearFunction(torch.autograd.Function):
             end_backward(ctx.region.units)
         # TE's wgrad and bgrad come out in the activation dtype (no fuse_wgrad_accumulation), then
         # autograd casts them to the parameters' dtype.
-        grads = [from_core(dx, x2d.dtype), from_float32(wgrad, x2d.dtype).to(weight.dtype),
+        grads = [from_core(dx, x2d.dtype), from_core(wgrad, x2d.dtype).to(weight.dtype),
                  None if bgrad is None else from_float32(bgrad, x2d.dtype).to(bias.dtype)]
         if torch.is_grad_enabled():  # create_graph=True: gradients that refuse a second differentiation
             anchors = [t for t in (x2d, weight, bias, dy) if t is not None and t.requires_grad]
