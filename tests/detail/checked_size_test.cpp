@@ -11,6 +11,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace detail_checked_size_test {
 
 constexpr index_t max_index = std::numeric_limits<index_t>::max();
 constexpr index_t limit = max_element_count;
@@ -78,5 +79,6 @@ TEST(CheckedElementCount, RefusesNegativeHugeAndOverflowingShapesWithTheCallersC
   }
 }
 
+}  // namespace detail_checked_size_test
 }  // namespace
 }  // namespace nvfp4

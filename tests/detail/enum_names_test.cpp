@@ -23,6 +23,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace detail_enum_names_test {
 
 // Compile-time: the lookups are constexpr, so a table can feed a constant.
 static_assert(std::string_view(detail::name_of(gemm_mode::relaxed)) == "relaxed");
@@ -111,5 +112,6 @@ TEST(EnumNames, ParseNameRefusesAnUnknownNameListingTheAccepted) {
   EXPECT_EQ(detail::name_list<io::checkpoint_format>(" | "), "modelopt | compressed-tensors | gguf | torchao");
 }
 
+}  // namespace detail_enum_names_test
 }  // namespace
 }  // namespace nvfp4

@@ -11,6 +11,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace detail_scratch_test {
 
 using detail::scratch;
 
@@ -93,5 +94,6 @@ TEST(Scratch, ReleaseEmptiesThePoolAndBorrowingStillWorks) {
   EXPECT_EQ(b[(1 << 16) - 1], 1.0f);
 }
 
+}  // namespace detail_scratch_test
 }  // namespace
 }  // namespace nvfp4

@@ -9,6 +9,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace formats_bf16_test {
 
 TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(bf16::from_float(1.0f).bits(), 0x3F80);
@@ -32,5 +33,6 @@ TEST(Bf16, EveryCodeWidensExactlyAndConvertsBack) {
   EXPECT_TRUE(std::isinf(bf16::from_float(std::numeric_limits<float>::max()).to_float()));  // RNE overflow
 }
 
+}  // namespace formats_bf16_test
 }  // namespace
 }  // namespace nvfp4

@@ -8,6 +8,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace formats_e8m0_test {
 
 TEST(E8m0, EveryCodeIsAPowerOfTwo) {
   for (int code = 0; code < 255; ++code) {
@@ -43,5 +44,6 @@ TEST(E8m0, SpecialsAndRange) {
   EXPECT_EQ(e8m0::from_exponent(500).bits(), 254);
 }
 
+}  // namespace formats_e8m0_test
 }  // namespace
 }  // namespace nvfp4

@@ -11,6 +11,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace formats_minifloat_test {
 
 template <class Format>
 class MinifloatTest : public ::testing::Test {};
@@ -149,5 +150,6 @@ TEST(Fp8, SatfiniteNanCodesAreTheH100s) {
 static_assert(e2m1::from_float(2.5f).bits() == 0x4);
 static_assert(e4m3::from_bits(0x7E).to_float() == 448.0f);
 
+}  // namespace formats_minifloat_test
 }  // namespace
 }  // namespace nvfp4

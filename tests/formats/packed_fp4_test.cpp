@@ -5,6 +5,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace formats_packed_fp4_test {
 
 TEST(E2m1x2, LowNibbleHoldsTheEvenElement) {
   const e2m1x2 pair(e2m1::from_float(1.0f), e2m1::from_float(-6.0f));
@@ -19,5 +20,6 @@ TEST(E2m1x2, LowNibbleHoldsTheEvenElement) {
   }
 }
 
+}  // namespace formats_packed_fp4_test
 }  // namespace
 }  // namespace nvfp4

@@ -14,6 +14,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace formats_stochastic_rounding_test {
 
 constexpr float grid[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
@@ -89,5 +90,6 @@ TEST(StochasticRounding, UnbiasedWithPhiloxBytes) {
   EXPECT_LT(chi2, degrees + 5 * std::sqrt(2.0 * degrees)) << degrees << " degrees of freedom";
 }
 
+}  // namespace formats_stochastic_rounding_test
 }  // namespace
 }  // namespace nvfp4

@@ -23,6 +23,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_float_gemm_test {
 
 TEST(FloatGemm, OneFmaChainInKOrder) {
   // [1e8, 1, -1e8, 1] . [1, 1, 1, 1]: in K order with one rounding per step, 1e8 + 1 rounds to 1e8
@@ -180,5 +181,6 @@ TEST(FloatGemm, BadShapes) {
   EXPECT_EQ(test::error_code_of([&] { float_gemm(av, av, {}, matrix_view<float>::row_major(d.data(), 4, 4)); }), errc{});
 }
 
+}  // namespace gemm_float_gemm_test
 }  // namespace
 }  // namespace nvfp4

@@ -11,6 +11,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_tile_model_test {
 
 constexpr float two_m24 = 0x1p-24f;  // half an ulp of 1: 1 + 2^-24 is a tie that rounds to 1
 
@@ -65,5 +66,6 @@ TEST(TileModel, ChainStepsThroughKWithZeroPadding) {
   EXPECT_EQ(tile_model::chain(0, 3.5f, a, b), 3.5f);
 }
 
+}  // namespace gemm_tile_model_test
 }  // namespace
 }  // namespace nvfp4

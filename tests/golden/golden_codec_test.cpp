@@ -10,6 +10,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_codec_test {
 
 /// True where the peer is known to differ from the rule we implement (see the golden README and
 /// e8m0::from_float): ml_dtypes casts float subnormals in [2^-127, 1.5 x 2^-127) to 2^-126,
@@ -95,5 +96,6 @@ const bool registered = golden::register_check("codec", check_case);
 
 TEST(GoldenCodec, EveryCaseBitForBit) { golden::check_every_case("codec"); }
 
+}  // namespace golden_codec_test
 }  // namespace
 }  // namespace nvfp4

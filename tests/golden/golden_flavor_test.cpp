@@ -13,6 +13,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_flavor_test {
 
 struct bf16_input {
   index_t rows = 0, cols = 0;
@@ -188,5 +189,6 @@ TEST(GoldenCheckpointLayout, CompressedTensorsFileReadsBackToThePeersBits) {
   golden::check_every_case("checkpoint_layout compressed_tensors");
 }
 
+}  // namespace golden_flavor_test
 }  // namespace
 }  // namespace nvfp4

@@ -18,6 +18,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_gemm_fp8_block_cublas_test {
 
 fp8_format format_of(golden::case_fields& f, const char* field) {
   return f.choice(field, {"e4m3", "e5m2"}) == "e4m3" ? fp8_format::e4m3 : fp8_format::e5m2;
@@ -169,5 +170,6 @@ const bool quantize_registered = golden::register_check("fp8_block_quantize_h100
 
 TEST(GoldenFp8BlockQuantizeH100, EveryCaseBitForBit) { golden::check_every_case("fp8_block_quantize_h100"); }
 
+}  // namespace golden_gemm_fp8_block_cublas_test
 }  // namespace
 }  // namespace nvfp4

@@ -13,6 +13,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_gemm_fp8_cublas_test {
 
 fp8_format format_of(golden::case_fields& f, const char* field) {
   return f.choice(field, {"e4m3", "e5m2"}) == "e4m3" ? fp8_format::e4m3 : fp8_format::e5m2;
@@ -114,5 +115,6 @@ const bool epilogue_registered = golden::register_check("gemm_fp8_h100_epilogue"
 
 TEST(GoldenGemmFp8H100Epilogue, EveryCaseBitForBit) { golden::check_every_case("gemm_fp8_h100_epilogue"); }
 
+}  // namespace golden_gemm_fp8_cublas_test
 }  // namespace
 }  // namespace nvfp4

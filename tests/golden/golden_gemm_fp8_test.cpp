@@ -10,6 +10,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_gemm_fp8_test {
 
 fp8_format format_of(golden::case_fields& f, const char* field) {
   return f.choice(field, {"e4m3", "e5m2"}) == "e4m3" ? fp8_format::e4m3 : fp8_format::e5m2;
@@ -100,5 +101,6 @@ const bool registered = golden::register_check("gemm_fp8", check_case);
 
 TEST(GoldenGemmFp8, EveryCaseBitForBit) { golden::check_every_case("gemm_fp8"); }
 
+}  // namespace golden_gemm_fp8_test
 }  // namespace
 }  // namespace nvfp4

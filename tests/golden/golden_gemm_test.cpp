@@ -10,6 +10,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_gemm_test {
 
 template <class Format>
 bool run_format(golden::case_fields& f) {
@@ -55,5 +56,6 @@ const bool registered = golden::register_check("gemm_block_scaled", check_case);
 
 TEST(GoldenGemm, EveryCaseBitForBit) { golden::check_every_case("gemm_block_scaled"); }
 
+}  // namespace golden_gemm_test
 }  // namespace
 }  // namespace nvfp4

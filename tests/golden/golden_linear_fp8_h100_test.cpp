@@ -19,6 +19,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_linear_fp8_h100_test {
 
 // ------------------------------------------------------------------------------ recipes
 
@@ -406,5 +407,6 @@ TEST(GoldenLinearFp8H100, ReadsTheRecipeAsWritten) {
   EXPECT_TRUE(check_delayed_case(with(*delayed, "recipe", recipe)));
 }
 
+}  // namespace golden_linear_fp8_h100_test
 }  // namespace
 }  // namespace nvfp4

@@ -8,6 +8,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_manifest_test {
 
 TEST(GoldenManifest, EveryCaseHasACheck) {
   const auto& cases = golden::manifest().at("cases");
@@ -43,5 +44,6 @@ TEST(GoldenManifest, EveryCheckRefusesAFieldItDoesNotKnow) {
   }
 }
 
+}  // namespace golden_manifest_test
 }  // namespace
 }  // namespace nvfp4

@@ -11,6 +11,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_nvfp4_quantize_test {
 
 /// Compares one quantized copy with the peer's arrays; returns true when all match.
 template <class Format>
@@ -57,5 +58,6 @@ const bool registered = golden::register_check("nvfp4_quantize 1d", check_case<n
 TEST(GoldenNvfp4Quantize, Mode1dBitForBit) { golden::check_every_case("nvfp4_quantize 1d"); }
 TEST(GoldenNvfp4Quantize, Mode2dBitForBit) { golden::check_every_case("nvfp4_quantize 2d"); }
 
+}  // namespace golden_nvfp4_quantize_test
 }  // namespace
 }  // namespace nvfp4

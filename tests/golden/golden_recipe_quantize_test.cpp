@@ -30,6 +30,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_recipe_quantize_test {
 
 fp8_format format_of(golden::case_fields& f) {
   return f.choice("format", {"e4m3", "e5m2"}) == "e4m3" ? fp8_format::e4m3 : fp8_format::e5m2;
@@ -439,5 +440,6 @@ const bool row_scaled_registered = golden::register_check("nvfp4_row_scaled plai
 TEST(GoldenRecipeQuantize, Nvfp4RowScaledPlain) { golden::check_every_case("nvfp4_row_scaled plain"); }
 TEST(GoldenRecipeQuantize, Nvfp4RowScaled4over6) { golden::check_every_case("nvfp4_row_scaled 4over6"); }
 
+}  // namespace golden_recipe_quantize_test
 }  // namespace
 }  // namespace nvfp4

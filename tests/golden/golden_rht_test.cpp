@@ -14,6 +14,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_rht_test {
 
 /// Distance in bf16 ulps between two finite bf16 values (±0 are the same value).
 int ulp_distance(bf16 a, bf16 b) {
@@ -101,5 +102,6 @@ TEST(GoldenRht, Mode1dRht) {
   std::printf("1d_rht: RHT differs from the peer's in %ld of %ld elements (1 ulp each)\n", rht_differing, rht_total);
 }
 
+}  // namespace golden_rht_test
 }  // namespace
 }  // namespace nvfp4

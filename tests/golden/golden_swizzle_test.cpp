@@ -6,6 +6,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace golden_swizzle_test {
 
 bool check_case(const nlohmann::json& c) {
   golden::case_fields f(c, "swizzle_128x4 case", {"shape", "compact", "swizzled"});
@@ -23,5 +24,6 @@ const bool registered = golden::register_check("swizzle_128x4", check_case);
 
 TEST(GoldenSwizzle128x4, EveryCaseBitForBit) { golden::check_every_case("swizzle_128x4"); }
 
+}  // namespace golden_swizzle_test
 }  // namespace
 }  // namespace nvfp4

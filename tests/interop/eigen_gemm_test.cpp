@@ -9,6 +9,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace interop_eigen_gemm_test {
 
 Eigen::MatrixXf random_matrix(index_t rows, index_t cols, unsigned seed) {
   std::mt19937 rng(seed);
@@ -95,5 +96,6 @@ TEST(EigenGemm, DequantizeThenGemmIsCloseToTheExactProduct) {
   EXPECT_GT(eigen::compare(exact, baseline).sqnr_db, 100.0);
 }
 
+}  // namespace interop_eigen_gemm_test
 }  // namespace
 }  // namespace nvfp4

@@ -12,6 +12,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace interop_eigen_test {
 
 eigen::row_major_matrix_f32 random_matrix(index_t rows, index_t cols, unsigned seed) {
   std::mt19937 rng(seed);
@@ -131,5 +132,6 @@ static_assert(eigen::detail::supported_scalar<Eigen::bfloat16>);
 static_assert(!eigen::detail::supported_scalar<double>);
 static_assert(!eigen::detail::supported_scalar<Eigen::half>);
 
+}  // namespace interop_eigen_test
 }  // namespace
 }  // namespace nvfp4

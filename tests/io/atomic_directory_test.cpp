@@ -24,6 +24,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_atomic_directory_test {
 
 namespace fs = std::filesystem;
 
@@ -225,5 +226,6 @@ TEST_F(AtomicDirectory, FollowsASymbolicLinkToADirectory) {
   EXPECT_EQ(read_safetensors_checkpoint(real).tensors[0].bytes[0], 5);
 }
 
+}  // namespace io_atomic_directory_test
 }  // namespace
 }  // namespace nvfp4::io

@@ -10,6 +10,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_checkpoint_diff_test {
 
 quantized_weight base() {
   quantized_weight w;
@@ -128,5 +129,6 @@ TEST(CheckpointDiff, CheckpointsByName) {
   EXPECT_THROW(diff_weights(base(), c), error);
 }
 
+}  // namespace io_checkpoint_diff_test
 }  // namespace
 }  // namespace nvfp4::io

@@ -16,6 +16,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_checkpoint_formats_test {
 
 namespace fs = std::filesystem;
 
@@ -201,5 +202,6 @@ TEST_F(CheckpointFormats, DetectionAndUnreadablePaths) {
   EXPECT_FALSE(parse_checkpoint_format("safetensors").has_value());
 }
 
+}  // namespace io_checkpoint_formats_test
 }  // namespace
 }  // namespace nvfp4::io

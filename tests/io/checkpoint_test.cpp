@@ -17,6 +17,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_checkpoint_test {
 
 quantized_weight weight(const std::string& name, index_t rows, index_t cols, float decode) {
   quantized_weight w;
@@ -286,5 +287,6 @@ TEST(Checkpoint, ConfigurationsMustDescribeTheirWeights) {
   EXPECT_NE(what.find("names '*.q_pro[j]', but module 'model.layers.0.q_proj' is stored quantized"), std::string::npos) << what;
 }
 
+}  // namespace io_checkpoint_test
 }  // namespace
 }  // namespace nvfp4::io

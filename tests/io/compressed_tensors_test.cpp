@@ -11,6 +11,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_compressed_tensors_test {
 
 namespace fs = std::filesystem;
 
@@ -111,5 +112,6 @@ TEST(CompressedTensors, DirectoryConfigIsChecked) {
   EXPECT_THROW(read_compressed_tensors(dir), error);
 }
 
+}  // namespace io_compressed_tensors_test
 }  // namespace
 }  // namespace nvfp4::io

@@ -20,6 +20,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_file_bytes_test {
 
 namespace fs = std::filesystem;
 
@@ -189,5 +190,6 @@ TEST_F(FileBytes, ReaderReadsPartsAndRefusesWhatReadFileBytesRefuses) {
   EXPECT_THROW(file_reader r(dir_ / "pipe"), error);
 }
 
+}  // namespace io_file_bytes_test
 }  // namespace
 }  // namespace nvfp4::io

@@ -13,6 +13,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_gguf_test {
 
 void put_u32(std::vector<std::uint8_t>& b, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) b.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
@@ -369,5 +370,6 @@ TEST(Gguf, MissingScaleTensorReadsAsOne) {
   EXPECT_EQ(c.weights[0].name, "x");
 }
 
+}  // namespace io_gguf_test
 }  // namespace
 }  // namespace nvfp4::io

@@ -23,6 +23,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_json_limits_test {
 
 /// A safetensors image whose header is `json` (padded), with no data buffer.
 std::vector<std::uint8_t> image_of(std::string json) {
@@ -243,5 +244,6 @@ TEST(JsonLimits, OtherJsonReadersAreBounded) {
   EXPECT_THROW((void)torchao_from_safetensors(f, "t.safetensors"), error);
 }
 
+}  // namespace io_json_limits_test
 }  // namespace
 }  // namespace nvfp4::io

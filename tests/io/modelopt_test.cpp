@@ -11,6 +11,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_modelopt_test {
 
 namespace fs = std::filesystem;
 
@@ -134,5 +135,6 @@ TEST_F(ModelOptFiles, WhatTheLayoutCannotHoldIsRefused) {
   }
 }
 
+}  // namespace io_modelopt_test
 }  // namespace
 }  // namespace nvfp4::io

@@ -17,6 +17,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_npy_test {
 
 namespace fs = std::filesystem;
 
@@ -406,5 +407,6 @@ TEST_F(NpyFiles, HeaderAloneFromAFile) {
   EXPECT_THROW((void)read_npy_header(file_reader(dir_ / "a.npy")), error);
 }
 
+}  // namespace io_npy_test
 }  // namespace
 }  // namespace nvfp4::io

@@ -19,6 +19,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_quantized_checkpoint_test {
 
 std::vector<float> outlier_matrix(index_t rows, index_t cols, unsigned seed) {
   std::mt19937 rng(seed);
@@ -588,5 +589,6 @@ TEST(Checkpoint, ZeroDimensionalSourceComesBackWithNoDimensions) {
   EXPECT_EQ(dequantize_tensor(file, "matrix").shape, std::vector<std::int64_t>{});
 }
 
+}  // namespace io_quantized_checkpoint_test
 }  // namespace
 }  // namespace nvfp4::io

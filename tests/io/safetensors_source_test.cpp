@@ -15,6 +15,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_safetensors_source_test {
 
 namespace fs = std::filesystem;
 
@@ -126,5 +127,6 @@ TEST_F(SafetensorsSource, RefusesWhatTheWholeReaderRefuses) {
   }
 }
 
+}  // namespace io_safetensors_source_test
 }  // namespace
 }  // namespace nvfp4::io

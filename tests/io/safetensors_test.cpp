@@ -13,6 +13,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_safetensors_test {
 
 namespace fs = std::filesystem;
 
@@ -251,5 +252,6 @@ TEST(SafetensorsMalformed, AnNpyFileIsRecognised) {
   EXPECT_NE(message.find("this is an .npy file, not a safetensors file"), std::string::npos) << message;
 }
 
+}  // namespace io_safetensors_test
 }  // namespace
 }  // namespace nvfp4::io

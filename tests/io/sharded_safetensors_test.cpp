@@ -11,6 +11,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_sharded_safetensors_test {
 
 namespace fs = std::filesystem;
 
@@ -106,5 +107,6 @@ TEST_F(ShardedSafetensors, TensorsInTwoFilesAndAmbiguousDirectories) {
   EXPECT_EQ(read_safetensors_checkpoint(dir_).tensors.size(), 3u);  // the one file
 }
 
+}  // namespace io_sharded_safetensors_test
 }  // namespace
 }  // namespace nvfp4::io

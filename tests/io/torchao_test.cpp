@@ -7,6 +7,7 @@
 
 namespace nvfp4::io {
 namespace {
+namespace io_torchao_test {
 
 checkpoint one_weight(index_t rows = 130, index_t cols = 64) {
   checkpoint c;
@@ -95,5 +96,6 @@ TEST(Torchao, WhatTheLayoutCannotHoldIsRefused) {
   EXPECT_THROW(torchao_to_safetensors(c), error);
 }
 
+}  // namespace io_torchao_test
 }  // namespace
 }  // namespace nvfp4::io

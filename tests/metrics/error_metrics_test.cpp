@@ -8,6 +8,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace metrics_error_metrics_test {
 
 TEST(ErrorMetrics, HandComputedExample) {
   // errors: 0, 0.5, -1, 0 -> noise 1.25, signal 1+4+16+0 = 21.
@@ -69,5 +70,6 @@ TEST(ErrorMetrics, NanPropagates) {
   EXPECT_TRUE(std::isnan(compare(nan, x).max_abs_error));
 }
 
+}  // namespace metrics_error_metrics_test
 }  // namespace
 }  // namespace nvfp4

@@ -17,6 +17,7 @@
 
 namespace nvfp4::nn {
 namespace {
+namespace nn_amax_percentile_test {
 
 TEST(AmaxPercentile, QuantilesWorkedByHand) {
   const std::vector<float> x{-3, 1, 10, -7, 2, 5, -9, 4, 6, 8};  // |x| sorted: 1 2 3 4 5 6 7 8 9 10
@@ -184,5 +185,6 @@ TEST(PercentileRule, WeightsKeepTheirAmax) {
   EXPECT_EQ(amax_percentile(view.transposed(), 0.8), 4.0f);  // a strided view
 }
 
+}  // namespace nn_amax_percentile_test
 }  // namespace
 }  // namespace nvfp4::nn

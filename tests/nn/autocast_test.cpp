@@ -13,6 +13,7 @@
 
 namespace nvfp4::nn {
 namespace {
+namespace nn_autocast_test {
 
 using test::random_values;
 
@@ -133,5 +134,6 @@ TEST(Autocast, ARegionLeftByAnExceptionStillUpdates) {
   EXPECT_EQ(autocast::current(), nullptr);
 }
 
+}  // namespace nn_autocast_test
 }  // namespace
 }  // namespace nvfp4::nn

@@ -15,6 +15,7 @@
 
 namespace nvfp4::nn {
 namespace {
+namespace nn_dense_test {
 
 using test::random_values;
 
@@ -196,5 +197,6 @@ TEST(Dense, RejectsBadShapes) {
   EXPECT_EQ(test::error_code_of([] { dense("x", 0, 4, 3, parameter_kind::matrix, engine_factory{}); }), errc::null_pointer);
 }
 
+}  // namespace nn_dense_test
 }  // namespace
 }  // namespace nvfp4::nn

@@ -13,6 +13,7 @@
 
 namespace nvfp4::nn {
 namespace {
+namespace nn_functional_test {
 
 std::vector<float> random_values(std::size_t n, unsigned seed, double stddev = 1.0) {
   return test::random_values(static_cast<index_t>(n), seed, {.sigma = stddev});
@@ -187,5 +188,6 @@ TEST(Functional, SameBitsForOneAndTwoThreads) {
 #endif
 }
 
+}  // namespace nn_functional_test
 }  // namespace
 }  // namespace nvfp4::nn

@@ -22,6 +22,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace nn_linear_test {
 
 using test::cview, test::mview, test::first_difference, test::inputs, test::every_recipe, test::make_layer, test::M, test::K, test::N;
 
@@ -790,5 +791,6 @@ TEST(LinearBf16, TensorsAsStoredGiveTheFloatCallsBits) {
   }
 }
 
+}  // namespace nn_linear_test
 }  // namespace
 }  // namespace nvfp4

@@ -12,6 +12,7 @@
 
 namespace nvfp4::nn {
 namespace {
+namespace nn_mlp_test {
 
 batch feature_batch(index_t rows, index_t inputs, index_t classes, unsigned seed) {
   std::mt19937 rng(seed);
@@ -51,5 +52,6 @@ TEST(Mlp, RejectsBadConfigurationsAndBatches) {
   EXPECT_EQ(test::error_code_of([&] { m.evaluate(b); }), errc::invalid_argument);
 }
 
+}  // namespace nn_mlp_test
 }  // namespace
 }  // namespace nvfp4::nn

@@ -14,6 +14,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace nn_saved_forward_test {
 
 using test::cview, test::mview, test::first_difference, test::inputs, test::every_recipe, test::make_layer, test::M, test::K, test::N;
 
@@ -276,5 +277,6 @@ TEST(SavedForward, LastForwardConvenienceIsTheSameBackward) {
   }
 }
 
+}  // namespace nn_saved_forward_test
 }  // namespace
 }  // namespace nvfp4

@@ -12,6 +12,7 @@
 
 namespace nvfp4::nn {
 namespace {
+namespace nn_transformer_test {
 
 batch token_batch(index_t rows, index_t seq, index_t vocab, unsigned seed) {
   batch b;
@@ -77,5 +78,6 @@ TEST(Transformer, RejectsBadConfigurationsAndBatches) {
   EXPECT_EQ(test::error_code_of([&] { m.evaluate(bad); }), errc::shape_mismatch);
 }
 
+}  // namespace nn_transformer_test
 }  // namespace
 }  // namespace nvfp4::nn

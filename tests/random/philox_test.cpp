@@ -11,6 +11,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace random_philox_test {
 
 // Random123 kat_vectors, "philox4x32 10" lines: counter[4], key[2] -> output[4].
 TEST(Philox, KnownAnswerVectors) {
@@ -56,5 +57,6 @@ TEST(Philox, BytesAreUniform) {
   EXPECT_NE(random_byte(1, 0) * 256 + random_byte(1, 1), random_byte(2, 0) * 256 + random_byte(2, 1));
 }
 
+}  // namespace random_philox_test
 }  // namespace
 }  // namespace nvfp4

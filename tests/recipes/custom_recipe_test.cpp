@@ -15,6 +15,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace recipes_custom_recipe_test {
 
 using test::cview, test::mview, test::first_difference, test::inputs, test::M, test::K, test::N;
 using test::float8_pow2_scaling, test::float8_pow2_scaling_policy;
@@ -89,5 +90,6 @@ TEST(CustomRecipe, TheLibrarysRecipesRunAsInLinear) {
   }
 }
 
+}  // namespace recipes_custom_recipe_test
 }  // namespace
 }  // namespace nvfp4

@@ -24,6 +24,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace recipes_delayed_scaling_test {
 
 std::vector<float> history_of(const delayed_scaling_state& s) { return {s.amax_history().begin(), s.amax_history().end()}; }
 
@@ -410,5 +411,6 @@ TEST(DelayedScaling, RestoreRejectsAScaleThatIsNotPositiveAndFiniteAndKeepsTheSt
   }
 }
 
+}  // namespace recipes_delayed_scaling_test
 }  // namespace
 }  // namespace nvfp4

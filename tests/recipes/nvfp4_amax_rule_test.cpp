@@ -17,6 +17,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace recipes_nvfp4_amax_rule_test {
 
 using test::bytes_of;
 
@@ -208,5 +209,6 @@ TEST(Nvfp4AmaxRule, RefusesAnAmaxThatIsNotFiniteAndNonNegative) {
   EXPECT_NO_THROW((void)quantize_activation(x, {}, zero));
 }
 
+}  // namespace recipes_nvfp4_amax_rule_test
 }  // namespace
 }  // namespace nvfp4

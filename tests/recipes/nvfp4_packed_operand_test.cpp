@@ -20,6 +20,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace recipes_nvfp4_packed_operand_test {
 
 constexpr index_t M = 48, N = 40, K = 96;
 
@@ -209,5 +210,6 @@ TEST(Nvfp4PackedOperand, RowAmaxCountOtherThanTheRowCountIsRefusedBeforeWriting)
   EXPECT_EQ(test::error_code_of([&] { nvfp4_gemm(a, good_b, out_view); }), errc{});
 }
 
+}  // namespace recipes_nvfp4_packed_operand_test
 }  // namespace
 }  // namespace nvfp4

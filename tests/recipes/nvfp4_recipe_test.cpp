@@ -13,6 +13,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace recipes_nvfp4_recipe_test {
 
 using test::bytes_of;
 /// Gaussian values that are bf16 values (as a model's tensors are).
@@ -269,5 +270,6 @@ TEST(Nvfp4Recipe, BadShapes) {
   EXPECT_NO_THROW((void)quantize_activation(odd, {.disable_rht = true}));
 }
 
+}  // namespace recipes_nvfp4_recipe_test
 }  // namespace
 }  // namespace nvfp4

@@ -19,6 +19,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace recipes_policy_test {
 
 using test::random_values;
 
@@ -230,5 +231,6 @@ TEST(RecipePolicy, DelayedScalingStateHooks) {
   EXPECT_EQ(block.scaling_state(tensor_role::input), nullptr);
 }
 
+}  // namespace recipes_policy_test
 }  // namespace
 }  // namespace nvfp4

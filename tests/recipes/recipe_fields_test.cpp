@@ -14,6 +14,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace recipes_recipe_fields_test {
 
 std::string api_reference() {
   std::ifstream in(std::string(NVFP4_SOURCE_DIR) + "/docs/api.md");
@@ -69,5 +70,6 @@ TEST(RecipeFields, TheCheckFindsAMissingField) {
   EXPECT_EQ(missing, field_count<float8_current_scaling>() - 1);
 }
 
+}  // namespace recipes_recipe_fields_test
 }  // namespace
 }  // namespace nvfp4

@@ -8,6 +8,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace recipes_recipe_test {
 
 errc code_of(const recipe& r) {
   try {
@@ -94,5 +95,6 @@ TEST(Recipe, TeRejections) {
   EXPECT_EQ(code_of(mxfp8_block_scaling{.enable_2d_quantization = true}), errc::unsupported);
 }
 
+}  // namespace recipes_recipe_test
 }  // namespace
 }  // namespace nvfp4

@@ -17,6 +17,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_four_over_six_test {
 
 template <class Format>
 std::vector<std::uint8_t> bytes_of(const quantized_tensor<Format>& q) {
@@ -135,5 +136,6 @@ TEST(FourOverSix, DequantizesWithItsOwnTensorScaleAndRejectsBadInput) {
   EXPECT_THROW(quantize_4over6<nvfp4_1x16>(v), non_finite_error);
 }
 
+}  // namespace scaling_four_over_six_test
 }  // namespace
 }  // namespace nvfp4

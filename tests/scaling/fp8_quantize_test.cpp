@@ -18,6 +18,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_fp8_quantize_test {
 
 bool same(const fp8_tensor& a, const fp8_tensor& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && a.format() == b.format() && a.block_rows() == b.block_rows() &&
@@ -368,5 +369,6 @@ TEST(Fp8Quantize, NonFiniteFastEqualsReference) {
   }
 }
 
+}  // namespace scaling_fp8_quantize_test
 }  // namespace
 }  // namespace nvfp4

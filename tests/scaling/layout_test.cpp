@@ -8,6 +8,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_layout_test {
 
 TEST(Swizzle128x4, FirstTileMatchesTheDocumentedInterleave) {
   // Row r of the first 32 goes to 16-byte row r; rows 32..63 sit 4 bytes further along.
@@ -97,5 +98,6 @@ TEST(Swizzle128x4, EmptyShapesReturnAtOnceAndHugeOnesAreRefused) {
   EXPECT_EQ(code_of([&] { swizzled_scales(1, 1, {}); }), errc::shape_mismatch);
 }
 
+}  // namespace scaling_layout_test
 }  // namespace
 }  // namespace nvfp4

@@ -19,6 +19,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_mxfp8_quantize_test {
 
 template <class Format>
 bool same(const quantized_tensor<Format>& a, const quantized_tensor<Format>& b) {
@@ -224,5 +225,6 @@ TEST(Mxfp8Quantize, BadInput) {
   EXPECT_THROW(quantize_mxfp8_te<mxfp8>(matrix_view<const float>(nullptr, 2, 2, 2, 1)), error);
 }
 
+}  // namespace scaling_mxfp8_quantize_test
 }  // namespace
 }  // namespace nvfp4

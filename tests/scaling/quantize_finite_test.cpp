@@ -12,6 +12,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_quantize_finite_test {
 
 using test::bytes_of;
 
@@ -55,5 +56,6 @@ TEST(QuantizeFinite, RefusesABadAmaxBeforeWriting) {
   EXPECT_EQ(bytes_of(out), before);
 }
 
+}  // namespace scaling_quantize_finite_test
 }  // namespace
 }  // namespace nvfp4

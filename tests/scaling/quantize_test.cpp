@@ -19,6 +19,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_quantize_test {
 
 // ---- inputs ---------------------------------------------------------------------------------
 
@@ -540,5 +541,6 @@ TEST(QuantizeEmpty, AHugeDimensionBesideAZeroOneReturnsAtOnce) {
   EXPECT_EQ(code_of([&] { quantized_tensor<nvfp4_1x16> q(huge, -1); }), errc::invalid_argument);
 }
 
+}  // namespace scaling_quantize_test
 }  // namespace
 }  // namespace nvfp4

@@ -14,6 +14,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_quantizer_flavor_test {
 
 namespace rules = flavor_rules;
 
@@ -194,5 +195,6 @@ TEST(QuantizerFlavor, ResultsDoNotDependOnThreadCount) {
   EXPECT_TRUE(std::equal(m1.data().begin(), m1.data().end(), m2.data().begin(), [](auto p, auto q) { return p.bits() == q.bits(); }));
 }
 
+}  // namespace scaling_quantizer_flavor_test
 }  // namespace
 }  // namespace nvfp4

@@ -13,6 +13,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_reference_test {
 
 std::vector<float> random_values(index_t n, unsigned seed, float sigma = 1.0f) { return test::random_values(n, seed, {.sigma = sigma}); }
 
@@ -247,5 +248,6 @@ concept quantizable = requires(matrix_view<const T> v) {
 static_assert(quantizable<float> && quantizable<bf16>);
 static_assert(!quantizable<std::uint16_t> && !quantizable<double> && !quantizable<std::uint8_t>);
 
+}  // namespace scaling_reference_test
 }  // namespace
 }  // namespace nvfp4

@@ -12,6 +12,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_row_scaled_nvfp4_test {
 
 std::vector<std::uint8_t> bytes_of(const row_scaled_nvfp4_tensor& q) {
   std::vector<std::uint8_t> out;
@@ -83,5 +84,6 @@ TEST(RowScaledNvfp4, FastEqualsReferenceOnLargeInputs) {
   EXPECT_THROW(quantize_row_scaled(v), non_finite_error);
 }
 
+}  // namespace scaling_row_scaled_nvfp4_test
 }  // namespace
 }  // namespace nvfp4

@@ -11,6 +11,7 @@
 
 namespace nvfp4::training {
 namespace {
+namespace training_controls_test {
 
 /// The high-precision map as a string per step: one character per layer, 'B' for BF16, 'q' for
 /// the recipe.
@@ -71,5 +72,6 @@ TEST(PrecisionControls, BadSettingsAreRefused) {
   EXPECT_NE(code({.skip_quant_last_layers = -1}, 3).find(">= 0"), std::string::npos);
 }
 
+}  // namespace training_controls_test
 }  // namespace
 }  // namespace nvfp4::training

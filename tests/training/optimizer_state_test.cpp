@@ -14,6 +14,7 @@
 
 namespace nvfp4::training {
 namespace {
+namespace training_optimizer_state_test {
 
 std::vector<float> round_trip(state_format f, const std::vector<float>& x) {
   state_tensor s(f, static_cast<index_t>(x.size()));
@@ -161,5 +162,6 @@ TEST(OptimizerState, BadNamesAndSizes) {
   EXPECT_EQ(test::error_code_of([] { state_tensor(state_format::fp32, -1); }), errc::invalid_argument);  // a negative shape
 }
 
+}  // namespace training_optimizer_state_test
 }  // namespace
 }  // namespace nvfp4::training

@@ -13,6 +13,7 @@
 
 namespace nvfp4::training {
 namespace {
+namespace training_optimizer_test {
 
 nn::parameter scalar_parameter(float value, nn::parameter_kind kind = nn::parameter_kind::matrix) {
   nn::parameter p("w", kind, 1, 1);
@@ -233,5 +234,6 @@ TEST(Muon, OneStepWorkedByHand) {
   EXPECT_EQ(opt.state_bytes(), 16u + 16u);
 }
 
+}  // namespace training_optimizer_test
 }  // namespace
 }  // namespace nvfp4::training

@@ -14,6 +14,7 @@
 
 namespace nvfp4::training {
 namespace {
+namespace training_recipe_catalog_test {
 
 TEST(RecipeCatalog, EveryRecipeLearnsTheSyntheticTask) {
   const cluster_dataset data({.features = 32, .classes = 8, .spread = 1.0f, .batch_size = 32, .seed = 5});
@@ -64,5 +65,6 @@ TEST(RecipeCatalog, UnknownNamesAreRefused) {
   }
 }
 
+}  // namespace training_recipe_catalog_test
 }  // namespace
 }  // namespace nvfp4::training

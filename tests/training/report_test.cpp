@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace {
+namespace training_report_test {
 
 using namespace nvfp4::training;
 
@@ -128,4 +129,5 @@ TEST(ReportTest, GapChartNeedsItsBaseline) {
   EXPECT_THROW(gap_chart_svg(runs, "bf16", "gap"), nvfp4::error);
 }
 
+}  // namespace training_report_test
 }  // namespace

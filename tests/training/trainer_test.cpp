@@ -17,6 +17,7 @@
 
 namespace nvfp4::training {
 namespace {
+namespace training_trainer_test {
 
 const cluster_config task{.features = 32, .classes = 8, .spread = 1.0f, .batch_size = 32, .seed = 5};
 const nn::mlp_config net{.inputs = 32, .hidden = 64, .depth = 2, .classes = 8, .seed = 7};
@@ -272,5 +273,6 @@ TEST(Trainer, LearningRateSchedule) {
   EXPECT_FLOAT_EQ(learning_rate_scale(o, 10), 0.1f);
 }
 
+}  // namespace training_trainer_test
 }  // namespace
 }  // namespace nvfp4::training

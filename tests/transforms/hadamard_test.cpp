@@ -16,6 +16,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace transforms_hadamard_test {
 
 const int sizes[] = {16, 32, 64, 128, 256};
 
@@ -606,5 +607,6 @@ TEST(HadamardEmpty, AHugeDimensionBesideAZeroOneReturnsAtOnce) {
   }
 }
 
+}  // namespace transforms_hadamard_test
 }  // namespace
 }  // namespace nvfp4

@@ -28,6 +28,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_detail_tile_gemm_test {
 
 using gemm_test_data::count_mismatches;
 using gemm_test_data::emulated_tiles;
@@ -581,5 +582,6 @@ TEST(RelaxedBound, RelaxedIsWithinTheDocumentedBoundOfExact) {
   RecordProperty("worst_fraction_of_bound", std::to_string(worst));
 }
 
+}  // namespace gemm_detail_tile_gemm_test
 }  // namespace
 }  // namespace nvfp4

@@ -20,6 +20,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_fp4_gemm_test {
 
 using gemm_test_data::random_accumulator;
 using gemm_test_data::random_operand;
@@ -228,5 +229,6 @@ TEST(GemmEmpty, AHugeDimensionBesideAZeroOneReturnsAtOnce) {
   EXPECT_EQ(gemm_error_of([&] { (void)gemm(a, b_wide); }).first, errc::invalid_argument);
 }
 
+}  // namespace gemm_fp4_gemm_test
 }  // namespace
 }  // namespace nvfp4

@@ -25,6 +25,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_fp4_mma_amx_test {
 
 #if NVFP4_HAS_AVX512_VNNI
 
@@ -257,5 +258,6 @@ TEST(AmxEligibility, NanScalesAndOutOfRangeE8m0AreLeftToTheVectorKernels) {
 TEST(AmxKernels, NeedAnAvx512Build) { GTEST_SKIP() << "the AMX kernels are compiled in AVX-512 VNNI builds only"; }
 #endif
 
+}  // namespace gemm_fp4_mma_amx_test
 }  // namespace
 }  // namespace nvfp4

@@ -16,6 +16,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_fp4_mma_model_test {
 
 /// A one-row operand: E2M1 values (must be exact E2M1 numbers) and one scale byte per block.
 template <class Format>
@@ -212,5 +213,6 @@ TEST(MmaRule9, AlphaIsTheProductOfTheTensorAmaxesOverTheFormatRange) {
   EXPECT_EQ(gemm_alpha(m, m), 1.0f);
 }
 
+}  // namespace gemm_fp4_mma_model_test
 }  // namespace
 }  // namespace nvfp4

@@ -21,6 +21,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_fp4_packed_weight_test {
 
 using gemm_test_data::count_mismatches;
 using gemm_test_data::random_accumulator;
@@ -142,5 +143,6 @@ TEST(PackedWeight, ShapesAreChecked) {
   for (float v : d) EXPECT_EQ(v, -7.0f);
 }
 
+}  // namespace gemm_fp4_packed_weight_test
 }  // namespace
 }  // namespace nvfp4

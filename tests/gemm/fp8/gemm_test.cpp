@@ -22,6 +22,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_fp8_gemm_test {
 
 using fp8::mma::tensor_core;
 
@@ -427,5 +428,6 @@ TEST(Fp8Gemm, BadInput) {
   EXPECT_EQ(test::error_code_of([&] { fp8_gemm(a, c, o); }), errc{});
 }
 
+}  // namespace gemm_fp8_gemm_test
 }  // namespace
 }  // namespace nvfp4

@@ -13,6 +13,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_fp8_mma_model_test {
 
 using fp8::mma::tensor_core;
 constexpr auto e4 = fp8_format::e4m3;
@@ -158,5 +159,6 @@ TEST(Fp8MmaModel, RelaxedStepSumsPairsInTheBf16DotOrder) {
   EXPECT_EQ(fp8::mma::relaxed_step(s.a, e5, s.b, e5, 1.0f, e8m0::from_bits(126), e8m0::from_bits(126)), 4194306.0f);
 }
 
+}  // namespace gemm_fp8_mma_model_test
 }  // namespace
 }  // namespace nvfp4

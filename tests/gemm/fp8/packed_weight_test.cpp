@@ -18,6 +18,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_fp8_packed_weight_test {
 
 using fp8::mma::tensor_core;
 
@@ -192,5 +193,6 @@ TEST(Fp8PackedWeight, EmptyWeightAndMismatchedShapesAreRefused) {
   for (float v : out) EXPECT_EQ(v, -1.0f);
 }
 
+}  // namespace gemm_fp8_packed_weight_test
 }  // namespace
 }  // namespace nvfp4

@@ -15,6 +15,7 @@
 #include "test_support.hpp"
 
 namespace {
+namespace nn_detail_linear_checks_test {
 
 using namespace nvfp4;
 namespace nd = nvfp4::nn::detail;
@@ -158,4 +159,5 @@ TEST(LinearBiasGradient, RowSumInRowOrderForAnyThreadCount) {
   test::set_threads(2);
 }
 
+}  // namespace nn_detail_linear_checks_test
 }  // namespace

@@ -17,6 +17,7 @@
 
 namespace nvfp4::detail {
 namespace {
+namespace recipes_detail_div_full_reciprocal_test {
 
 constexpr std::uint32_t mantissas = 1u << 23;
 constexpr std::uint32_t block = 1u << div_full_table::block_bits;
@@ -66,5 +67,6 @@ TEST(DivFullReciprocal, IsFaithfulAndScalesByPowersOfTwo) {
   EXPECT_EQ(div_full_reciprocal(std::numeric_limits<float>::denorm_min()), std::numeric_limits<float>::infinity());
 }
 
+}  // namespace recipes_detail_div_full_reciprocal_test
 }  // namespace
 }  // namespace nvfp4::detail

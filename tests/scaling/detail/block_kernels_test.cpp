@@ -23,6 +23,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_detail_block_kernels_test {
 
 using kernels = detail::fast_block_kernels;
 using ops = simd::ops;
@@ -277,5 +278,6 @@ TEST(QuantizeNvfp4Across, EachLaneIsTheReferenceQuantizationOfItsRow) {
   }
 }
 
+}  // namespace scaling_detail_block_kernels_test
 }  // namespace
 }  // namespace nvfp4

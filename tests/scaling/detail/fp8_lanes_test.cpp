@@ -20,6 +20,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_detail_fp8_lanes_test {
 
 using ops = simd::ops;
 
@@ -105,5 +106,6 @@ TEST(Fp8Lanes, SpecialValues) {
   EXPECT_EQ(codes[0], 0xFBu);
 }
 
+}  // namespace scaling_detail_fp8_lanes_test
 }  // namespace
 }  // namespace nvfp4

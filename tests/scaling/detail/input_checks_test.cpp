@@ -22,6 +22,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_detail_input_checks_test {
 
 const float nan_value = NAN;
 const bf16 nan_bf16 = bf16::from_float(NAN);
@@ -96,5 +97,6 @@ TEST(InputChecks, ViewsAtTheLimitPassTheCheck) {
   }
 }
 
+}  // namespace scaling_detail_input_checks_test
 }  // namespace
 }  // namespace nvfp4

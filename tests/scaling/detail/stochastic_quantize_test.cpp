@@ -17,6 +17,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace scaling_detail_stochastic_quantize_test {
 
 using test::bytes_of;
 
@@ -153,5 +154,6 @@ TEST(StochasticQuantizeBadInput, RejectsEightBitElementsAndNonFinite) {
   }
 }
 
+}  // namespace scaling_detail_stochastic_quantize_test
 }  // namespace
 }  // namespace nvfp4

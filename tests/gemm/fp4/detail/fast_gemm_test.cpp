@@ -22,6 +22,7 @@
 
 namespace nvfp4 {
 namespace {
+namespace gemm_fp4_detail_fast_gemm_test {
 
 /// One K = 64 step: E2M1 codes of A's and B's row, their scale bytes (one per block), and c.
 struct step_case {
@@ -349,5 +350,6 @@ TEST(ExactFastPathEdges, VectorTestsAnswerAsTheScalarRulesOnEveryLimit) {
 }
 #endif  // NVFP4_HAS_AVX512_VNNI
 
+}  // namespace gemm_fp4_detail_fast_gemm_test
 }  // namespace
 }  // namespace nvfp4

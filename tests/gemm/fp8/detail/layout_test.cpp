@@ -18,6 +18,7 @@
 
 namespace nvfp4::fp8_gemm_detail {
 namespace {
+namespace gemm_fp8_detail_layout_test {
 
 TEST(Fp8Layout, TablesPutSpecialsOnTopOfNonDecreasingExponents) {
   for (fp8_format format : {fp8_format::e4m3, fp8_format::e5m2}) {
@@ -198,5 +199,6 @@ TEST(Fp8Layout, RefilledOperandFollowsItsDefinitionForAnyThreadCount) {
   }
 }
 
+}  // namespace gemm_fp8_detail_layout_test
 }  // namespace
 }  // namespace nvfp4::fp8_gemm_detail

@@ -22,6 +22,7 @@
 
 namespace nvfp4::fp8_gemm_detail {
 namespace {
+namespace gemm_fp8_detail_step_kernels_test {
 
 using scalar_kernels =
     lane_step_kernels<simd::scalar::ops,
@@ -139,5 +140,6 @@ TEST(Fp8StepKernels, ScalarOpsEqualTheModelStep) { check_all<scalar_kernels>("sc
 
 TEST(Fp8StepKernels, BuildKernelsEqualTheModelStep) { check_all<build_kernels>(simd::ops::name); }
 
+}  // namespace gemm_fp8_detail_step_kernels_test
 }  // namespace
 }  // namespace nvfp4::fp8_gemm_detail
