@@ -192,9 +192,9 @@ inline void quantize_columnwise_rht_fused(matrix_view<const bf16> x, const hadam
 /// The into form writes the copy into `out` and the bf16 transform into `scratch`, both kept by the
 /// caller and reused where they have the shapes already (nothing allocated or zero-filled then);
 /// same bits as quantize_columnwise_rht. It always goes through the kept transform: one transposed
-/// walk over x, then the row quantizer on contiguous bf16, which took 42 ms against the fused
-/// path's 53 (4096², one thread, AVX2 dev box, 2026-11-28) where the fused path transforms twice.
-/// The value form, with no storage kept, takes the fused path (no 2-byte-per-element scratch).
+/// walk over x, then the row quantizer on contiguous bf16, which is faster than the fused path's
+/// two walks (docs/benchmarks.md, "NVFP4 step outside its GEMMs"). The value form, with no storage
+/// kept, takes the fused path (no 2-byte-per-element scratch).
 /// Throws as quantize_columnwise_rht, before anything of out is written.
 template <block_scaled_format Format = nvfp4_1x16, quantizer_input T>
 void quantize_columnwise_rht_into(matrix_view<const T> x, const hadamard_transform& t, quantize_options options,
