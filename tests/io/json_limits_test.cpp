@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -49,10 +48,6 @@ error parse_error(const std::string& json) {
   }
   ADD_FAILURE() << "accepted";
   return error(errc::invalid_argument, "");
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 TEST(JsonLimits, ClipKeepsShortTextAndCutsLongTextAtACharacter) {
@@ -113,22 +108,19 @@ TEST(JsonLimits, LongFileContentIsClippedInMessages) {
   EXPECT_NE(std::string(e.what()).find("1000000 dimensions"), std::string::npos) << e.what();
 }
 
-TEST(JsonLimits, ManyTensorsAreReadAndWrittenInLinearTime) {
+TEST(JsonLimits, ManyTensorsAreReadAndWrittenWhole) {
   // 100,000 empty tensors: 7 MB of header. Quadratic code took minutes; linear takes about a
-  // second on a loaded 2-core machine (more under the sanitizers, well within the bound).
+  // second on a loaded 2-core machine. No clock here (speed is for the benchmarks): CTest's
+  // per-test time-out (tests/CMakeLists.txt) is what stops a quadratic regression.
   constexpr int n = 100'000;
   std::string json = "{";
   for (int i = 0; i < n; ++i)
     json += (i ? "," : "") + std::string("\"model.layers.") + std::to_string(i) + R"(.t":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
   json += "}";
   const auto image = image_of(json);
-  auto start = std::chrono::steady_clock::now();
   const safetensors_file file = parse_safetensors(image.data(), image.size(), "many.safetensors");
-  EXPECT_LT(seconds_since(start), 30.0);
   ASSERT_EQ(file.tensors.size(), static_cast<std::size_t>(n));
-  start = std::chrono::steady_clock::now();
   const auto bytes = serialize_safetensors(file);
-  EXPECT_LT(seconds_since(start), 30.0);
   EXPECT_EQ(parse_safetensors(bytes.data(), bytes.size()).tensors.size(), static_cast<std::size_t>(n));
   // The error for a missing name lists a few names, not 100,000.
   try {

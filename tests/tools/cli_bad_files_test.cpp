@@ -86,9 +86,9 @@ class CliBadFiles : public Cli {
       EXPECT_NE(r.err.find("nvfp4:"), std::string::npos);
       EXPECT_TRUE(created.empty());
     }
-    // Minutes before the fix; well under a second now, also under ASan + UBSan. The bound is loose
-    // so that a loaded CI machine does not fail it; the figure is printed.
-    EXPECT_LT(r.seconds, 10.0);
+    // Minutes before the fix; well under a second now, also under ASan + UBSan. The figure is
+    // printed, not asserted (speed is for the benchmarks); CTest's per-test time-out
+    // (tools/CMakeLists.txt) stops a case that takes minutes again.
     std::printf("  %-58s %.3f s\n", what.c_str(), r.seconds);
     for (auto& f : created)
       if (std::find(expected_files.begin(), expected_files.end(), f) == expected_files.end()) expected_files.push_back(f);
